@@ -1,0 +1,142 @@
+"""Command line: ``privacy-audit run | score | gate``.
+
+Exit codes: 0 success; 1 the gate found a threshold exceeded; 2 bad input (one line on
+stderr naming the problem); 3 an internal error (``--debug`` shows the traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from audit import __version__
+from audit.errors import AuditError
+
+EXIT_OK, EXIT_GATE, EXIT_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # argparse's default exit code is also 2; keep one line
+        self.exit(EXIT_INPUT, f"{self.prog}: error: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(
+        prog="privacy-audit",
+        description="Privacy auditing and attack evaluation for language models.",
+    )
+    p.add_argument("--version", action="version", version=f"privacy-audit {__version__}")
+    p.add_argument("--debug", action="store_true", help="show tracebacks for internal errors")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    r = sub.add_parser(
+        "run", help="train/wrap targets, run the attacks, write report.html and results.json"
+    )
+    r.add_argument(
+        "config", nargs="?", help="TOML config (default: the bundled non-private vs DP-SGD audit)"
+    )
+    r.add_argument("--out", default="audit-out", help="output directory (default: audit-out)")
+    r.add_argument("--quiet", action="store_true", help="no progress output")
+
+    s = sub.add_parser(
+        "score", help="metrics, ε bound and report for your own scores (CSV: score,member[,id])"
+    )
+    s.add_argument("scores", help="CSV file with columns score,member and optionally id")
+    s.add_argument(
+        "--delta", type=float, default=1e-5, help="δ for the empirical ε lower bound (default 1e-5)"
+    )
+    s.add_argument(
+        "--bootstrap", type=int, default=1000, help="bootstrap resamples for CIs (default 1000)"
+    )
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--out", default="audit-out", help="output directory (default: audit-out)")
+
+    g = sub.add_parser("gate", help="exit 1 if any attack exceeds a threshold (for CI)")
+    g.add_argument("results", help="results.json written by 'run' or 'score'")
+    g.add_argument("--max-auc", type=float)
+    g.add_argument("--max-tpr-at-1pct-fpr", type=float)
+    g.add_argument("--max-epsilon-lb", type=float)
+    g.add_argument(
+        "--strict", action="store_true", help="compare the upper end of each metric's CI"
+    )
+    return p
+
+
+def _cmd_run(args) -> int:
+    from audit.config import load_config
+    from audit.runner import run_audit, write_outputs
+
+    cfg = load_config(args.config)
+    results = run_audit(cfg, progress=not args.quiet)
+    html, js = write_outputs(results, args.out)
+    print(f"report:  {html}")
+    print(f"results: {js}")
+    return EXIT_OK
+
+
+def _cmd_score(args) -> int:
+    from audit.runner import score_file, write_outputs
+
+    if args.bootstrap < 100:
+        raise AuditError(f"--bootstrap must be at least 100, got {args.bootstrap}")
+    results = score_file(args.scores, args.delta, args.bootstrap, args.seed)
+    html, js = write_outputs(results, args.out)
+    m = results["runs"][0]["attacks"][0]["metrics"]
+    print(
+        f"AUC {m['auc']['value']:.3f} [{m['auc']['ci_low']:.3f}, {m['auc']['ci_high']:.3f}]  "
+        f"TPR@1%FPR {m['tpr_at_fpr_0.01']['value']:.3f}  "
+        f"ε lower bound {m['epsilon_lower_bound']['value']:.3f} (δ={args.delta:g}, 95%)"
+    )
+    print(f"report:  {html}")
+    print(f"results: {js}")
+    return EXIT_OK
+
+
+def _cmd_gate(args) -> int:
+    from audit.gate import check, load_results
+
+    thresholds = {
+        "max_auc": args.max_auc,
+        "max_tpr_at_1pct_fpr": args.max_tpr_at_1pct_fpr,
+        "max_epsilon_lb": args.max_epsilon_lb,
+    }
+    if all(v is None for v in thresholds.values()):
+        raise AuditError(
+            "gate needs at least one of --max-auc, --max-tpr-at-1pct-fpr, --max-epsilon-lb"
+        )
+    results = load_results(args.results)
+    violations = check(results, thresholds, strict=args.strict)
+    if violations:
+        for v in violations:
+            print(f"FAIL: {v}")
+        print(f"privacy gate failed: {len(violations)} threshold(s) exceeded")
+        return EXIT_GATE
+    n = sum(1 for r in results["runs"] for a in r.get("attacks", []) if a.get("status") == "ok")
+    print(f"privacy gate passed: {n} attack result(s) within every threshold")
+    return EXIT_OK
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    handler = {"run": _cmd_run, "score": _cmd_score, "gate": _cmd_gate}[args.command]
+    try:
+        return handler(args)
+    except AuditError as exc:
+        print(f"privacy-audit: error: {exc}", file=sys.stderr)
+        return EXIT_INPUT
+    except KeyboardInterrupt:
+        print("privacy-audit: interrupted; no partial report was written", file=sys.stderr)
+        return 130
+    except Exception as exc:  # noqa: BLE001 - one line unless --debug
+        if args.debug:
+            raise
+        print(
+            f"privacy-audit: internal error: {type(exc).__name__}: {exc} (rerun with --debug for the traceback)",
+            file=sys.stderr,
+        )
+        return EXIT_INTERNAL
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,344 @@
+"""TOML audit configs, validated at load: an error names the bad key and the allowed values.
+
+See the README's "Config reference" for every key. ``load_config(None)`` returns the
+bundled default audit (non-private vs DP-SGD on the fixture corpus).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib  # type: ignore[no-redef]
+
+from attacks import ATTACKS, DEFAULT_ATTACKS
+from audit.errors import ConfigError
+from audit.targets import PRESETS, TargetSpec
+from defenses import DEFENSES
+from defenses.base import NOTIONS, UNITS
+
+_NUM = (int, float)
+DEVICES = ("cpu", "cuda", "auto")
+
+
+def _positive(x: Any) -> bool:
+    return x > 0 and math.isfinite(x)
+
+
+# section -> key -> (accepted types, default, check or None, description of valid values)
+SCHEMA: dict[str, dict[str, tuple]] = {
+    "": {
+        "title": (str, "Privacy audit", None, ""),
+        "seed": (int, 0, lambda x: x >= 0, "an integer >= 0"),
+        "device": (str, "cpu", lambda x: x in DEVICES, f"one of {', '.join(DEVICES)}"),
+    },
+    "data": {
+        "corpus": (str, "fixtures", None, ""),
+        "members": (str, None, None, ""),
+        "nonmembers": (str, None, None, ""),
+        "test": (str, None, None, ""),
+        "public": (str, None, None, ""),
+        "text_column": (str, "text", None, ""),
+        "label_column": (str, "label", None, ""),
+        "id_column": (str, "id", None, ""),
+        "n_members": (int, 500, lambda x: x >= 2, "an integer >= 2"),
+        "n_nonmembers": (int, 500, lambda x: x >= 2, "an integer >= 2"),
+        "n_test": (int, 500, lambda x: x >= 1, "an integer >= 1"),
+    },
+    "target": {
+        "preset": (str, "tiny", lambda x: x in PRESETS, f"one of {', '.join(PRESETS)}"),
+        "model_dir": (str, None, None, ""),
+        "classifier_dir": (str, None, None, ""),
+        "max_length": (int, 64, lambda x: 8 <= x <= 512, "an integer in [8, 512]"),
+        "public_epochs": (int, 0, lambda x: x >= 0, "an integer >= 0"),
+    },
+    "train": {
+        "epochs": (int, 10, lambda x: x >= 1, "an integer >= 1"),
+        "batch_size": (int, 32, lambda x: x >= 1, "an integer >= 1"),
+        "learning_rate": (_NUM, 1e-3, _positive, "a positive number"),
+        "weight_decay": (_NUM, 0.0, lambda x: x >= 0, "a number >= 0"),
+    },
+    "attacks": {
+        "names": (list, list(DEFAULT_ATTACKS), None, ""),
+    },
+    "metrics": {
+        "delta": (_NUM, 1e-5, lambda x: 0 < x < 1, "a number in (0, 1)"),
+        "confidence": (_NUM, 0.95, lambda x: 0 < x < 1, "a number in (0, 1)"),
+        "bootstrap": (int, 1000, lambda x: x >= 100, "an integer >= 100"),
+    },
+    "claim": {
+        "epsilon": (_NUM, None, _positive, "a positive number"),
+        "delta": (_NUM, None, lambda x: 0 < x < 1, "a number in (0, 1)"),
+        "unit": (str, None, lambda x: x in UNITS, f"one of {', '.join(UNITS)}"),
+        "notion": (str, "none", lambda x: x in NOTIONS, f"one of {', '.join(NOTIONS)}"),
+        "proven": (bool, False, None, ""),
+        "note": (str, "Claim stated by the model's owner; not verified by this suite.", None, ""),
+    },
+    "report": {
+        "aggregate_only": (bool, False, None, ""),
+    },
+}
+TRAIN_OVERRIDES = ("epochs", "batch_size", "learning_rate", "weight_decay")
+
+
+def _type_name(t) -> str:
+    if isinstance(t, tuple):
+        return "a number"
+    return {
+        str: "a string",
+        int: "an integer",
+        bool: "true or false",
+        list: "a list",
+        float: "a number",
+    }[t]
+
+
+def _check_value(path: str, value: Any, types, check, allowed: str) -> Any:
+    # bool is an int subclass in Python; a TOML true is never a valid number here.
+    if isinstance(value, bool) and types is not bool:
+        raise ConfigError(f"config key '{path}' must be {_type_name(types)}, got {value!r}")
+    if not isinstance(value, types):
+        raise ConfigError(f"config key '{path}' must be {_type_name(types)}, got {value!r}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(f"config key '{path}' must be finite, got {value!r}")
+    if check is not None and not check(value):
+        raise ConfigError(f"config key '{path}' must be {allowed}, got {value!r}")
+    return value
+
+
+def _section(raw: dict, name: str) -> dict[str, Any]:
+    schema = SCHEMA[name]
+    prefix = f"{name}." if name else ""
+    unknown = sorted(set(raw) - set(schema))
+    if unknown:
+        raise ConfigError(
+            f"unknown config key '{prefix}{unknown[0]}'; allowed keys"
+            f"{' in [' + name + ']' if name else ' at top level'}: {', '.join(sorted(schema))}"
+        )
+    out = {}
+    for key, (types, default, check, allowed) in schema.items():
+        out[key] = (
+            _check_value(prefix + key, raw[key], types, check, allowed) if key in raw else default
+        )
+    return out
+
+
+@dataclass(frozen=True)
+class DefenseConfig:
+    name: str
+    label: str
+    params: dict[str, Any]
+    train_overrides: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class AuditConfig:
+    title: str
+    seed: int
+    device: str
+    data: dict[str, Any]
+    target: TargetSpec
+    classifier_dir: str | None
+    train: dict[str, Any]
+    defenses: tuple[DefenseConfig, ...]
+    attacks: tuple[str, ...]
+    metrics: dict[str, Any]
+    claim: dict[str, Any] | None
+    aggregate_only: bool
+    raw: dict[str, Any]
+    source: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """The resolved config, for the report and results.json."""
+        return {
+            "source": self.source,
+            "title": self.title,
+            "seed": self.seed,
+            "device": self.device,
+            "data": self.data,
+            "target": {
+                "preset": self.target.preset,
+                "model_dir": self.target.model_dir,
+                "classifier_dir": self.classifier_dir,
+                "max_length": self.target.max_length,
+                "public_epochs": self.target.public_epochs,
+            },
+            "train": self.train,
+            "defenses": [
+                {"name": d.name, "label": d.label, **d.params, **d.train_overrides}
+                for d in self.defenses
+            ],
+            "attacks": list(self.attacks),
+            "metrics": self.metrics,
+            "claim": self.claim,
+            "report": {"aggregate_only": self.aggregate_only},
+        }
+
+
+TOP_SECTIONS = ("data", "target", "train", "attacks", "metrics", "claim", "report", "defenses")
+
+
+def _parse_defense(i: int, raw: Any) -> DefenseConfig:
+    path = f"defenses[{i}]"
+    if not isinstance(raw, dict):
+        raise ConfigError(f"config key '{path}' must be a table ([[defenses]])")
+    raw = dict(raw)
+    name = raw.pop("name", None)
+    if not isinstance(name, str):
+        raise ConfigError(f"config key '{path}.name' is required: one of {', '.join(DEFENSES)}")
+    if name not in DEFENSES:
+        raise ConfigError(
+            f"unknown defense '{name}' at '{path}.name'; allowed: {', '.join(DEFENSES)}"
+        )
+    label = raw.pop("label", None)
+    if label is not None and not isinstance(label, str):
+        raise ConfigError(f"config key '{path}.label' must be a string")
+    overrides = {}
+    for key in TRAIN_OVERRIDES:
+        if key in raw:
+            types, _, check, allowed = SCHEMA["train"][key]
+            overrides[key] = _check_value(f"{path}.{key}", raw.pop(key), types, check, allowed)
+    cls = DEFENSES[name]
+    unknown = sorted(set(raw) - set(cls.PARAMS))
+    if unknown:
+        allowed = sorted(set(cls.PARAMS) | {"name", "label", *TRAIN_OVERRIDES})
+        raise ConfigError(
+            f"unknown config key '{path}.{unknown[0]}' for defense '{name}'; allowed keys: {', '.join(allowed)}"
+        )
+    for key, value in raw.items():
+        types = cls.PARAMS[key][0]
+        _check_value(f"{path}.{key}", value, types, None, "")
+    try:
+        cls(**raw)  # the defense validates its own parameter values
+    except ValueError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+    if label is None:
+        label = (
+            name if not raw else name + " (" + ", ".join(f"{k}={v}" for k, v in raw.items()) + ")"
+        )
+    return DefenseConfig(name, label, dict(raw), overrides)
+
+
+def parse_config(
+    raw: dict[str, Any], source: str = "<config>", base_dir: Path | None = None
+) -> AuditConfig:
+    unknown = sorted(set(raw) - set(TOP_SECTIONS) - set(SCHEMA[""]))
+    if unknown:
+        allowed = sorted(set(TOP_SECTIONS) | set(SCHEMA[""]))
+        raise ConfigError(
+            f"unknown config key '{unknown[0]}'; allowed top-level keys: {', '.join(allowed)}"
+        )
+    for sec in TOP_SECTIONS:
+        if sec in raw and sec != "defenses" and not isinstance(raw[sec], dict):
+            raise ConfigError(f"config key '{sec}' must be a table ([{sec}])")
+    top = _section({k: v for k, v in raw.items() if k in SCHEMA[""]}, "")
+    data = _section(raw.get("data", {}), "data")
+    target = _section(raw.get("target", {}), "target")
+    train = _section(raw.get("train", {}), "train")
+    attacks_sec = _section(raw.get("attacks", {}), "attacks")
+    metrics = _section(raw.get("metrics", {}), "metrics")
+    report = _section(raw.get("report", {}), "report")
+
+    def resolve(p: str | None) -> str | None:
+        if p is None or base_dir is None or p == "fixtures":
+            return p
+        q = Path(p).expanduser()
+        return str(q if q.is_absolute() else (base_dir / q))
+
+    for key in ("corpus", "members", "nonmembers", "test", "public"):
+        data[key] = resolve(data[key])
+    for key in ("model_dir", "classifier_dir"):
+        target[key] = resolve(target[key])
+
+    names = attacks_sec["names"]
+    if not names:
+        raise ConfigError(f"config key 'attacks.names' is empty; allowed: {', '.join(ATTACKS)}")
+    for n in names:
+        if not isinstance(n, str) or n not in ATTACKS:
+            raise ConfigError(
+                f"unknown attack {n!r} in 'attacks.names'; allowed: {', '.join(ATTACKS)}"
+            )
+    if len(set(names)) != len(names):
+        raise ConfigError("config key 'attacks.names' lists an attack twice")
+
+    raw_defenses = raw.get("defenses")
+    classifier_dir = target["classifier_dir"]
+    if classifier_dir is not None:
+        if raw_defenses:
+            raise ConfigError(
+                "config sets 'target.classifier_dir' (audit a trained model as it is) and also "
+                "'defenses'; remove one: a trained model is not retrained"
+            )
+        if target["model_dir"] is not None:
+            raise ConfigError("set either 'target.classifier_dir' or 'target.model_dir', not both")
+        if data["members"] is None or data["nonmembers"] is None:
+            raise ConfigError(
+                "auditing 'target.classifier_dir' needs 'data.members' and 'data.nonmembers' files"
+            )
+        defenses: tuple[DefenseConfig, ...] = ()
+    else:
+        if raw_defenses is None:
+            raw_defenses = [{"name": "none"}]
+        if not isinstance(raw_defenses, list) or not raw_defenses:
+            raise ConfigError(
+                f"config key 'defenses' must be a non-empty list of tables; allowed names: {', '.join(DEFENSES)}"
+            )
+        defenses = tuple(_parse_defense(i, d) for i, d in enumerate(raw_defenses))
+        labels = [d.label for d in defenses]
+        if len(set(labels)) != len(labels):
+            raise ConfigError("two defenses have the same label; give each a distinct 'label'")
+    if target["public_epochs"] > 0 and classifier_dir is not None:
+        raise ConfigError("'target.public_epochs' applies only when the suite trains the model")
+    if (data["members"] is None) != (data["nonmembers"] is None):
+        raise ConfigError("set both 'data.members' and 'data.nonmembers', or neither")
+
+    claim = None
+    if "claim" in raw:
+        if classifier_dir is None:
+            raise ConfigError("config key 'claim' applies only with 'target.classifier_dir'")
+        claim = _section(raw["claim"], "claim")
+
+    return AuditConfig(
+        title=top["title"],
+        seed=top["seed"],
+        device=top["device"],
+        data=data,
+        target=TargetSpec(
+            target["preset"], target["model_dir"], target["max_length"], target["public_epochs"]
+        ),
+        classifier_dir=classifier_dir,
+        train=train,
+        defenses=defenses,
+        attacks=tuple(names),
+        metrics=metrics,
+        claim=claim,
+        aggregate_only=report["aggregate_only"],
+        raw=raw,
+        source=source,
+    )
+
+
+def default_config_text() -> str:
+    return resources.files("audit.configs").joinpath("default.toml").read_text(encoding="utf-8")
+
+
+def load_config(path: str | Path | None) -> AuditConfig:
+    """Load and validate a TOML config; ``None`` loads the bundled default audit."""
+    if path is None:
+        return parse_config(tomllib.loads(default_config_text()), source="bundled default")
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"config file {str(p)!r} does not exist")
+    try:
+        raw = tomllib.loads(p.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise ConfigError(f"config file {str(p)!r} is not UTF-8 text") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {str(p)!r} is not valid TOML: {exc}") from None
+    return parse_config(raw, source=str(p), base_dir=p.parent.resolve())

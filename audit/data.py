@@ -1,0 +1,181 @@
+"""Audit data: members (training set), non-members (held out) and a utility test set.
+
+Sources:
+- the bundled fixture corpus (``data.corpus = "fixtures"``): its private split is shuffled
+  with the seed and cut into disjoint members / non-members / test sets;
+- a user corpus file (JSONL or CSV with a text and a label column), split the same way;
+- explicit ``data.members`` / ``data.nonmembers`` (/ ``data.test``) files.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from audit.errors import DataError
+from defenses.base import Examples
+
+
+def read_table(
+    path: str | Path, text_column: str, label_column: str, id_column: str | None
+) -> list[dict]:
+    """Rows of a JSONL or CSV file as dicts with keys ``id``, ``text``, ``label``."""
+    p = Path(path)
+    if not p.is_file():
+        raise DataError(f"data file {str(p)!r} does not exist")
+    try:
+        content = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise DataError(f"data file {str(p)!r} is not UTF-8 text") from None
+    suffix = p.suffix.lower()
+    records: list[dict[str, Any]] = []
+    if suffix in (".jsonl", ".json", ".ndjson"):
+        for lineno, line in enumerate(content.splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise DataError(
+                    f"data file {str(p)!r} line {lineno} is not valid JSON: {exc.msg}"
+                ) from None
+            if not isinstance(obj, dict):
+                raise DataError(f"data file {str(p)!r} line {lineno} is not a JSON object")
+            records.append(obj)
+    elif suffix == ".csv":
+        reader = csv.DictReader(content.splitlines())
+        if reader.fieldnames is None:
+            raise DataError(f"data file {str(p)!r} is empty")
+        records = list(reader)
+    else:
+        raise DataError(f"data file {str(p)!r} must end in .jsonl or .csv")
+    if not records:
+        raise DataError(f"data file {str(p)!r} has no rows")
+    rows = []
+    for i, rec in enumerate(records):
+        for col in (text_column, label_column):
+            if col not in rec:
+                raise DataError(f"data file {str(p)!r} has no column {col!r} (row {i + 1})")
+        text, label = rec[text_column], rec[label_column]
+        if not isinstance(text, str):
+            raise DataError(
+                f"data file {str(p)!r} row {i + 1}: column {text_column!r} must be text"
+            )
+        if label is None or label == "" or (isinstance(label, float) and not math.isfinite(label)):
+            raise DataError(f"data file {str(p)!r} row {i + 1}: column {label_column!r} is empty")
+        rid = rec.get(id_column) if id_column else None
+        rows.append(
+            {
+                "id": str(rid) if rid not in (None, "") else f"{p.stem}-{i}",
+                "text": text,
+                "label": str(label),
+            }
+        )
+    return rows
+
+
+@dataclass
+class AuditData:
+    members: Examples
+    nonmembers: Examples
+    test: Examples
+    label_names: list[str]
+    public: Examples | None = None
+
+    def attack_set(self) -> Examples:
+        """Members then non-members, with membership labels (1 = member)."""
+        n_in, n_out = len(self.members), len(self.nonmembers)
+        return Examples(
+            ids=self.members.ids + self.nonmembers.ids,
+            texts=self.members.texts + self.nonmembers.texts,
+            labels=np.concatenate([self.members.labels, self.nonmembers.labels]),
+            members=np.concatenate([np.ones(n_in, np.int64), np.zeros(n_out, np.int64)]),
+        )
+
+
+def to_examples(rows: list[dict], label_index: dict[str, int]) -> Examples:
+    return Examples(
+        ids=[r["id"] for r in rows],
+        texts=[r["text"] for r in rows],
+        labels=np.array([label_index[r["label"]] for r in rows], dtype=np.int64),
+    )
+
+
+def _check_sets(members: list[dict], nonmembers: list[dict], train: bool) -> None:
+    if not members or not nonmembers:
+        raise DataError(
+            f"need both members and non-members, got {len(members)} members and {len(nonmembers)} non-members"
+        )
+    if train and len({r["label"] for r in members}) < 2:
+        raise DataError(
+            "the member set has a single task label; a classifier needs at least two classes"
+        )
+    ids = [r["id"] for r in members + nonmembers]
+    if len(set(ids)) != len(ids):
+        raise DataError("example ids are not unique across members and non-members")
+
+
+def load_audit_data(
+    data_cfg: dict[str, Any], seed: int, train: bool, label_names: list[str] | None = None
+) -> AuditData:
+    """Build members / non-members / test per the ``[data]`` config section."""
+    cols = (data_cfg["text_column"], data_cfg["label_column"], data_cfg["id_column"])
+    if data_cfg["members"] is not None:
+        members = read_table(data_cfg["members"], *cols)
+        nonmembers = read_table(data_cfg["nonmembers"], *cols)
+        test = read_table(data_cfg["test"], *cols) if data_cfg["test"] else nonmembers
+    else:
+        if data_cfg["corpus"] == "fixtures":
+            import fixtures
+
+            pool = [
+                {"id": r["id"], "text": r["text"], "label": str(r["label"])}
+                for r in fixtures.load_corpus("private")
+            ]
+        else:
+            pool = read_table(data_cfg["corpus"], *cols)
+        n_in, n_out, n_test = data_cfg["n_members"], data_cfg["n_nonmembers"], data_cfg["n_test"]
+        if n_in + n_out + n_test > len(pool):
+            raise DataError(
+                f"corpus has {len(pool)} rows but n_members + n_nonmembers + n_test = {n_in + n_out + n_test}"
+            )
+        order = np.random.default_rng(seed).permutation(len(pool))
+        members = [pool[i] for i in order[:n_in]]
+        nonmembers = [pool[i] for i in order[n_in : n_in + n_out]]
+        test = [pool[i] for i in order[n_in + n_out : n_in + n_out + n_test]]
+    public: list[dict] | None = None
+    if data_cfg["public"] is not None and data_cfg["public"] != "fixtures":
+        public = read_table(data_cfg["public"], *cols)
+    elif data_cfg["public"] == "fixtures" or (
+        data_cfg["corpus"] == "fixtures" and data_cfg["members"] is None
+    ):
+        import fixtures
+
+        public = [
+            {"id": r["id"], "text": r["text"], "label": str(r["label"])}
+            for r in fixtures.load_corpus("public")
+        ]
+    _check_sets(members, nonmembers, train)
+    if label_names is None:
+        label_names = sorted({r["label"] for r in members + nonmembers + test})
+    index = {name: i for i, name in enumerate(label_names)}
+    unknown = sorted(
+        {r["label"] for r in members + nonmembers + test + (public or [])} - set(index)
+    )
+    if unknown:
+        raise DataError(
+            f"label {unknown[0]!r} in the data is not one of the model's labels: {', '.join(label_names)}"
+        )
+    return AuditData(
+        to_examples(members, index),
+        to_examples(nonmembers, index),
+        to_examples(test, index),
+        label_names,
+        to_examples(public, index) if public else None,
+    )

@@ -1,0 +1,316 @@
+"""The audit pipeline: defense → released surfaces → attacks → scores → metrics → results.
+
+``run_audit`` returns the results dictionary that ``results.json`` holds and the report
+renders; ``write_outputs`` renders everything in memory first and then writes each file
+atomically, so a failure never leaves a half-written report.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import platform
+import sys
+import time
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from attacks import ATTACKS, AttackResult, MetricSettings, run_attack
+from audit import __version__
+from audit.config import AuditConfig
+from audit.data import AuditData, load_audit_data
+from audit.errors import AuditError, DataError
+from audit.io import atomic_write_json, atomic_write_text, dumps_json
+from audit.targets import Target, load_trained_classifier
+from defenses import DEFENSES
+from defenses.base import PrivacyClaim, ReleasedModel
+from defenses.classifier import ClassifierRelease, TrainingConfig, evaluate_accuracy
+
+SCHEMA_VERSION = 1
+PACKAGES = (
+    "torch",
+    "transformers",
+    "opacus",
+    "dp-accounting",
+    "numpy",
+    "scipy",
+    "scikit-learn",
+    "matplotlib",
+    "jinja2",
+)
+
+
+def environment() -> dict[str, Any]:
+    versions = {}
+    for name in PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    return {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "packages": versions,
+    }
+
+
+def _log(msg: str, progress: bool) -> None:
+    if progress:
+        print(msg, file=sys.stderr, flush=True)
+
+
+def evaluate_release(
+    name: str,
+    defense: str,
+    release: ReleasedModel,
+    data: AuditData,
+    attack_names: tuple[str, ...],
+    settings: MetricSettings,
+    training: dict[str, Any] | None = None,
+    aggregate_only: bool = False,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Run every attack on one released model and assemble its run record."""
+    examples = data.attack_set()
+    utility = evaluate_accuracy(release, data.test)
+    results: list[AttackResult] = []
+    for attack_name in attack_names:
+        attack = ATTACKS[attack_name]()
+        _log(f"  attack {attack_name} on {name}", progress)
+        try:
+            results.append(run_attack(attack, release, examples, settings))
+        except ValueError as exc:  # e.g. a surface returned NaN: record it, keep the run
+            results.append(
+                AttackResult(
+                    attack.name,
+                    attack.description,
+                    [s.value for s in attack.requires],
+                    "error",
+                    str(exc),
+                )
+            )
+    return run_record(name, defense, release.claim, utility, results, training, aggregate_only)
+
+
+def run_record(
+    name: str,
+    defense: str,
+    claim: PrivacyClaim,
+    utility: dict[str, Any] | None,
+    results: list[AttackResult],
+    training: dict[str, Any] | None = None,
+    aggregate_only: bool = False,
+) -> dict[str, Any]:
+    ok = [r for r in results if r.status == "ok"]
+    strongest = max(ok, key=lambda r: r.metrics["auc"]["value"]).attack if ok else None
+    return {
+        "name": name,
+        "defense": defense,
+        "claim": claim.to_dict(),
+        "utility": utility,
+        "training": training or {},
+        "attacks": [r.to_dict(aggregate_only) for r in results],
+        "strongest_attack": strongest,
+    }
+
+
+def assemble_results(
+    runs: list[dict[str, Any]],
+    title: str,
+    seed: int,
+    config: dict[str, Any],
+    aggregate_only: bool = False,
+) -> dict[str, Any]:
+    """The results dictionary (results.json); verdicts are computed from the numbers in it."""
+    from reports.verdict import compare_runs, verdict_for_run
+
+    for run in runs:
+        run["verdict"] = verdict_for_run(run)
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "tool": {"name": "privacy-audit", "version": __version__},
+        "created": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "title": title,
+        "seed": seed,
+        "config": config,
+        "environment": environment(),
+        "aggregate_only": aggregate_only,
+        "runs": runs,
+        "comparison": compare_runs(runs),
+    }
+
+
+def _byo_label_names(model, data_cfg: dict[str, Any]) -> list[str]:
+    """Map data labels onto the model's output indices: by name, or as integer indices."""
+    from audit.data import read_table
+
+    n = int(model.config.num_labels)
+    id2label = {int(k): str(v) for k, v in (model.config.id2label or {}).items()}
+    names = [id2label.get(i, str(i)) for i in range(n)]
+    cols = (data_cfg["text_column"], data_cfg["label_column"], data_cfg["id_column"])
+    seen = {r["label"] for r in read_table(data_cfg["members"], *cols)}
+    if seen <= set(names):
+        return names
+    if all(s.lstrip("-").isdigit() and 0 <= int(s) < n for s in seen):
+        return [str(i) for i in range(n)]
+    bad = sorted(seen - set(names))[0]
+    raise DataError(
+        f"label {bad!r} matches neither the model's label names ({', '.join(names)}) nor an index 0..{n - 1}"
+    )
+
+
+def run_audit(cfg: AuditConfig, progress: bool = True) -> dict[str, Any]:
+    settings = MetricSettings(
+        delta=float(cfg.metrics["delta"]),
+        confidence=float(cfg.metrics["confidence"]),
+        n_boot=int(cfg.metrics["bootstrap"]),
+        seed=cfg.seed,
+    )
+    runs: list[dict[str, Any]] = []
+    if cfg.classifier_dir is not None:
+        model, tokenizer = load_trained_classifier(cfg.classifier_dir)
+        label_names = _byo_label_names(model, cfg.data)
+        data = load_audit_data(cfg.data, cfg.seed, train=False, label_names=label_names)
+        c = cfg.claim or {}
+        claim = (
+            PrivacyClaim(
+                c["epsilon"], c["delta"], c["unit"], c["notion"], None, c["proven"], c["note"]
+            )
+            if c
+            else PrivacyClaim.none("No claim stated for this model.")
+        )
+        release = ClassifierRelease(
+            model, tokenizer, cfg.target.max_length, claim, label_names, cfg.device
+        )
+        name = Path(cfg.classifier_dir).name or "model"
+        _log(f"auditing {cfg.classifier_dir} as it is (no training)", progress)
+        runs.append(
+            evaluate_release(
+                name,
+                "as-is",
+                release,
+                data,
+                cfg.attacks,
+                settings,
+                {"trained_by_suite": False},
+                cfg.aggregate_only,
+                progress,
+            )
+        )
+    else:
+        data = load_audit_data(cfg.data, cfg.seed, train=True)
+        target = Target(cfg.target, tuple(data.label_names), data.public, cfg.device, progress)
+        _log(
+            f"data: {len(data.members)} members, {len(data.nonmembers)} non-members, "
+            f"{len(data.test)} test, {len(data.public) if data.public else 0} public; "
+            f"target {cfg.target.describe()}",
+            progress,
+        )
+        for dcfg in cfg.defenses:
+            defense = DEFENSES[dcfg.name](**dcfg.params)
+            training = TrainingConfig(
+                **{**cfg.train, **dcfg.train_overrides},
+                max_length=cfg.target.max_length,
+                device=cfg.device,
+                progress=progress,
+            )
+            _log(f"training {dcfg.label}", progress)
+            start = time.perf_counter()
+            release, report = defense.fit(target, data.members, training, cfg.seed)
+            info = {**report.info, "wall_seconds": time.perf_counter() - start}
+            runs.append(
+                evaluate_release(
+                    dcfg.label,
+                    dcfg.name,
+                    release,
+                    data,
+                    cfg.attacks,
+                    settings,
+                    info,
+                    cfg.aggregate_only,
+                    progress,
+                )
+            )
+    return assemble_results(runs, cfg.title, cfg.seed, cfg.to_dict(), cfg.aggregate_only)
+
+
+def score_file(path: str | Path, delta: float, n_boot: int = 1000, seed: int = 0) -> dict[str, Any]:
+    """Bring-your-own scores: a CSV with columns ``score,member`` and optional ``id``."""
+    import csv
+
+    p = Path(path)
+    if not p.is_file():
+        raise DataError(f"scores file {str(p)!r} does not exist")
+    if not 0 < delta < 1:
+        raise AuditError(f"--delta must be in (0, 1), got {delta}")
+    try:
+        rows = list(csv.DictReader(p.read_text(encoding="utf-8").splitlines()))
+    except UnicodeDecodeError:
+        raise DataError(f"scores file {str(p)!r} is not UTF-8 text") from None
+    if not rows:
+        raise DataError(f"scores file {str(p)!r} has no rows")
+    for col in ("score", "member"):
+        if col not in rows[0]:
+            raise DataError(
+                f"scores file {str(p)!r} has no column {col!r}; expected columns: score,member[,id]"
+            )
+    scores, members, ids = [], [], []
+    for i, r in enumerate(rows, start=2):
+        try:
+            scores.append(float(r["score"]))
+        except (TypeError, ValueError):
+            raise DataError(
+                f"scores file {str(p)!r} line {i}: score {r['score']!r} is not a number"
+            ) from None
+        m = (r["member"] or "").strip().lower()
+        if m not in ("0", "1", "true", "false"):
+            raise DataError(
+                f"scores file {str(p)!r} line {i}: member must be 0/1 or true/false, got {r['member']!r}"
+            )
+        members.append(1 if m in ("1", "true") else 0)
+        ids.append(r.get("id") or str(i - 2))
+    s = np.asarray(scores)
+    if not np.all(np.isfinite(s)):
+        raise DataError(
+            f"scores file {str(p)!r} has {int((~np.isfinite(s)).sum())} NaN or infinite score(s)"
+        )
+    settings = MetricSettings(delta=delta, n_boot=n_boot, seed=seed)
+    try:
+        result = AttackResult.from_scores(
+            "user-scores", s, members, ids, settings, "Scores supplied by the user."
+        )
+    except ValueError as exc:
+        raise DataError(f"scores file {str(p)!r}: {exc}") from None
+    run = run_record(
+        p.stem,
+        "user-scores",
+        PrivacyClaim.none("Scores supplied by the user; no claim stated."),
+        None,
+        [result],
+    )
+    config = {
+        "source": str(p),
+        "command": "score",
+        "delta": delta,
+        "bootstrap": n_boot,
+        "seed": seed,
+    }
+    return assemble_results([run], f"Privacy audit of {p.name}", seed, config)
+
+
+def write_outputs(results: dict[str, Any], out_dir: str | Path) -> tuple[Path, Path]:
+    """Render the report and JSON in memory, then write each atomically."""
+    from reports import render_html
+
+    out = Path(out_dir)
+    html = render_html(results)
+    payload = dumps_json(results)
+    out.mkdir(parents=True, exist_ok=True)
+    json_path = atomic_write_text(out / "results.json", payload)
+    html_path = atomic_write_text(out / "report.html", html)
+    return html_path, json_path
+
+
+__all__ = ["run_audit", "score_file", "write_outputs", "evaluate_release", "atomic_write_json"]

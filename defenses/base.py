@@ -1,0 +1,180 @@
+"""Contracts every defense adapter implements.
+
+A defense trains (or wraps) a target model under a mechanism and returns a
+:class:`ReleasedModel`: the set of *surfaces* an adversary can observe, plus the
+:class:`PrivacyClaim` the mechanism makes. Attacks only ever see a ``ReleasedModel``.
+"""
+
+from __future__ import annotations
+
+import enum
+from abc import ABC, abstractmethod
+from dataclasses import asdict, dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+
+
+class Surface(str, enum.Enum):
+    """What an adversary can observe from a released model."""
+
+    PROBABILITIES = "probabilities"  # class probabilities for an input
+    LOSS = "loss"  # per-example loss given the true label
+    HIDDEN = "hidden"  # hidden representation (what a client sends to a server)
+    GRADIENTS = "gradients"  # the gradient update the mechanism releases for a batch
+    GENERATION = "generation"  # generated continuations of a prompt
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class SurfaceNotAvailable(RuntimeError):
+    """Raised when an attack asks a released model for a surface it does not expose."""
+
+
+UNITS = ("example", "sequence", "token", "user")
+NOTIONS = ("central-dp", "local-dp", "metric-dp", "none")
+
+
+@dataclass(frozen=True)
+class PrivacyClaim:
+    """What a mechanism claims, stated so a report can never overstate it.
+
+    ``proven`` is True only when the (ε, δ) follows from a published proof whose
+    assumptions hold for this configuration *and* the accounting used a maintained
+    accountant. Heuristic or unsound claims carry ``proven=False`` and a ``note``.
+    """
+
+    epsilon: float | None
+    delta: float | None
+    unit: str | None
+    notion: str
+    accountant: str | None
+    proven: bool
+    note: str = ""
+
+    def __post_init__(self) -> None:
+        if self.unit is not None and self.unit not in UNITS:
+            raise ValueError(f"unknown privacy unit {self.unit!r}; allowed: {', '.join(UNITS)}")
+        if self.notion not in NOTIONS:
+            raise ValueError(
+                f"unknown privacy notion {self.notion!r}; allowed: {', '.join(NOTIONS)}"
+            )
+
+    @classmethod
+    def none(cls, note: str = "No formal privacy mechanism.") -> PrivacyClaim:
+        return cls(None, None, None, "none", None, False, note)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Examples:
+    """A labelled set of examples for attacks: members are the positive class (1)."""
+
+    ids: list[str]
+    texts: list[str]
+    labels: np.ndarray  # task label indices, int
+    members: np.ndarray | None = None  # 1 = member (in training set), 0 = non-member
+
+    def __post_init__(self) -> None:
+        self.labels = np.asarray(self.labels, dtype=np.int64)
+        n = len(self.texts)
+        if len(self.ids) != n or len(self.labels) != n:
+            raise ValueError("ids, texts and labels must have the same length")
+        if self.members is not None:
+            self.members = np.asarray(self.members, dtype=np.int64)
+            if len(self.members) != n:
+                raise ValueError("members must have the same length as texts")
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+    def subset(self, index: np.ndarray | list[int]) -> Examples:
+        index = np.asarray(index, dtype=np.int64)
+        return Examples(
+            ids=[self.ids[i] for i in index],
+            texts=[self.texts[i] for i in index],
+            labels=self.labels[index],
+            members=None if self.members is None else self.members[index],
+        )
+
+
+class ReleasedModel(ABC):
+    """The observable side of a trained target. Subclasses implement what they expose.
+
+    ``surfaces`` lists what is exposed; a method for a surface that is not listed raises
+    :class:`SurfaceNotAvailable`. Arrays are numpy, one row per input.
+    """
+
+    surfaces: frozenset[Surface] = frozenset()
+    claim: PrivacyClaim
+    label_names: list[str]
+
+    def _require(self, surface: Surface) -> None:
+        if surface not in self.surfaces:
+            raise SurfaceNotAvailable(f"this model does not expose {surface.value}")
+
+    def probabilities(self, texts: list[str]) -> np.ndarray:
+        """Class probabilities, shape (n, n_classes); rows sum to 1."""
+        self._require(Surface.PROBABILITIES)
+        raise NotImplementedError
+
+    def loss(self, texts: list[str], labels: np.ndarray) -> np.ndarray:
+        """Per-example cross-entropy loss, shape (n,)."""
+        self._require(Surface.LOSS)
+        raise NotImplementedError
+
+    def hidden(self, texts: list[str]) -> np.ndarray:
+        """Released hidden representation, shape (n, d)."""
+        self._require(Surface.HIDDEN)
+        raise NotImplementedError
+
+    def gradient_update(self, texts: list[str], labels: np.ndarray, seed: int = 0) -> np.ndarray:
+        """The flattened parameter update the mechanism releases for this batch, shape (P,)."""
+        self._require(Surface.GRADIENTS)
+        raise NotImplementedError
+
+    def generate(self, prompts: list[str], max_new_tokens: int = 32) -> list[str]:
+        """Generated continuations, one per prompt."""
+        self._require(Surface.GENERATION)
+        raise NotImplementedError
+
+
+@dataclass
+class TrainingReport:
+    """What training did, for the report: free-form numbers and strings."""
+
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+class Defense(ABC):
+    """A privacy mechanism adapter.
+
+    ``PARAMS`` maps each config parameter to ``(type, default)``; the config loader
+    validates against it, so unknown or mistyped parameters fail before any training.
+    """
+
+    name: ClassVar[str]
+    description: ClassVar[str]
+    PARAMS: ClassVar[dict[str, tuple[type | tuple[type, ...], Any]]] = {}
+
+    def __init__(self, **params: Any) -> None:
+        unknown = set(params) - set(self.PARAMS)
+        if unknown:
+            raise ValueError(
+                f"unknown parameter(s) {', '.join(sorted(unknown))} for defense {self.name!r}; "
+                f"allowed: {', '.join(sorted(self.PARAMS)) or 'none'}"
+            )
+        self.params = {k: params.get(k, default) for k, (_, default) in self.PARAMS.items()}
+        self.validate()
+
+    def validate(self) -> None:  # noqa: B027 - optional hook, most defenses need no checks
+        """Check parameter values; raise ValueError naming the bad one."""
+
+    @abstractmethod
+    def fit(
+        self, target: Any, train: Examples, training: Any, seed: int
+    ) -> tuple[ReleasedModel, TrainingReport]:
+        """Train ``target`` on ``train`` under this mechanism and return what is released."""

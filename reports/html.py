@@ -1,0 +1,435 @@
+"""Self-contained HTML report rendered from a results dictionary.
+
+The report reads only the results dictionary (the content of results.json).
+All text from the data is escaped by Jinja2's autoescaping; images are
+embedded as ``data:image/png;base64,...`` URIs; the CSS is inline and there is
+no JavaScript, so the file can be opened offline and mailed around as is.
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
+
+from . import plots
+from .formatting import DASH, as_float, ci, num, small
+from .verdict import (
+    EPS_LB,
+    LEVELS,
+    TPR_1,
+    check_claim,
+    compare_runs,
+    metric,
+    ok_attacks,
+    run_name,
+    strongest_attack,
+    verdict_for_run,
+)
+
+TEMPLATE_DIR = Path(__file__).resolve().parent / "templates"
+TEMPLATE_NAME = "report.html.j2"
+SUPPORTED_SCHEMA = 1
+REPORT_FILENAME = "report.html"
+
+#: Metric columns of the per-run attack tables, in display order.
+METRIC_COLUMNS = (
+    ("auc", "AUC"),
+    ("tpr_at_fpr_0.001", "TPR @ 0.1% FPR"),
+    (TPR_1, "TPR @ 1% FPR"),
+    ("advantage", "Advantage"),
+    ("balanced_accuracy", "Balanced acc."),
+)
+_KNOWN_METRICS = {k for k, _ in METRIC_COLUMNS} | {EPS_LB}
+_TOP_EXPOSED = 10
+_MAX_ID_CHARS = 120
+
+_UNIT_TEXT = {"example": "example", "sequence": "sequence", "token": "token", "user": "user"}
+_NOTION_TEXT = {"central-dp": "central DP", "local-dp": "local DP", "metric-dp": "metric DP"}
+_STATUS_TEXT = {"ok": "ok", "not_applicable": "not applicable", "error": "error"}
+_CLAIM_BADGE = {
+    "violated": ("VIOLATED", "violated"),
+    "not-comparable": ("exceeded, not comparable", "warn"),
+    "untestable": ("not testable at this n", "muted"),
+    "consistent": ("not contradicted", "ok"),
+    "unmeasured": ("not checked", "muted"),
+}
+
+
+@functools.lru_cache(maxsize=1)
+def _environment() -> Environment:
+    return Environment(
+        loader=FileSystemLoader(str(TEMPLATE_DIR)),
+        autoescape=select_autoescape(
+            enabled_extensions=("html", "htm", "xml", "j2"),
+            default_for_string=True,
+            default=True,
+        ),
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+
+
+def _data_uri(png: bytes) -> str:
+    return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
+
+
+def _text(value: Any, default: str = DASH) -> str:
+    if value is None:
+        return default
+    return str(value)
+
+
+def _ci_or_value(m: Any) -> str:
+    return ci(m) if isinstance(m, dict) else num(m)
+
+
+# --------------------------------------------------------------------------- #
+# View model
+# --------------------------------------------------------------------------- #
+def _utility(run: dict) -> str:
+    u = run.get("utility")
+    if not isinstance(u, dict) or as_float(u.get("value")) is None:
+        return DASH
+    text = f"{_text(u.get('metric'), 'utility')} {ci(u)}"
+    if u.get("n") is not None:
+        text += f" (n = {num(u.get('n'))})"
+    return text
+
+
+def _claim_view(run: dict, attack: dict | None) -> dict:
+    claim = run.get("claim") if isinstance(run.get("claim"), dict) else {}
+    notion = claim.get("notion")
+    formal = notion not in (None, "none")
+    eps = as_float(claim.get("epsilon"))
+    checked = check_claim(run, attack)
+    view: dict[str, Any] = {
+        "formal": formal,
+        "main": DASH,
+        "detail": "no formal claim",
+        "proven": None,
+        "accountant": _text(claim.get("accountant"), ""),
+        "note": _text(claim.get("note"), ""),
+        "badge": None,
+        "badge_class": "",
+        "check": checked["text"],
+    }
+    if not formal:
+        return view
+    main = [f"ε = {num(eps)}" if eps is not None else "ε not stated"]
+    if claim.get("delta") is not None:
+        main.append(f"δ = {small(claim.get('delta'))}")
+    view["main"] = ", ".join(main)
+    detail = [_NOTION_TEXT.get(notion, str(notion))]
+    if claim.get("unit"):
+        detail.append(f"per {_UNIT_TEXT.get(claim.get('unit'), str(claim.get('unit')))}")
+    view["detail"] = " · ".join(detail)
+    view["proven"] = bool(claim.get("proven"))
+    status = checked["status"]
+    if status in _CLAIM_BADGE:
+        view["badge"], view["badge_class"] = _CLAIM_BADGE[status]
+    return view
+
+
+def _eps_lb_view(attack: dict | None) -> dict:
+    lb = metric(attack, EPS_LB)
+    if not lb or as_float(lb.get("value")) is None:
+        return {"value": DASH, "detail": ""}
+    detail = []
+    if lb.get("delta") is not None:
+        detail.append(f"δ = {small(lb.get('delta'))}")
+    conf = as_float(lb.get("confidence"))
+    if conf is not None:
+        detail.append(f"{100 * conf:g}% conf.")
+    if lb.get("ceiling") is not None:
+        detail.append(f"ceiling {num(lb.get('ceiling'))}")
+    return {"value": f"≥ {num(lb.get('value'))}", "detail": " · ".join(detail)}
+
+
+def _eps_lb_full(attack: dict) -> str:
+    lb = metric(attack, EPS_LB)
+    if not lb or as_float(lb.get("value")) is None:
+        return ""
+    parts = []
+    if lb.get("point_estimate") is not None:
+        parts.append(f"point estimate {num(lb.get('point_estimate'))}")
+    if lb.get("method"):
+        parts.append(f"{lb.get('method')} bounds")
+    if lb.get("threshold"):
+        parts.append(f"threshold: {lb.get('threshold')}")
+    return " · ".join(str(p) for p in parts)
+
+
+def _verdict(run: dict) -> dict:
+    given = run.get("verdict")
+    if (
+        isinstance(given, dict)
+        and isinstance(given.get("level"), str)
+        and isinstance(given.get("text"), str)
+    ):
+        return {"level": given["level"], "text": given["text"]}
+    v = verdict_for_run(run)
+    return {"level": v["level"], "text": v["text"]}
+
+
+def _level_class(level: str) -> str:
+    return level if level in LEVELS else "unknown"
+
+
+def _attack_rows(run: dict, best: dict | None) -> list[dict]:
+    rows = []
+    for a in run.get("attacks") or []:
+        if not isinstance(a, dict):
+            continue
+        status = _text(a.get("status"), "unknown")
+        surfaces = a.get("surfaces")
+        if isinstance(surfaces, list | tuple):
+            surfaces_txt = ", ".join(str(s) for s in surfaces)
+        else:
+            surfaces_txt = _text(surfaces, "")
+        metrics = a.get("metrics") if isinstance(a.get("metrics"), dict) else {}
+        extras = [f"{k}: {_ci_or_value(v)}" for k, v in metrics.items() if k not in _KNOWN_METRICS]
+        lb = _eps_lb_view(a)
+        rows.append(
+            {
+                "name": _text(a.get("attack"), "unnamed"),
+                "description": _text(a.get("description"), ""),
+                "surfaces": surfaces_txt,
+                "status": status,
+                "status_label": _STATUS_TEXT.get(status, status),
+                "status_class": status if status in _STATUS_TEXT else "error",
+                "reason": _text(a.get("reason"), ""),
+                "n": f"{num(a.get('n_members'))} / {num(a.get('n_nonmembers'))}",
+                "cells": [ci(metrics.get(k)) for k, _ in METRIC_COLUMNS],
+                "eps_lb": lb["value"],
+                "eps_lb_detail": lb["detail"],
+                "eps_lb_more": _eps_lb_full(a) if status == "ok" else "",
+                "extras": extras,
+                "strongest": a is best,
+            }
+        )
+    return rows
+
+
+def _exposed_examples(attack: dict | None) -> list[dict]:
+    """Highest-scoring members of ``attack`` with their per-example FPR."""
+    ex = attack.get("examples") if isinstance(attack, dict) else None
+    if not isinstance(ex, dict):
+        return []
+    ids, scores, members = ex.get("ids"), ex.get("scores"), ex.get("members")
+    if not (isinstance(ids, list) and isinstance(scores, list) and isinstance(members, list)):
+        return []
+    if not (len(ids) == len(scores) == len(members)) or not ids:
+        return []
+    try:
+        s = np.asarray([np.nan if v is None else v for v in scores], dtype=float)
+        m = np.asarray(members, dtype=float) > 0.5
+    except (TypeError, ValueError):
+        return []
+    valid = ~np.isnan(s)
+    non = np.sort(s[valid & ~m])
+    if non.size == 0:
+        return []
+    cand = np.flatnonzero(valid & m)
+    top = cand[np.argsort(-s[cand], kind="mergesort")][:_TOP_EXPOSED]
+    rows = []
+    for i in top:
+        # Fraction of non-members that score at least as high as this member.
+        fpr = (non.size - np.searchsorted(non, s[i], side="left")) / non.size
+        ident = str(ids[i])
+        if len(ident) > _MAX_ID_CHARS:
+            ident = ident[: _MAX_ID_CHARS - 1] + "\u2026"
+        rows.append({"id": ident, "score": num(float(s[i])), "fpr": num(float(fpr))})
+    return rows
+
+
+def _kv(value: Any) -> str:
+    if isinstance(value, dict | list):
+        return json.dumps(value, ensure_ascii=False, default=str)
+    if isinstance(value, str):
+        return value
+    return num(value)
+
+
+def build_context(results: dict) -> dict:
+    """Everything the template needs, as display strings (no raw numbers)."""
+    if not isinstance(results, dict):
+        raise TypeError("results must be a dict (the content of results.json)")
+    runs = [r for r in results.get("runs") or [] if isinstance(r, dict)]
+    aggregate_only = bool(results.get("aggregate_only", False))
+    tool = results.get("tool") if isinstance(results.get("tool"), dict) else {}
+    env = results.get("environment") if isinstance(results.get("environment"), dict) else {}
+    warnings = []
+    schema = results.get("schema_version")
+    if schema != SUPPORTED_SCHEMA:
+        warnings.append(
+            f"This report understands results schema version {SUPPORTED_SCHEMA}; "
+            f"the input declares {_text(schema, 'no version')}. Some fields may be "
+            "missing or misread."
+        )
+    if not runs:
+        warnings.append("The results contain no runs.")
+
+    summary, verdicts, run_views = [], [], []
+    for idx, run in enumerate(runs):
+        best = strongest_attack(run)
+        verdict = _verdict(run)
+        name = run_name(run)
+        claim = _claim_view(run, best)
+        lb = _eps_lb_view(best)
+        summary.append(
+            {
+                "anchor": f"run-{idx}",
+                "name": name,
+                "defense": _text(run.get("defense")),
+                "utility": _utility(run),
+                "claim": claim,
+                "attack": _text(best.get("attack")) if best else DASH,
+                "auc": ci(metric(best, "auc")),
+                "tpr1": ci(metric(best, TPR_1)),
+                "eps_lb": lb["value"],
+                "eps_lb_detail": lb["detail"],
+                "level": verdict["level"],
+                "level_class": _level_class(verdict["level"]),
+            }
+        )
+        verdicts.append(
+            {
+                "anchor": f"run-{idx}",
+                "name": name,
+                "level": verdict["level"],
+                "level_class": _level_class(verdict["level"]),
+                "text": verdict["text"],
+            }
+        )
+        training = run.get("training") if isinstance(run.get("training"), dict) else {}
+        histograms = []
+        for a in ok_attacks(run):
+            title = f"{name} \u2014 {a.get('attack')}: score distributions"
+            histograms.append(
+                {
+                    "title": title,
+                    "src": _data_uri(plots.score_histogram(a, title)),
+                }
+            )
+        run_views.append(
+            {
+                "anchor": f"run-{idx}",
+                "name": name,
+                "defense": _text(run.get("defense")),
+                "level": verdict["level"],
+                "level_class": _level_class(verdict["level"]),
+                "utility": _utility(run),
+                "claim": claim,
+                "training": [(str(k), _kv(v)) for k, v in training.items()],
+                "attacks": _attack_rows(run, best),
+                "roc": _data_uri(plots.roc_loglog([run], all_attacks_for=0))
+                if len(ok_attacks(run)) > 1
+                else None,
+                "histograms": histograms,
+                "strongest": _text(best.get("attack")) if best else None,
+                "exposed": [] if aggregate_only else _exposed_examples(best),
+            }
+        )
+
+    comparison = results.get("comparison")
+    if isinstance(comparison, dict) and isinstance(comparison.get("text"), str):
+        comparison_text = comparison["text"]
+    else:
+        comparison_text = compare_runs(runs)["text"]
+    comparison_lines = [line for line in comparison_text.splitlines() if line.strip()]
+
+    figures = []
+    if runs:
+        figures = [
+            {
+                "title": "ROC curves (log-log)",
+                "caption": "Strongest attack per run. The left part of the curve "
+                "(low false-positive rate) is what matters for privacy: it shows "
+                "how many members can be identified with high confidence.",
+                "src": _data_uri(plots.roc_loglog(runs)),
+            },
+            {
+                "title": "Attack success across runs",
+                "caption": "Strongest-attack AUC and TPR at 1% FPR with 95% "
+                "confidence intervals; dotted lines mark chance.",
+                "src": _data_uri(plots.metric_bars(runs)),
+            },
+            {
+                "title": "Privacy / utility trade-off",
+                "caption": "Claimed ε on a log axis; runs without a formal "
+                "guarantee are placed at \u201c\u221e\u201d. Error bars are 95% CIs.",
+                "src": _data_uri(plots.privacy_utility(runs)),
+            },
+        ]
+
+    config = results.get("config", {})
+    config_json = json.dumps(config, indent=2, ensure_ascii=False, default=str)
+    packages = env.get("packages") if isinstance(env.get("packages"), dict) else {}
+
+    return {
+        "title": _text(results.get("title"), "Privacy audit"),
+        "created": _text(results.get("created")),
+        "tool_name": _text(tool.get("name"), "privacy-audit"),
+        "tool_version": _text(tool.get("version")),
+        "seed": _text(results.get("seed")),
+        "schema_version": _text(schema),
+        "aggregate_only": aggregate_only,
+        "warnings": warnings,
+        "summary": summary,
+        "verdicts": verdicts,
+        "comparison_lines": comparison_lines,
+        "metric_headers": [label for _, label in METRIC_COLUMNS],
+        "runs": run_views,
+        "figures": figures,
+        "config_json": config_json,
+        "python": _text(env.get("python")),
+        "platform": _text(env.get("platform")),
+        "packages": sorted((str(k), _text(v)) for k, v in packages.items()),
+    }
+
+
+# --------------------------------------------------------------------------- #
+# Public API
+# --------------------------------------------------------------------------- #
+def render_html(results: dict) -> str:
+    """Render the full, self-contained HTML report for a results dict."""
+    template = _environment().get_template(TEMPLATE_NAME)
+    return template.render(**build_context(results))
+
+
+def write_report(results: dict, out_dir: str | os.PathLike) -> Path:
+    """Render and atomically write ``out_dir/report.html``; return its path.
+
+    The HTML is written to a temporary file in ``out_dir`` and moved into place
+    with :func:`os.replace`, so readers never see a half-written report and a
+    failed render leaves any previous report untouched.
+    """
+    html = render_html(results)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    target = out / REPORT_FILENAME
+    fd, tmp_name = tempfile.mkstemp(prefix=".report-", suffix=".html.tmp", dir=out)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
+            fh.write(html)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp_name, 0o644)
+        os.replace(tmp_name, target)
+    except BaseException:
+        try:
+            os.unlink(tmp_name)
+        except FileNotFoundError:
+            pass
+        raise
+    return target

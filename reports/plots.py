@@ -1,0 +1,482 @@
+"""Report figures, rendered with matplotlib's Agg backend to PNG bytes.
+
+Figures are built as :class:`matplotlib.figure.Figure` objects attached to an
+Agg canvas directly, so no GUI backend and no pyplot global state is involved
+(nothing to leak between calls). Every function returns PNG bytes, including
+when there is nothing to plot (the figure then says so).
+
+ROC curves are computed here from the per-example scores (higher score =
+member), grouping tied scores into a single ROC point.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from collections.abc import Sequence
+
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.ticker import NullFormatter
+
+from .formatting import as_finite, as_float, ci, num
+from .verdict import TPR_1, metric, ok_attacks, run_name, strongest_attack
+
+DPI = 100
+_COLORS = (
+    "#1f77b4",
+    "#d62728",
+    "#2ca02c",
+    "#9467bd",
+    "#ff7f0e",
+    "#17becf",
+    "#8c564b",
+    "#e377c2",
+    "#7f7f7f",
+    "#bcbd22",
+)
+_MEMBER_COLOR = "#d62728"
+_NONMEMBER_COLOR = "#1f77b4"
+
+
+# --------------------------------------------------------------------------- #
+# Helpers
+# --------------------------------------------------------------------------- #
+def plain(text: object, limit: int = 48) -> str:
+    """Make data text safe for matplotlib: no mathtext, bounded length."""
+    s = " ".join(str(text).split())
+    if len(s) > limit:
+        s = s[: limit - 1] + "\u2026"
+    return s.replace("$", r"\$")
+
+
+def _new_figure(width: float, height: float, ncols: int = 1):
+    fig = Figure(figsize=(width, height), dpi=DPI, layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(1, ncols, squeeze=False)[0]
+    for ax in axes:
+        ax.grid(True, which="major", alpha=0.35, linewidth=0.7)
+        ax.set_axisbelow(True)
+        for side in ("top", "right"):
+            ax.spines[side].set_visible(False)
+    return fig, axes
+
+
+def _png(fig: Figure) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=DPI, metadata={"Software": None})
+    fig.clear()
+    return buf.getvalue()
+
+
+def _placeholder(ax, message: str) -> None:
+    ax.text(
+        0.5,
+        0.5,
+        message,
+        ha="center",
+        va="center",
+        transform=ax.transAxes,
+        color="#666666",
+        fontsize=11,
+        wrap=True,
+    )
+    ax.set_xticks([])
+    ax.set_yticks([])
+    ax.grid(False)
+
+
+def examples_arrays(attack: dict) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(scores, is_member)`` from an attack record, NaN scores dropped.
+
+    ``None`` when the record has no usable per-example scores.
+    """
+    ex = attack.get("examples") if isinstance(attack, dict) else None
+    if not isinstance(ex, dict):
+        return None
+    scores, members = ex.get("scores"), ex.get("members")
+    if scores is None or members is None or len(scores) != len(members):
+        return None
+    try:
+        s = np.asarray([np.nan if v is None else v for v in scores], dtype=float).ravel()
+        m = np.asarray(members, dtype=float).ravel()
+    except (TypeError, ValueError):
+        return None
+    keep = ~np.isnan(s) & ~np.isnan(m)
+    s, m = s[keep], m[keep] > 0.5
+    if s.size == 0:
+        return None
+    return s, m
+
+
+def roc_curve(scores: Sequence[float], members: Sequence[int]):
+    """ROC points ``(fpr, tpr)`` for "higher score = member".
+
+    Examples are sorted by decreasing score; tied scores form one threshold
+    (so ties yield one diagonal step, not an order-dependent staircase). The
+    curve starts at (0, 0) and ends at (1, 1). Returns ``None`` when either
+    class is empty.
+    """
+    s = np.asarray(scores, dtype=float).ravel()
+    m = np.asarray(members).ravel().astype(bool)
+    keep = ~np.isnan(s)
+    s, m = s[keep], m[keep]
+    n_pos, n_neg = int(m.sum()), int((~m).sum())
+    if n_pos == 0 or n_neg == 0:
+        return None
+    order = np.argsort(-s, kind="mergesort")
+    s, m = s[order], m[order]
+    # Last index of every group of equal scores (inf == inf is a tie too).
+    ends = np.r_[np.flatnonzero(s[1:] != s[:-1]), s.size - 1]
+    tp = np.cumsum(m)[ends]
+    fp = np.cumsum(~m)[ends]
+    tpr = np.r_[0.0, tp / n_pos]
+    fpr = np.r_[0.0, fp / n_neg]
+    return fpr, tpr
+
+
+def roc_auc(fpr: np.ndarray, tpr: np.ndarray) -> float:
+    """Trapezoidal area under ROC points (ties count one half)."""
+    return float(np.sum(np.diff(fpr) * (tpr[1:] + tpr[:-1]) / 2.0))
+
+
+def _auc_label(attack: dict, fpr, tpr) -> str:
+    m = metric(attack, "auc")
+    if m and as_float(m.get("value")) is not None:
+        return f"AUC {ci(m)}"
+    return f"AUC {num(roc_auc(fpr, tpr))}"
+
+
+# --------------------------------------------------------------------------- #
+# ROC
+# --------------------------------------------------------------------------- #
+def roc_loglog(runs: Sequence[dict], all_attacks_for: int | str | None = None) -> bytes:
+    """ROC curves on log-log axes, FPR from 1/n to 1, with the chance line.
+
+    By default one curve per run: its strongest attack. ``all_attacks_for``
+    (a run index or run name) additionally draws every measured attack of that
+    run, dashed. Runs without per-example scores are listed as skipped.
+    """
+    runs = [r for r in runs or [] if isinstance(r, dict)]
+    detail = None
+    if isinstance(all_attacks_for, int) and 0 <= all_attacks_for < len(runs):
+        detail = all_attacks_for
+    elif isinstance(all_attacks_for, str):
+        detail = next((i for i, r in enumerate(runs) if r.get("name") == all_attacks_for), None)
+
+    curves = []  # (label, fpr, tpr, n_neg, n_pos, style)
+    skipped = []
+    for i, run in enumerate(runs):
+        attacks = []
+        best = strongest_attack(run)
+        if i == detail:
+            attacks = ok_attacks(run)
+        elif best is not None:
+            attacks = [best]
+        if not attacks:
+            skipped.append(run_name(run))
+        for attack in attacks:
+            arr = examples_arrays(attack)
+            roc = roc_curve(*arr) if arr is not None else None
+            if roc is None:
+                skipped.append(f"{run_name(run)} / {attack.get('attack')}")
+                continue
+            fpr, tpr = roc
+            is_best = attack is best
+            prefix = (
+                plain(attack.get("attack"), 28)
+                if len(runs) == 1
+                else f"{plain(run_name(run), 28)} \u2014 {plain(attack.get('attack'), 20)}"
+            )
+            if i == detail and is_best and len(runs) == 1:
+                prefix += " (strongest)"
+            curves.append(
+                (
+                    f"{prefix}: {_auc_label(attack, fpr, tpr)}",
+                    fpr,
+                    tpr,
+                    int((~arr[1]).sum()),
+                    int(arr[1].sum()),
+                    "-" if is_best else "--",
+                )
+            )
+
+    fig, (ax,) = _new_figure(7.2, 5.6)
+    title = "ROC, log-log (strongest attack per run)"
+    if detail is not None:
+        title = f"ROC, log-log \u2014 all attacks on {plain(run_name(runs[detail]), 40)}"
+    ax.set_title(title, fontsize=12)
+    if not curves:
+        _placeholder(ax, "No per-example scores available for a ROC curve.")
+        return _png(fig)
+
+    lo_x = min(1.0 / c[3] for c in curves)
+    lo_y = min(1.0 / c[4] for c in curves)
+    lo = min(lo_x, lo_y)
+    ax.set_xscale("log", nonpositive="clip")
+    ax.set_yscale("log", nonpositive="clip")
+    grid = np.logspace(math.log10(lo), 0, 50)
+    ax.plot(grid, grid, color="#888888", linestyle=":", linewidth=1.2, label="chance")
+    for k, (label, fpr, tpr, _, _, style) in enumerate(curves):
+        ax.plot(
+            fpr,
+            tpr,
+            linestyle=style,
+            linewidth=1.8,
+            color=_COLORS[k % len(_COLORS)],
+            label=label,
+        )
+    ax.set_xlim(lo_x, 1.0)
+    ax.set_ylim(lo_y, 1.05)
+    ax.grid(True, which="minor", alpha=0.12, linewidth=0.5)
+    ax.yaxis.set_minor_formatter(NullFormatter())
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.set_xlabel("False positive rate (non-members flagged)")
+    ax.set_ylabel("True positive rate (members identified)")
+    ax.legend(loc="lower right", fontsize=8, framealpha=0.92)
+    if skipped:
+        ax.text(
+            0.01,
+            0.99,
+            "no scores: " + plain(", ".join(skipped), 90),
+            transform=ax.transAxes,
+            va="top",
+            fontsize=7,
+            color="#666666",
+        )
+    return _png(fig)
+
+
+# --------------------------------------------------------------------------- #
+# Histogram
+# --------------------------------------------------------------------------- #
+def score_histogram(attack_record: dict, title: str) -> bytes:
+    """Overlaid density histograms of member and non-member scores.
+
+    Both groups share the same bins (computed on the pooled finite scores).
+    """
+    fig, (ax,) = _new_figure(6.0, 3.6)
+    ax.set_title(plain(title, 70), fontsize=11)
+    arr = examples_arrays(attack_record) if isinstance(attack_record, dict) else None
+    if arr is not None:
+        s, m = arr
+        finite = np.isfinite(s)
+        s, m = s[finite], m[finite]
+    if arr is None or s.size == 0 or m.all() or not m.any():
+        _placeholder(ax, "No per-example scores for both members and non-members.")
+        return _png(fig)
+    # When a few extreme values would squash the plot (full range more than 3x
+    # the central 99%), bins cover the central 99% of pooled scores and the
+    # values outside are counted in the edge bins.
+    lo, hi = np.percentile(s, [0.5, 99.5])
+    spread = float(s.max() - s.min())
+    n_out = 0
+    if hi > lo and spread > 3.0 * (hi - lo):
+        n_out = int(np.sum((s < lo) | (s > hi)))
+    if n_out:
+        s = np.clip(s, lo, hi)
+    edges = np.histogram_bin_edges(s, bins="auto")
+    if edges.size > 61:
+        edges = np.linspace(edges[0], edges[-1], 61)
+    groups = (
+        (s[~m], _NONMEMBER_COLOR, f"non-members (n={int((~m).sum())})"),
+        (s[m], _MEMBER_COLOR, f"members (n={int(m.sum())})"),
+    )
+    for data, color, label in groups:
+        density, _ = np.histogram(data, bins=edges, density=True)
+        ax.stairs(density, edges, fill=True, color=color, alpha=0.35, label=label)
+        ax.stairs(density, edges, color=color, linewidth=1.3)
+    ax.set_xlabel("Attack score (higher = more likely member)")
+    if n_out:
+        ax.text(
+            0.01,
+            0.98,
+            f"{n_out} extreme score(s) counted in the edge bins",
+            transform=ax.transAxes,
+            va="top",
+            fontsize=7,
+            color="#666666",
+        )
+    ax.set_ylabel("Density")
+    ax.legend(fontsize=8, framealpha=0.92)
+    return _png(fig)
+
+
+# --------------------------------------------------------------------------- #
+# Metric bars
+# --------------------------------------------------------------------------- #
+def _err(m: dict | None) -> tuple[float, float, float] | None:
+    """``(value, lower error, upper error)`` for errorbar, or ``None``."""
+    if not m:
+        return None
+    v = as_finite(m.get("value"))
+    if v is None:
+        return None
+    lo, hi = as_finite(m.get("ci_low")), as_finite(m.get("ci_high"))
+    return (
+        v,
+        max(v - lo, 0.0) if lo is not None else 0.0,
+        max(hi - v, 0.0) if hi is not None else 0.0,
+    )
+
+
+def _bars(ax, labels, values, chance: float, chance_label: str, ylabel: str, title: str):
+    x = np.arange(len(labels))
+    for i, val in enumerate(values):
+        if val is None:
+            ax.text(i, chance, "n/a", ha="center", va="bottom", color="#666666", fontsize=9)
+            continue
+        v, el, eu = val
+        ax.bar(i, v, width=0.6, color=_COLORS[i % len(_COLORS)], alpha=0.85)
+        ax.errorbar(i, v, yerr=[[el], [eu]], color="black", capsize=5, linewidth=1.2)
+        ax.text(i + 0.32, v, num(v), va="center", ha="left", fontsize=8)
+    ax.axhline(chance, color="#888888", linestyle=":", linewidth=1.2, label=chance_label)
+    ax.set_xticks(
+        x,
+        labels,
+        rotation=20 if len(labels) > 3 else 0,
+        ha="right" if len(labels) > 3 else "center",
+    )
+    ax.set_xlim(-0.6, len(labels) - 0.4 + 0.3)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=11)
+    ax.legend(loc="upper right", fontsize=8)
+
+
+def metric_bars(runs: Sequence[dict]) -> bytes:
+    """Strongest-attack AUC and TPR@1%FPR per run, with 95% CI error bars."""
+    runs = [r for r in runs or [] if isinstance(r, dict)]
+    fig, (ax1, ax2) = _new_figure(11.0, 4.4, ncols=2)
+    if not runs:
+        _placeholder(ax1, "No runs.")
+        _placeholder(ax2, "No runs.")
+        return _png(fig)
+    labels = [plain(run_name(r), 22) for r in runs]
+    best = [strongest_attack(r) for r in runs]
+    aucs = [_err(metric(a, "auc")) for a in best]
+    tprs = [_err(metric(a, TPR_1)) for a in best]
+
+    _bars(ax1, labels, aucs, 0.5, "chance (0.5)", "AUC", "Strongest attack: AUC (95% CI)")
+    tops = [v + eu for v, _, eu in (a for a in aucs if a)] or [1.0]
+    bottoms = [v - el for v, el, _ in (a for a in aucs if a)] or [0.5]
+    ax1.set_ylim(min(0.4, min(bottoms) - 0.03), max(1.0, max(tops) + 0.02))
+
+    _bars(
+        ax2,
+        labels,
+        tprs,
+        0.01,
+        "chance (0.01)",
+        "TPR at 1% FPR",
+        "Strongest attack: TPR at 1% FPR (95% CI)",
+    )
+    tops = [v + eu for v, _, eu in (t for t in tprs if t)] or [0.05]
+    ax2.set_ylim(0.0, max(0.05, max(tops) * 1.15))
+    return _png(fig)
+
+
+# --------------------------------------------------------------------------- #
+# Privacy / utility
+# --------------------------------------------------------------------------- #
+def _claimed_eps(run: dict) -> float | None:
+    claim = run.get("claim")
+    if not isinstance(claim, dict) or claim.get("notion") in (None, "none"):
+        return None
+    v = as_float(claim.get("epsilon"))
+    return v if v is not None and math.isfinite(v) and v > 0 else None
+
+
+def privacy_utility(runs: Sequence[dict]) -> bytes:
+    """Claimed ε (x) against utility and against strongest-attack AUC.
+
+    Runs without a finite claimed ε (non-private, heuristic defenses, missing
+    claim) are placed at the right end, at a tick labelled "∞". Finite ε use a
+    log axis. Points sharing an x position are spread slightly apart.
+    """
+    runs = [r for r in runs or [] if isinstance(r, dict)]
+    fig, (ax1, ax2) = _new_figure(11.0, 4.4, ncols=2)
+    if not runs:
+        _placeholder(ax1, "No runs.")
+        _placeholder(ax2, "No runs.")
+        return _png(fig)
+
+    eps = [_claimed_eps(r) for r in runs]
+    finite = sorted({e for e in eps if e is not None})
+    if finite:
+        inf_x = finite[-1] * (10.0 if len(finite) == 1 else 4.0)
+        lo_x, hi_x = finite[0] / 2.0, inf_x * 1.8
+    else:
+        inf_x, lo_x, hi_x = 1.0, 0.5, 2.0
+    base_x = [e if e is not None else inf_x for e in eps]
+    # Spread runs that share an x position (multiplicatively, log axis).
+    seen: dict[float, int] = {}
+    xs = []
+    for x in base_x:
+        k = seen.get(x, 0)
+        seen[x] = k + 1
+        xs.append(x * 1.12**k)
+
+    metrics_used = {
+        str(r["utility"].get("metric"))
+        for r in runs
+        if isinstance(r.get("utility"), dict) and r["utility"].get("metric")
+    }
+    util_label = metrics_used.pop() if len(metrics_used) == 1 else "utility"
+
+    panels = (
+        (
+            ax1,
+            [_err(r.get("utility") if isinstance(r.get("utility"), dict) else None) for r in runs],
+            plain(util_label, 30).capitalize(),
+            f"{plain(util_label, 30).capitalize()} vs claimed ε",
+        ),
+        (
+            ax2,
+            [_err(metric(strongest_attack(r), "auc")) for r in runs],
+            "Strongest-attack AUC",
+            "Attack AUC vs claimed ε",
+        ),
+    )
+    for ax, values, ylabel, title in panels:
+        ax.set_xscale("log")
+        plotted = 0
+        for i, val in enumerate(values):
+            if val is None:
+                continue
+            v, el, eu = val
+            color = _COLORS[i % len(_COLORS)]
+            ax.errorbar(
+                xs[i],
+                v,
+                yerr=[[el], [eu]],
+                fmt="o",
+                color=color,
+                capsize=4,
+                markersize=6,
+                label=plain(run_name(runs[i]), 30),
+            )
+            ax.annotate(
+                plain(run_name(runs[i]), 20),
+                (xs[i], v),
+                textcoords="offset points",
+                xytext=(6, 6),
+                fontsize=7,
+                color=color,
+            )
+            plotted += 1
+        if ax is ax2:
+            ax.axhline(0.5, color="#888888", linestyle=":", linewidth=1.2, label="chance (0.5)")
+        ticks = finite + [inf_x]
+        ax.set_xticks(ticks, [f"{t:.3g}" for t in finite] + ["\u221e"])
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.tick_params(axis="x", which="minor", length=0)
+        ax.set_xlim(lo_x, hi_x)
+        ax.set_xlabel("Claimed ε (\u221e = no formal guarantee)")
+        ax.set_ylabel(ylabel)
+        ax.set_title(title, fontsize=11)
+        if plotted:
+            ax.legend(fontsize=7, loc="best", framealpha=0.92)
+        else:
+            ax.text(0.5, 0.5, "no values", transform=ax.transAxes, ha="center", color="#666666")
+    return _png(fig)

@@ -1,0 +1,467 @@
+"""Plain-language verdicts and run comparisons, computed from a results dict.
+
+Everything here is a pure function of the ``runs`` entries of the results
+dictionary (the content of ``results.json``); no model is ever touched.
+
+Conventions: a higher attack score means "member"; members are the positive
+class. All intervals are the 95% intervals stored in the results.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .formatting import as_finite, as_float, ci, num, pct_ci, small
+
+LEVELS = ("high", "moderate", "low", "not-measured")
+
+#: AUC lower CI bound at or above which leakage is called "high".
+HIGH_AUC_CI_LOW = 0.6
+#: TPR@1%FPR lower CI bound at or above which leakage is called "high".
+HIGH_TPR_CI_LOW = 0.05
+#: AUC of a random guess.
+CHANCE_AUC = 0.5
+
+TPR_1 = "tpr_at_fpr_0.01"
+TPR_01 = "tpr_at_fpr_0.001"
+EPS_LB = "epsilon_lower_bound"
+
+# Claim units whose guarantee implies an example-level guarantee with the same
+# epsilon (user-level protects every example of the user). A token-level claim
+# does not bound example-level membership (group privacy multiplies epsilon).
+_COMPARABLE_UNITS = (None, "example", "sequence", "user")
+# Notions whose epsilon is the usual (epsilon, delta) indistinguishability
+# parameter between neighbouring datasets. Metric DP scales with a distance.
+_COMPARABLE_NOTIONS = ("central-dp", "local-dp")
+
+_UNIT_TEXT = {
+    "example": "per example",
+    "sequence": "per sequence",
+    "token": "per token",
+    "user": "per user",
+}
+_NOTION_TEXT = {
+    "central-dp": "central DP",
+    "local-dp": "local DP",
+    "metric-dp": "metric DP",
+}
+
+
+# --------------------------------------------------------------------------- #
+# Accessors
+# --------------------------------------------------------------------------- #
+def metric(attack: dict | None, key: str) -> dict | None:
+    """The metric dict ``attack["metrics"][key]`` or ``None``."""
+    if not isinstance(attack, dict):
+        return None
+    metrics = attack.get("metrics")
+    if not isinstance(metrics, dict):
+        return None
+    m = metrics.get(key)
+    return m if isinstance(m, dict) else None
+
+
+def metric_value(attack: dict | None, key: str) -> float | None:
+    m = metric(attack, key)
+    return as_float(m.get("value")) if m else None
+
+
+def ok_attacks(run: dict) -> list[dict]:
+    """Attacks of ``run`` with status ``ok`` and a numeric AUC."""
+    attacks = run.get("attacks") or []
+    return [
+        a
+        for a in attacks
+        if isinstance(a, dict) and a.get("status") == "ok" and metric_value(a, "auc") is not None
+    ]
+
+
+def strongest_attack(run: dict) -> dict | None:
+    """The strongest measured attack of ``run``.
+
+    The run's own ``strongest_attack`` name is used when it names an ``ok``
+    attack with an AUC; otherwise the ``ok`` attack with the highest AUC point
+    estimate (first one on ties). ``None`` when no attack was measured.
+    """
+    candidates = ok_attacks(run)
+    if not candidates:
+        return None
+    named = run.get("strongest_attack")
+    if named is not None:
+        for a in candidates:
+            if a.get("attack") == named:
+                return a
+    return max(candidates, key=lambda a: metric_value(a, "auc") or 0.0)
+
+
+def attack_name(attack: dict | None) -> str:
+    if not attack:
+        return "none"
+    return str(attack.get("attack") or "unnamed attack")
+
+
+def run_name(run: dict) -> str:
+    return str(run.get("name") or run.get("defense") or "unnamed run")
+
+
+# --------------------------------------------------------------------------- #
+# Claims
+# --------------------------------------------------------------------------- #
+def claimed_epsilon(run: dict) -> float | None:
+    """The finite claimed epsilon of a run, or ``None`` (no formal claim)."""
+    claim = run.get("claim")
+    if not isinstance(claim, dict) or claim.get("notion") in (None, "none"):
+        return None
+    return as_finite(claim.get("epsilon"))
+
+
+def claim_details(claim: Any) -> str:
+    """``"central DP, per example, proven"`` (notion, unit, proof status)."""
+    if not isinstance(claim, dict) or claim.get("notion") in (None, "none"):
+        return "no formal privacy claim"
+    details = [_NOTION_TEXT.get(claim.get("notion"), str(claim.get("notion")))]
+    if claim.get("unit"):
+        details.append(_UNIT_TEXT.get(claim.get("unit"), f"per {claim.get('unit')}"))
+    details.append("proven" if claim.get("proven") else "heuristic, not proven")
+    return ", ".join(details)
+
+
+def describe_claim(claim: Any) -> str:
+    """Short human description of a claim, e.g.
+    ``"ε = 8.00, δ = 1e-5; central DP, per example, proven"``."""
+    if not isinstance(claim, dict) or claim.get("notion") in (None, "none"):
+        return "no formal privacy claim"
+    eps = as_float(claim.get("epsilon"))
+    parts = [f"ε = {num(eps)}" if eps is not None else "ε not stated"]
+    if claim.get("delta") is not None:
+        parts.append(f"δ = {small(claim.get('delta'))}")
+    return ", ".join(parts) + "; " + claim_details(claim)
+
+
+def check_claim(run: dict, attack: dict | None = None) -> dict:
+    """Compare the run's privacy claim with the empirical epsilon lower bound.
+
+    ``attack`` defaults to the strongest attack. Returns ``{"status", "text"}``
+    where status is one of:
+
+    * ``"no-claim"``: no finite claimed ε (notion "none", ε null or infinite);
+    * ``"unmeasured"``: a claim exists but no ε lower bound is available;
+    * ``"violated"``: the lower bound exceeds the claimed ε and is comparable
+      with it: notion central/local DP, unit example/sequence/user (or
+      unstated), and the claim's δ is not larger than the audit's δ (an
+      (ε, δ_c)-DP mechanism is (ε, δ)-DP for every δ ≥ δ_c; a missing claim δ
+      means pure ε-DP);
+    * ``"not-comparable"``: the bound exceeds the claimed ε but the claim is
+      token-level, metric DP, or stated at a larger δ, so this is not a formal
+      contradiction;
+    * ``"untestable"``: not exceeded, and the bound's ceiling (the most any
+      attack could certify with this many samples) is at or below the claim,
+      so no violation could have been detected;
+    * ``"consistent"``: not exceeded although a violation was detectable.
+      An audit can contradict a claim but never confirm it.
+    """
+    if attack is None:
+        attack = strongest_attack(run)
+    claim = run.get("claim") if isinstance(run.get("claim"), dict) else {}
+    eps_c = claimed_epsilon(run)
+    if eps_c is None:
+        if claim.get("notion") not in (None, "none"):
+            return {
+                "status": "no-claim",
+                "text": "The defense states no numeric ε, so there is no privacy claim to check.",
+            }
+        return {
+            "status": "no-claim",
+            "text": "No formal privacy guarantee is claimed for this run.",
+        }
+    desc = describe_claim(claim)
+    details = claim_details(claim)
+    lb = metric(attack, EPS_LB)
+    lb_v = as_float(lb.get("value")) if lb else None
+    if lb_v is None:
+        return {
+            "status": "unmeasured",
+            "text": f"The claim ({desc}) could not be checked: no empirical "
+            "ε lower bound is available.",
+        }
+    bound = f"ε ≥ {num(lb_v)} ({_bound_conditions(lb)})"
+    if lb_v > eps_c:
+        reason = _incomparable_reason(claim, lb)
+        if reason is None:
+            return {
+                "status": "violated",
+                "text": f"Privacy claim VIOLATED: the audit certifies {bound}, "
+                f"above the claimed ε = {num(eps_c)} ({details}), so the claim "
+                "is contradicted by this audit.",
+            }
+        return {
+            "status": "not-comparable",
+            "text": f"The empirical bound {bound} exceeds the claimed "
+            f"ε = {num(eps_c)}, but {reason}, so this is not a formal "
+            "contradiction of the claim.",
+        }
+    ceiling = as_float(lb.get("ceiling"))
+    if ceiling is not None and ceiling <= eps_c:
+        return {
+            "status": "untestable",
+            "text": f"The empirical bound {bound} is below the claimed "
+            f"ε = {num(eps_c)}, but with this sample size no attack could "
+            f"certify more than ε ≈ {num(ceiling)}, so this audit could not "
+            "have detected a violation of the claim.",
+        }
+    return {
+        "status": "consistent",
+        "text": f"The empirical bound {bound} is below the claimed "
+        f"ε = {num(eps_c)} ({details}): consistent with the claim. An audit can "
+        "contradict a privacy claim but never confirm it.",
+    }
+
+
+def _bound_conditions(lb: dict) -> str:
+    parts = []
+    if lb.get("delta") is not None:
+        parts.append(f"δ = {small(lb.get('delta'))}")
+    conf = as_float(lb.get("confidence"))
+    if conf is not None:
+        parts.append(f"{100 * conf:g}% confidence")
+    return ", ".join(parts)
+
+
+def _incomparable_reason(claim: dict, lb: dict) -> str | None:
+    if claim.get("notion") not in _COMPARABLE_NOTIONS:
+        return "the claim is metric DP, whose ε scales with a distance"
+    if claim.get("unit") not in _COMPARABLE_UNITS:
+        return (
+            f"the claim is {claim.get('unit')}-level, which does not bound example-level membership"
+        )
+    d_claim, d_audit = as_float(claim.get("delta")), as_float(lb.get("delta"))
+    if d_claim is not None and d_audit is not None and d_claim > d_audit:
+        return (
+            f"the claim is stated at δ = {small(d_claim)}, larger than the "
+            f"audit's δ = {small(d_audit)}"
+        )
+    return None
+
+
+# --------------------------------------------------------------------------- #
+# Verdict
+# --------------------------------------------------------------------------- #
+def verdict_for_run(run: dict) -> dict:
+    """Plain-language membership-leakage verdict for one run.
+
+    Only the strongest attack (see :func:`strongest_attack`) is used, so the
+    95% intervals keep their meaning (taking the best of several bounds would
+    need a multiple-testing correction). Rules, first match wins:
+
+    * ``"not-measured"``: no attack has status ``ok`` with an AUC.
+    * ``"high"``: AUC ``ci_low`` ≥ 0.6, or TPR@1%FPR ``ci_low`` ≥ 0.05
+      (at least 5% of members identified at 1% false positives, i.e. 5× chance).
+    * ``"moderate"``: AUC ``ci_low`` > 0.5 (the interval excludes chance), or
+      the empirical ε lower bound is > 0 (leakage certified at 95%).
+    * ``"low"``: otherwise — no leakage detected at this sample size, which is
+      not proof of privacy.
+
+    A missing bound counts as not meeting its rule. Independently of the level,
+    the text reports the claim check of :func:`check_claim`; when the claimed
+    finite ε is below the comparable empirical lower bound, the text says the
+    claim is VIOLATED.
+
+    Returns ``{"level", "text", "attack", "claim_status"}``.
+    """
+    attack = strongest_attack(run)
+    if attack is None:
+        attacks = [a for a in run.get("attacks") or [] if isinstance(a, dict)]
+        na = sum(1 for a in attacks if a.get("status") == "not_applicable")
+        err = sum(1 for a in attacks if a.get("status") == "error")
+        detail = f"{len(attacks)} attack(s) configured"
+        if attacks:
+            detail += f": {na} not applicable, {err} failed"
+        return {
+            "level": "not-measured",
+            "text": "Not measured: no attack produced a result for this run "
+            f"({detail}). Nothing can be said about its privacy.",
+            "attack": None,
+            "claim_status": "unmeasured" if claimed_epsilon(run) else "no-claim",
+        }
+
+    name = attack_name(attack)
+    auc = metric(attack, "auc") or {}
+    tpr = metric(attack, TPR_1)
+    lb = metric(attack, EPS_LB)
+    auc_lo = as_float(auc.get("ci_low"))
+    tpr_lo = as_float(tpr.get("ci_low")) if tpr else None
+    lb_v = as_float(lb.get("value")) if lb else None
+
+    auc_txt = f"AUC {ci(auc)}"
+    tpr_txt = f"identifies {pct_ci(tpr)} of members at 1% false positives" if tpr else ""
+
+    if (auc_lo is not None and auc_lo >= HIGH_AUC_CI_LOW) or (
+        tpr_lo is not None and tpr_lo >= HIGH_TPR_CI_LOW
+    ):
+        level = "high"
+        text = f"Measurable membership leakage: the strongest attack ({name}) reaches {auc_txt}"
+        text += f" and {tpr_txt}." if tpr_txt else "."
+        text += " Training data is not safe to assume private."
+    elif (auc_lo is not None and auc_lo > CHANCE_AUC) or (lb_v is not None and lb_v > 0):
+        level = "moderate"
+        text = (
+            f"Some membership leakage is detectable: the strongest attack ({name}) "
+            f"reaches {auc_txt}"
+        )
+        text += f" and {tpr_txt}." if tpr_txt else "."
+        text += (
+            " The signal is statistically distinguishable from chance but modest; "
+            "treat membership of individual examples as partly exposed."
+        )
+    else:
+        level = "low"
+        n = attack.get("n_members")
+        n_txt = f"{n} members" if n is not None else "this many members"
+        includes = (
+            "includes 0.5"
+            if auc_lo is not None and auc_lo <= CHANCE_AUC
+            else "does not establish leakage"
+        )
+        text = (
+            f"No leakage detected at this sample size: the strongest attack "
+            f"({name}) reaches {auc_txt}, which {includes}"
+        )
+        text += f", and {tpr_txt}." if tpr_txt else "."
+        text += (
+            " This is not proof of privacy \u2014 it bounds what these attacks can "
+            f"see with {n_txt}."
+        )
+
+    claim = check_claim(run, attack)
+    if lb_v is not None and claim["status"] in ("no-claim", "unmeasured"):
+        # With a checkable claim, the claim sentence already states the bound.
+        ceiling = as_float(lb.get("ceiling"))
+        cap = f"; the most this sample could certify is {num(ceiling)}" if ceiling else ""
+        if lb_v > 0:
+            text += f" Certified privacy loss: ε ≥ {num(lb_v)} ({_bound_conditions(lb)}{cap})."
+        else:
+            text += (
+                f" No privacy loss is certified (ε lower bound 0, {_bound_conditions(lb)}{cap})."
+            )
+    text += " " + claim["text"]
+    return {
+        "level": level,
+        "text": text,
+        "attack": name,
+        "claim_status": claim["status"],
+    }
+
+
+# --------------------------------------------------------------------------- #
+# Comparison
+# --------------------------------------------------------------------------- #
+def _auc_triplet(run: dict) -> tuple[float, float | None, float | None] | None:
+    attack = strongest_attack(run)
+    if attack is None:
+        return None
+    m = metric(attack, "auc") or {}
+    return (
+        float(m["value"]),
+        as_float(m.get("ci_low")),
+        as_float(m.get("ci_high")),
+    )
+
+
+def compare_runs(runs: list[dict]) -> dict:
+    """Compare the undefended run with every other run on strongest-attack AUC.
+
+    The baseline is the first run whose ``defense`` is ``"none"``. For each
+    other run the higher AUC point estimate is called "more vulnerable", and
+    the 95% intervals are checked for overlap. Overlapping intervals are
+    reported as "this sample cannot separate them"; disjoint intervals as a
+    clear difference. (Disjoint 95% intervals are a conservative criterion.)
+
+    Returns ``{"text", "pairs"}``; each pair is a dict with ``baseline``,
+    ``run``, ``baseline_auc``, ``run_auc`` (``[value, ci_low, ci_high]`` or
+    ``None``), ``more_vulnerable`` (a run name or ``None``), ``overlap``
+    (``True``/``False``, or ``None`` when it cannot be judged) and ``text``.
+    """
+    runs = [r for r in runs or [] if isinstance(r, dict)]
+    base_idx = next((i for i, r in enumerate(runs) if r.get("defense") == "none"), None)
+    if base_idx is None:
+        return {
+            "text": "No undefended baseline (defense \u201cnone\u201d) in this "
+            "audit, so defenses are not compared against one.",
+            "pairs": [],
+        }
+    base = runs[base_idx]
+    b_name = run_name(base)
+    b_auc = _auc_triplet(base)
+    others = [r for i, r in enumerate(runs) if i != base_idx]
+    if not others:
+        return {
+            "text": f"Only the undefended run ({b_name}) was audited; there is "
+            "nothing to compare it with.",
+            "pairs": [],
+        }
+    if b_auc is None:
+        return {
+            "text": f"The undefended baseline ({b_name}) has no measured attack, "
+            "so no comparison is possible.",
+            "pairs": [],
+        }
+
+    pairs = []
+    for other in others:
+        o_name = run_name(other)
+        o_auc = _auc_triplet(other)
+        pair: dict[str, Any] = {
+            "baseline": b_name,
+            "run": o_name,
+            "baseline_auc": list(b_auc),
+            "run_auc": list(o_auc) if o_auc else None,
+            "more_vulnerable": None,
+            "overlap": None,
+        }
+        if o_auc is None:
+            pair["text"] = f"{o_name}: not compared (no attack produced a result)."
+            pairs.append(pair)
+            continue
+        head = (
+            f"{o_name} vs {b_name}: strongest-attack AUC "
+            f"{_fmt_triplet(o_auc)} vs {_fmt_triplet(b_auc)}"
+        )
+        if o_auc[0] > b_auc[0]:
+            more = o_name
+        elif b_auc[0] > o_auc[0]:
+            more = b_name
+        else:
+            more = None
+        pair["more_vulnerable"] = more
+        if None in (o_auc[1], o_auc[2], b_auc[1], b_auc[2]):
+            sep = "intervals are missing, so it cannot be judged whether this sample separates them"
+        else:
+            overlap = o_auc[1] <= b_auc[2] and b_auc[1] <= o_auc[2]
+            pair["overlap"] = overlap
+            if overlap:
+                sep = "the 95% CIs overlap, so this sample cannot separate them"
+            elif more == b_name:
+                sep = (
+                    "the 95% CIs are disjoint, so the defense measurably reduces "
+                    "what these attacks can see"
+                )
+            else:
+                sep = (
+                    "the 95% CIs are disjoint, so the defended model is "
+                    "measurably more exposed than the baseline"
+                )
+        if more is None:
+            lead = "both have the same AUC point estimate"
+        elif more == b_name:
+            lead = f"the undefended model ({b_name}) is more vulnerable"
+        else:
+            lead = f"{o_name} is more vulnerable than the undefended model"
+        pair["text"] = f"{head}: {lead}; {sep}."
+        pairs.append(pair)
+
+    text = "\n".join(p["text"] for p in pairs)
+    return {"text": text, "pairs": pairs}
+
+
+def _fmt_triplet(t: tuple[float, float | None, float | None]) -> str:
+    return ci({"value": t[0], "ci_low": t[1], "ci_high": t[2]})
