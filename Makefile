@@ -1,0 +1,46 @@
+# Two entry points for a fresh machine (see README):
+#   make audit   install into .venv, then run the bundled default audit
+#   make test    install into .venv (with test tools), then run the test suite
+#
+# torch is installed first, pinned to the CPU build, so the suite's loose `torch>=2.2`
+# requirement is already satisfied and never pulls a multi-GB CUDA build.
+# Elsewhere, point pip at PyTorch's CPU index:  make audit TORCH_INDEX=https://download.pytorch.org/whl/cpu
+
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+TORCH_SPEC ?= torch==2.13.0
+TORCH_INDEX ?=
+OUT ?= audit-out
+PIP := $(BIN)/python -m pip --disable-pip-version-check -q
+
+.PHONY: audit test install lint format clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	@echo "installing torch ($(TORCH_SPEC), CPU) and the suite into $(VENV) ..."
+	@$(BIN)/python -c "import torch" 2>/dev/null || \
+		$(PIP) install "$(TORCH_SPEC)" $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
+	$(PIP) install -e ".[test]"
+	@touch $@
+
+install: $(VENV)/.installed
+
+audit: install
+	$(BIN)/privacy-audit run --out $(OUT)
+
+test: install
+	$(BIN)/python -m pytest
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: install
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+clean:
+	rm -rf $(VENV) $(OUT) .pytest_cache .ruff_cache *.egg-info
