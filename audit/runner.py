@@ -303,13 +303,13 @@ def score_file(path: str | Path, delta: float, n_boot: int = 1000, seed: int = 0
 def write_outputs(results: dict[str, Any], out_dir: str | Path) -> tuple[Path, Path]:
     """Render the report and JSON in memory, then write each atomically."""
     from reports import render_html
+    from reports.html import REPORT_FILENAME
 
     out = Path(out_dir)
     html = render_html(results)
     payload = dumps_json(results)
-    out.mkdir(parents=True, exist_ok=True)
     json_path = atomic_write_text(out / "results.json", payload)
-    html_path = atomic_write_text(out / "report.html", html)
+    html_path = atomic_write_text(out / REPORT_FILENAME, html)
     return html_path, json_path
 
 

@@ -12,7 +12,6 @@ import base64
 import functools
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +46,8 @@ METRIC_COLUMNS = (
     ("advantage", "Advantage"),
     ("balanced_accuracy", "Balanced acc."),
 )
-_KNOWN_METRICS = {k for k, _ in METRIC_COLUMNS} | {EPS_LB}
+# sample sizes are shown in their own column, not as extra metrics
+_KNOWN_METRICS = {k for k, _ in METRIC_COLUMNS} | {EPS_LB, "n_members", "n_nonmembers"}
 _TOP_EXPOSED = 10
 _MAX_ID_CHARS = 120
 
@@ -410,26 +410,11 @@ def render_html(results: dict) -> str:
 def write_report(results: dict, out_dir: str | os.PathLike) -> Path:
     """Render and atomically write ``out_dir/report.html``; return its path.
 
-    The HTML is written to a temporary file in ``out_dir`` and moved into place
-    with :func:`os.replace`, so readers never see a half-written report and a
+    Rendering happens first, in memory; the file is then written through a sibling
+    temporary file and ``os.replace``, so readers never see a half-written report and a
     failed render leaves any previous report untouched.
     """
+    from audit.io import atomic_write_text
+
     html = render_html(results)
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    target = out / REPORT_FILENAME
-    fd, tmp_name = tempfile.mkstemp(prefix=".report-", suffix=".html.tmp", dir=out)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
-            fh.write(html)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp_name, 0o644)
-        os.replace(tmp_name, target)
-    except BaseException:
-        try:
-            os.unlink(tmp_name)
-        except FileNotFoundError:
-            pass
-        raise
-    return target
+    return atomic_write_text(Path(out_dir) / REPORT_FILENAME, html)
