@@ -104,6 +104,8 @@ def _cmd_gate(args) -> int:
         raise AuditError(
             "gate needs at least one of --max-auc, --max-tpr-at-1pct-fpr, --max-epsilon-lb"
         )
+    if any(v != v for v in thresholds.values() if v is not None):  # NaN passes every check
+        raise AuditError("gate thresholds must be numbers, got nan")
     results = load_results(args.results)
     violations = check(results, thresholds, strict=args.strict)
     if violations:

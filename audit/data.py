@@ -30,7 +30,7 @@ def read_table(
     if not p.is_file():
         raise DataError(f"data file {str(p)!r} does not exist")
     try:
-        content = p.read_text(encoding="utf-8")
+        content = p.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError:
         raise DataError(f"data file {str(p)!r} is not UTF-8 text") from None
     suffix = p.suffix.lower()

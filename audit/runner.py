@@ -246,7 +246,7 @@ def score_file(path: str | Path, delta: float, n_boot: int = 1000, seed: int = 0
     if not 0 < delta < 1:
         raise AuditError(f"--delta must be in (0, 1), got {delta}")
     try:
-        rows = list(csv.DictReader(p.read_text(encoding="utf-8").splitlines()))
+        rows = list(csv.DictReader(p.read_text(encoding="utf-8-sig").splitlines()))
     except UnicodeDecodeError:
         raise DataError(f"scores file {str(p)!r} is not UTF-8 text") from None
     if not rows:

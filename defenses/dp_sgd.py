@@ -26,6 +26,7 @@ def dp_accounting_epsilon(
 ) -> float:
     """ε of the Poisson-subsampled Gaussian mechanism composed ``steps`` times (dp-accounting RDP)."""
     import dp_accounting
+    from absl import logging as absl_logging
 
     event = dp_accounting.SelfComposedDpEvent(
         dp_accounting.PoissonSampledDpEvent(
@@ -34,8 +35,15 @@ def dp_accounting_epsilon(
         steps,
     )
     acc = dp_accounting.rdp.RdpAccountant()
-    acc.compose(event)
-    return float(acc.get_epsilon(delta))
+    # Orders whose series does not converge are dropped by dp-accounting, which can only
+    # raise ε (conservative); its per-order warnings are noise in a report run.
+    verbosity = absl_logging.get_verbosity()
+    absl_logging.set_verbosity(absl_logging.ERROR)
+    try:
+        acc.compose(event)
+        return float(acc.get_epsilon(delta))
+    finally:
+        absl_logging.set_verbosity(verbosity)
 
 
 class DPSGD(Defense):

@@ -97,7 +97,32 @@ def tiny_run_dir(tiny_run) -> Path:
     return out_dir
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def cli():
     """``cli([...])`` runs the command line in-process and returns a :class:`CliOutcome`."""
     return invoke_cli
+
+
+TINY_LABELS = ["account", "billing", "shipping", "technical"]
+
+
+@pytest.fixture(scope="session")
+def tiny_model():
+    """A freshly initialised tiny target ``(model, tokenizer)`` over the fixture labels."""
+    from audit.targets import TargetSpec
+
+    return TargetSpec("tiny", max_length=32).build(TINY_LABELS, 0)
+
+
+@pytest.fixture(scope="session")
+def fixture_examples():
+    """Eight private fixture rows as ``Examples`` (task labels as indices of TINY_LABELS)."""
+    import fixtures
+    from defenses.base import Examples
+
+    rows = fixtures.load_corpus("private")[:8]
+    return Examples(
+        ids=[r["id"] for r in rows],
+        texts=[r["text"] for r in rows],
+        labels=[TINY_LABELS.index(r["label"]) for r in rows],
+    )
