@@ -111,28 +111,18 @@ def examples_arrays(attack: dict) -> tuple[np.ndarray, np.ndarray] | None:
 
 
 def roc_curve(scores: Sequence[float], members: Sequence[int]):
-    """ROC points ``(fpr, tpr)`` for "higher score = member".
+    """ROC points ``(fpr, tpr)`` for "higher score = member", or ``None`` when either
+    class is empty. The one ROC implementation is :func:`attacks.metrics.roc_curve`
+    (tied scores form one threshold); non-finite scores are dropped for plotting."""
+    from attacks.metrics import roc_curve as exact_roc
 
-    Examples are sorted by decreasing score; tied scores form one threshold
-    (so ties yield one diagonal step, not an order-dependent staircase). The
-    curve starts at (0, 0) and ends at (1, 1). Returns ``None`` when either
-    class is empty.
-    """
     s = np.asarray(scores, dtype=float).ravel()
     m = np.asarray(members).ravel().astype(bool)
-    keep = ~np.isnan(s)
+    keep = np.isfinite(s)
     s, m = s[keep], m[keep]
-    n_pos, n_neg = int(m.sum()), int((~m).sum())
-    if n_pos == 0 or n_neg == 0:
+    if m.sum() == 0 or (~m).sum() == 0:
         return None
-    order = np.argsort(-s, kind="mergesort")
-    s, m = s[order], m[order]
-    # Last index of every group of equal scores (inf == inf is a tie too).
-    ends = np.r_[np.flatnonzero(s[1:] != s[:-1]), s.size - 1]
-    tp = np.cumsum(m)[ends]
-    fp = np.cumsum(~m)[ends]
-    tpr = np.r_[0.0, tp / n_pos]
-    fpr = np.r_[0.0, fp / n_neg]
+    fpr, tpr, _ = exact_roc(s, m.astype(int))
     return fpr, tpr
 
 
