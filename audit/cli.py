@@ -64,9 +64,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _cmd_run(args) -> int:
     from audit.config import load_config
-    from audit.runner import run_audit, write_outputs
+    from audit.runner import check_output_dir, run_audit, write_outputs
 
     cfg = load_config(args.config)
+    check_output_dir(args.out)
+    if args.quiet:
+        import transformers
+
+        transformers.utils.logging.set_verbosity_error()
+        transformers.utils.logging.disable_progress_bar()
     results = run_audit(cfg, progress=not args.quiet)
     html, js = write_outputs(results, args.out)
     print(f"report:  {html}")
@@ -75,8 +81,9 @@ def _cmd_run(args) -> int:
 
 
 def _cmd_score(args) -> int:
-    from audit.runner import score_file, write_outputs
+    from audit.runner import check_output_dir, score_file, write_outputs
 
+    check_output_dir(args.out)
     if args.bootstrap < 100:
         raise AuditError(f"--bootstrap must be at least 100, got {args.bootstrap}")
     results = score_file(args.scores, args.delta, args.bootstrap, args.seed)

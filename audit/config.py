@@ -336,7 +336,7 @@ def load_config(path: str | Path | None) -> AuditConfig:
     if not p.is_file():
         raise ConfigError(f"config file {str(p)!r} does not exist")
     try:
-        raw = tomllib.loads(p.read_text(encoding="utf-8"))
+        raw = tomllib.loads(p.read_text(encoding="utf-8-sig"))
     except UnicodeDecodeError:
         raise ConfigError(f"config file {str(p)!r} is not UTF-8 text") from None
     except tomllib.TOMLDecodeError as exc:

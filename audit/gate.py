@@ -65,7 +65,12 @@ def check(
                 if limit is None:
                     continue
                 metric, label = GATED[key]
-                m = att["metrics"][metric]
+                m = (att.get("metrics") or {}).get(metric)
+                if not isinstance(m, dict) or "value" not in m:
+                    raise DataError(
+                        f"results file: attack {att.get('attack')!r} of run {run.get('name')!r} "
+                        f"has no '{metric}' metric; is it a privacy-audit results.json?"
+                    )
                 observed = m["value"]
                 if strict and metric != "epsilon_lower_bound" and m.get("ci_high") is not None:
                     observed = m["ci_high"]

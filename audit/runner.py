@@ -271,6 +271,11 @@ def score_file(path: str | Path, delta: float, n_boot: int = 1000, seed: int = 0
             )
         members.append(1 if m in ("1", "true") else 0)
         ids.append(r.get("id") or str(i - 2))
+    if len(set(ids)) != len(ids):
+        from collections import Counter
+
+        dup = next(i for i, c in Counter(ids).items() if c > 1)
+        raise DataError(f"scores file {str(p)!r} has duplicate id {dup!r}; ids must be unique")
     s = np.asarray(scores)
     if not np.all(np.isfinite(s)):
         raise DataError(
@@ -308,9 +313,29 @@ def write_outputs(results: dict[str, Any], out_dir: str | Path) -> tuple[Path, P
     out = Path(out_dir)
     html = render_html(results)
     payload = dumps_json(results)
-    json_path = atomic_write_text(out / "results.json", payload)
-    html_path = atomic_write_text(out / REPORT_FILENAME, html)
+    try:
+        json_path = atomic_write_text(out / "results.json", payload)
+        html_path = atomic_write_text(out / REPORT_FILENAME, html)
+    except OSError as exc:
+        raise AuditError(
+            f"cannot write to output directory {str(out)!r}: {exc.strerror or exc}"
+        ) from None
     return html_path, json_path
+
+
+def check_output_dir(out_dir: str | Path) -> None:
+    """Fail before any work if the output directory cannot be created or written."""
+    import tempfile
+
+    out = Path(out_dir)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=out, prefix=".write-check-"):
+            pass
+    except OSError as exc:
+        raise AuditError(
+            f"cannot write to output directory {str(out)!r}: {exc.strerror or exc}"
+        ) from None
 
 
 __all__ = ["run_audit", "score_file", "write_outputs", "evaluate_release", "atomic_write_json"]

@@ -735,9 +735,44 @@ def test_bring_your_own_rejects_defenses_and_unknown_labels(byo_run, tmp_path, c
     bad = [dict(r, label="refund") for r in _corpus_rows(0, 10)]
     _write_jsonl(members, bad)
     cfg = _config(tmp_path, base, "bad-labels.toml")
-    # Loading the model prints transformers' "Loading weights" bar even with --quiet
-    # (see the report of this test set), so only the error line itself is checked here.
-    line = assert_input_error(
-        cli(["run", str(cfg), "--out", str(out), "--quiet"]), out, "'refund'", only_line=False
-    )
+    # --quiet silences transformers' weight-loading bar, so the error is the only line.
+    line = assert_input_error(cli(["run", str(cfg), "--out", str(out), "--quiet"]), out, "'refund'")
     assert "account" in line
+
+
+def test_unwritable_output_directory_is_bad_input_before_any_work(tmp_path, cli):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    scores = tmp_path / "s.csv"
+    scores.write_text("score,member\n0.9,1\n0.8,1\n0.2,0\n0.1,0\n")
+    for out in (blocker, blocker / "sub"):
+        res = cli(["score", str(scores), "--out", str(out)])
+        assert res.code == 2
+        assert res.stderr.strip().startswith(
+            "privacy-audit: error: cannot write to output directory"
+        )
+        assert "Traceback" not in res.stderr
+
+
+def test_duplicate_ids_in_scores_are_rejected(tmp_path, cli):
+    scores = tmp_path / "s.csv"
+    scores.write_text("score,member,id\n0.9,1,a\n0.8,1,b\n0.2,0,a\n0.1,0,c\n")
+    out = tmp_path / "out"
+    res = cli(["score", str(scores), "--out", str(out)])
+    assert res.code == 2 and "duplicate id 'a'" in res.stderr
+    assert not (out / "report.html").exists() and not (out / "results.json").exists()
+
+
+def test_gate_rejects_results_missing_a_gated_metric(tmp_path, cli):
+    bad = tmp_path / "results.json"
+    bad.write_text(
+        json.dumps(
+            {
+                "runs": [
+                    {"name": "r", "attacks": [{"attack": "loss", "status": "ok", "metrics": {}}]}
+                ]
+            }
+        )
+    )
+    res = cli(["gate", str(bad), "--max-auc", "0.6"])
+    assert res.code == 2 and "has no 'auc' metric" in res.stderr and "Traceback" not in res.stderr

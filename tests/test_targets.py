@@ -57,7 +57,9 @@ def test_local_directory_as_base_and_as_trained_classifier(tmp_path):
     tok.save_pretrained(tmp_path)
     assert (tmp_path / "model.safetensors").is_file()  # safetensors, never pickle
     base, _ = TargetSpec(model_dir=str(tmp_path)).build(LABELS, seed=0)
-    assert torch.equal(base.bert.embeddings.word_embeddings.weight, model.bert.embeddings.word_embeddings.weight)
+    assert torch.equal(
+        base.bert.embeddings.word_embeddings.weight, model.bert.embeddings.word_embeddings.weight
+    )
     loaded, _ = load_trained_classifier(tmp_path)
     assert torch.equal(loaded.classifier.weight, model.classifier.weight)
 
@@ -83,7 +85,9 @@ def test_public_pretraining_runs_once_and_every_defense_starts_from_it():
         texts=["my card was charged twice", "where is my parcel"] * 16,
         labels=np.array([1, 2] * 16),
     )
-    target = Target(TargetSpec("tiny", max_length=16, public_epochs=1), tuple(LABELS), public, progress=False)
+    target = Target(
+        TargetSpec("tiny", max_length=16, public_epochs=1), tuple(LABELS), public, progress=False
+    )
     m1, _ = target.build(seed=0)
     m2, _ = target.build(seed=0)
     fresh, _ = TargetSpec("tiny", max_length=16).build(LABELS, seed=0)
