@@ -21,16 +21,24 @@ Assumptions shared by every bound here:
 * a higher score means "member"; threshold ``t`` predicts member iff
   ``score >= t``.  Reversed scores (low = member) are not exploited.
 
+Besides the member/non-member bounds this module holds the one-run audit
+of Steinke, Nasr & Jagielski 2023 (``one_run_*``: valid from ONE training
+run, the canaries' inclusion being randomised independently), the
+hypothesis-testing trade-off ceiling of (eps, delta)-DP
+(:func:`dp_tradeoff_max_tpr`, :func:`tradeoff_curve`) and a test of an
+empirical ROC curve against it (:func:`tradeoff_violations`).
+
 Only numpy and scipy are used.
 """
 
 from __future__ import annotations
 
 import math
+import numbers
 
 import numpy as np
 from scipy.optimize import brentq
-from scipy.special import betaincinv, log_ndtr, ndtr, ndtri
+from scipy.special import betaincinv, gammaln, log_ndtr, ndtr, ndtri
 
 from .metrics import (
     _best_threshold,
@@ -42,10 +50,18 @@ from .metrics import (
 )
 
 __all__ = [
+    "dp_tradeoff_max_tpr",
     "epsilon_ceiling",
     "epsilon_lower_bound",
+    "epsilon_lower_bound_from_counts",
     "epsilon_point_estimate",
     "gaussian_mechanism_epsilon",
+    "one_run_best",
+    "one_run_ceiling",
+    "one_run_epsilon",
+    "one_run_from_scores",
+    "tradeoff_curve",
+    "tradeoff_violations",
 ]
 
 METHODS = ("clopper-pearson", "gdp")
@@ -187,17 +203,17 @@ def gaussian_mechanism_epsilon(mu: float, delta: float) -> float:
 # ---------------------------------------------------------------------------
 
 
-def _bonferroni_grid(s: np.ndarray) -> np.ndarray:
+def _bonferroni_grid(s: np.ndarray, size: int = BONFERRONI_GRID) -> np.ndarray:
     """Candidate thresholds from the pooled scores only (labels are not used).
 
-    ``G = min(100, n)`` quantile levels: half spread uniformly, the other half
-    placed geometrically towards both tails (where the strongest bounds of
-    attacks that expose only a few examples come from: few false positives
-    or few false negatives).  Duplicated thresholds are removed; the
-    Bonferroni factor stays ``G``.
+    ``G = min(size, n)`` quantile levels (``size`` = 100 by default): half
+    spread uniformly, the other half placed geometrically towards both tails
+    (where the strongest bounds of attacks that expose only a few examples
+    come from: few false positives or few false negatives).  Duplicated
+    thresholds are removed; the Bonferroni factor stays ``G``.
     """
     n = s.size
-    g = min(BONFERRONI_GRID, n)
+    g = min(size, n)
     n_tail = g // 4
     n_mid = g - 2 * n_tail
     mid = (np.arange(n_mid) + 0.5) / n_mid
@@ -292,7 +308,11 @@ def epsilon_lower_bound(
       mechanism's trade-off curve is Gaussian (mu-GDP); it is a valid lower
       bound only under that assumption (true for a Gaussian mechanism, a
       common approximation for DP-SGD), and it can exceed the true eps of a
-      mechanism whose trade-off curve is not Gaussian.
+      mechanism whose trade-off curve is not Gaussian: it is valid only for
+      mechanisms with a Gaussian trade-off curve.  For the Laplace mechanism
+      (scores Laplace(Delta, 1) vs Laplace(0, 1), true eps ~ Delta) it
+      reports bounds far above the true eps in most trials (pinned by
+      ``tests/test_epsilon_audit.py::test_gdp_is_unsound_on_laplace``).
 
     Threshold strategies:
 
@@ -407,3 +427,463 @@ def epsilon_point_estimate(scores, members, delta: float, min_count: int = 10) -
             fnr = fn[ok2] / n_in
             best = max(best, float(np.max(np.log((1.0 - fpr[ok2] - delta) / fnr))))
     return best
+
+
+# ---------------------------------------------------------------------------
+# Shared input checks for the functions below
+# ---------------------------------------------------------------------------
+
+
+def _check_count(value, name: str, minimum: int = 0) -> int:
+    """Return ``value`` as an int >= ``minimum``, or raise ValueError."""
+    ok = isinstance(value, numbers.Real) and not isinstance(value, bool)
+    if ok:
+        v = float(value)
+        ok = math.isfinite(v) and v == math.floor(v) and v >= minimum
+    if not ok:
+        what = "a non-negative integer" if minimum == 0 else f"an integer >= {minimum}"
+        raise ValueError(f"{name} must be {what}, got {value!r}.")
+    return int(value)
+
+
+def _check_epsilon(epsilon) -> float:
+    e = float(epsilon)
+    if not (math.isfinite(e) and e >= 0.0):
+        raise ValueError(f"epsilon must be a finite number >= 0, got {epsilon!r}.")
+    return e
+
+
+# ---------------------------------------------------------------------------
+# Clopper-Pearson bound from counts alone
+# ---------------------------------------------------------------------------
+
+
+def epsilon_lower_bound_from_counts(
+    fp, n_neg, fn, n_pos, delta: float, confidence: float = 0.95
+) -> float:
+    """Clopper-Pearson lower confidence bound on eps from ONE threshold's counts.
+
+    ``fp`` false positives among ``n_neg`` non-members and ``fn`` false
+    negatives among ``n_pos`` members, counted at a single threshold that was
+    fixed independently of these examples (e.g. chosen on other data, as the
+    ``"split"`` strategy of :func:`epsilon_lower_bound` does, which ends with
+    exactly this computation on half B).  Each rate gets the upper bound
+    ``Beta^-1(1 - alpha/2; k + 1, n - k)`` so that both hold jointly with
+    probability >= ``confidence``, and
+    ``eps_LB = max(ln((1 - delta - FNR_hi) / FPR_hi),
+    ln((1 - delta - FPR_hi) / FNR_hi))`` floored at 0 (Jagielski et al. 2020).
+
+    Assumes independent trials (see the module docstring) and a threshold not
+    chosen on these counts; valid for any (eps, delta)-DP mechanism.
+    """
+    delta = _check_delta(delta)
+    alpha = 1.0 - _check_confidence(confidence)
+    n_neg = _check_count(n_neg, "n_neg", 1)
+    n_pos = _check_count(n_pos, "n_pos", 1)
+    fp = _check_count(fp, "fp")
+    fn = _check_count(fn, "fn")
+    if fp > n_neg:
+        raise ValueError(f"fp ({fp}) must not exceed n_neg ({n_neg}).")
+    if fn > n_pos:
+        raise ValueError(f"fn ({fn}) must not exceed n_pos ({n_pos}).")
+    q = 1.0 - alpha / 2.0
+    return float(_bound_from_counts([fp], n_neg, [fn], n_pos, delta, q, "clopper-pearson")[0])
+
+
+# ---------------------------------------------------------------------------
+# One-run audit (Steinke, Nasr & Jagielski 2023)
+# ---------------------------------------------------------------------------
+
+#: Absolute/relative tolerance of the one-run bisection on eps.
+_ONE_RUN_XTOL = 1e-9
+#: Grid steps used to locate the largest crossing when 2 m delta > 1.
+_ONE_RUN_SCAN = 2048
+#: Fractions of m used by the default grid of :func:`one_run_best`.
+ONE_RUN_K_FRACTIONS = (0.01, 0.03, 0.1, 0.3)
+
+
+def _one_run_p_value_fn(m: int, r: int, v: int, delta: float):
+    """Return ``eps -> p(eps)``, the one-run p-value of v correct out of r guesses.
+
+    ``q = e^eps / (1 + e^eps)``, ``B ~ Bin(r, q)``, ``beta = P[B >= v]``;
+    ``delta = 0``: ``p = beta``; otherwise
+    ``p = min(1, beta + 2 m delta max_{i=1..v} P[v - i <= B <= v - 1] / i)``
+    (``P[v - i <= B <= v - 1] = P[B >= v - i] - beta``).  The binomial pmf is
+    evaluated in log space and only non-negative terms are summed, so small
+    tails keep full relative accuracy.  Accepts ``delta = 0`` (pure DP).
+    """
+    k = np.arange(r + 1, dtype=np.float64)
+    log_comb = gammaln(r + 1.0) - gammaln(k + 1.0) - gammaln(r - k + 1.0)
+    inv_i = 1.0 / np.arange(1, v + 1, dtype=np.float64)
+    c = 2.0 * m * delta
+
+    def p(eps: float) -> float:
+        if v == 0:
+            return 1.0
+        log_q = -float(np.logaddexp(0.0, -eps))
+        log_1mq = -float(np.logaddexp(0.0, eps))
+        pmf = np.exp(log_comb + k * log_q + (r - k) * log_1mq)
+        beta = min(1.0, float(pmf[v:].sum()))
+        if c == 0.0:
+            return beta
+        window = np.cumsum(pmf[v - 1 :: -1])  # P[v - i <= B <= v - 1], i = 1..v
+        return min(1.0, beta + c * float(np.max(window * inv_i)))
+
+    return p
+
+
+def _one_run_p_value(m: int, r: int, v: int, eps: float, delta: float) -> float:
+    """p(eps) of :func:`_one_run_p_value_fn` at one eps (``delta = 0`` allowed)."""
+    return _one_run_p_value_fn(m, r, v, delta)(eps)
+
+
+def _one_run_eps(m: int, r: int, v: int, delta: float, alpha: float) -> float:
+    """Largest eps >= 0 with ``p(eps) <= alpha`` (to ~1e-9); 0 if there is none found.
+
+    The search is bracketed above by an eps where ``beta > alpha`` (beta grows
+    to 1 with eps and ``p >= beta``, so nothing larger qualifies).  When
+    ``2 m delta <= 1``, p is nondecreasing in eps (see
+    :func:`one_run_epsilon`): 0 if ``p(0) > alpha``, else plain bisection.
+    Otherwise the largest grid point with ``p <= alpha`` is refined by
+    bisection.  The value returned always satisfies ``p <= alpha`` (or is 0).
+    Shortcut: ``p >= min(1, 2 m delta / v)`` for every eps (the ``i = v``
+    term), so the result is 0 whenever ``2 m delta / v > alpha``.
+    """
+    c = 2.0 * m * delta
+    # The i = v term alone gives p >= beta + (c / v)(1 - beta) >= min(1, c / v).
+    if v == 0 or c / v > alpha:
+        return 0.0
+    p = _one_run_p_value_fn(m, r, v, delta)
+    beta = _one_run_p_value_fn(m, r, v, 0.0)
+    hi = 1.0
+    while beta(hi) <= alpha:
+        hi *= 2.0
+    if c <= 1.0:
+        if p(0.0) > alpha:
+            return 0.0
+        lo = 0.0
+    else:
+        grid = np.linspace(0.0, hi, _ONE_RUN_SCAN + 1)
+        ok = np.flatnonzero([p(float(e)) <= alpha for e in grid])
+        if ok.size == 0:
+            return 0.0
+        lo, hi = float(grid[ok[-1]]), float(grid[ok[-1] + 1])
+    while hi - lo > _ONE_RUN_XTOL * max(1.0, hi):
+        mid = 0.5 * (lo + hi)
+        if p(mid) <= alpha:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def one_run_epsilon(correct, guesses, canaries, delta: float, confidence: float = 0.95) -> float:
+    """Lower confidence bound on eps from ONE training run (Steinke, Nasr & Jagielski 2023).
+
+    Assumptions: ``canaries`` = m canaries were each included in the training
+    data independently with probability 1/2; after one run the auditor made
+    ``guesses`` = r in/out guesses (abstaining on the other m - r) using only
+    the run's output, and ``correct`` = v of them were right.  No other
+    independence is needed (canaries may share one model).  Which canaries
+    are guessed (hence r) may depend on the output but never on the
+    inclusion bits; the paper's bound holds conditionally on that choice.
+
+    With ``q = e^eps / (1 + e^eps)``, ``B ~ Bin(r, q)`` and ``beta = P[B >= v]``,
+    an (eps, delta)-DP mechanism satisfies ``P[W >= v] <= p(eps)`` where
+    ``p(eps) = beta`` for delta = 0 and
+    ``p(eps) = min(1, beta + 2 m delta max_{i=1..v} (P[B >= v - i] - beta) / i)``
+    otherwise.  The bound is the largest eps with ``p(eps) <= 1 - confidence``,
+    and 0 if even eps = 0 is not rejected.
+
+    Monotonicity: with ``c = 2 m delta <= 1`` each candidate
+    ``(1 - c/i) P[B >= v] + (c/i) P[B >= v - i]`` is a non-negative mixture
+    of binomial upper tails, each nondecreasing in q and so in eps; hence p is
+    nondecreasing and the crossing is found by bisection (tolerance 1e-9).
+    For ``c > 1`` (m > 1 / (2 delta)) monotonicity is not guaranteed and the
+    largest crossing is located on a 2048-step grid first.  Either way the
+    returned eps has ``p(eps) <= 1 - confidence``, which is all validity needs.
+
+    At 95 %, delta = 1e-5, m = 1000 and all guesses correct this gives
+    1.01 / 3.47 / 5.78 for r = 10 / 100 / 1000 (see :func:`one_run_ceiling`).
+    """
+    delta = _check_delta(delta)
+    alpha = 1.0 - _check_confidence(confidence)
+    v = _check_count(correct, "correct")
+    r = _check_count(guesses, "guesses")
+    m = _check_count(canaries, "canaries", 1)
+    if r > m:
+        raise ValueError(
+            f"guesses ({r}) must not exceed canaries ({m}); fewer canaries than guesses."
+        )
+    if v > r:
+        raise ValueError(f"correct ({v}) must not exceed guesses ({r}).")
+    return _one_run_eps(m, r, v, delta, alpha)
+
+
+def one_run_ceiling(canaries, guesses, delta: float, confidence: float = 0.95) -> float:
+    """Largest eps a one-run audit can certify: all ``guesses`` correct.
+
+    Same assumptions as :func:`one_run_epsilon`; e.g. at 95 % and
+    delta = 1e-5, m = 1000: 1.01 / 3.47 / 5.78 for r = 10 / 100 / 1000, and
+    m = 1e4, r = 10: 0.61.  Print it next to any one-run eps_LB.
+    """
+    return one_run_epsilon(guesses, guesses, canaries, delta, confidence)
+
+
+def _validate_canaries(scores, included) -> tuple[np.ndarray, np.ndarray]:
+    """Return ``(scores, included)`` as float64 and bool arrays, or raise ValueError.
+
+    Unlike member/non-member audits, one class may be absent.
+    """
+    s = np.asarray(scores)
+    b = np.asarray(included)
+    if s.ndim != 1 or b.ndim != 1:
+        raise ValueError(f"scores and included must be 1-D arrays (got {s.ndim}-D and {b.ndim}-D).")
+    if s.shape[0] != b.shape[0]:
+        raise ValueError(
+            f"scores and included must have the same length (got {s.shape[0]} and {b.shape[0]})."
+        )
+    if s.shape[0] == 0:
+        raise ValueError("scores and included must not be empty.")
+    if not (s.dtype == bool or np.issubdtype(s.dtype, np.number)) or np.iscomplexobj(s):
+        raise ValueError(f"scores must be real numbers (got dtype {s.dtype}).")
+    s = s.astype(np.float64)
+    if not np.all(np.isfinite(s)):
+        raise ValueError("scores must be finite; found NaN or infinite values.")
+    if b.dtype != bool:
+        if not np.issubdtype(b.dtype, np.number) or not np.all((b == 0) | (b == 1)):
+            raise ValueError("included must hold only 0/1 or boolean values.")
+        b = b == 1
+    return s, b
+
+
+def _one_run_counts(s: np.ndarray, inc: np.ndarray, k_plus: int, k_minus: int):
+    """``(correct, guesses)``: IN for the top ``k_plus`` scores, OUT for the bottom ``k_minus``.
+
+    Canaries tied with the first canary left out of a cut are all abstained
+    on (so ties never decide a guess and labels are never looked at); the
+    number of guesses can then be smaller than ``k_plus + k_minus``.
+    """
+    m = s.size
+    desc = np.sort(s)[::-1]
+    guess_in = s > desc[k_plus] if k_plus < m else np.ones(m, dtype=bool)
+    guess_out = s < desc[m - 1 - k_minus] if k_minus < m else np.ones(m, dtype=bool)
+    correct = int(np.sum(guess_in & inc)) + int(np.sum(guess_out & ~inc))
+    return correct, int(guess_in.sum()) + int(guess_out.sum())
+
+
+def _check_ks(k_plus, k_minus, m: int) -> tuple[int, int]:
+    kp = _check_count(k_plus, "k_plus")
+    km = _check_count(k_minus, "k_minus")
+    if kp + km > m:
+        raise ValueError(
+            f"k_plus + k_minus ({kp + km}) must not exceed the {m} canaries; "
+            "fewer canaries than guesses."
+        )
+    return kp, km
+
+
+def one_run_from_scores(
+    scores, included, delta: float, k_plus, k_minus=0, confidence: float = 0.95
+) -> dict:
+    """One-run eps lower bound from per-canary scores and inclusion bits.
+
+    Guesses IN for the ``k_plus`` highest scores and OUT for the ``k_minus``
+    lowest (higher score = member), abstains otherwise; canaries tied at a
+    cut are abstained on.  ``k_plus`` and ``k_minus`` must be fixed before
+    looking at the data (use :func:`one_run_best` to try several).  Same
+    assumptions as :func:`one_run_epsilon`: each canary included
+    independently with probability 1/2 (``included`` holds those coin
+    flips), scores from ONE run.
+
+    Returns ``{"epsilon", "correct", "guesses", "canaries"}``.
+    """
+    s, inc = _validate_canaries(scores, included)
+    kp, km = _check_ks(k_plus, k_minus, s.size)
+    v, r = _one_run_counts(s, inc, kp, km)
+    eps = one_run_epsilon(v, r, s.size, delta, confidence)
+    return {"epsilon": eps, "correct": v, "guesses": r, "canaries": int(s.size)}
+
+
+def _default_k_grid(m: int) -> list[tuple[int, int]]:
+    """``(k, 0)`` and ``(k, k)`` for ``k = round(f m)``, f in ONE_RUN_K_FRACTIONS (m only)."""
+    grid: list[tuple[int, int]] = []
+    for f in ONE_RUN_K_FRACTIONS:
+        k = max(1, int(round(f * m)))
+        for pair in ((k, 0), (k, k)):
+            if sum(pair) <= m and pair not in grid:
+                grid.append(pair)
+    return grid
+
+
+def _check_k_grid(k_grid, m: int) -> list[tuple[int, int]]:
+    if k_grid is None:
+        return _default_k_grid(m)
+    grid = []
+    for item in k_grid:
+        kp, km = (item, 0) if isinstance(item, numbers.Real) else tuple(item)
+        grid.append(_check_ks(kp, km, m))
+    if not grid:
+        raise ValueError("k_grid must hold at least one k_plus or (k_plus, k_minus) entry.")
+    return grid
+
+
+def one_run_best(scores, included, delta: float, confidence: float = 0.95, k_grid=None) -> dict:
+    """Best one-run bound over a small grid of (k_plus, k_minus), Bonferroni-corrected.
+
+    Choosing k by looking at the bounds of the same data biases the result,
+    so every grid entry is evaluated at confidence ``1 - alpha / G`` (G =
+    grid size, ``alpha = 1 - confidence``) and the largest eps is reported:
+    by the union bound all G bounds hold jointly with probability >=
+    ``confidence``, so the maximum is a valid lower bound.  ``k_grid``
+    entries are ``k_plus`` ints (k_minus = 0) or ``(k_plus, k_minus)`` pairs;
+    the default depends on the number of canaries m only:
+    ``(k, 0)`` and ``(k, k)`` for ``k = round(f m)``, f = 1, 3, 10, 30 %.
+    Same assumptions as :func:`one_run_from_scores`.
+
+    Returns the best entry's ``{"epsilon", "correct", "guesses", "canaries"}``
+    plus ``"k_plus"``, ``"k_minus"``, ``"k_grid"`` (list of pairs),
+    ``"confidence"`` and ``"confidence_per_k"``.
+    """
+    s, inc = _validate_canaries(scores, included)
+    delta = _check_delta(delta)
+    alpha = 1.0 - _check_confidence(confidence)
+    grid = _check_k_grid(k_grid, s.size)
+    conf_k = 1.0 - alpha / len(grid)
+    best: dict | None = None
+    for kp, km in grid:
+        v, r = _one_run_counts(s, inc, kp, km)
+        eps = _one_run_eps(s.size, r, v, delta, 1.0 - conf_k)
+        if best is None or eps > best["epsilon"]:
+            best = {"epsilon": eps, "correct": v, "guesses": r, "canaries": int(s.size)}
+            best.update(k_plus=kp, k_minus=km)
+    best.update(k_grid=grid, confidence=1.0 - alpha, confidence_per_k=conf_k)
+    return best
+
+
+# ---------------------------------------------------------------------------
+# Hypothesis-testing trade-off of (eps, delta)-DP
+# ---------------------------------------------------------------------------
+
+#: Most ROC points returned for plotting by :func:`tradeoff_violations`.
+ROC_PLOT_POINTS = 400
+
+
+def dp_tradeoff_max_tpr(fpr, epsilon: float, delta: float) -> np.ndarray:
+    """Largest TPR any membership test can reach at ``fpr`` against (eps, delta)-DP.
+
+    ``min(e^eps FPR + delta, 1 - e^-eps (1 - delta - FPR))`` clipped to
+    [0, 1]: the two hypothesis-testing inequalities
+    ``FNR + e^eps FPR >= 1 - delta`` and ``FPR + e^eps FNR >= 1 - delta``
+    solved for TPR = 1 - FNR.  Nondecreasing in FPR.  Makes no assumption
+    beyond (eps, delta)-DP of the mechanism that produced the scores.
+    """
+    f = np.asarray(fpr, dtype=np.float64)
+    if not np.all((f >= 0.0) & (f <= 1.0)):
+        raise ValueError("fpr must lie in [0, 1].")
+    eps = _check_epsilon(epsilon)
+    delta = _check_delta(delta)
+    with np.errstate(over="ignore", invalid="ignore"):
+        line1 = np.where(f > 0.0, math.exp(min(eps, 700.0)) * f, 0.0) + delta
+    line2 = 1.0 - math.exp(-eps) * (1.0 - delta - f)
+    return np.clip(np.minimum(line1, line2), 0.0, 1.0)
+
+
+def tradeoff_curve(epsilon: float, delta: float, n: int = 200) -> tuple[np.ndarray, np.ndarray]:
+    """``(fpr, max_tpr)`` of :func:`dp_tradeoff_max_tpr` on ``n`` log-spaced FPRs in [1e-4, 1].
+
+    For plotting the (eps, delta)-DP ceiling next to an empirical ROC curve.
+    """
+    n = _check_count(n, "n", 2)
+    fpr = np.geomspace(1e-4, 1.0, n)
+    return fpr, dp_tradeoff_max_tpr(fpr, epsilon, delta)
+
+
+def _roc_for_plot(s: np.ndarray, m: np.ndarray, max_points: int = ROC_PLOT_POINTS):
+    """Empirical ROC ``(fpr, tpr)`` from (0, 0) to (1, 1), at most ``max_points`` points.
+
+    Downsampling keeps both end points, half of the points evenly spaced and
+    half geometrically spaced from the top of the ranking (dense at low FPR,
+    for log-scale plots).
+    """
+    n_in, n_out = int(m.sum()), int((~m).sum())
+    _, tp, fp, ends = _roc_counts_1d(s, m)
+    fpr = np.concatenate([[0.0], fp[ends] / n_out])
+    tpr = np.concatenate([[0.0], tp[ends] / n_in])
+    if fpr.size > max_points:
+        last = fpr.size - 1
+        half = max_points // 2
+        idx = np.concatenate(
+            [np.linspace(0, last, half), np.geomspace(1, last, max_points - half - 1)]
+        )
+        keep = np.unique(np.round(idx).astype(np.int64))
+        fpr, tpr = fpr[keep], tpr[keep]
+    return fpr, tpr
+
+
+def tradeoff_violations(
+    scores,
+    members,
+    epsilon: float,
+    delta: float,
+    confidence: float = 0.95,
+    max_points: int = 100,
+) -> dict:
+    """Test an empirical ROC curve against the (eps, delta)-DP trade-off ceiling.
+
+    ``G = min(max_points, n)`` thresholds are taken from quantiles of the
+    pooled scores (label-free, fixed before counting).  At each, the
+    Clopper-Pearson upper bound FPR_hi and lower bound TPR_lo are computed,
+    each one-sided at level ``alpha / (2 G)`` (``alpha = 1 - confidence``;
+    the same per-rate split as the Clopper-Pearson epsilon bound, with a
+    Bonferroni factor G).  By the union bound all 2G bounds hold jointly with
+    probability >= ``confidence``; then, since the ceiling is nondecreasing,
+    the true TPR <= ceiling(true FPR) <= ceiling(FPR_hi) at every threshold of
+    an (eps, delta)-DP mechanism.  ``TPR_lo > dp_tradeoff_max_tpr(FPR_hi)`` is
+    therefore a statistically significant violation: the claim is rejected
+    with false-alarm probability <= 1 - confidence.
+
+    Assumes independent trials (see the module docstring) and higher
+    score = member.  Returns a dict with ``"violated"`` (bool), ``"points"``
+    (one ``{"threshold", "fpr", "tpr", "fpr_hi", "tpr_lo",
+    "max_tpr_allowed"}`` per violating threshold), ``"n_thresholds"`` (G),
+    ``"confidence"``, ``"epsilon"``, ``"delta"``, ``"roc"``
+    (``{"fpr", "tpr"}``, the empirical ROC downsampled to <= 400 points) and
+    ``"curve"`` (``{"fpr", "max_tpr"}`` from :func:`tradeoff_curve`).
+    """
+    s, m = _validate(scores, members)
+    eps = _check_epsilon(epsilon)
+    delta = _check_delta(delta)
+    confidence = _check_confidence(confidence)
+    g = min(_check_count(max_points, "max_points", 1), s.size)
+    thresholds = _bonferroni_grid(s, g)
+    q = 1.0 - (1.0 - confidence) / (2.0 * g)
+    s_in, s_out = np.sort(s[m]), np.sort(s[~m])
+    n_in, n_out = s_in.size, s_out.size
+    fp, fn = _counts_at(thresholds, s_in, s_out)
+    fpr_hi = _cp_upper(fp, n_out, q)
+    tpr_lo = 1.0 - _cp_upper(fn, n_in, q)  # lower bound on TPR = 1 - upper bound on FNR
+    allowed = dp_tradeoff_max_tpr(fpr_hi, eps, delta)
+    points = [
+        {
+            "threshold": float(thresholds[j]),
+            "fpr": float(fp[j] / n_out),
+            "tpr": float(1.0 - fn[j] / n_in),
+            "fpr_hi": float(fpr_hi[j]),
+            "tpr_lo": float(tpr_lo[j]),
+            "max_tpr_allowed": float(allowed[j]),
+        }
+        for j in np.flatnonzero(tpr_lo > allowed)
+    ]
+    roc_fpr, roc_tpr = _roc_for_plot(s, m)
+    curve_fpr, curve_tpr = tradeoff_curve(eps, delta)
+    return {
+        "violated": bool(points),
+        "points": points,
+        "n_thresholds": int(g),
+        "confidence": confidence,
+        "epsilon": eps,
+        "delta": delta,
+        "roc": {"fpr": roc_fpr.tolist(), "tpr": roc_tpr.tolist()},
+        "curve": {"fpr": curve_fpr.tolist(), "max_tpr": curve_tpr.tolist()},
+    }

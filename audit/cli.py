@@ -1,4 +1,4 @@
-"""Command line: ``privacy-audit run | score | gate``.
+"""Command line: ``privacy-audit run | epsilon | score | gate``.
 
 Exit codes: 0 success; 1 the gate found a threshold exceeded; 2 bad input (one line on
 stderr naming the problem); 3 an internal error (``--debug`` shows the traceback).
@@ -38,6 +38,16 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--out", default="audit-out", help="output directory (default: audit-out)")
     r.add_argument("--quiet", action="store_true", help="no progress output")
 
+    e = sub.add_parser(
+        "epsilon",
+        help="run plus the claimed-vs-audited ε audits (gradient canaries, one-run canaries, trade-off test)",
+    )
+    e.add_argument(
+        "config", nargs="?", help="TOML config naming the defenses (default: the bundled audit)"
+    )
+    e.add_argument("--out", default="audit-out", help="output directory (default: audit-out)")
+    e.add_argument("--quiet", action="store_true", help="no progress output")
+
     s = sub.add_parser(
         "score", help="metrics, ε bound and report for your own scores (CSV: score,member[,id])"
     )
@@ -62,7 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _cmd_run(args) -> int:
+def _cmd_run(args, epsilon: bool | None = None) -> int:
     from audit.config import load_config
     from audit.runner import check_output_dir, run_audit, write_outputs
 
@@ -73,11 +83,29 @@ def _cmd_run(args) -> int:
 
         transformers.utils.logging.set_verbosity_error()
         transformers.utils.logging.disable_progress_bar()
-    results = run_audit(cfg, progress=not args.quiet)
+    results = run_audit(cfg, progress=not args.quiet, epsilon=epsilon)
     html, js = write_outputs(results, args.out)
+    for run in results["runs"]:
+        audit = run.get("epsilon_audit")
+        if audit:
+            bounds = ", ".join(
+                f"{a['name']} ε ≥ {a['epsilon_lb']:.3g} (ceiling {a['ceiling']:.3g})"
+                for a in audit["audits"]
+                if a.get("status") == "ok"
+            )
+            claimed = audit["claimed_epsilon"]
+            claim_text = f"claimed ε = {claimed:.3g}" if claimed is not None else "no claim"
+            flag = "  ** CLAIM VIOLATED **" if audit["status"] == "violated" else ""
+            print(
+                f"{run['name']}: {claim_text}; audited {bounds or 'nothing applicable'}; {audit['status']}{flag}"
+            )
     print(f"report:  {html}")
     print(f"results: {js}")
     return EXIT_OK
+
+
+def _cmd_epsilon(args) -> int:
+    return _cmd_run(args, epsilon=True)
 
 
 def _cmd_score(args) -> int:
@@ -128,7 +156,9 @@ def _cmd_gate(args) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    handler = {"run": _cmd_run, "score": _cmd_score, "gate": _cmd_gate}[args.command]
+    handler = {"run": _cmd_run, "epsilon": _cmd_epsilon, "score": _cmd_score, "gate": _cmd_gate}[
+        args.command
+    ]
     try:
         return handler(args)
     except AuditError as exc:

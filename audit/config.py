@@ -18,6 +18,7 @@ except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
 from attacks import ATTACKS, DEFAULT_ATTACKS
+from audit.canaries import CANARY_KINDS
 from audit.errors import ConfigError
 from audit.targets import PRESETS, TargetSpec
 from defenses import DEFENSES
@@ -82,6 +83,17 @@ SCHEMA: dict[str, dict[str, tuple]] = {
     },
     "report": {
         "aggregate_only": (bool, False, None, ""),
+    },
+    "epsilon": {
+        "enabled": (bool, False, None, ""),
+        "gradient_trials": (int, 100_000, lambda x: x >= 1000, "an integer >= 1000"),
+        "canaries": (int, 200, lambda x: x == 0 or x >= 20, "0 (off) or an integer >= 20"),
+        "canary_kind": (
+            str,
+            "random-token",
+            lambda x: x in CANARY_KINDS,
+            f"one of {', '.join(CANARY_KINDS)}",
+        ),
     },
 }
 TRAIN_OVERRIDES = ("epochs", "batch_size", "learning_rate", "weight_decay")
@@ -153,6 +165,7 @@ class AuditConfig:
     aggregate_only: bool
     raw: dict[str, Any]
     source: str
+    epsilon: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """The resolved config, for the report and results.json."""
@@ -178,10 +191,21 @@ class AuditConfig:
             "metrics": self.metrics,
             "claim": self.claim,
             "report": {"aggregate_only": self.aggregate_only},
+            "epsilon": self.epsilon,
         }
 
 
-TOP_SECTIONS = ("data", "target", "train", "attacks", "metrics", "claim", "report", "defenses")
+TOP_SECTIONS = (
+    "data",
+    "target",
+    "train",
+    "attacks",
+    "metrics",
+    "claim",
+    "report",
+    "epsilon",
+    "defenses",
+)
 
 
 def _parse_defense(i: int, raw: Any) -> DefenseConfig:
@@ -244,6 +268,7 @@ def parse_config(
     attacks_sec = _section(raw.get("attacks", {}), "attacks")
     metrics = _section(raw.get("metrics", {}), "metrics")
     report = _section(raw.get("report", {}), "report")
+    epsilon = _section(raw.get("epsilon", {}), "epsilon")
 
     def resolve(p: str | None) -> str | None:
         if p is None or base_dir is None or p == "fixtures":
@@ -321,6 +346,7 @@ def parse_config(
         aggregate_only=report["aggregate_only"],
         raw=raw,
         source=source,
+        epsilon=epsilon,
     )
 
 

@@ -161,7 +161,23 @@ def _byo_label_names(model, data_cfg: dict[str, Any]) -> list[str]:
     )
 
 
-def run_audit(cfg: AuditConfig, progress: bool = True) -> dict[str, Any]:
+def run_audit(
+    cfg: AuditConfig, progress: bool = True, epsilon: bool | None = None
+) -> dict[str, Any]:
+    """Run the audit. ``epsilon`` turns the claimed-vs-audited ε audits on or off
+    (default: the config's ``epsilon.enabled``)."""
+    from audit.canaries import make_canaries, with_canaries
+    from audit.epsilon_audit import EpsilonAuditSettings, epsilon_audit
+
+    do_epsilon = cfg.epsilon.get("enabled", False) if epsilon is None else epsilon
+    eps_settings = EpsilonAuditSettings(
+        gradient_trials=cfg.epsilon.get("gradient_trials", 100_000),
+        canaries=cfg.epsilon.get("canaries", 200),
+        canary_kind=cfg.epsilon.get("canary_kind", "random-token"),
+        delta=float(cfg.metrics["delta"]),
+        confidence=float(cfg.metrics["confidence"]),
+        seed=cfg.seed,
+    )
     settings = MetricSettings(
         delta=float(cfg.metrics["delta"]),
         confidence=float(cfg.metrics["confidence"]),
@@ -186,19 +202,24 @@ def run_audit(cfg: AuditConfig, progress: bool = True) -> dict[str, Any]:
         )
         name = Path(cfg.classifier_dir).name or "model"
         _log(f"auditing {cfg.classifier_dir} as it is (no training)", progress)
-        runs.append(
-            evaluate_release(
-                name,
-                "as-is",
-                release,
-                data,
-                cfg.attacks,
-                settings,
-                {"trained_by_suite": False},
-                cfg.aggregate_only,
+        run = evaluate_release(
+            name,
+            "as-is",
+            release,
+            data,
+            cfg.attacks,
+            settings,
+            {"trained_by_suite": False},
+            cfg.aggregate_only,
+            progress,
+        )
+        if do_epsilon:
+            _log(
+                "  epsilon audits (no input canaries: the model was trained outside the suite)",
                 progress,
             )
-        )
+            run["epsilon_audit"] = epsilon_audit(run, release, None, eps_settings)
+        runs.append(run)
     else:
         data = load_audit_data(cfg.data, cfg.seed, train=True)
         target = Target(cfg.target, tuple(data.label_names), data.public, cfg.device, progress)
@@ -208,6 +229,21 @@ def run_audit(cfg: AuditConfig, progress: bool = True) -> dict[str, Any]:
             f"target {cfg.target.describe()}",
             progress,
         )
+        canaries = None
+        if do_epsilon and eps_settings.canaries:
+            canaries = make_canaries(
+                eps_settings.canaries,
+                eps_settings.canary_kind,
+                len(data.label_names),
+                data.members.texts + data.nonmembers.texts,
+                cfg.seed,
+            )
+            _log(
+                f"epsilon audit: {eps_settings.canaries} {eps_settings.canary_kind} canaries, "
+                f"{int(canaries.included.sum())} inserted into training",
+                progress,
+            )
+        train_set = with_canaries(data.members, canaries) if canaries is not None else data.members
         for dcfg in cfg.defenses:
             defense = DEFENSES[dcfg.name](**dcfg.params)
             training = TrainingConfig(
@@ -218,21 +254,23 @@ def run_audit(cfg: AuditConfig, progress: bool = True) -> dict[str, Any]:
             )
             _log(f"training {dcfg.label}", progress)
             start = time.perf_counter()
-            release, report = defense.fit(target, data.members, training, cfg.seed)
+            release, report = defense.fit(target, train_set, training, cfg.seed)
             info = {**report.info, "wall_seconds": time.perf_counter() - start}
-            runs.append(
-                evaluate_release(
-                    dcfg.label,
-                    dcfg.name,
-                    release,
-                    data,
-                    cfg.attacks,
-                    settings,
-                    info,
-                    cfg.aggregate_only,
-                    progress,
-                )
+            run = evaluate_release(
+                dcfg.label,
+                dcfg.name,
+                release,
+                data,
+                cfg.attacks,
+                settings,
+                info,
+                cfg.aggregate_only,
+                progress,
             )
+            if do_epsilon:
+                _log(f"  epsilon audits on {dcfg.label}", progress)
+                run["epsilon_audit"] = epsilon_audit(run, release, canaries, eps_settings)
+            runs.append(run)
     return assemble_results(runs, cfg.title, cfg.seed, cfg.to_dict(), cfg.aggregate_only)
 
 

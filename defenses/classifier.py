@@ -19,6 +19,7 @@ from torch.utils.data import DataLoader, TensorDataset
 from tqdm.auto import tqdm
 
 from defenses.base import Examples, PrivacyClaim, ReleasedModel, Surface
+from defenses.gradient_mechanism import GaussianGradientMechanism, SamplingSchedule
 
 
 @dataclass(frozen=True)
@@ -142,10 +143,8 @@ class ClassifierRelease(ReleasedModel):
 
     Surfaces: probabilities, per-example loss, the [CLS] representation of the last
     encoder layer (hidden), and the batch gradient update the training mechanism
-    releases (gradients). ``clip_norm``/``noise_multiplier`` define that update: with
-    ``clip_norm=None`` it is the plain mean gradient; otherwise each per-example gradient
-    is clipped to ``clip_norm`` and Gaussian noise of std ``noise_multiplier*clip_norm``
-    is added to the sum before dividing by the batch size (the DP-SGD release).
+    releases (gradients), produced by ``gradient_mechanism`` (plain mean gradient for
+    non-private training, clip + Gaussian noise for DP-SGD) under ``schedule``.
     """
 
     surfaces = frozenset({Surface.PROBABILITIES, Surface.LOSS, Surface.HIDDEN, Surface.GRADIENTS})
@@ -158,8 +157,8 @@ class ClassifierRelease(ReleasedModel):
         claim: PrivacyClaim,
         label_names: list[str],
         device: str = "cpu",
-        clip_norm: float | None = None,
-        noise_multiplier: float = 0.0,
+        gradient_mechanism: GaussianGradientMechanism | None = None,
+        schedule: SamplingSchedule | None = None,
         batch_size: int = 64,
     ) -> None:
         self.model = model
@@ -168,8 +167,8 @@ class ClassifierRelease(ReleasedModel):
         self.claim = claim
         self.label_names = list(label_names)
         self.device = resolve_device(device)
-        self.clip_norm = clip_norm
-        self.noise_multiplier = noise_multiplier
+        self.gradient_mechanism = gradient_mechanism or GaussianGradientMechanism(None)
+        self.schedule = schedule
         self.batch_size = batch_size
         self._cache: dict[int, tuple[tuple[str, ...], np.ndarray, np.ndarray]] = {}
         self.model.to(self.device).eval()
@@ -212,27 +211,25 @@ class ClassifierRelease(ReleasedModel):
 
     def gradient_update(self, texts: list[str], labels: np.ndarray, seed: int = 0) -> np.ndarray:
         params = [p for p in self.model.parameters() if p.requires_grad]
-        total = torch.zeros(sum(p.numel() for p in params), dtype=torch.float64)
         labels = torch.as_tensor(np.asarray(labels), dtype=torch.long)
         was_training = self.model.training
         self.model.eval()  # dropout off: the update is a deterministic function of the batch
+        rows = []
         for text, label in zip(texts, labels, strict=True):
             ids, mask = trim_padding(*encode(self.tokenizer, [text], self.max_length))
             ids, mask = ids.to(self.device), mask.to(self.device)
             out = self.model(**forward_kwargs(self.model, ids, mask))
             loss = torch.nn.functional.cross_entropy(out.logits, label.view(1).to(self.device))
             grads = torch.autograd.grad(loss, params)
-            flat = torch.cat([g.reshape(-1) for g in grads]).double().cpu()
-            if self.clip_norm is not None:
-                flat = flat * min(1.0, self.clip_norm / (float(flat.norm()) + 1e-12))
-            total += flat
+            rows.append(torch.cat([g.reshape(-1) for g in grads]).double().cpu())
         self.model.train(was_training)
-        if self.clip_norm is not None and self.noise_multiplier > 0:
-            g = torch.Generator().manual_seed(seed)
-            total += torch.randn(total.shape, generator=g, dtype=torch.float64) * (
-                self.noise_multiplier * self.clip_norm
-            )
-        return (total / max(len(texts), 1)).numpy()
+        per_example = (
+            torch.stack(rows)
+            if rows
+            else torch.zeros(0, sum(p.numel() for p in params), dtype=torch.float64)
+        )
+        generator = torch.Generator().manual_seed(seed)
+        return self.gradient_mechanism.release(per_example, max(len(texts), 1), generator).numpy()
 
 
 def evaluate_accuracy(release: ReleasedModel, data: Examples) -> dict[str, Any]:

@@ -17,6 +17,7 @@ import torch
 
 from defenses.base import Defense, Examples, PrivacyClaim, TrainingReport
 from defenses.classifier import ClassifierRelease, TrainingConfig, make_loader, train_loop
+from defenses.gradient_mechanism import GaussianGradientMechanism, SamplingSchedule
 
 ACCOUNTANTS = ("prv", "rdp")
 
@@ -142,7 +143,7 @@ class DPSGD(Defense):
             claim,
             target.label_names,
             training.device,
-            clip_norm=clip,
-            noise_multiplier=sigma,
+            gradient_mechanism=GaussianGradientMechanism(clip, sigma),
+            schedule=SamplingSchedule(sample_rate, int(steps)),
         )
         return release, TrainingReport(info)

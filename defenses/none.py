@@ -6,6 +6,7 @@ import torch
 
 from defenses.base import Defense, Examples, PrivacyClaim, TrainingReport
 from defenses.classifier import ClassifierRelease, TrainingConfig, make_loader, train_loop
+from defenses.gradient_mechanism import GaussianGradientMechanism, SamplingSchedule
 
 
 class NonPrivate(Defense):
@@ -22,7 +23,20 @@ class NonPrivate(Defense):
         )
         info = train_loop(model, optimizer, loader, training, desc="train none")
         claim = PrivacyClaim.none("Non-private training: no privacy guarantee is claimed.")
+        # Shuffled minibatches: each example is in exactly one batch per epoch.
+        schedule = SamplingSchedule(
+            min(1.0, training.batch_size / len(train)),
+            int(info["steps"]),
+            appearances=training.epochs,
+        )
         release = ClassifierRelease(
-            model, tokenizer, training.max_length, claim, target.label_names, training.device
+            model,
+            tokenizer,
+            training.max_length,
+            claim,
+            target.label_names,
+            training.device,
+            gradient_mechanism=GaussianGradientMechanism(None),
+            schedule=schedule,
         )
         return release, TrainingReport(info)

@@ -279,9 +279,19 @@ def test_classifier_release_surfaces(tiny_model, fixture_examples):
 # --------------------------------------------------------------------------- #
 # the gradient surface
 # --------------------------------------------------------------------------- #
-def _release(tiny_model, **kw) -> ClassifierRelease:
+def _release(tiny_model, clip_norm=None, noise_multiplier=0.0) -> ClassifierRelease:
+    from defenses.gradient_mechanism import GaussianGradientMechanism
+
     model, tokenizer = tiny_model
-    return ClassifierRelease(model, tokenizer, 32, PrivacyClaim.none(), ["a", "b", "c", "d"], **kw)
+    mechanism = GaussianGradientMechanism(clip_norm, noise_multiplier)
+    return ClassifierRelease(
+        model,
+        tokenizer,
+        32,
+        PrivacyClaim.none(),
+        ["a", "b", "c", "d"],
+        gradient_mechanism=mechanism,
+    )
 
 
 def test_gradient_update_is_the_mean_of_single_updates(tiny_model, fixture_examples):

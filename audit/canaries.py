@@ -1,0 +1,102 @@
+"""Input-space canaries for one-run ε audits (Steinke, Nasr & Jagielski 2023).
+
+Each canary is a fresh, unique training example with a random task label, so a model can
+only fit it by memorising it. Every canary is inserted into the training set
+independently with probability 1/2 (the one-run design); after training, each canary is
+scored with the loss attack and the one-run estimator turns the guesses into a lower
+bound on ε that is valid for one training run.
+
+Kinds:
+- ``random-token``: a sequence of words drawn uniformly from the audit data's vocabulary;
+- ``pii``: a PII-shaped sentence (fictional name, e-mail, phone and account number), the
+  kind of record a real leak would expose.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from defenses.base import Examples
+
+CANARY_KINDS = ("random-token", "pii")
+_SYLLABLES = (
+    "ka",
+    "lo",
+    "mi",
+    "ren",
+    "tas",
+    "vo",
+    "qui",
+    "zel",
+    "dor",
+    "nim",
+    "sha",
+    "pe",
+    "tor",
+    "ul",
+    "bex",
+)
+
+
+@dataclass
+class CanarySet:
+    examples: Examples  # canary texts with their (random) labels
+    included: np.ndarray  # 1 = inserted into the training set
+    kind: str
+
+    def inserted(self) -> Examples:
+        return self.examples.subset(np.flatnonzero(self.included == 1))
+
+
+def _name(rng: np.random.Generator) -> str:
+    return "".join(rng.choice(_SYLLABLES, size=int(rng.integers(2, 4)))).capitalize()
+
+
+def _pii_text(rng: np.random.Generator) -> str:
+    first, last = _name(rng), _name(rng)
+    phone = f"555-01{rng.integers(0, 100):02d}-{rng.integers(0, 10000):04d}"
+    account = "".join(str(d) for d in rng.integers(0, 10, size=8))
+    return (
+        f"Please update the record for {first} {last}, e-mail {first.lower()}.{last.lower()}@canary-mail.test, "
+        f"phone {phone}, account number {account}."
+    )
+
+
+def make_canaries(
+    n: int, kind: str, n_labels: int, corpus_texts: list[str], seed: int
+) -> CanarySet:
+    """``n`` unique canaries of ``kind``, each included with probability 1/2 (seeded)."""
+    if kind not in CANARY_KINDS:
+        raise ValueError(f"unknown canary kind {kind!r}; allowed: {', '.join(CANARY_KINDS)}")
+    if n < 2:
+        raise ValueError(f"need at least 2 canaries, got {n}")
+    rng = np.random.default_rng([seed, 0xCA7A])
+    vocab = sorted(
+        {w for t in corpus_texts for w in re.findall(r"[a-z]+", t.lower()) if len(w) > 2}
+    )
+    if kind == "random-token" and len(vocab) < 20:
+        raise ValueError("the audit data has too few distinct words for random-token canaries")
+    seen: set[str] = set(corpus_texts)
+    texts: list[str] = []
+    while len(texts) < n:
+        text = " ".join(rng.choice(vocab, size=12)) if kind == "random-token" else _pii_text(rng)
+        if text not in seen:
+            seen.add(text)
+            texts.append(text)
+    labels = rng.integers(0, n_labels, size=n)
+    included = rng.integers(0, 2, size=n)
+    ids = [f"canary-{i:05d}" for i in range(n)]
+    return CanarySet(Examples(ids, texts, labels), included.astype(np.int64), kind)
+
+
+def with_canaries(train: Examples, canaries: CanarySet) -> Examples:
+    """The training set plus the included canaries."""
+    extra = canaries.inserted()
+    return Examples(
+        ids=train.ids + extra.ids,
+        texts=train.texts + extra.texts,
+        labels=np.concatenate([train.labels, extra.labels]),
+    )

@@ -1,0 +1,166 @@
+"""Claimed vs audited ε for one released model, and the soundness alarm.
+
+Three audits, each a statistically valid lower bound on ε at the run's δ:
+- ``gradient-canary``: white-box Dirac gradient canaries on the released updates
+  (``attacks.gradient_canary``), one independent training run per trial;
+- ``input-canaries (one-run)``: canaries inserted into the training data with
+  probability 1/2 and scored by their loss (Steinke, Nasr & Jagielski 2023);
+- the strongest membership attack's ROC tested against the claim's DP trade-off bound
+  (Clopper–Pearson intervals, Bonferroni over a fixed threshold grid).
+
+The claim is marked **violated** when any lower bound exceeds the claimed ε, or when the
+ROC passes significantly above the trade-off bound. A bound can only contradict a claim
+made on a unit these audits test (one example/sequence/user, central or local DP).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from attacks.epsilon import one_run_best, one_run_ceiling, tradeoff_violations
+from attacks.gradient_canary import GradientCanaryAudit
+from audit.canaries import CanarySet
+from defenses.base import ReleasedModel, Surface
+
+COMPARABLE_UNITS = ("example", "sequence", "user")
+COMPARABLE_NOTIONS = ("central-dp", "local-dp")
+
+
+@dataclass(frozen=True)
+class EpsilonAuditSettings:
+    gradient_trials: int = 100_000
+    canaries: int = 200
+    canary_kind: str = "random-token"
+    delta: float = 1e-5
+    confidence: float = 0.95
+    seed: int = 0
+
+
+def claim_is_comparable(claim: dict[str, Any]) -> bool:
+    eps = claim.get("epsilon")
+    return (
+        eps is not None
+        and np.isfinite(eps)
+        and claim.get("notion") in COMPARABLE_NOTIONS
+        and (claim.get("unit") in COMPARABLE_UNITS)
+    )
+
+
+def input_canary_audit(
+    release: ReleasedModel,
+    canaries: CanarySet,
+    settings: EpsilonAuditSettings,
+    claimed: float | None,
+) -> dict[str, Any]:
+    name = "input-canaries (one-run)"
+    description = (
+        f"{len(canaries.included)} {canaries.kind} canaries, each inserted into training with "
+        "probability 1/2 and scored by their loss; one-run bound (Steinke et al. 2023), "
+        "Bonferroni over the guess-count grid."
+    )
+    if Surface.LOSS not in release.surfaces:
+        return {
+            "name": name,
+            "description": description,
+            "status": "not_applicable",
+            "reason": "not applicable: needs loss",
+        }
+    ex = canaries.examples
+    scores = -release.loss(ex.texts, ex.labels)
+    best = one_run_best(scores, canaries.included, settings.delta, confidence=settings.confidence)
+    m = len(scores)
+    return {
+        "name": name,
+        "description": description,
+        "status": "ok",
+        "reason": None,
+        "epsilon_lb": best["epsilon"],
+        "ceiling": one_run_ceiling(m, best["guesses"], settings.delta, settings.confidence)
+        if best["guesses"]
+        else one_run_ceiling(m, max(1, m // 2), settings.delta, settings.confidence),
+        "point_estimate": None,
+        "method": "one-run (Steinke et al. 2023)",
+        "confidence": settings.confidence,
+        "delta": settings.delta,
+        "canaries": m,
+        "guesses": best["guesses"],
+        "correct": best["correct"],
+        "n_in": int(canaries.included.sum()),
+        "n_out": int(m - canaries.included.sum()),
+        "exceeds_claim": claimed is not None and best["epsilon"] > claimed,
+        "examples": {"scores": scores.tolist(), "members": canaries.included.tolist()},
+    }
+
+
+def tradeoff_check(
+    run: dict[str, Any], claim: dict[str, Any], settings: EpsilonAuditSettings
+) -> dict[str, Any] | None:
+    """The strongest membership attack's ROC against the claim's trade-off bound."""
+    if not claim_is_comparable(claim) or not run.get("strongest_attack"):
+        return None
+    (att,) = [a for a in run["attacks"] if a["attack"] == run["strongest_attack"]]
+    ex = att["examples"]
+    delta = claim["delta"] if claim.get("delta") is not None else settings.delta
+    result = tradeoff_violations(
+        np.asarray(ex["scores"]),
+        np.asarray(ex["members"]),
+        claim["epsilon"],
+        delta,
+        confidence=settings.confidence,
+    )
+    return {"attack": att["attack"], **result}
+
+
+def epsilon_audit(
+    run: dict[str, Any],
+    release: ReleasedModel,
+    canaries: CanarySet | None,
+    settings: EpsilonAuditSettings,
+) -> dict[str, Any]:
+    """The ``epsilon_audit`` entry of a run record."""
+    claim = run["claim"]
+    comparable = claim_is_comparable(claim)
+    claimed = claim["epsilon"] if comparable else None
+    audits = [
+        GradientCanaryAudit(trials=settings.gradient_trials, seed=settings.seed).run(
+            release, settings.delta, settings.confidence, claimed
+        )
+    ]
+    if canaries is not None:
+        audits.append(input_canary_audit(release, canaries, settings, claimed))
+    tradeoff = tradeoff_check(run, claim, settings)
+
+    evidence = []
+    for a in audits:
+        if a.get("status") == "ok" and a.get("exceeds_claim"):
+            evidence.append(
+                f"{a['name']}: ε ≥ {a['epsilon_lb']:.3g} ({a['confidence']:.0%} confidence, δ={a['delta']:g}) "
+                f"exceeds the claimed ε = {claimed:.3g}"
+            )
+    if tradeoff is not None and tradeoff["violated"]:
+        p = tradeoff["points"][0]
+        evidence.append(
+            f"{tradeoff['attack']} attack: TPR ≥ {p['tpr_lo']:.3g} at FPR ≤ {p['fpr_hi']:.3g}, above the "
+            f"{p['max_tpr_allowed']:.3g} any ({claim['epsilon']:.3g}, {claim.get('delta') or settings.delta:g})-DP "
+            f"mechanism allows ({len(tradeoff['points'])} significant threshold(s))"
+        )
+    if not comparable:
+        status = "no-claim"
+    elif evidence:
+        status = "violated"
+    elif all(a.get("status") != "ok" or a["ceiling"] <= claimed for a in audits):
+        status = "untestable"
+    else:
+        status = "consistent"
+    return {
+        "claimed_epsilon": claim.get("epsilon"),
+        "claimed_delta": claim.get("delta"),
+        "comparable": comparable,
+        "status": status,
+        "evidence": evidence,
+        "audits": audits,
+        "tradeoff": tradeoff,
+    }
