@@ -18,7 +18,10 @@ DELTA = 1e-5
 Q, STEPS, SIGMA = 1 / 16, 128, 0.79315
 
 
-def _release(mechanism, schedule=SamplingSchedule(Q, STEPS)):
+POISSON = SamplingSchedule(Q, STEPS)
+
+
+def _release(mechanism, schedule=POISSON):
     return SimpleNamespace(
         gradient_mechanism=mechanism, schedule=schedule, surfaces=frozenset({Surface.GRADIENTS})
     )
