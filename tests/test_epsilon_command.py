@@ -120,3 +120,21 @@ def test_input_canaries_are_recorded(audited):
     assert canary["status"] == "ok"
     assert canary["canaries"] == 60 and canary["n_in"] + canary["n_out"] == 60
     assert 0 <= canary["correct"] <= canary["guesses"] <= 60
+
+
+@pytest.mark.parametrize(
+    ("section", "message"),
+    [
+        ({"canary_kind": "emoji"}, "epsilon.canary_kind' must be one of random-token, pii"),
+        ({"gradient_trials": 5}, "epsilon.gradient_trials' must be an integer >= 1000"),
+        ({"canaries": 5}, "epsilon.canaries' must be 0 (off) or an integer >= 20"),
+        ({"trails": 5}, "unknown config key 'epsilon.trails'"),
+    ],
+)
+def test_epsilon_config_is_validated(section, message):
+    from audit.config import parse_config
+    from audit.errors import ConfigError
+
+    with pytest.raises(ConfigError) as err:
+        parse_config({"epsilon": section})
+    assert message in str(err.value)
