@@ -24,8 +24,15 @@ from .verdict import (
     EPS_LB,
     LEVELS,
     TPR_1,
+    audit_evidence,
+    audit_exceeds,
+    audit_violated,
+    audited_claim,
     check_claim,
     compare_runs,
+    epsilon_audit,
+    epsilon_audit_entries,
+    epsilon_audit_tradeoff,
     metric,
     ok_attacks,
     run_name,
@@ -60,6 +67,24 @@ _CLAIM_BADGE = {
     "untestable": ("not testable at this n", "muted"),
     "consistent": ("not contradicted", "ok"),
     "unmeasured": ("not checked", "muted"),
+}
+
+#: Run-level ε-audit status -> (badge text, tag class).
+_AUDIT_RUN_BADGE = {
+    "violated": ("VIOLATED", "violated"),
+    "consistent": ("consistent", "ok"),
+    "untestable": ("untestable", "muted"),
+    "no-claim": ("no claim", "muted"),
+}
+#: Per-audit row status -> (badge text, tag class).
+_AUDIT_ROW_BADGE = {
+    "violated": ("VIOLATED", "violated"),
+    "exceeds": ("exceeds claim", "warn"),
+    "consistent": ("consistent", "ok"),
+    "untestable": ("untestable", "muted"),
+    "no-claim": ("no claim", "muted"),
+    "not_applicable": ("not applicable", "muted"),
+    "error": ("error", "warn"),
 }
 
 
@@ -176,7 +201,11 @@ def _verdict(run: dict) -> dict:
         and isinstance(given.get("level"), str)
         and isinstance(given.get("text"), str)
     ):
-        return {"level": given["level"], "text": given["text"]}
+        text = given["text"]
+        if audit_violated(run) and "VIOLATED" not in text:
+            # A stored verdict computed before the ε audit: add its outcome.
+            text += " " + check_claim(run)["text"]
+        return {"level": given["level"], "text": text}
     v = verdict_for_run(run)
     return {"level": v["level"], "text": v["text"]}
 
@@ -252,6 +281,160 @@ def _exposed_examples(attack: dict | None) -> list[dict]:
     return rows
 
 
+# --------------------------------------------------------------------------- #
+# Epsilon audit view
+# --------------------------------------------------------------------------- #
+def _int_or_text(value: Any) -> str:
+    return num(value) if value is not None else DASH
+
+
+def _audit_samples(audit: dict) -> list[str]:
+    lines = []
+    if audit.get("n_in") is not None or audit.get("n_out") is not None:
+        lines.append(
+            f"{_int_or_text(audit.get('n_in'))} in / {_int_or_text(audit.get('n_out'))} out"
+        )
+    extra = [
+        f"{_int_or_text(audit.get(k))} {label}"
+        for k, label in (("canaries", "canaries"), ("guesses", "guesses"), ("correct", "correct"))
+        if audit.get(k) is not None
+    ]
+    if extra:
+        lines.append(", ".join(extra))
+    return lines or [DASH]
+
+
+def _audit_row(audit: dict, run_status: Any, eps: float | None) -> dict:
+    status = _text(audit.get("status"), "ok")
+    lb = as_float(audit.get("epsilon_lb"))
+    ceiling = as_float(audit.get("ceiling"))
+    exceeds = audit_exceeds(audit, eps)
+    if status != "ok":
+        key = status if status in ("not_applicable", "error") else "error"
+    elif run_status == "no-claim" or eps is None:
+        key = "no-claim"
+    elif exceeds:
+        key = "violated" if run_status == "violated" else "exceeds"
+    elif ceiling is not None and ceiling <= eps:
+        key = "untestable"
+    else:
+        key = "consistent"
+    label, cls = _AUDIT_ROW_BADGE[key]
+    conf = as_float(audit.get("confidence"))
+    bound_detail = []
+    if conf is not None:
+        bound_detail.append(f"{100 * conf:g}% confidence")
+    if audit.get("point_estimate") is not None:
+        bound_detail.append(f"point estimate {num(audit.get('point_estimate'))}")
+    method = [_text(audit.get("method"), "")] if audit.get("method") else []
+    if audit.get("delta") is not None:
+        method.append(f"δ = {small(audit.get('delta'))}")
+    return {
+        "kind": "audit",
+        "name": _text(audit.get("name"), "unnamed audit"),
+        "description": _text(audit.get("description"), ""),
+        "ok": status == "ok",
+        "reason": _text(audit.get("reason"), "no reason given") if status != "ok" else "",
+        "bound": f"ε ≥ {num(lb)}" if lb is not None else DASH,
+        "bound_detail": " · ".join(bound_detail),
+        "method": " · ".join(method) or DASH,
+        "ceiling": num(ceiling) if ceiling is not None else DASH,
+        "samples": _audit_samples(audit),
+        "status": key,
+        "badge": label,
+        "badge_class": cls,
+        "exceeds": key == "violated",
+    }
+
+
+def _tradeoff_row(tr: dict, run_status: Any, eps: float | None, delta: float | None) -> dict:
+    points = [p for p in tr.get("points") or [] if isinstance(p, dict)]
+    violated = bool(tr.get("violated"))
+    n_thr = tr.get("n_thresholds")
+    tested = f"{num(n_thr)} thresholds" if n_thr is not None else "thresholds"
+    if violated:
+        bound = f"{len(points)} of {tested} above the bound"
+    else:
+        bound = f"none of {tested} above the bound"
+    conf = as_float(tr.get("confidence"))
+    if run_status == "no-claim" or eps is None:
+        key = "no-claim"
+    elif violated:
+        key = "violated" if run_status == "violated" else "exceeds"
+    else:
+        key = "consistent"
+    label, cls = _AUDIT_ROW_BADGE[key]
+    method = ["ROC vs the (ε, δ) trade-off curve, CI corners"]
+    if delta is not None:
+        method.append(f"δ = {small(delta)}")
+    return {
+        "kind": "tradeoff",
+        "name": f"ROC trade-off test ({_text(tr.get('attack'), 'strongest attack')})",
+        "description": "strongest membership attack vs the claim's TPR bound",
+        "ok": True,
+        "reason": "",
+        "bound": bound,
+        "bound_detail": f"{100 * conf:g}% confidence" if conf is not None else "",
+        "method": " · ".join(method),
+        "ceiling": DASH,
+        "samples": [f"{len(tr['roc']['fpr'])} ROC points"]
+        if isinstance(tr.get("roc"), dict) and isinstance(tr["roc"].get("fpr"), list)
+        else [DASH],
+        "status": key,
+        "badge": label,
+        "badge_class": cls,
+        "exceeds": key == "violated",
+    }
+
+
+def _epsilon_audit_view(run: dict, idx: int, name: str) -> dict | None:
+    """Rows, badges and evidence of the run's ``epsilon_audit`` (or ``None``)."""
+    ea = epsilon_audit(run)
+    if ea is None:
+        return None
+    eps, delta = audited_claim(run)
+    claim = run.get("claim") if isinstance(run.get("claim"), dict) else {}
+    run_status = ea.get("status")
+    rows = [_audit_row(a, run_status, eps) for a in epsilon_audit_entries(run)]
+    tr = epsilon_audit_tradeoff(run)
+    if tr is not None:
+        rows.append(_tradeoff_row(tr, run_status, eps, delta))
+    if run_status in _AUDIT_RUN_BADGE:
+        badge, badge_class = _AUDIT_RUN_BADGE[run_status]
+    else:
+        badge, badge_class = _text(run_status, "unknown"), "muted"
+    if eps is None:
+        claim_main = "no claim"
+    else:
+        claim_main = f"ε = {num(eps)}"
+        if delta is not None:
+            claim_main += f" (δ = {small(delta)})"
+    has_claim = eps is not None
+    violated = run_status == "violated"
+    histograms = []
+    for a in epsilon_audit_entries(run):
+        ex = a.get("examples")
+        if a.get("status", "ok") == "ok" and isinstance(ex, dict) and ex.get("scores"):
+            title = f"{name} — {_text(a.get('name'), 'audit')}: scores, in vs out"
+            histograms.append({"title": title, "src": _data_uri(plots.canary_histogram(a, title))})
+    return {
+        "anchor": f"run-{idx}",
+        "name": name,
+        "claim_main": claim_main,
+        "has_claim": has_claim,
+        "proven": bool(claim.get("proven")) if has_claim else None,
+        "comparable": ea.get("comparable"),
+        "badge": badge,
+        "badge_class": badge_class,
+        "violated": violated,
+        "evidence": audit_evidence(run),
+        "rows": rows,
+        "tradeoff_plot": _data_uri(plots.roc_vs_tradeoff(run)) if tr is not None else None,
+        "tradeoff_attack": _text(tr.get("attack"), "strongest") if tr is not None else None,
+        "histograms": histograms,
+    }
+
+
 def _kv(value: Any) -> str:
     if isinstance(value, dict | list):
         return json.dumps(value, ensure_ascii=False, default=str)
@@ -279,7 +462,7 @@ def build_context(results: dict) -> dict:
     if not runs:
         warnings.append("The results contain no runs.")
 
-    summary, verdicts, run_views = [], [], []
+    summary, verdicts, run_views, eps_views = [], [], [], []
     for idx, run in enumerate(runs):
         best = strongest_attack(run)
         verdict = _verdict(run)
@@ -321,9 +504,13 @@ def build_context(results: dict) -> dict:
                     "src": _data_uri(plots.score_histogram(a, title)),
                 }
             )
+        eps_view = _epsilon_audit_view(run, idx, name)
+        if eps_view is not None:
+            eps_views.append(eps_view)
         run_views.append(
             {
                 "anchor": f"run-{idx}",
+                "epsilon_audit": eps_view,
                 "name": name,
                 "defense": _text(run.get("defense")),
                 "level": verdict["level"],
@@ -372,6 +559,14 @@ def build_context(results: dict) -> dict:
             },
         ]
 
+    epsilon_section = None
+    if eps_views:
+        epsilon_section = {
+            "runs": eps_views,
+            "violated": [v for v in eps_views if v["violated"]],
+            "figure": _data_uri(plots.claimed_vs_audited(runs)),
+        }
+
     config = results.get("config", {})
     config_json = json.dumps(config, indent=2, ensure_ascii=False, default=str)
     packages = env.get("packages") if isinstance(env.get("packages"), dict) else {}
@@ -387,6 +582,7 @@ def build_context(results: dict) -> dict:
         "warnings": warnings,
         "summary": summary,
         "verdicts": verdicts,
+        "epsilon": epsilon_section,
         "comparison_lines": comparison_lines,
         "metric_headers": [label for _, label in METRIC_COLUMNS],
         "runs": run_views,

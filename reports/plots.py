@@ -18,10 +18,24 @@ from collections.abc import Sequence
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
 from matplotlib.ticker import NullFormatter
 
-from .formatting import as_finite, as_float, ci, num
-from .verdict import TPR_1, metric, ok_attacks, run_name, strongest_attack
+from .formatting import as_finite, as_float, ci, num, small
+from .verdict import (
+    TPR_1,
+    audit_exceeds,
+    audit_violated,
+    audited_claim,
+    epsilon_audit,
+    epsilon_audit_entries,
+    epsilon_audit_tradeoff,
+    metric,
+    ok_attacks,
+    run_name,
+    strongest_attack,
+)
 
 DPI = 100
 _COLORS = (
@@ -470,3 +484,409 @@ def privacy_utility(runs: Sequence[dict]) -> bytes:
         else:
             ax.text(0.5, 0.5, "no values", transform=ax.transAxes, ha="center", color="#666666")
     return _png(fig)
+
+
+# --------------------------------------------------------------------------- #
+# Epsilon audit: ROC against the claim's trade-off curve
+# --------------------------------------------------------------------------- #
+_IMPOSSIBLE_COLOR = "#d62728"
+_BOUND_COLOR = "#8c1d18"
+_ROC_COLOR = "#1f5fa8"
+# Run colours for the ε-audit plots: no red, which marks violations there.
+_RUN_COLORS = tuple(c for c in _COLORS if c != "#d62728")
+_AUDIT_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "h", "<", ">")
+
+
+def _paired(block: object, xkey: str, ykey: str) -> tuple[np.ndarray, np.ndarray] | None:
+    """Finite ``(x, y)`` arrays from ``block[xkey]``, ``block[ykey]``, sorted by x."""
+    if not isinstance(block, dict):
+        return None
+    xs, ys = block.get(xkey), block.get(ykey)
+    if not isinstance(xs, list | tuple) or not isinstance(ys, list | tuple):
+        return None
+    pairs = [(as_finite(a), as_finite(b)) for a, b in zip(xs, ys, strict=False)]
+    pairs = [(a, b) for a, b in pairs if a is not None and b is not None]
+    if not pairs:
+        return None
+    arr = np.asarray(sorted(pairs), dtype=float)
+    return arr[:, 0], arr[:, 1]
+
+
+def tradeoff_max_tpr(fpr: np.ndarray, epsilon: float, delta: float) -> np.ndarray:
+    """Largest TPR an (ε, δ)-DP mechanism allows at ``fpr``:
+    ``min(e^ε FPR + δ, 1 − e^{−ε}(1 − δ − FPR), 1)``, floored at 0."""
+    fpr = np.clip(np.asarray(fpr, dtype=float), 0.0, 1.0)
+    a = math.exp(epsilon) * fpr + delta
+    b = 1.0 - math.exp(-epsilon) * (1.0 - delta - fpr)
+    return np.clip(np.minimum(a, b), 0.0, 1.0)
+
+
+def _claim_label(eps: float | None, delta: float | None) -> str:
+    if eps is None:
+        return "no claim"
+    return f"ε = {num(eps)}, δ = {small(delta)}" if delta is not None else f"ε = {num(eps)}"
+
+
+def roc_vs_tradeoff(run: dict) -> bytes:
+    """The strongest attack's empirical ROC over the trade-off bound of the claim.
+
+    Reads ``run["epsilon_audit"]["tradeoff"]``: ``roc`` (the empirical ROC),
+    ``curve`` (the largest TPR the claimed (ε, δ) allows at each FPR; computed
+    here from the claim when missing) and ``points`` (significant violations,
+    drawn in red with the corner of their confidence box, FPR upper and TPR
+    lower bound). The region above the curve is shaded: no (ε, δ)-DP mechanism
+    can put an ROC point there. Log-log axes.
+    """
+    tr = epsilon_audit_tradeoff(run)
+    eps, delta = audited_claim(run) if isinstance(run, dict) else (None, None)
+    attack = plain(tr.get("attack") or "strongest", 28) if tr else "strongest"
+    fig, (ax,) = _new_figure(7.2, 5.6)
+    ax.set_title(
+        f"{attack} attack ROC vs the trade-off bound of the claim ({_claim_label(eps, delta)})",
+        fontsize=11,
+    )
+    if tr is None:
+        _placeholder(ax, "No trade-off test for this run.")
+        return _png(fig)
+
+    roc = _paired(tr.get("roc"), "fpr", "tpr")
+    curve = _paired(tr.get("curve"), "fpr", "max_tpr")
+    points = []
+    for p in tr.get("points") if isinstance(tr.get("points"), list) else []:
+        if not isinstance(p, dict):
+            continue
+        f, t = as_finite(p.get("fpr")), as_finite(p.get("tpr"))
+        if f is None or t is None or f <= 0 or t <= 0:
+            continue
+        fh, tl = as_finite(p.get("fpr_hi")), as_finite(p.get("tpr_lo"))
+        fh = f if fh is None or fh < f else fh
+        tl = t if tl is None or tl > t or tl <= 0 else tl
+        points.append((f, t, fh, tl))
+
+    # The axes follow the data: the smallest positive FPR of the empirical ROC
+    # and of the violations (the bound's curve only when there is no ROC).
+    data_x = [x for x in (roc[0] if roc is not None else []) if x > 0]
+    data_x += [p[0] for p in points]
+    if not data_x and curve is not None:
+        data_x = [x for x in curve[0] if x > 0]
+    lo_x = max(min(data_x), 1e-7) if data_x else max(delta or 1e-5, 1e-7)
+    if curve is None and eps is not None:
+        grid = np.logspace(math.log10(lo_x), 0, 200)
+        curve = (grid, tradeoff_max_tpr(grid, eps, delta or 0.0))
+    if roc is None and curve is None:
+        _placeholder(ax, "The trade-off test holds no ROC and no bound to draw.")
+        return _png(fig)
+
+    positive_y = [y for x, y in zip(*roc, strict=True) if x >= lo_x and y > 0] if roc else []
+    if curve is not None:
+        positive_y += [y for x, y in zip(*curve, strict=True) if x >= lo_x and y > 0]
+    positive_y += [p[3] for p in points]
+    # Square log-log axes (as in the ROC overview): both from the smaller limit.
+    lo = min(lo_x, max(min(positive_y) / 1.5, 1e-7) if positive_y else lo_x)
+    lo_x = lo_y = lo
+    ax.set_xscale("log", nonpositive="clip")
+    ax.set_yscale("log", nonpositive="clip")
+
+    diag = np.logspace(math.log10(min(lo_x, lo_y)), 0, 50)
+    ax.plot(diag, diag, color="#888888", linestyle=":", linewidth=1.2, label="chance")
+    if curve is not None:
+        cx, cy = curve
+        keep = cx > 0
+        cx, cy = cx[keep], np.maximum(cy[keep], lo_y * 0.5)
+        if cx.size:
+            ax.fill_between(
+                cx,
+                cy,
+                np.full_like(cy, 1.05),
+                color=_IMPOSSIBLE_COLOR,
+                alpha=0.10,
+                linewidth=0,
+                label="impossible under the claimed (ε, δ)",
+            )
+            ax.plot(
+                cx,
+                cy,
+                color=_BOUND_COLOR,
+                linewidth=1.6,
+                label="DP trade-off bound: max TPR at the claim",
+            )
+    if roc is not None:
+        rx, ry = roc
+        keep = (rx > 0) & (ry > 0)
+        if keep.any():
+            ax.plot(
+                rx[keep],
+                ry[keep],
+                color=_ROC_COLOR,
+                linewidth=1.8,
+                label=f"empirical ROC ({attack})",
+            )
+    if points:
+        f, t, fh, tl = (np.asarray(c) for c in zip(*points, strict=True))
+        ax.errorbar(
+            f,
+            t,
+            xerr=[np.zeros_like(f), fh - f],
+            yerr=[t - tl, np.zeros_like(t)],
+            fmt="o",
+            color=_IMPOSSIBLE_COLOR,
+            markersize=5,
+            elinewidth=1.0,
+            capsize=2,
+            label=f"significant violation ({len(points)}), to its CI corner",
+        )
+        ax.plot(fh, tl, "x", color=_IMPOSSIBLE_COLOR, markersize=5)
+
+    n_thr = tr.get("n_thresholds")
+    conf = as_float(tr.get("confidence"))
+    tested = f"{num(n_thr)} thresholds" if n_thr is not None else "thresholds"
+    conf_txt = f" at {100 * conf:g}% confidence" if conf is not None else ""
+    if tr.get("violated"):
+        msg = f"VIOLATED: {len(points)} of {tested} significantly above the bound{conf_txt}"
+        box = {"facecolor": "#fde4e2", "edgecolor": _IMPOSSIBLE_COLOR}
+        color = _BOUND_COLOR
+    else:
+        msg = f"No significant violation ({tested} tested{conf_txt})"
+        box = {"facecolor": "#f4f6f8", "edgecolor": "#cccccc"}
+        color = "#333333"
+    ax.text(
+        0.98,
+        0.27,
+        msg,
+        transform=ax.transAxes,
+        ha="right",
+        va="bottom",
+        fontsize=8.5,
+        color=color,
+        bbox=dict(boxstyle="round,pad=0.3", **box),
+    )
+    ax.set_xlim(lo_x, 1.0)
+    ax.set_ylim(lo_y, 1.05)
+    ax.grid(True, which="minor", alpha=0.12, linewidth=0.5)
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.yaxis.set_minor_formatter(NullFormatter())
+    ax.set_xlabel("False positive rate (non-members flagged)")
+    ax.set_ylabel("True positive rate (members identified)")
+    ax.legend(loc="lower right", fontsize=8, framealpha=0.92)
+    return _png(fig)
+
+
+# --------------------------------------------------------------------------- #
+# Epsilon audit: claimed vs audited epsilon across runs
+# --------------------------------------------------------------------------- #
+def _nice_ticks(top: float) -> list[float]:
+    ticks = [0.0, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0]
+    return [t for t in ticks if t <= top]
+
+
+def claimed_vs_audited(runs: Sequence[dict]) -> bytes:
+    """Audited ε lower bounds (y) against the claimed ε (x), one point per audit.
+
+    Only runs with an ``epsilon_audit`` are drawn. Runs without a finite claim
+    sit at the right, at "∞". Markers distinguish audits, colours runs; a short
+    horizontal tick marks each audit's ceiling (the largest bound its sample
+    size could certify). Points above the y = x line contradict the claim.
+    Both axes are symmetric-log (linear below 1), so 0 and the diagonal show.
+    """
+    runs = [r for r in runs or [] if isinstance(r, dict) and epsilon_audit(r)]
+    fig, (ax,) = _new_figure(10.0, 5.4)
+    ax.set_title("Claimed ε vs audited ε lower bounds", fontsize=12)
+    claims = [audited_claim(r)[0] for r in runs]
+    finite = sorted({e for e in claims if e is not None})
+    audit_names: list[str] = []
+    plotted = []  # (x, lb, ceiling, marker_index, run_index, exceeds)
+    skipped = []
+    for i, run in enumerate(runs):
+        for a in epsilon_audit_entries(run):
+            name = plain(a.get("name") or "unnamed audit", 32)
+            lb = as_finite(a.get("epsilon_lb"))
+            if a.get("status", "ok") != "ok" or lb is None:
+                skipped.append(f"{plain(run_name(run), 20)} / {name}")
+                continue
+            if name not in audit_names:
+                audit_names.append(name)
+            exceeds = audit_violated(run) and audit_exceeds(a, claims[i])
+            plotted.append(
+                (claims[i], lb, as_finite(a.get("ceiling")), audit_names.index(name), i, exceeds)
+            )
+    if not plotted:
+        _placeholder(ax, "No audited ε lower bounds to compare with claims.")
+        return _png(fig)
+
+    top_finite = finite[-1] if finite else 0.0
+    inf_x = max(2.5 * top_finite, top_finite + 3.0, 3.0)
+    ax.set_xscale("symlog", linthresh=1.0, linscale=0.6)
+    ax.set_yscale("symlog", linthresh=1.0, linscale=0.6)
+
+    # Spread runs sharing a claimed ε, and audits within a run, a little apart.
+    slots: dict[float, list[int]] = {}
+    for x, *_, i, _ in plotted:
+        key = inf_x if x is None else x
+        if i not in slots.setdefault(key, []):
+            slots[key].append(i)
+
+    def position(x: float | None, run_i: int, audit_j: int) -> float:
+        base = inf_x if x is None else x
+        group = slots[base]
+        k = group.index(run_i) - (len(group) - 1) / 2.0
+        step = 0.2 * k + 0.04 * (audit_j - (len(audit_names) - 1) / 2.0)
+        return base * (1.0 + step) if base >= 1.0 else base + step
+
+    ys = [p[1] for p in plotted] + [p[2] for p in plotted if p[2] is not None] + finite
+    y_top = max(max(ys) * 1.35, 1.5)
+    x_left = -0.3  # both axes start just below 0, so y = x is the diagonal
+    x_right = inf_x * 1.45
+
+    # The claim boundary y = x and the region above it (claim contradicted).
+    if finite:
+        line_x = np.concatenate(
+            [
+                np.linspace(min(0.0, x_left), 1.0, 50),
+                np.logspace(0, math.log10(top_finite * 1.3 + 1e-9), 50),
+            ]
+        )
+        line_x = line_x[line_x <= max(top_finite * 1.3, 1.0)]
+        ax.fill_between(
+            line_x,
+            line_x,
+            np.full_like(line_x, y_top),
+            color=_IMPOSSIBLE_COLOR,
+            alpha=0.07,
+            linewidth=0,
+        )
+        ax.plot(line_x, line_x, color=_BOUND_COLOR, linestyle="--", linewidth=1.3)
+    ax.axvline(
+        math.sqrt(max(top_finite * 1.3, 1.0) * inf_x) if finite else inf_x / 1.6,
+        color="#aaaaaa",
+        linewidth=0.8,
+        linestyle="-",
+    )
+
+    for x, lb, ceiling, j, i, exceeds in plotted:
+        px = position(x, i, j)
+        color = _RUN_COLORS[i % len(_RUN_COLORS)]
+        if ceiling is not None:
+            ax.plot(
+                [px, px],
+                [lb, max(ceiling, lb)],
+                color=color,
+                linewidth=0.8,
+                alpha=0.5,
+                linestyle=":",
+            )
+            ax.plot(
+                px, ceiling, marker="_", markersize=16, markeredgewidth=2.2, color=color, alpha=0.85
+            )
+        ax.scatter(
+            [px],
+            [lb],
+            marker=_AUDIT_MARKERS[j % len(_AUDIT_MARKERS)],
+            s=70,
+            color=color,
+            edgecolors=_IMPOSSIBLE_COLOR if exceeds else "white",
+            linewidths=2.2 if exceeds else 0.8,
+            zorder=5,
+        )
+
+    # Claimed values, plus round values that are not too close to a claim.
+    nice = [
+        t
+        for t in _nice_ticks(max(top_finite * 1.3, 1.0))
+        if all(max(t, c) > 1.5 * min(t, c) if min(t, c) >= 1 else abs(t - c) > 0.3 for c in finite)
+    ]
+    ticks = sorted(set(finite + nice))
+    ax.set_xticks(
+        ticks + [inf_x],
+        [num(t) if t in finite else f"{t:g}" for t in ticks] + ["\u221e\n(no claim)"],
+    )
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.tick_params(axis="x", which="minor", length=0)
+    yt = _nice_ticks(y_top)
+    ax.set_yticks(yt, [f"{t:g}" for t in yt])
+    ax.yaxis.set_minor_formatter(NullFormatter())
+    ax.set_xlim(x_left, x_right)
+    ax.set_ylim(min(-0.3, x_left), y_top)
+    ax.set_xlabel("Claimed ε (\u221e = no formal claim)")
+    ax.set_ylabel("Audited ε lower bound")
+
+    audit_handles = [
+        Line2D(
+            [],
+            [],
+            linestyle="",
+            marker=_AUDIT_MARKERS[j % len(_AUDIT_MARKERS)],
+            color="#555555",
+            markersize=8,
+            label=n,
+        )
+        for j, n in enumerate(audit_names)
+    ]
+    audit_handles += [
+        Line2D(
+            [],
+            [],
+            linestyle="",
+            marker="_",
+            markersize=14,
+            markeredgewidth=2.2,
+            color="#555555",
+            label="ceiling (most this sample could certify)",
+        ),
+        Line2D(
+            [],
+            [],
+            linestyle="",
+            marker="o",
+            markersize=8,
+            color="#bbbbbb",
+            markeredgecolor=_IMPOSSIBLE_COLOR,
+            markeredgewidth=2.2,
+            label="bound exceeds the claim (VIOLATED)",
+        ),
+    ]
+    if finite:
+        audit_handles += [
+            Line2D([], [], color=_BOUND_COLOR, linestyle="--", label="claim boundary y = x"),
+            Patch(color=_IMPOSSIBLE_COLOR, alpha=0.15, label="above: claim contradicted"),
+        ]
+    fig.legend(
+        handles=audit_handles,
+        title="Audits",
+        loc="outside right upper",
+        fontsize=8,
+        title_fontsize=8.5,
+        framealpha=0.95,
+    )
+    run_handles = [
+        Patch(color=_RUN_COLORS[i % len(_RUN_COLORS)], label=plain(run_name(r), 30))
+        for i, r in enumerate(runs)
+        if any(p[4] == i for p in plotted)
+    ]
+    fig.legend(
+        handles=run_handles,
+        title="Runs",
+        loc="outside right lower",
+        fontsize=8,
+        title_fontsize=8.5,
+        framealpha=0.95,
+    )
+    if skipped:
+        ax.text(
+            0.01,
+            0.99,
+            "no bound: " + plain(", ".join(skipped), 90),
+            transform=ax.transAxes,
+            va="top",
+            fontsize=7,
+            color="#666666",
+        )
+    return _png(fig)
+
+
+def canary_histogram(audit: dict, title: str | None = None) -> bytes:
+    """Member vs non-member score distributions of one ε audit (its ``examples``)."""
+    name = audit.get("name") if isinstance(audit, dict) else None
+    return score_histogram(
+        audit if isinstance(audit, dict) else {},
+        title or f"{name or 'audit'}: canary scores (in vs out)",
+    )

@@ -138,7 +138,174 @@ def describe_claim(claim: Any) -> str:
     return ", ".join(parts) + "; " + claim_details(claim)
 
 
+# --------------------------------------------------------------------------- #
+# Epsilon audit (run["epsilon_audit"])
+# --------------------------------------------------------------------------- #
+#: Maximum number of evidence strings quoted in a verdict.
+MAX_EVIDENCE_IN_VERDICT = 4
+
+
+def epsilon_audit(run: Any) -> dict | None:
+    """The run's ``epsilon_audit`` dict, or ``None`` when it has none."""
+    if not isinstance(run, dict):
+        return None
+    ea = run.get("epsilon_audit")
+    return ea if isinstance(ea, dict) else None
+
+
+def epsilon_audit_entries(run: Any) -> list[dict]:
+    """The audit records of the run's ``epsilon_audit`` (dicts only)."""
+    ea = epsilon_audit(run)
+    audits = ea.get("audits") if ea else None
+    if not isinstance(audits, list):
+        return []
+    return [a for a in audits if isinstance(a, dict)]
+
+
+def epsilon_audit_tradeoff(run: Any) -> dict | None:
+    """The trade-off test of the run's ``epsilon_audit``, or ``None``."""
+    ea = epsilon_audit(run)
+    tr = ea.get("tradeoff") if ea else None
+    return tr if isinstance(tr, dict) else None
+
+
+def audit_violated(run: Any) -> bool:
+    """True when the run's ε audit reports its claim as violated."""
+    ea = epsilon_audit(run)
+    return bool(ea) and ea.get("status") == "violated"
+
+
+def audited_claim(run: Any) -> tuple[float | None, float | None]:
+    """``(claimed ε, claimed δ)`` as tested by the ε audit.
+
+    The audit's own ``claimed_epsilon``/``claimed_delta`` are used when present;
+    otherwise the run's claim. ε is ``None`` for no (finite) claim.
+    """
+    ea = epsilon_audit(run) or {}
+    claim = run.get("claim") if isinstance(run, dict) and isinstance(run.get("claim"), dict) else {}
+    formal = claim.get("notion") not in (None, "none")
+    if "claimed_epsilon" in ea:
+        eps = as_finite(ea.get("claimed_epsilon"))
+    else:
+        eps = as_finite(claim.get("epsilon")) if formal else None
+    if "claimed_delta" in ea:
+        delta = as_float(ea.get("claimed_delta"))
+    else:
+        delta = as_float(claim.get("delta")) if formal else None
+    return eps, delta
+
+
+def audit_exceeds(audit: dict, eps_claim: float | None) -> bool:
+    """Whether one audit's lower bound exceeds the claimed ε.
+
+    The audit's own ``exceeds_claim`` flag wins; without it the bound is
+    compared with the claim here.
+    """
+    if audit.get("status", "ok") != "ok":
+        return False
+    flag = audit.get("exceeds_claim")
+    if isinstance(flag, bool):
+        return flag
+    lb = as_float(audit.get("epsilon_lb"))
+    return eps_claim is not None and lb is not None and lb > eps_claim
+
+
+def _audit_bound_text(audit: dict) -> str:
+    parts = []
+    conf = as_float(audit.get("confidence"))
+    if conf is not None:
+        parts.append(f"{100 * conf:g}%")
+    if audit.get("delta") is not None:
+        parts.append(f"δ = {small(audit.get('delta'))}")
+    cond = f" ({', '.join(parts)})" if parts else ""
+    return f"ε ≥ {num(as_float(audit.get('epsilon_lb')))}{cond}"
+
+
+def audit_evidence(run: Any) -> list[str]:
+    """Evidence for the run's ε-audit outcome, as plain strings.
+
+    The audit's ``evidence`` list when it has one; otherwise, for a violated
+    claim, sentences derived from the audits whose bound exceeds the claim and
+    from the trade-off test's significant violations.
+    """
+    ea = epsilon_audit(run)
+    if not ea:
+        return []
+    given = ea.get("evidence")
+    if isinstance(given, list | tuple):
+        items = [str(e) for e in given if e is not None and str(e).strip()]
+        if items:
+            return items
+    elif isinstance(given, str) and given.strip():
+        return [given]
+    if ea.get("status") != "violated":
+        return []
+    eps, _ = audited_claim(run)
+    out = []
+    for a in epsilon_audit_entries(run):
+        if audit_exceeds(a, eps):
+            out.append(
+                f"{a.get('name') or 'unnamed audit'}: {_audit_bound_text(a)} exceeds "
+                f"the claimed ε = {num(eps)}"
+            )
+    tr = epsilon_audit_tradeoff(run)
+    if tr and tr.get("violated"):
+        pts = tr.get("points") if isinstance(tr.get("points"), list) else []
+        out.append(
+            f"{tr.get('attack') or 'strongest'} attack ROC: {len(pts)} threshold(s) "
+            "significantly above the trade-off curve of the claimed (ε, δ)"
+        )
+    return out
+
+
+def _audit_violation_text(run: dict) -> str:
+    eps, delta = audited_claim(run)
+    claim = run.get("claim") if isinstance(run.get("claim"), dict) else {}
+    stated = f"ε = {num(eps)}" if eps is not None else "claimed ε"
+    if eps is not None and delta is not None:
+        stated += f", δ = {small(delta)}"
+    details = claim_details(claim) if claim.get("notion") not in (None, "none") else ""
+    text = f"Privacy claim VIOLATED: the ε audit contradicts the claimed {stated}"
+    text += f" ({details})" if details else ""
+    evidence = audit_evidence(run)
+    if evidence:
+        shown = evidence[:MAX_EVIDENCE_IN_VERDICT]
+        text += ". Evidence: " + "; ".join(e.rstrip(". ") for e in shown)
+        if len(evidence) > len(shown):
+            text += f"; and {len(evidence) - len(shown)} more"
+    text += (
+        ". A certified lower bound above the claim means the claim is false "
+        "(or the accountant or the defense has a bug)."
+    )
+    return text
+
+
 def check_claim(run: dict, attack: dict | None = None) -> dict:
+    """Compare the run's privacy claim with the empirical evidence.
+
+    As :func:`check_attack_claim` (the strongest attack's ε lower bound),
+    except that a run whose ``epsilon_audit`` status is ``"violated"`` is
+    always ``"violated"``, with the audit's evidence cited in the text.
+    """
+    result = check_attack_claim(run, attack)
+    if not audit_violated(run):
+        audit = run.get("epsilon_audit") if isinstance(run.get("epsilon_audit"), dict) else {}
+        # A dedicated ε audit (e.g. gradient canaries, ceiling above the claim) can test a
+        # claim the membership attacks' sample size cannot: prefer its "consistent".
+        if audit.get("status") == "consistent" and result["status"] in ("untestable", "unmeasured"):
+            return {
+                "status": "consistent",
+                "text": "The ε audits could have detected a violation of the claimed ε and found none; "
+                "an audit can contradict a claim but never confirm it.",
+            }
+        return result
+    text = _audit_violation_text(run)
+    if result["status"] in ("violated", "not-comparable"):
+        text += " " + result["text"]
+    return {"status": "violated", "text": text}
+
+
+def check_attack_claim(run: dict, attack: dict | None = None) -> dict:
     """Compare the run's privacy claim with the empirical epsilon lower bound.
 
     ``attack`` defaults to the strongest attack. Returns ``{"status", "text"}``
@@ -263,8 +430,10 @@ def verdict_for_run(run: dict) -> dict:
 
     A missing bound counts as not meeting its rule. Independently of the level,
     the text reports the claim check of :func:`check_claim`; when the claimed
-    finite ε is below the comparable empirical lower bound, the text says the
-    claim is VIOLATED.
+    finite ε is below the comparable empirical lower bound, or when the run's
+    ``epsilon_audit`` reports the claim as violated, the text says the claim is
+    VIOLATED and (for the ε audit) cites its evidence. The ε audit does not
+    change the leakage level, which is about the membership attacks only.
 
     Returns ``{"level", "text", "attack", "claim_status"}``.
     """
@@ -276,13 +445,17 @@ def verdict_for_run(run: dict) -> dict:
         detail = f"{len(attacks)} attack(s) configured"
         if attacks:
             detail += f": {na} not applicable, {err} failed"
-        return {
+        result = {
             "level": "not-measured",
             "text": "Not measured: no attack produced a result for this run "
             f"({detail}). Nothing can be said about its privacy.",
             "attack": None,
             "claim_status": "unmeasured" if claimed_epsilon(run) else "no-claim",
         }
+        if audit_violated(run):
+            result["text"] += " " + _audit_violation_text(run)
+            result["claim_status"] = "violated"
+        return result
 
     name = attack_name(attack)
     auc = metric(attack, "auc") or {}
