@@ -78,9 +78,11 @@ def input_canary_audit(
         "status": "ok",
         "reason": None,
         "epsilon_lb": best["epsilon"],
-        "ceiling": one_run_ceiling(m, best["guesses"], settings.delta, settings.confidence)
-        if best["guesses"]
-        else one_run_ceiling(m, max(1, m // 2), settings.delta, settings.confidence),
+        # the most this design could certify: every guess right, at the best grid entry
+        "ceiling": max(
+            one_run_ceiling(m, kp + km, settings.delta, best["confidence_per_k"])
+            for kp, km in best["k_grid"]
+        ),
         "point_estimate": None,
         "method": "one-run (Steinke et al. 2023)",
         "confidence": settings.confidence,

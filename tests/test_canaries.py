@@ -25,7 +25,9 @@ def test_canaries_are_unique_unseen_and_half_included(kind):
 
 def test_pii_canaries_look_like_pii_and_random_token_canaries_use_corpus_words():
     pii = make_canaries(20, "pii", 4, CORPUS, seed=1)
-    assert all(re.search(r"555-01\d\d-\d{4}", t) and "@canary-mail.test" in t for t in pii.examples.texts)
+    assert all(
+        re.search(r"555-01\d\d-\d{4}", t) and "@canary-mail.test" in t for t in pii.examples.texts
+    )
     words = {w for t in CORPUS for w in re.findall(r"[a-z]+", t.lower())}
     tok = make_canaries(20, "random-token", 4, CORPUS, seed=1)
     assert all(len(t.split()) == 12 and set(t.split()) <= words for t in tok.examples.texts)

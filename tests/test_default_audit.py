@@ -60,3 +60,16 @@ def test_default_audit_claims_and_utility(default_results):
     # both models are useful classifiers (4 classes: chance is about 0.25-0.3)
     assert none["utility"]["ci_low"] > 0.6 and dp["utility"]["ci_low"] > 0.6
     assert "non-private" in html and "dp-sgd (eps=8)" in html
+
+
+@pytest.mark.slow
+def test_default_audit_includes_claimed_vs_audited_epsilon(default_results):
+    results, html = default_results
+    none, dp = _run(results, "none"), _run(results, "dp-sgd")
+    grad_dp = [a for a in dp["epsilon_audit"]["audits"] if a["name"] == "gradient-canary"][0]
+    assert 0 < grad_dp["epsilon_lb"] < dp["claim"]["epsilon"] < grad_dp["ceiling"]
+    assert dp["epsilon_audit"]["status"] == "consistent"
+    grad_none = [a for a in none["epsilon_audit"]["audits"] if a["name"] == "gradient-canary"][0]
+    assert grad_none["epsilon_lb"] == pytest.approx(grad_none["ceiling"], rel=1e-3)
+    assert "Claimed vs audited" in html
+    assert "VIOLATED" not in dp["verdict"]["text"]
