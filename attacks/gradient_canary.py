@@ -130,6 +130,10 @@ class GradientCanaryAudit:
         ceiling = epsilon_ceiling(
             self.trials, self.trials, delta, confidence=confidence, threshold="split"
         )
+        point = epsilon_point_estimate(scores, members, delta)
+        # The raw estimate needs >= 10 errors per threshold; with (near-)perfect separation
+        # none qualifies and it reads 0, which would misstate a bound at the ceiling.
+        point = point if point >= lb else None
         rng = np.random.default_rng(self.seed)
         keep = np.sort(rng.choice(len(scores), size=min(len(scores), 20_000), replace=False))
         return {
@@ -138,7 +142,7 @@ class GradientCanaryAudit:
             "reason": None,
             "epsilon_lb": lb,
             "ceiling": ceiling,
-            "point_estimate": epsilon_point_estimate(scores, members, delta),
+            "point_estimate": point,
             "method": "clopper-pearson, split threshold",
             "confidence": confidence,
             "delta": delta,
