@@ -107,7 +107,9 @@ class AttackResult:
     def n_nonmembers(self) -> int:
         return 0 if self.members is None else int(len(self.members) - self.members.sum())
 
-    def to_dict(self, aggregate_only: bool = False) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
+        """The record as stored in results.json (aggregate-only pseudonymisation of the
+        ids happens in ``audit.runner.run_record``, with a per-run secret salt)."""
         d: dict[str, Any] = {
             "attack": self.attack,
             "description": self.description,
@@ -119,13 +121,8 @@ class AttackResult:
         }
         if self.status == "ok":
             d["metrics"] = self.metrics
-            ids = self.ids
-            if aggregate_only:
-                import hashlib
-
-                ids = [hashlib.sha256(i.encode()).hexdigest()[:16] for i in ids]
             d["examples"] = {
-                "ids": ids,
+                "ids": list(self.ids),
                 "scores": [float(x) for x in self.scores],
                 "members": [int(x) for x in self.members],
             }

@@ -1,13 +1,17 @@
 """Command line: ``privacy-audit run | epsilon | score | gate``.
 
-Exit codes: 0 success; 1 the gate found a threshold exceeded; 2 bad input (one line on
-stderr naming the problem); 3 an internal error (``--debug`` shows the traceback).
+Exit codes: 0 success; 1 the gate found a threshold exceeded or a regression against the
+baseline; 2 bad input (one line on stderr naming the problem, nothing written); 3 an
+internal error (``--debug`` shows the traceback).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import math
 import sys
+from pathlib import Path
 
 from audit import __version__
 from audit.errors import AuditError
@@ -18,6 +22,13 @@ EXIT_OK, EXIT_GATE, EXIT_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str):  # argparse's default exit code is also 2; keep one line
         self.exit(EXIT_INPUT, f"{self.prog}: error: {message}\n")
+
+
+_AGGREGATE_HELP = (
+    "write no training text and no raw example ids: ids become HMAC-SHA256 pseudonyms under a "
+    "random salt that is never written, so they cannot be joined across runs "
+    "(overrides [report] aggregate_only)"
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -37,6 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     r.add_argument("--out", default="audit-out", help="output directory (default: audit-out)")
     r.add_argument("--quiet", action="store_true", help="no progress output")
+    r.add_argument("--aggregate-only", action="store_true", help=_AGGREGATE_HELP)
 
     e = sub.add_parser(
         "epsilon",
@@ -47,6 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     e.add_argument("--out", default="audit-out", help="output directory (default: audit-out)")
     e.add_argument("--quiet", action="store_true", help="no progress output")
+    e.add_argument("--aggregate-only", action="store_true", help=_AGGREGATE_HELP)
 
     s = sub.add_parser(
         "score", help="metrics, ε bound and report for your own scores (CSV: score,member[,id])"
@@ -60,15 +73,39 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--out", default="audit-out", help="output directory (default: audit-out)")
+    s.add_argument("--aggregate-only", action="store_true", help=_AGGREGATE_HELP)
 
-    g = sub.add_parser("gate", help="exit 1 if any attack exceeds a threshold (for CI)")
-    g.add_argument("results", help="results.json written by 'run' or 'score'")
+    g = sub.add_parser(
+        "gate",
+        help="exit 1 if any attack exceeds a threshold or regressed against a baseline (for CI)",
+    )
+    g.add_argument("results", help="results.json written by 'run', 'epsilon' or 'score'")
     g.add_argument("--max-auc", type=float)
     g.add_argument("--max-tpr-at-1pct-fpr", type=float)
     g.add_argument("--max-epsilon-lb", type=float)
     g.add_argument(
         "--strict", action="store_true", help="compare the upper end of each metric's CI"
     )
+    g.add_argument(
+        "--baseline",
+        metavar="BASELINE.json",
+        help="a committed results.json: fail when a metric rose beyond its CI (see docs/gate.md)",
+    )
+    g.add_argument(
+        "--tolerance",
+        type=float,
+        metavar="T",
+        help="absolute slack a rise must also exceed to count as a regression (default 0)",
+    )
+    g.add_argument(
+        "--fail-on-missing",
+        action="store_true",
+        help="fail when a run or attack of the baseline is missing from the results",
+    )
+    g.add_argument(
+        "--junit", metavar="FILE", help="write a JUnit XML report (testsuite privacy-gate)"
+    )
+    g.add_argument("--summary", metavar="FILE", help="write a JSON summary of the gate decision")
     return p
 
 
@@ -77,6 +114,8 @@ def _cmd_run(args, epsilon: bool | None = None) -> int:
     from audit.runner import check_output_dir, run_audit, write_outputs
 
     cfg = load_config(args.config)
+    if args.aggregate_only:
+        cfg = dataclasses.replace(cfg, aggregate_only=True)
     check_output_dir(args.out)
     if args.quiet:
         import transformers
@@ -114,7 +153,9 @@ def _cmd_score(args) -> int:
     check_output_dir(args.out)
     if args.bootstrap < 100:
         raise AuditError(f"--bootstrap must be at least 100, got {args.bootstrap}")
-    results = score_file(args.scores, args.delta, args.bootstrap, args.seed)
+    results = score_file(
+        args.scores, args.delta, args.bootstrap, args.seed, aggregate_only=args.aggregate_only
+    )
     html, js = write_outputs(results, args.out)
     m = results["runs"][0]["attacks"][0]["metrics"]
     print(
@@ -127,30 +168,127 @@ def _cmd_score(args) -> int:
     return EXIT_OK
 
 
+def _check_writable(path: str, option: str) -> None:
+    """Fail before any output if ``path`` cannot be written (nothing is left behind)."""
+    import tempfile
+
+    p = Path(path)
+    if p.is_dir():
+        raise AuditError(f"{option} {path!r} is a directory; give a file name")
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=p.parent, prefix=".write-check-"):
+            pass
+    except OSError as exc:
+        raise AuditError(f"cannot write {option} file {path!r}: {exc.strerror or exc}") from None
+
+
 def _cmd_gate(args) -> int:
-    from audit.gate import check, load_results
+    from audit.gate import (
+        GateOutcome,
+        check,
+        compare,
+        format_table,
+        junit_xml,
+        load_baseline,
+        load_results,
+        one_line,
+        summary,
+    )
+    from audit.io import atomic_write_text, dumps_json
 
     thresholds = {
         "max_auc": args.max_auc,
         "max_tpr_at_1pct_fpr": args.max_tpr_at_1pct_fpr,
         "max_epsilon_lb": args.max_epsilon_lb,
     }
-    if all(v is None for v in thresholds.values()):
+    if args.baseline is None:
+        for flag, given in (
+            ("--tolerance", args.tolerance is not None),
+            ("--fail-on-missing", args.fail_on_missing),
+        ):
+            if given:
+                raise AuditError(f"{flag} only applies together with --baseline")
+    if args.baseline is None and all(v is None for v in thresholds.values()):
         raise AuditError(
-            "gate needs at least one of --max-auc, --max-tpr-at-1pct-fpr, --max-epsilon-lb"
+            "gate needs --baseline or at least one of --max-auc, --max-tpr-at-1pct-fpr, "
+            "--max-epsilon-lb"
         )
     if any(v != v for v in thresholds.values() if v is not None):  # NaN passes every check
         raise AuditError("gate thresholds must be numbers, got nan")
+    tolerance = 0.0 if args.tolerance is None else args.tolerance
+    if not (math.isfinite(tolerance) and tolerance >= 0):
+        raise AuditError(f"--tolerance must be a finite number >= 0, got {args.tolerance}")
+    if args.junit is not None and args.junit == args.summary:
+        raise AuditError("--junit and --summary must name different files")
     results = load_results(args.results)
+    baseline = load_baseline(args.baseline, results) if args.baseline is not None else None
     violations = check(results, thresholds, strict=args.strict)
+    diff = compare(results, baseline, tolerance) if baseline is not None else None
+    for option, path in (("--junit", args.junit), ("--summary", args.summary)):
+        if path is not None:
+            _check_writable(path, option)
+    outcome = GateOutcome(
+        violations,
+        diff,
+        fail_on_missing=args.fail_on_missing,
+        tolerance=tolerance if baseline is not None else None,
+        thresholds=thresholds,
+        strict=args.strict,
+        results_path=str(args.results),
+        baseline_path=None if args.baseline is None else str(args.baseline),
+    )
+    # render everything before writing anything
+    files = []
+    if args.summary is not None:
+        files.append((args.summary, dumps_json(summary(outcome))))
+    if args.junit is not None:
+        files.append((args.junit, junit_xml(outcome, results)))
+
+    written: list[str] = []
+    for path, text in files:
+        try:
+            atomic_write_text(path, text)
+        except OSError as exc:
+            for done in written:  # all or nothing
+                Path(done).unlink(missing_ok=True)
+            raise AuditError(f"cannot write {path!r}: {exc.strerror or exc}") from None
+        written.append(path)
+
+    if diff is not None:
+        print(f"baseline: {args.baseline} (tolerance {tolerance:g})")
+        if diff.comparisons:
+            print(format_table(diff.comparisons))
+        else:
+            print("no attack result is present and measured in both files")
+        for m in diff.missing:
+            print(f"{'FAIL' if args.fail_on_missing else 'MISSING'}: {one_line(str(m))}")
+        for m in diff.added:
+            print(f"NEW: {one_line(str(m))}")
+        for c in diff.regressions:
+            print(f"FAIL: {one_line(str(c))}")
+    for v in violations:
+        print(f"FAIL: {one_line(str(v))}")
+    n_ok = sum(1 for r in results["runs"] for a in r.get("attacks", []) if a.get("status") == "ok")
+    if outcome.passed:
+        parts = []
+        if diff is not None:
+            parts.append(
+                f"{len(diff.comparisons)} metric(s) compared with the baseline, no regression"
+            )
+        if any(v is not None for v in thresholds.values()):
+            parts.append(f"{n_ok} attack result(s) within every threshold")
+        print(f"privacy gate passed: {'; '.join(parts)}")
+        return EXIT_OK
+    parts = []
+    if diff is not None and diff.regressions:
+        parts.append(f"{len(diff.regressions)} regression(s) against the baseline")
     if violations:
-        for v in violations:
-            print(f"FAIL: {v}")
-        print(f"privacy gate failed: {len(violations)} threshold(s) exceeded")
-        return EXIT_GATE
-    n = sum(1 for r in results["runs"] for a in r.get("attacks", []) if a.get("status") == "ok")
-    print(f"privacy gate passed: {n} attack result(s) within every threshold")
-    return EXIT_OK
+        parts.append(f"{len(violations)} threshold(s) exceeded")
+    if outcome.failed_missing:
+        parts.append(f"{len(outcome.failed_missing)} baseline result(s) missing")
+    print(f"privacy gate failed: {', '.join(parts)}")
+    return EXIT_GATE
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,15 +1,51 @@
-"""Privacy gate for CI: fail when any attack's metric exceeds a threshold.
+"""Privacy gate for CI: absolute thresholds and regressions against a committed baseline.
 
-Reads only ``results.json``. A metric is compared by its point ``value``; ``--strict``
-compares the upper end of its 95% CI instead (fails when the threshold is inside the CI).
-The ε lower bound is already a one-sided 95% lower confidence bound, so it is always
-compared by its value.
+Reads only ``results.json`` files (and, with ``--baseline``, a second one).
+
+**Absolute thresholds** (``--max-auc``, ``--max-tpr-at-1pct-fpr``, ``--max-epsilon-lb``):
+a metric is compared by its point ``value``; ``--strict`` compares the upper end of its
+95% CI instead (fails when the threshold is inside the CI). The ε lower bound is already
+a one-sided 95% lower confidence bound, so it is always compared by its value.
+
+**Baseline regressions** (``--baseline BASELINE.json [--tolerance T]``): runs are matched
+by ``name`` and attacks within a run by ``attack``. For every attack that is ``ok`` in
+both files, each metric in :data:`BASELINE_METRICS` is classified with
+``Δ = new.value − base.value`` and the tolerance ``T ≥ 0`` (default 0):
+
+- two-sided metrics (``auc``, ``tpr_at_fpr_0.01``, ``tpr_at_fpr_0.001``, ``advantage``,
+  each with a 95% CI ``[ci_low, ci_high]``):
+
+  * **regression** iff ``Δ > T`` **and** ``new.ci_low > base.ci_high`` (the two
+    intervals are disjoint, the new one above);
+  * **improved** iff ``−Δ > T`` **and** ``new.ci_high < base.ci_low`` (disjoint, the new
+    one below);
+  * otherwise **unchanged within CI**.
+
+  With ``T = 0`` this is CI disjointness alone (a disjoint rise always has ``Δ > 0``);
+  ``T`` is an absolute slack on the metric's scale that a rise must also exceed.
+  Disjoint 95% intervals are a conservative test (a difference can be significant with
+  overlapping intervals), so a flagged regression is a real one, not noise.
+  If either side's CI is missing (``null``), the point values alone decide (``Δ > T``).
+
+- the empirical ε lower bound (``epsilon_lower_bound``; already a one-sided 95% lower
+  bound, ``ci_high`` is ``null``): **regression** iff ``new.value > base.value + T``,
+  **improved** iff ``new.value < base.value − T``, otherwise **unchanged within
+  tolerance**.
+
+A metric whose value is ``null`` on either side (non-finite) is **not comparable** and
+never fails. Runs and attacks present in only one file are reported (``missing``: in the
+baseline only, including an attack that is no longer ``ok``; ``added``: in the results
+only); ``missing`` ones fail the gate only with ``--fail-on-missing``. The baseline must
+have the same ``schema_version`` as the results.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+import math
+import re
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +57,25 @@ GATED = {
     "max_epsilon_lb": ("epsilon_lower_bound", "empirical epsilon lower bound"),
 }
 
+#: Metrics compared against a baseline, in display order.
+BASELINE_METRICS = (
+    "auc",
+    "tpr_at_fpr_0.01",
+    "tpr_at_fpr_0.001",
+    "advantage",
+    "epsilon_lower_bound",
+)
+#: One-sided bounds: compared by value with the tolerance only.
+ONE_SIDED = frozenset({"epsilon_lower_bound"})
+
+REGRESSION = "regression"
+IMPROVED = "improved"
+UNCHANGED_CI = "unchanged within CI"
+UNCHANGED_TOL = "unchanged within tolerance"
+NOT_COMPARABLE = "not comparable"
+
+JUNIT_SUITE = "privacy-gate"
+
 
 @dataclass(frozen=True)
 class Violation:
@@ -29,6 +84,7 @@ class Violation:
     metric: str
     observed: float
     threshold: float
+    key: str = ""  # the metric's key in results.json, e.g. "auc"
 
     def __str__(self) -> str:
         return (
@@ -36,22 +92,235 @@ class Violation:
             f"above the threshold {self.threshold:.4g}"
         )
 
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "run": self.run,
+            "attack": self.attack,
+            "metric": self.key,
+            "label": self.metric,
+            "observed": self.observed,
+            "threshold": self.threshold,
+            "message": str(self),
+        }
 
-def load_results(path: str | Path) -> dict[str, Any]:
+
+@dataclass(frozen=True)
+class Estimate:
+    """A metric's point value and 95% CI (``None`` where absent or non-finite)."""
+
+    value: float | None
+    ci_low: float | None = None
+    ci_high: float | None = None
+
+    def to_dict(self) -> dict[str, float | None]:
+        return {"value": self.value, "ci_low": self.ci_low, "ci_high": self.ci_high}
+
+    def text(self) -> str:
+        if self.value is None:
+            return "n/a"
+        if self.ci_low is None or self.ci_high is None:
+            return f"{self.value:.4f}"
+        return f"{self.value:.4f} [{self.ci_low:.4f}, {self.ci_high:.4f}]"
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One run × attack × metric compared with the baseline."""
+
+    run: str
+    attack: str
+    metric: str
+    base: Estimate
+    new: Estimate
+    verdict: str
+    tolerance: float
+
+    @property
+    def delta(self) -> float | None:
+        if self.base.value is None or self.new.value is None:
+            return None
+        return self.new.value - self.base.value
+
+    @property
+    def regression(self) -> bool:
+        return self.verdict == REGRESSION
+
+    def __str__(self) -> str:
+        head = f"{self.metric} of attack '{self.attack}' on '{self.run}'"
+        if self.verdict != REGRESSION:
+            return f"{head}: {self.verdict}"
+        d = self.delta
+        if self.metric in ONE_SIDED:
+            why = f"rose by {d:+.4g}, more than the tolerance {self.tolerance:.4g}"
+        elif None in (self.base.ci_high, self.new.ci_low):
+            why = (
+                f"rose by {d:+.4g}, more than the tolerance {self.tolerance:.4g} (no CI to compare)"
+            )
+        else:
+            why = (
+                f"rose by {d:+.4g} (more than the tolerance {self.tolerance:.4g}) and its 95% CI "
+                f"lies above the baseline's"
+            )
+        return f"{head} regressed: {self.base.text()} -> {self.new.text()}; {why}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "run": self.run,
+            "attack": self.attack,
+            "metric": self.metric,
+            "baseline": self.base.to_dict(),
+            "new": self.new.to_dict(),
+            "delta": self.delta,
+            "verdict": self.verdict,
+            "message": str(self),
+        }
+
+
+@dataclass(frozen=True)
+class Unmatched:
+    """A run or attack present in only one of the two files (``attack`` None: a whole run)."""
+
+    run: str
+    attack: str | None
+    present_in: str  # "baseline" (missing from the results) or "results" (new)
+    reason: str
+
+    def __str__(self) -> str:
+        what = (
+            f"run '{self.run}'"
+            if self.attack is None
+            else f"attack '{self.attack}' of run '{self.run}'"
+        )
+        return f"{what}: {self.reason}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "run": self.run,
+            "attack": self.attack,
+            "present_in": self.present_in,
+            "reason": self.reason,
+            "message": str(self),
+        }
+
+
+@dataclass
+class BaselineDiff:
+    comparisons: list[Comparison] = field(default_factory=list)
+    missing: list[Unmatched] = field(default_factory=list)  # in the baseline only
+    added: list[Unmatched] = field(default_factory=list)  # in the results only
+
+    @property
+    def regressions(self) -> list[Comparison]:
+        return [c for c in self.comparisons if c.regression]
+
+
+@dataclass
+class GateOutcome:
+    """Everything the gate decided, for the console, ``--summary`` and ``--junit``."""
+
+    violations: list[Violation]
+    diff: BaselineDiff | None = None
+    fail_on_missing: bool = False
+    tolerance: float | None = None
+    thresholds: dict[str, float | None] = field(default_factory=dict)
+    strict: bool = False
+    results_path: str = ""
+    baseline_path: str | None = None
+
+    @property
+    def failed_missing(self) -> list[Unmatched]:
+        return list(self.diff.missing) if self.diff is not None and self.fail_on_missing else []
+
+    @property
+    def passed(self) -> bool:
+        regressions = self.diff.regressions if self.diff is not None else []
+        return not (self.violations or regressions or self.failed_missing)
+
+
+# --------------------------------------------------------------------------- #
+# Loading and validation
+# --------------------------------------------------------------------------- #
+def load_results(path: str | Path, what: str = "results file") -> dict[str, Any]:
+    """Read and structurally check a results.json; raise :class:`DataError` if it is not one."""
     p = Path(path)
     if not p.is_file():
-        raise DataError(f"results file {str(p)!r} does not exist")
+        raise DataError(f"{what} {str(p)!r} does not exist")
     try:
         results = json.loads(p.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise DataError(f"results file {str(p)!r} is not valid JSON: {exc}") from None
+        raise DataError(f"{what} {str(p)!r} is not valid JSON: {exc}") from None
     if not isinstance(results, dict) or not isinstance(results.get("runs"), list):
         raise DataError(
-            f"results file {str(p)!r} has no 'runs' list; is it a privacy-audit results.json?"
+            f"{what} {str(p)!r} has no 'runs' list; is it a privacy-audit results.json?"
         )
+    for i, run in enumerate(results["runs"]):
+        if not isinstance(run, dict) or not isinstance(run.get("name"), str):
+            raise DataError(f"{what} {str(p)!r}: run #{i + 1} is not an object with a 'name'")
+        attacks = run.get("attacks", [])
+        if not isinstance(attacks, list) or not all(
+            isinstance(a, dict) and isinstance(a.get("attack"), str) for a in attacks
+        ):
+            raise DataError(
+                f"{what} {str(p)!r}: run {run['name']!r} has an 'attacks' entry that is not "
+                "an object with an 'attack' name"
+            )
     return results
 
 
+def load_baseline(path: str | Path, results: dict[str, Any]) -> dict[str, Any]:
+    """Load a baseline results.json and check that its schema matches ``results``."""
+    baseline = load_results(path, "baseline file")
+    got, want = baseline.get("schema_version"), results.get("schema_version")
+    if want is None:
+        raise DataError(
+            "results file has no 'schema_version'; a baseline can only be compared with a "
+            "results.json written by 'run', 'epsilon' or 'score'"
+        )
+    if got != want:
+        raise DataError(
+            f"baseline file {str(path)!r} has schema_version {got!r} but the results have "
+            f"{want!r}; regenerate the baseline with this version of privacy-audit"
+        )
+    return baseline
+
+
+def _number(x: Any, where: str) -> float | None:
+    if x is None:
+        return None
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        raise DataError(f"{where} must be a number or null, got {x!r}")
+    x = float(x)
+    return x if math.isfinite(x) else None
+
+
+def _estimate(att: dict[str, Any], run: str, metric: str, what: str) -> Estimate:
+    m = (att.get("metrics") or {}).get(metric) if isinstance(att.get("metrics"), dict) else None
+    if not isinstance(m, dict) or "value" not in m:
+        raise DataError(
+            f"{what}: attack {att.get('attack')!r} of run {run!r} has no '{metric}' metric; "
+            "is it a privacy-audit results.json?"
+        )
+    where = f"{what}: '{metric}' of attack {att.get('attack')!r} of run {run!r}"
+    return Estimate(
+        _number(m.get("value"), f"{where} value"),
+        _number(m.get("ci_low"), f"{where} ci_low"),
+        _number(m.get("ci_high"), f"{where} ci_high"),
+    )
+
+
+def _by_name(items: list[dict[str, Any]], key: str, what: str) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for item in items:
+        name = item[key]
+        if name in out:
+            raise DataError(f"{what} has two entries named {name!r}; they are matched by name")
+        out[name] = item
+    return out
+
+
+# --------------------------------------------------------------------------- #
+# Decisions
+# --------------------------------------------------------------------------- #
 def check(
     results: dict[str, Any], thresholds: dict[str, float | None], strict: bool = False
 ) -> list[Violation]:
@@ -71,9 +340,232 @@ def check(
                         f"results file: attack {att.get('attack')!r} of run {run.get('name')!r} "
                         f"has no '{metric}' metric; is it a privacy-audit results.json?"
                     )
-                observed = m["value"]
+                where = f"results file: '{metric}' of attack {att.get('attack')!r} of run {run.get('name')!r}"
+                observed = _number(m["value"], f"{where} value")
                 if strict and metric != "epsilon_lower_bound" and m.get("ci_high") is not None:
-                    observed = m["ci_high"]
+                    observed = _number(m["ci_high"], f"{where} ci_high")
                 if observed is not None and observed > limit:
-                    violations.append(Violation(run["name"], att["attack"], label, observed, limit))
+                    violations.append(
+                        Violation(run["name"], att["attack"], label, observed, limit, metric)
+                    )
     return violations
+
+
+def classify(metric: str, base: Estimate, new: Estimate, tolerance: float = 0.0) -> str:
+    """The verdict for one metric; the rule is in the module docstring."""
+    if base.value is None or new.value is None:
+        return NOT_COMPARABLE
+    delta = new.value - base.value
+    if metric in ONE_SIDED:
+        if delta > tolerance:
+            return REGRESSION
+        if -delta > tolerance:
+            return IMPROVED
+        return UNCHANGED_TOL
+    have_ci = None not in (base.ci_low, base.ci_high, new.ci_low, new.ci_high)
+    if delta > tolerance and (not have_ci or new.ci_low > base.ci_high):  # type: ignore[operator]
+        return REGRESSION
+    if -delta > tolerance and (not have_ci or new.ci_high < base.ci_low):  # type: ignore[operator]
+        return IMPROVED
+    return UNCHANGED_CI
+
+
+def compare(
+    results: dict[str, Any], baseline: dict[str, Any], tolerance: float = 0.0
+) -> BaselineDiff:
+    """Match runs by name and attacks by name; classify every gated metric."""
+    diff = BaselineDiff()
+    new_runs = _by_name(results["runs"], "name", "results file")
+    base_runs = _by_name(baseline["runs"], "name", "baseline file")
+    for name, base_run in base_runs.items():
+        if name not in new_runs:
+            diff.missing.append(
+                Unmatched(name, None, "baseline", "in the baseline, not in the results")
+            )
+            continue
+        new_run = new_runs[name]
+        new_atts = _by_name(new_run.get("attacks", []), "attack", f"results run {name!r}")
+        base_atts = _by_name(base_run.get("attacks", []), "attack", f"baseline run {name!r}")
+        for att_name, base_att in base_atts.items():
+            base_ok = base_att.get("status") == "ok"
+            new_att = new_atts.get(att_name)
+            if new_att is None:
+                if base_ok:
+                    diff.missing.append(
+                        Unmatched(name, att_name, "baseline", "in the baseline, not in the results")
+                    )
+                continue
+            new_ok = new_att.get("status") == "ok"
+            if base_ok and not new_ok:
+                diff.missing.append(
+                    Unmatched(
+                        name,
+                        att_name,
+                        "baseline",
+                        f"measured in the baseline, status {new_att.get('status')!r} in the results",
+                    )
+                )
+            elif new_ok and not base_ok:
+                diff.added.append(
+                    Unmatched(
+                        name,
+                        att_name,
+                        "results",
+                        f"measured in the results, status {base_att.get('status')!r} in the baseline",
+                    )
+                )
+            elif base_ok and new_ok:
+                for metric in BASELINE_METRICS:
+                    b = _estimate(base_att, name, metric, "baseline file")
+                    n = _estimate(new_att, name, metric, "results file")
+                    diff.comparisons.append(
+                        Comparison(
+                            name,
+                            att_name,
+                            metric,
+                            b,
+                            n,
+                            classify(metric, b, n, tolerance),
+                            tolerance,
+                        )
+                    )
+        for att_name, new_att in new_atts.items():
+            if att_name not in base_atts and new_att.get("status") == "ok":
+                diff.added.append(
+                    Unmatched(name, att_name, "results", "in the results, not in the baseline")
+                )
+    for name in new_runs:
+        if name not in base_runs:
+            diff.added.append(
+                Unmatched(name, None, "results", "in the results, not in the baseline")
+            )
+    return diff
+
+
+# --------------------------------------------------------------------------- #
+# Output
+# --------------------------------------------------------------------------- #
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ufffe\uffff]")
+
+
+def _clean(text: str) -> str:
+    """Replace characters that XML 1.0 cannot carry (and that garble a terminal)."""
+    return _CONTROL.sub("\ufffd", text)
+
+
+def one_line(text: str) -> str:
+    """``text`` safe to print as one console line (hostile names cannot add lines)."""
+    return _clean(text).replace("\r", " ").replace("\n", " ").replace("\t", " ")
+
+
+def format_table(comparisons: list[Comparison]) -> str:
+    """The diff as an aligned plain-text table."""
+    header = ("run", "attack", "metric", "baseline [95% CI]", "new [95% CI]", "Δ", "verdict")
+    rows = [header]
+    for c in comparisons:
+        d = c.delta
+        rows.append(
+            (
+                one_line(c.run),
+                one_line(c.attack),
+                c.metric,
+                c.base.text(),
+                c.new.text(),
+                "n/a" if d is None else f"{d:+.4f}",
+                c.verdict.upper() if c.regression else c.verdict,
+            )
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    lines = [
+        "  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in rows
+    ]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def summary(outcome: GateOutcome) -> dict[str, Any]:
+    """The machine-readable summary written by ``--summary``."""
+    diff = outcome.diff
+    return {
+        "passed": outcome.passed,
+        "regressions": [c.to_dict() for c in diff.regressions] if diff else [],
+        "threshold_violations": [v.to_dict() for v in outcome.violations],
+        "missing": [m.to_dict() for m in diff.missing] if diff else [],
+        "added": [m.to_dict() for m in diff.added] if diff else [],
+        "compared": len(diff.comparisons) if diff else 0,
+        "improved": [c.to_dict() for c in diff.comparisons if c.verdict == IMPROVED]
+        if diff
+        else [],
+        "comparisons": [c.to_dict() for c in diff.comparisons] if diff else [],
+        "fail_on_missing": outcome.fail_on_missing,
+        "tolerance": outcome.tolerance,
+        "thresholds": {k: v for k, v in outcome.thresholds.items() if v is not None},
+        "strict": outcome.strict,
+        "results": outcome.results_path,
+        "baseline": outcome.baseline_path,
+    }
+
+
+def junit_xml(outcome: GateOutcome, results: dict[str, Any]) -> str:
+    """JUnit XML: one testsuite ``privacy-gate``, one testcase per run × attack × metric
+    compared with the baseline or held to a threshold, plus one per run or attack
+    missing from the results (a failure with ``--fail-on-missing``, else skipped)."""
+    cases: dict[tuple[str, str, str], list[tuple[str, str]]] = {}
+    if outcome.diff is not None:
+        for c in outcome.diff.comparisons:
+            msgs = cases.setdefault((c.run, c.attack, c.metric), [])
+            if c.regression:
+                msgs.append(("privacy-regression", str(c)))
+    thresholded = {GATED[k][0] for k, v in outcome.thresholds.items() if v is not None}
+    if thresholded:
+        for run in results["runs"]:
+            for att in run.get("attacks", []):
+                if att.get("status") == "ok":
+                    for metric in sorted(thresholded, key=_metric_order):
+                        cases.setdefault((run["name"], att["attack"], metric), [])
+    for v in outcome.violations:
+        cases.setdefault((v.run, v.attack, v.key), []).append(("privacy-threshold", str(v)))
+
+    suite = ET.Element("testsuite", name=JUNIT_SUITE)
+    n_fail = n_skip = 0
+    for (run, attack, metric), msgs in cases.items():
+        case = ET.SubElement(
+            suite,
+            "testcase",
+            classname=_clean(f"{JUNIT_SUITE}.{run}"),
+            name=_clean(f"{attack} {metric}"),
+        )
+        if msgs:
+            n_fail += 1
+            text = [m for _, m in msgs]
+            fail = ET.SubElement(case, "failure", message=_clean("; ".join(text)), type=msgs[0][0])
+            fail.text = _clean("\n".join(text))
+    if outcome.diff is not None:
+        for m in outcome.diff.missing:
+            case = ET.SubElement(
+                suite,
+                "testcase",
+                classname=_clean(f"{JUNIT_SUITE}.{m.run}"),
+                name=_clean(f"{m.attack or '(whole run)'} present"),
+            )
+            if outcome.fail_on_missing:
+                n_fail += 1
+                ET.SubElement(case, "failure", message=_clean(str(m)), type="privacy-missing")
+            else:
+                n_skip += 1
+                ET.SubElement(case, "skipped", message=_clean(str(m)))
+    suite.set("tests", str(len(suite)))
+    suite.set("failures", str(n_fail))
+    suite.set("errors", "0")
+    suite.set("skipped", str(n_skip))
+    root = ET.Element("testsuites", name=JUNIT_SUITE)
+    root.set("tests", suite.get("tests", "0"))
+    root.set("failures", str(n_fail))
+    root.set("errors", "0")
+    root.append(suite)
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+def _metric_order(metric: str) -> int:
+    return BASELINE_METRICS.index(metric) if metric in BASELINE_METRICS else len(BASELINE_METRICS)

@@ -3,12 +3,23 @@
 ``run_audit`` returns the results dictionary that ``results.json`` holds and the report
 renders; ``write_outputs`` renders everything in memory first and then writes each file
 atomically, so a failure never leaves a half-written report.
+
+Aggregate-only mode (``[report] aggregate_only`` or ``--aggregate-only``): no training
+text is ever written, and every example id is replaced by a pseudonym,
+``HMAC-SHA256(salt, id)`` truncated to 16 hex digits, where ``salt`` is 32 random bytes
+drawn once per invocation (one ``run``/``epsilon``/``score``) and never written anywhere.
+Within one results file the same example has the same pseudonym in every run and attack;
+pseudonyms from two invocations cannot be joined with each other, nor with the raw ids
+(the salt is gone, so guessing an id and hashing it does not help). That is the point.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import hashlib
+import hmac
 import platform
+import secrets
 import sys
 import time
 from importlib import metadata
@@ -56,6 +67,16 @@ def environment() -> dict[str, Any]:
     }
 
 
+def new_id_salt() -> bytes:
+    """A fresh random salt for :func:`pseudonymise_ids`; keep it in memory only."""
+    return secrets.token_bytes(32)
+
+
+def pseudonymise_ids(ids: list[str], salt: bytes) -> list[str]:
+    """``HMAC-SHA256(salt, id)`` as 16 hex digits, for aggregate-only outputs."""
+    return [hmac.new(salt, str(i).encode("utf-8"), hashlib.sha256).hexdigest()[:16] for i in ids]
+
+
 def _log(msg: str, progress: bool) -> None:
     if progress:
         print(msg, file=sys.stderr, flush=True)
@@ -71,6 +92,7 @@ def evaluate_release(
     training: dict[str, Any] | None = None,
     aggregate_only: bool = False,
     progress: bool = True,
+    id_salt: bytes | None = None,
 ) -> dict[str, Any]:
     """Run every attack on one released model and assemble its run record."""
     examples = data.attack_set()
@@ -91,7 +113,9 @@ def evaluate_release(
                     str(exc),
                 )
             )
-    return run_record(name, defense, release.claim, utility, results, training, aggregate_only)
+    return run_record(
+        name, defense, release.claim, utility, results, training, aggregate_only, id_salt
+    )
 
 
 def run_record(
@@ -102,16 +126,25 @@ def run_record(
     results: list[AttackResult],
     training: dict[str, Any] | None = None,
     aggregate_only: bool = False,
+    id_salt: bytes | None = None,
 ) -> dict[str, Any]:
+    """One run's record. With ``aggregate_only`` the example ids are pseudonymised with
+    ``id_salt`` (a fresh random salt when not given; see the module docstring)."""
     ok = [r for r in results if r.status == "ok"]
     strongest = max(ok, key=lambda r: r.metrics["auc"]["value"]).attack if ok else None
+    attacks = [r.to_dict() for r in results]
+    if aggregate_only:
+        salt = id_salt if id_salt is not None else new_id_salt()
+        for att in attacks:
+            if "examples" in att:
+                att["examples"]["ids"] = pseudonymise_ids(att["examples"]["ids"], salt)
     return {
         "name": name,
         "defense": defense,
         "claim": claim.to_dict(),
         "utility": utility,
         "training": training or {},
-        "attacks": [r.to_dict(aggregate_only) for r in results],
+        "attacks": attacks,
         "strongest_attack": strongest,
     }
 
@@ -170,6 +203,7 @@ def run_audit(
     from audit.epsilon_audit import EpsilonAuditSettings, epsilon_audit
 
     do_epsilon = cfg.epsilon.get("enabled", False) if epsilon is None else epsilon
+    id_salt = new_id_salt() if cfg.aggregate_only else None  # never written anywhere
     eps_settings = EpsilonAuditSettings(
         gradient_trials=cfg.epsilon.get("gradient_trials", 100_000),
         canaries=cfg.epsilon.get("canaries", 200),
@@ -212,6 +246,7 @@ def run_audit(
             {"trained_by_suite": False},
             cfg.aggregate_only,
             progress,
+            id_salt,
         )
         if do_epsilon:
             _log(
@@ -266,6 +301,7 @@ def run_audit(
                 info,
                 cfg.aggregate_only,
                 progress,
+                id_salt,
             )
             if do_epsilon:
                 _log(f"  epsilon audits on {dcfg.label}", progress)
@@ -274,9 +310,18 @@ def run_audit(
     return assemble_results(runs, cfg.title, cfg.seed, cfg.to_dict(), cfg.aggregate_only)
 
 
-def score_file(path: str | Path, delta: float, n_boot: int = 1000, seed: int = 0) -> dict[str, Any]:
-    """Bring-your-own scores: a CSV with columns ``score,member`` and optional ``id``."""
+def score_file(
+    path: str | Path,
+    delta: float,
+    n_boot: int = 1000,
+    seed: int = 0,
+    aggregate_only: bool = False,
+) -> dict[str, Any]:
+    """Bring-your-own scores: a CSV with columns ``score,member`` and optional ``id``.
+
+    ``aggregate_only`` pseudonymises the ids (see the module docstring)."""
     import csv
+    import io
 
     p = Path(path)
     if not p.is_file():
@@ -284,9 +329,13 @@ def score_file(path: str | Path, delta: float, n_boot: int = 1000, seed: int = 0
     if not 0 < delta < 1:
         raise AuditError(f"--delta must be in (0, 1), got {delta}")
     try:
-        rows = list(csv.DictReader(p.read_text(encoding="utf-8-sig").splitlines()))
+        # newline="": str.splitlines() would also split quoted ids on \x0c, \x85, \u2028 ...
+        text = p.read_bytes().decode("utf-8-sig")
+        rows = list(csv.DictReader(io.StringIO(text, newline="")))
     except UnicodeDecodeError:
         raise DataError(f"scores file {str(p)!r} is not UTF-8 text") from None
+    except csv.Error as exc:  # e.g. a field over the csv module's 128 KiB limit
+        raise DataError(f"scores file {str(p)!r} is not valid CSV: {exc}") from None
     if not rows:
         raise DataError(f"scores file {str(p)!r} has no rows")
     for col in ("score", "member"):
@@ -332,6 +381,7 @@ def score_file(path: str | Path, delta: float, n_boot: int = 1000, seed: int = 0
         PrivacyClaim.none("Scores supplied by the user; no claim stated."),
         None,
         [result],
+        aggregate_only=aggregate_only,
     )
     config = {
         "source": str(p),
@@ -339,8 +389,9 @@ def score_file(path: str | Path, delta: float, n_boot: int = 1000, seed: int = 0
         "delta": delta,
         "bootstrap": n_boot,
         "seed": seed,
+        "aggregate_only": aggregate_only,
     }
-    return assemble_results([run], f"Privacy audit of {p.name}", seed, config)
+    return assemble_results([run], f"Privacy audit of {p.name}", seed, config, aggregate_only)
 
 
 def write_outputs(results: dict[str, Any], out_dir: str | Path) -> tuple[Path, Path]:

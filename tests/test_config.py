@@ -58,6 +58,7 @@ def test_defaults_for_an_empty_config():
         "defenses",
         "attacks",
         "metrics",
+        "epsilon",
         "claim",
         "report",
     }

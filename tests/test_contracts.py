@@ -159,16 +159,24 @@ def test_from_scores_rejects_mismatched_ids():
         AttackResult.from_scores("x", [1, 2, 3, 4], [1, 1, 0, 0], ["a", "b"])
 
 
-def test_aggregate_only_hashes_ids():
+def test_aggregate_only_pseudonymises_ids_with_a_secret_salt():
+    from audit.runner import new_id_salt, pseudonymise_ids, run_record
+
     ids = ["alice@example.com", "bob-secret", "carol", "dave"]
     res = AttackResult.from_scores("x", [3.0, 2.0, 1.0, 0.0], [1, 1, 0, 0], ids)
-    d = res.to_dict(aggregate_only=True)
-    text = json.dumps(d)
+    salt = new_id_salt()
+    run = run_record(
+        "r", "none", PrivacyClaim.none(), None, [res], aggregate_only=True, id_salt=salt
+    )
+    text = json.dumps(run)
+    out_ids = run["attacks"][0]["examples"]["ids"]
     for i in ids:
         assert i not in text
-    assert d["examples"]["ids"] == [hashlib.sha256(i.encode()).hexdigest()[:16] for i in ids]
-    assert len(set(d["examples"]["ids"])) == 4
-    assert res.to_dict(aggregate_only=False)["examples"]["ids"] == ids
+        # an unsalted hash of a guessable id must not match either
+        assert hashlib.sha256(i.encode()).hexdigest()[:16] not in text
+    assert out_ids == pseudonymise_ids(ids, salt) and len(set(out_ids)) == 4
+    assert pseudonymise_ids(ids, new_id_salt()) != out_ids
+    assert res.to_dict()["examples"]["ids"] == ids
 
 
 @pytest.mark.parametrize(
