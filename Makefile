@@ -14,7 +14,7 @@ TORCH_INDEX ?=
 OUT ?= audit-out
 PIP := $(BIN)/python -m pip --disable-pip-version-check -q
 
-.PHONY: audit test install lint format clean
+.PHONY: audit test install browser lint format clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -31,7 +31,25 @@ install: $(VENV)/.installed
 audit: install
 	$(BIN)/privacy-audit run --out $(OUT)
 
-test: install
+# The report's browser tests (tests/test_browser.py) need Chromium. Install it from
+# Debian's packages when it is missing and we are root; otherwise say so and go on: the
+# browser tests then fail (they are never skipped), so a missing browser is not missed.
+# CHROMIUM=/path/to/chrome (environment or make's command line) uses that binary instead.
+browser:
+	@if command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 \
+		|| { [ -n "$$CHROMIUM" ] && [ -x "$$CHROMIUM" ]; }; then \
+		:; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "installing chromium (for tests/test_browser.py) ..."; \
+		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } \
+		|| echo "make test: could not install chromium; tests/test_browser.py will FAIL" >&2; \
+	else \
+		echo "make test: Chromium is not installed and cannot be installed here (needs root" \
+			"and apt-get); tests/test_browser.py will FAIL. Install it with:" \
+			"sudo apt-get install chromium (or set CHROMIUM=/path/to/chrome)" >&2; \
+	fi
+
+test: install browser
 	$(BIN)/python -m pytest
 
 lint: install

@@ -26,6 +26,9 @@ from defenses.base import NOTIONS, UNITS
 
 _NUM = (int, float)
 DEVICES = ("cpu", "cuda", "auto")
+# TOML integers are 64-bit; Python's parsers accept any size, which breaks float checks,
+# repr() of the value in error messages (> 4300 digits) and torch.manual_seed.
+_INT64 = (-(2**63), 2**63 - 1)
 
 
 def _positive(x: Any) -> bool:
@@ -124,13 +127,30 @@ def _check_value(path: str, value: Any, types, check, allowed: str) -> Any:
     return value
 
 
+def _check_integers(raw: Any) -> None:
+    """Reject integers outside TOML's 64-bit range anywhere in the document (iteratively:
+    dotted keys can nest tables deeper than the recursion limit)."""
+    stack: list[tuple[str, Any]] = [("", raw)]
+    while stack:
+        path, value = stack.pop()
+        if isinstance(value, dict):
+            stack.extend((f"{path}.{k}" if path else str(k), v) for k, v in value.items())
+        elif isinstance(value, list):
+            stack.extend((f"{path}[{i}]", v) for i, v in enumerate(value))
+        elif isinstance(value, int) and not _INT64[0] <= value <= _INT64[1]:
+            raise ConfigError(
+                f"config key {path!r} holds an integer outside the 64-bit range TOML allows"
+            )
+
+
 def _section(raw: dict, name: str) -> dict[str, Any]:
     schema = SCHEMA[name]
     prefix = f"{name}." if name else ""
     unknown = sorted(set(raw) - set(schema))
     if unknown:
+        # repr(): a quoted TOML key may hold a newline; the error must stay one line
         raise ConfigError(
-            f"unknown config key '{prefix}{unknown[0]}'; allowed keys"
+            f"unknown config key {prefix + unknown[0]!r}; allowed keys"
             f"{' in [' + name + ']' if name else ' at top level'}: {', '.join(sorted(schema))}"
         )
     out = {}
@@ -218,7 +238,7 @@ def _parse_defense(i: int, raw: Any) -> DefenseConfig:
         raise ConfigError(f"config key '{path}.name' is required: one of {', '.join(DEFENSES)}")
     if name not in DEFENSES:
         raise ConfigError(
-            f"unknown defense '{name}' at '{path}.name'; allowed: {', '.join(DEFENSES)}"
+            f"unknown defense {name!r} at '{path}.name'; allowed: {', '.join(DEFENSES)}"
         )
     label = raw.pop("label", None)
     if label is not None and not isinstance(label, str):
@@ -233,7 +253,7 @@ def _parse_defense(i: int, raw: Any) -> DefenseConfig:
     if unknown:
         allowed = sorted(set(cls.PARAMS) | {"name", "label", *TRAIN_OVERRIDES})
         raise ConfigError(
-            f"unknown config key '{path}.{unknown[0]}' for defense '{name}'; allowed keys: {', '.join(allowed)}"
+            f"unknown config key {path + '.' + unknown[0]!r} for defense '{name}'; allowed keys: {', '.join(allowed)}"
         )
     for key, value in raw.items():
         types = cls.PARAMS[key][0]
@@ -256,8 +276,9 @@ def parse_config(
     if unknown:
         allowed = sorted(set(TOP_SECTIONS) | set(SCHEMA[""]))
         raise ConfigError(
-            f"unknown config key '{unknown[0]}'; allowed top-level keys: {', '.join(allowed)}"
+            f"unknown config key {unknown[0]!r}; allowed top-level keys: {', '.join(allowed)}"
         )
+    _check_integers(raw)
     for sec in TOP_SECTIONS:
         if sec in raw and sec != "defenses" and not isinstance(raw[sec], dict):
             raise ConfigError(f"config key '{sec}' must be a table ([{sec}])")
@@ -367,4 +388,10 @@ def load_config(path: str | Path | None) -> AuditConfig:
         raise ConfigError(f"config file {str(p)!r} is not UTF-8 text") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"config file {str(p)!r} is not valid TOML: {exc}") from None
+    except ValueError:  # int() past Python's 4300-digit limit escapes tomllib unwrapped
+        raise ConfigError(
+            f"config file {str(p)!r} is not valid TOML: an integer is too long"
+        ) from None
+    except RecursionError:
+        raise ConfigError(f"config file {str(p)!r} is not valid TOML: nested too deeply") from None
     return parse_config(raw, source=str(p), base_dir=p.parent.resolve())

@@ -10,8 +10,10 @@ Sources:
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,6 +22,20 @@ import numpy as np
 
 from audit.errors import DataError
 from defenses.base import Examples
+
+# Universal newlines only: str.splitlines() also splits on \x0b, \x0c, \x1c-\x1e, \x85,
+# \u2028 and \u2029, which json.dumps(ensure_ascii=False) and CSV fields keep verbatim.
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+
+
+def _utf8_text(value: str, where: str) -> str:
+    """Reject strings with unpaired surrogates (JSON escapes like "\\ud800"): they cannot
+    be tokenized or written to the UTF-8 report and results.json."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise DataError(f"{where} holds an unpaired surrogate escape (not valid Unicode)") from None
+    return value
 
 
 def read_table(
@@ -30,13 +46,14 @@ def read_table(
     if not p.is_file():
         raise DataError(f"data file {str(p)!r} does not exist")
     try:
-        content = p.read_text(encoding="utf-8-sig")
+        # bytes, not read_text(): no newline translation, so a quoted CSV field keeps its \r
+        content = p.read_bytes().decode("utf-8-sig")
     except UnicodeDecodeError:
         raise DataError(f"data file {str(p)!r} is not UTF-8 text") from None
     suffix = p.suffix.lower()
     records: list[dict[str, Any]] = []
     if suffix in (".jsonl", ".json", ".ndjson"):
-        for lineno, line in enumerate(content.splitlines(), start=1):
+        for lineno, line in enumerate(_LINE_BREAK.split(content), start=1):
             if not line.strip():
                 continue
             try:
@@ -45,14 +62,27 @@ def read_table(
                 raise DataError(
                     f"data file {str(p)!r} line {lineno} is not valid JSON: {exc.msg}"
                 ) from None
+            except ValueError:  # an integer past Python's int-from-string digit limit
+                raise DataError(
+                    f"data file {str(p)!r} line {lineno} is not valid JSON: number too long"
+                ) from None
+            except RecursionError:
+                raise DataError(
+                    f"data file {str(p)!r} line {lineno} is not valid JSON: nested too deeply"
+                ) from None
             if not isinstance(obj, dict):
                 raise DataError(f"data file {str(p)!r} line {lineno} is not a JSON object")
             records.append(obj)
     elif suffix == ".csv":
-        reader = csv.DictReader(content.splitlines())
-        if reader.fieldnames is None:
-            raise DataError(f"data file {str(p)!r} is empty")
-        records = list(reader)
+        reader = csv.DictReader(io.StringIO(content, newline=""))
+        try:
+            if reader.fieldnames is None:
+                raise DataError(f"data file {str(p)!r} is empty")
+            records = list(reader)
+        except csv.Error as exc:  # e.g. a field over the csv module's 128 KiB limit
+            raise DataError(
+                f"data file {str(p)!r} is not valid CSV (line {reader.line_num}): {exc}"
+            ) from None
     else:
         raise DataError(f"data file {str(p)!r} must end in .jsonl or .csv")
     if not records:
@@ -70,11 +100,12 @@ def read_table(
         if label is None or label == "" or (isinstance(label, float) and not math.isfinite(label)):
             raise DataError(f"data file {str(p)!r} row {i + 1}: column {label_column!r} is empty")
         rid = rec.get(id_column) if id_column else None
+        where = f"data file {str(p)!r} row {i + 1}"
         rows.append(
             {
-                "id": str(rid) if rid not in (None, "") else f"{p.stem}-{i}",
-                "text": text,
-                "label": str(label),
+                "id": _utf8_text(str(rid), where) if rid not in (None, "") else f"{p.stem}-{i}",
+                "text": _utf8_text(text, where),
+                "label": _utf8_text(str(label), where),
             }
         )
     return rows

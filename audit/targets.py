@@ -57,18 +57,29 @@ def check_model_dir(path: str | Path, what: str = "model directory") -> Path:
 
 
 def _load_local(path: Path, num_labels: int | None, label_names: list[str] | None):
+    """Tokenizer and classifier from a local directory. Weights load only from safetensors
+    or, after a ``torch.load(weights_only=True)`` check, from ``pytorch_model.bin``; a
+    pickle that carries code is refused before transformers sees it (audit/safe_load.py)."""
+    from safetensors import SafetensorError
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-    kwargs: dict[str, Any] = {"local_files_only": True}
+    from audit.safe_load import checkpoint_kwargs
+
+    safe = checkpoint_kwargs(path)  # raises AuditError for pickles with code, other formats
+    kwargs: dict[str, Any] = {"local_files_only": True, **safe}
     if num_labels is not None:
         kwargs["num_labels"] = num_labels
     if label_names is not None:
         kwargs["id2label"] = dict(enumerate(label_names))
         kwargs["label2id"] = {n: i for i, n in enumerate(label_names)}
     try:
-        tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+        tokenizer = AutoTokenizer.from_pretrained(
+            str(path), local_files_only=True, trust_remote_code=False
+        )
         model = AutoModelForSequenceClassification.from_pretrained(str(path), **kwargs)
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RuntimeError, SafetensorError) as exc:
+        # RuntimeError: weights whose shapes do not match config.json;
+        # SafetensorError: a truncated or corrupt model.safetensors
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise AuditError(f"could not load a classifier from {str(path)!r}: {first}") from exc
     return model, tokenizer

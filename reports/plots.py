@@ -273,6 +273,10 @@ def score_histogram(attack_record: dict, title: str) -> bytes:
     # When a few extreme values would squash the plot (full range more than 3x
     # the central 99%), bins cover the central 99% of pooled scores and the
     # values outside are counted in the edge bins.
+    with np.errstate(over="ignore"):
+        overflow = not np.isfinite(float(s.max()) - float(s.min()))
+    if overflow:  # scores spanning the float range: rescale (order-preserving) to plot them
+        s = s / np.max(np.abs(s))
     lo, hi = np.percentile(s, [0.5, 99.5])
     spread = float(s.max() - s.min())
     n_out = 0
@@ -291,7 +295,11 @@ def score_histogram(attack_record: dict, title: str) -> bytes:
         density, _ = np.histogram(data, bins=edges, density=True)
         ax.stairs(density, edges, fill=True, color=color, alpha=0.35, label=label)
         ax.stairs(density, edges, color=color, linewidth=1.3)
-    ax.set_xlabel("Attack score (higher = more likely member)")
+    ax.set_xlabel(
+        "Attack score / max |score| (higher = more likely member)"
+        if overflow
+        else "Attack score (higher = more likely member)"
+    )
     if n_out:
         ax.text(
             0.01,
