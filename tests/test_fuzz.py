@@ -21,7 +21,6 @@ import tempfile
 import warnings
 from pathlib import Path
 
-import pytest
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
