@@ -1,6 +1,21 @@
-"""The attack battery, one module per attack family. ``ATTACKS`` maps config names to classes."""
+"""The attack battery, one module per attack family.
 
-from attacks.base import Attack, AttackResult, MetricSettings, run_attack
+``ATTACKS`` maps config names to membership attacks (per-example scores, one
+:class:`AttackResult` each); ``LEAKAGE_ATTACKS`` maps names to attacks on other leakage
+(reconstruction, attribute inference, mutual information, extraction, distinguishing
+tests; one :class:`LeakageResult` each). Both are listed in ``[attacks] names``.
+"""
+
+from attacks.base import (
+    Attack,
+    AttackContext,
+    AttackResult,
+    LeakageAttack,
+    LeakageResult,
+    MetricSettings,
+    run_attack,
+    run_leakage_attack,
+)
 from attacks.membership import ConfidenceAttack, EntropyAttack, LossAttack, ModifiedEntropyAttack
 
 ATTACKS: dict[str, type[Attack]] = {
@@ -8,4 +23,21 @@ ATTACKS: dict[str, type[Attack]] = {
 }
 DEFAULT_ATTACKS = tuple(ATTACKS)
 
-__all__ = ["ATTACKS", "DEFAULT_ATTACKS", "Attack", "AttackResult", "MetricSettings", "run_attack"]
+LEAKAGE_ATTACKS: dict[str, type[LeakageAttack]] = {}
+
+ALL_ATTACK_NAMES = (*ATTACKS, *LEAKAGE_ATTACKS)
+
+__all__ = [
+    "ATTACKS",
+    "ALL_ATTACK_NAMES",
+    "DEFAULT_ATTACKS",
+    "LEAKAGE_ATTACKS",
+    "Attack",
+    "AttackContext",
+    "AttackResult",
+    "LeakageAttack",
+    "LeakageResult",
+    "MetricSettings",
+    "run_attack",
+    "run_leakage_attack",
+]

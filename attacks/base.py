@@ -153,3 +153,196 @@ def run_attack(
         description=attack.description,
         surfaces=surfaces,
     )
+
+
+# ---------------------------------------------------------------------------------------
+# Leakage beyond membership: reconstruction, attribute inference, mutual information,
+# extraction and distinguishing tests. They do not score examples for membership, so
+# they return a LeakageResult (kept in a run's "leakage" list) instead of an AttackResult.
+# ---------------------------------------------------------------------------------------
+
+LEAKAGE_KINDS = (
+    "reconstruction",  # inputs recovered from a released surface (token recall, ...)
+    "attribute-inference",  # a sensitive attribute predicted from a released surface
+    "mutual-information",  # information between the input and a released surface (nats)
+    "extraction",  # training text reproduced by generation (exposure, verbatim rate)
+    "distinguishing",  # a hypothesis test between neighbouring inputs (ε lower bound)
+)
+
+
+@dataclass
+class AttackContext:
+    """What a leakage attack may use besides the released model.
+
+    ``members`` / ``nonmembers`` are the audit's examples (members were trained on);
+    ``public`` is auxiliary data the adversary owns (disjoint from both; the fixture's
+    public split), e.g. to train an attribute classifier. ``options`` are this attack's
+    validated config options (``[attacks.options.<name>]``).
+    """
+
+    members: Examples
+    nonmembers: Examples
+    public: Examples | None = None
+    test: Examples | None = None
+    settings: MetricSettings = MetricSettings()
+    seed: int = 0
+    options: dict[str, Any] = field(default_factory=dict)
+    aggregate_only: bool = False
+
+
+def estimate(
+    value: float,
+    ci_low: float | None = None,
+    ci_high: float | None = None,
+    n: int | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
+    """One leakage metric: a point value with its CI (or None) and sample size."""
+    out = {"value": float(value), "ci_low": ci_low, "ci_high": ci_high, "n": n}
+    for key in ("ci_low", "ci_high"):
+        if out[key] is not None:
+            out[key] = float(out[key])
+    out.update(extra)
+    return out
+
+
+def proportion_estimate(successes: int, n: int, confidence: float = 0.95, **extra) -> dict:
+    """A success rate with its exact (Clopper–Pearson) two-sided interval.
+
+    Assumes the ``n`` trials are independent; ``successes`` and ``n`` are stored with it.
+    """
+    from scipy.stats import binomtest
+
+    if n <= 0:
+        raise ValueError("a rate needs at least one trial")
+    if not 0 <= successes <= n:
+        raise ValueError(f"successes ({successes}) must lie in [0, n={n}]")
+    ci = binomtest(int(successes), int(n)).proportion_ci(confidence, method="exact")
+    return estimate(successes / n, ci.low, ci.high, n, successes=int(successes), **extra)
+
+
+def mean_estimate(
+    values: Any, confidence: float = 0.95, n_boot: int = 1000, seed: int = 0, **extra
+) -> dict:
+    """A mean of per-item values with a percentile-bootstrap interval over the items.
+
+    Assumes the items are independent draws (e.g. one recall per sequence).
+    """
+    v = np.asarray(values, dtype=np.float64).reshape(-1)
+    if v.size == 0:
+        raise ValueError("a mean needs at least one value")
+    if not np.all(np.isfinite(v)):
+        raise ValueError("values contain NaN or infinity")
+    rng = np.random.default_rng(seed)
+    boots = v[rng.integers(0, v.size, size=(n_boot, v.size))].mean(axis=1)
+    alpha = (1 - confidence) / 2
+    lo, hi = np.quantile(boots, [alpha, 1 - alpha])
+    return estimate(v.mean(), lo, hi, int(v.size), **extra)
+
+
+@dataclass
+class LeakageResult:
+    """The one record of a leakage attack, read by reports, plots and the gate.
+
+    ``metrics`` maps a name to an :func:`estimate` dict; ``headline`` names the metric the
+    report leads with, oriented so that higher means more leakage. Baselines an adversary
+    gets without the release (majority class, a model never trained on the record, ...)
+    are metrics too, named ``*_baseline``. ``details`` holds JSON-serialisable numbers
+    only; anything that carries text from the data (reconstructions, completions) goes in
+    ``samples``, which aggregate-only mode drops.
+    """
+
+    attack: str
+    kind: str
+    description: str = ""
+    surfaces: list[str] = field(default_factory=list)
+    status: str = "ok"  # ok | not_applicable | error
+    reason: str | None = None
+    headline: str | None = None
+    metrics: dict[str, dict[str, Any]] = field(default_factory=dict)
+    details: dict[str, Any] = field(default_factory=dict)
+    samples: list[dict[str, Any]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if self.kind not in LEAKAGE_KINDS:
+            raise ValueError(
+                f"unknown leakage kind {self.kind!r}; allowed: {', '.join(LEAKAGE_KINDS)}"
+            )
+        if self.status == "ok" and (self.headline is None or self.headline not in self.metrics):
+            raise ValueError(
+                f"leakage result {self.attack!r}: headline must name one of its metrics"
+            )
+
+    def to_dict(self, aggregate_only: bool = False) -> dict[str, Any]:
+        d: dict[str, Any] = {
+            "attack": self.attack,
+            "kind": self.kind,
+            "description": self.description,
+            "surfaces": list(self.surfaces),
+            "status": self.status,
+            "reason": self.reason,
+        }
+        if self.status == "ok":
+            d["headline"] = self.headline
+            d["metrics"] = self.metrics
+            d["details"] = self.details
+            d["samples"] = [] if aggregate_only else list(self.samples)
+        return d
+
+
+class LeakageAttack(ABC):
+    """An attack measuring leakage other than per-example membership.
+
+    ``OPTIONS`` maps each config option to ``(type, default)``; the config loader checks
+    ``[attacks.options.<name>]`` against it before any training.
+    """
+
+    name: ClassVar[str]
+    description: ClassVar[str]
+    kind: ClassVar[str]
+    requires: ClassVar[frozenset[Surface]]
+    OPTIONS: ClassVar[dict[str, tuple[type | tuple[type, ...], Any]]] = {}
+
+    def __init__(self, **options: Any) -> None:
+        unknown = set(options) - set(self.OPTIONS)
+        if unknown:
+            raise ValueError(
+                f"unknown option(s) {', '.join(sorted(unknown))} for attack {self.name!r}; "
+                f"allowed: {', '.join(sorted(self.OPTIONS)) or 'none'}"
+            )
+        self.options = {k: options.get(k, default) for k, (_, default) in self.OPTIONS.items()}
+        self.validate()
+
+    def validate(self) -> None:  # noqa: B027 - optional hook
+        """Check option values; raise ValueError naming the bad one."""
+
+    @abstractmethod
+    def run(self, release: ReleasedModel, context: AttackContext) -> LeakageResult:
+        """Attack ``release``; return an ``ok`` result with metrics and a headline."""
+
+
+def run_leakage_attack(
+    attack: LeakageAttack, release: ReleasedModel, context: AttackContext
+) -> LeakageResult:
+    """Run one leakage attack: ``not_applicable`` for a missing surface, ``error`` (with the
+    message) for a ValueError raised by the attack, never an exception for either."""
+    surfaces = sorted(s.value for s in attack.requires)
+    missing = sorted(s.value for s in attack.requires - release.surfaces)
+    if missing:
+        return LeakageResult(
+            attack.name,
+            attack.kind,
+            attack.description,
+            surfaces,
+            status="not_applicable",
+            reason=f"not applicable: needs {', '.join(missing)}",
+        )
+    try:
+        result = attack.run(release, context)
+    except ValueError as exc:
+        return LeakageResult(
+            attack.name, attack.kind, attack.description, surfaces, "error", str(exc)
+        )
+    result.surfaces = result.surfaces or surfaces
+    result.description = result.description or attack.description
+    return result

@@ -17,7 +17,7 @@ try:
 except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
-from attacks import ATTACKS, DEFAULT_ATTACKS
+from attacks import ATTACKS, DEFAULT_ATTACKS, LEAKAGE_ATTACKS
 from audit.canaries import CANARY_KINDS
 from audit.errors import ConfigError
 from audit.targets import PRESETS, TargetSpec
@@ -70,6 +70,7 @@ SCHEMA: dict[str, dict[str, tuple]] = {
     },
     "attacks": {
         "names": (list, list(DEFAULT_ATTACKS), None, ""),
+        "options": (dict, {}, None, ""),
     },
     "metrics": {
         "delta": (_NUM, 1e-5, lambda x: 0 < x < 1, "a number in (0, 1)"),
@@ -110,6 +111,7 @@ def _type_name(t) -> str:
         int: "an integer",
         bool: "true or false",
         list: "a list",
+        dict: "a table",
         float: "a number",
     }[t]
 
@@ -186,6 +188,8 @@ class AuditConfig:
     raw: dict[str, Any]
     source: str
     epsilon: dict[str, Any] = field(default_factory=dict)
+    # [attacks.options.<name>]: validated options of leakage attacks, by attack name
+    attack_options: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """The resolved config, for the report and results.json."""
@@ -208,6 +212,7 @@ class AuditConfig:
                 for d in self.defenses
             ],
             "attacks": list(self.attacks),
+            "attack_options": self.attack_options,
             "metrics": self.metrics,
             "claim": self.claim,
             "report": {"aggregate_only": self.aggregate_only},
@@ -269,6 +274,37 @@ def _parse_defense(i: int, raw: Any) -> DefenseConfig:
     return DefenseConfig(name, label, dict(raw), overrides)
 
 
+def _attack_options(raw: dict[str, Any], names: list[str]) -> dict[str, dict[str, Any]]:
+    """Validate ``[attacks.options.<name>]`` tables against each leakage attack's OPTIONS."""
+    out: dict[str, dict[str, Any]] = {}
+    for name, opts in raw.items():
+        path = f"attacks.options.{name}"
+        if name not in LEAKAGE_ATTACKS:
+            allowed = ", ".join(n for n in names if n in LEAKAGE_ATTACKS) or "none"
+            raise ConfigError(
+                f"config key {path!r} names no leakage attack in 'attacks.names'; "
+                f"options are allowed for: {allowed}"
+            )
+        if name not in names:
+            raise ConfigError(f"config key {path!r}: attack {name!r} is not in 'attacks.names'")
+        if not isinstance(opts, dict):
+            raise ConfigError(f"config key {path!r} must be a table")
+        cls = LEAKAGE_ATTACKS[name]
+        for key, value in opts.items():
+            if key not in cls.OPTIONS:
+                raise ConfigError(
+                    f"unknown config key {path + '.' + key!r}; allowed: "
+                    f"{', '.join(sorted(cls.OPTIONS)) or 'none'}"
+                )
+            _check_value(f"{path}.{key}", value, cls.OPTIONS[key][0], None, "")
+        try:
+            cls(**opts)
+        except ValueError as exc:
+            raise ConfigError(f"{path}: {exc}") from None
+        out[name] = dict(opts)
+    return out
+
+
 def parse_config(
     raw: dict[str, Any], source: str = "<config>", base_dir: Path | None = None
 ) -> AuditConfig:
@@ -303,15 +339,17 @@ def parse_config(
         target[key] = resolve(target[key])
 
     names = attacks_sec["names"]
+    known = [*ATTACKS, *LEAKAGE_ATTACKS]
     if not names:
-        raise ConfigError(f"config key 'attacks.names' is empty; allowed: {', '.join(ATTACKS)}")
+        raise ConfigError(f"config key 'attacks.names' is empty; allowed: {', '.join(known)}")
     for n in names:
-        if not isinstance(n, str) or n not in ATTACKS:
+        if not isinstance(n, str) or n not in known:
             raise ConfigError(
-                f"unknown attack {n!r} in 'attacks.names'; allowed: {', '.join(ATTACKS)}"
+                f"unknown attack {n!r} in 'attacks.names'; allowed: {', '.join(known)}"
             )
     if len(set(names)) != len(names):
         raise ConfigError("config key 'attacks.names' lists an attack twice")
+    attack_options = _attack_options(attacks_sec["options"], names)
 
     raw_defenses = raw.get("defenses")
     classifier_dir = target["classifier_dir"]
@@ -362,6 +400,7 @@ def parse_config(
         train=train,
         defenses=defenses,
         attacks=tuple(names),
+        attack_options=attack_options,
         metrics=metrics,
         claim=claim,
         aggregate_only=report["aggregate_only"],

@@ -127,14 +127,20 @@ class AuditData:
             texts=self.members.texts + self.nonmembers.texts,
             labels=np.concatenate([self.members.labels, self.nonmembers.labels]),
             members=np.concatenate([np.ones(n_in, np.int64), np.zeros(n_out, np.int64)]),
+            attributes=self.members.attributes + self.nonmembers.attributes
+            if self.members.attributes is not None and self.nonmembers.attributes is not None
+            else None,
         )
 
 
 def to_examples(rows: list[dict], label_index: dict[str, int]) -> Examples:
+    """Rows as Examples; the sensitive ``attribute`` is kept when every row has one."""
+    has_attr = bool(rows) and all("attribute" in r for r in rows)
     return Examples(
         ids=[r["id"] for r in rows],
         texts=[r["text"] for r in rows],
         labels=np.array([label_index[r["label"]] for r in rows], dtype=np.int64),
+        attributes=[r["attribute"] for r in rows] if has_attr else None,
     )
 
 
@@ -166,7 +172,12 @@ def load_audit_data(
             import fixtures
 
             pool = [
-                {"id": r["id"], "text": r["text"], "label": str(r["label"])}
+                {
+                    "id": r["id"],
+                    "text": r["text"],
+                    "label": str(r["label"]),
+                    "attribute": str(r["attribute"]),
+                }
                 for r in fixtures.load_corpus("private")
             ]
         else:
@@ -189,7 +200,12 @@ def load_audit_data(
         import fixtures
 
         public = [
-            {"id": r["id"], "text": r["text"], "label": str(r["label"])}
+            {
+                "id": r["id"],
+                "text": r["text"],
+                "label": str(r["label"]),
+                "attribute": str(r["attribute"]),
+            }
             for r in fixtures.load_corpus("public")
         ]
     _check_sets(members, nonmembers, train)

@@ -28,7 +28,16 @@ from typing import Any
 
 import numpy as np
 
-from attacks import ATTACKS, AttackResult, MetricSettings, run_attack
+from attacks import (
+    ATTACKS,
+    LEAKAGE_ATTACKS,
+    AttackContext,
+    AttackResult,
+    LeakageResult,
+    MetricSettings,
+    run_attack,
+    run_leakage_attack,
+)
 from audit import __version__
 from audit.config import AuditConfig
 from audit.data import AuditData, load_audit_data
@@ -37,7 +46,7 @@ from audit.io import atomic_write_json, atomic_write_text, dumps_json
 from audit.targets import Target, load_trained_classifier
 from defenses import DEFENSES
 from defenses.base import PrivacyClaim, ReleasedModel
-from defenses.classifier import ClassifierRelease, TrainingConfig, evaluate_accuracy
+from defenses.classifier import ClassifierRelease, TrainingConfig
 
 SCHEMA_VERSION = 1
 PACKAGES = (
@@ -93,12 +102,30 @@ def evaluate_release(
     aggregate_only: bool = False,
     progress: bool = True,
     id_salt: bytes | None = None,
+    attack_options: dict[str, dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """Run every attack on one released model and assemble its run record."""
     examples = data.attack_set()
-    utility = evaluate_accuracy(release, data.test)
+    utility = release.evaluate_utility(data.test)
     results: list[AttackResult] = []
+    leakage: list[LeakageResult] = []
     for attack_name in attack_names:
+        if attack_name in LEAKAGE_ATTACKS:
+            options = (attack_options or {}).get(attack_name, {})
+            leak = LEAKAGE_ATTACKS[attack_name](**options)
+            _log(f"  attack {attack_name} on {name}", progress)
+            context = AttackContext(
+                data.members,
+                data.nonmembers,
+                data.public,
+                data.test,
+                settings,
+                settings.seed,
+                dict(leak.options),
+                aggregate_only,
+            )
+            leakage.append(run_leakage_attack(leak, release, context))
+            continue
         attack = ATTACKS[attack_name]()
         _log(f"  attack {attack_name} on {name}", progress)
         try:
@@ -114,7 +141,7 @@ def evaluate_release(
                 )
             )
     return run_record(
-        name, defense, release.claim, utility, results, training, aggregate_only, id_salt
+        name, defense, release.claim, utility, results, training, aggregate_only, id_salt, leakage
     )
 
 
@@ -127,9 +154,11 @@ def run_record(
     training: dict[str, Any] | None = None,
     aggregate_only: bool = False,
     id_salt: bytes | None = None,
+    leakage: list[LeakageResult] | None = None,
 ) -> dict[str, Any]:
     """One run's record. With ``aggregate_only`` the example ids are pseudonymised with
-    ``id_salt`` (a fresh random salt when not given; see the module docstring)."""
+    ``id_salt`` (a fresh random salt when not given; see the module docstring) and leakage
+    results drop their text samples."""
     ok = [r for r in results if r.status == "ok"]
     strongest = max(ok, key=lambda r: r.metrics["auc"]["value"]).attack if ok else None
     attacks = [r.to_dict() for r in results]
@@ -145,6 +174,7 @@ def run_record(
         "utility": utility,
         "training": training or {},
         "attacks": attacks,
+        "leakage": [r.to_dict(aggregate_only) for r in leakage or []],
         "strongest_attack": strongest,
     }
 
@@ -302,6 +332,7 @@ def run_audit(
                 cfg.aggregate_only,
                 progress,
                 id_salt,
+                cfg.attack_options,
             )
             if do_epsilon:
                 _log(f"  epsilon audits on {dcfg.label}", progress)

@@ -21,6 +21,7 @@ class Surface(str, enum.Enum):
     PROBABILITIES = "probabilities"  # class probabilities for an input
     LOSS = "loss"  # per-example loss given the true label
     HIDDEN = "hidden"  # hidden representation (what a client sends to a server)
+    TOKEN_HIDDEN = "token_hidden"  # per-token representations a client sends (split inference)
     GRADIENTS = "gradients"  # the gradient update the mechanism releases for a batch
     GENERATION = "generation"  # generated continuations of a prompt
 
@@ -52,6 +53,9 @@ class PrivacyClaim:
     accountant: str | None
     proven: bool
     note: str = ""
+    # Secondary, JSON-serialisable facts of the claim, e.g. {"central_epsilon": ...,
+    # "eta": ..., "status": "heuristic"}; reports print them beside the main (ε, δ).
+    details: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.unit is not None and self.unit not in UNITS:
@@ -77,12 +81,19 @@ class Examples:
     texts: list[str]
     labels: np.ndarray  # task label indices, int
     members: np.ndarray | None = None  # 1 = member (in training set), 0 = non-member
+    # A sensitive attribute per example (attribute-inference ground truth; the fixture's
+    # "region"), or None when the data has none.
+    attributes: list[str] | None = None
 
     def __post_init__(self) -> None:
         self.labels = np.asarray(self.labels, dtype=np.int64)
         n = len(self.texts)
         if len(self.ids) != n or len(self.labels) != n:
             raise ValueError("ids, texts and labels must have the same length")
+        if self.attributes is not None:
+            self.attributes = [str(a) for a in self.attributes]
+            if len(self.attributes) != n:
+                raise ValueError("attributes must have the same length as texts")
         if self.members is not None:
             self.members = np.asarray(self.members, dtype=np.int64)
             if len(self.members) != n:
@@ -98,6 +109,19 @@ class Examples:
             texts=[self.texts[i] for i in index],
             labels=self.labels[index],
             members=None if self.members is None else self.members[index],
+            attributes=None if self.attributes is None else [self.attributes[i] for i in index],
+        )
+
+    def concat(self, other: Examples) -> Examples:
+        """These examples followed by ``other`` (members / attributes kept only if both have them)."""
+        both = self.members is not None and other.members is not None
+        attrs = self.attributes is not None and other.attributes is not None
+        return Examples(
+            ids=self.ids + other.ids,
+            texts=self.texts + other.texts,
+            labels=np.concatenate([self.labels, other.labels]),
+            members=np.concatenate([self.members, other.members]) if both else None,
+            attributes=self.attributes + other.attributes if attrs else None,
         )
 
 
@@ -131,10 +155,54 @@ class ReleasedModel(ABC):
         self._require(Surface.HIDDEN)
         raise NotImplementedError
 
+    def token_hidden(self, texts: list[str]) -> list[np.ndarray]:
+        """Released per-token representations: one array of shape (L_i, d) per text, one row
+        per non-padding input token, in input order (aligned with :meth:`token_ids`)."""
+        self._require(Surface.TOKEN_HIDDEN)
+        raise NotImplementedError
+
+    def token_ids(self, texts: list[str]) -> list[np.ndarray]:
+        """The true input token ids behind :meth:`token_hidden` (ground truth for scoring a
+        reconstruction; attacks must not use them to reconstruct)."""
+        self._require(Surface.TOKEN_HIDDEN)
+        raise NotImplementedError
+
+    def vocabulary_embeddings(self) -> np.ndarray:
+        """The public token-embedding table, shape (V, d), that an inversion adversary knows."""
+        self._require(Surface.TOKEN_HIDDEN)
+        raise NotImplementedError
+
+    def decode_tokens(self, ids: np.ndarray) -> list[str]:
+        """Token strings for token ids (for reports of reconstructed text)."""
+        self._require(Surface.TOKEN_HIDDEN)
+        raise NotImplementedError
+
     def gradient_update(self, texts: list[str], labels: np.ndarray, seed: int = 0) -> np.ndarray:
         """The flattened parameter update the mechanism releases for this batch, shape (P,)."""
         self._require(Surface.GRADIENTS)
         raise NotImplementedError
+
+    def evaluate_utility(self, test: Examples) -> dict[str, Any]:
+        """Utility on held-out data: ``{"metric", "value", "ci_low", "ci_high", "n",
+        "higher_is_better"}``. Default: classification accuracy with an exact 95% CI;
+        generative releases override it (e.g. perplexity, lower is better)."""
+        from scipy.stats import binomtest
+
+        pred = self.probabilities(test.texts).argmax(axis=1)
+        k = int((pred == test.labels).sum())
+        n = len(test)
+        if n == 0:
+            raise ValueError("the utility test set is empty")
+        ci = binomtest(k, n).proportion_ci(confidence_level=0.95, method="exact")
+        return {
+            "metric": "accuracy",
+            "value": k / n,
+            "ci_low": ci.low,
+            "ci_high": ci.high,
+            "n": n,
+            "correct": k,
+            "higher_is_better": True,
+        }
 
     def generate(self, prompts: list[str], max_new_tokens: int = 32) -> list[str]:
         """Generated continuations, one per prompt."""

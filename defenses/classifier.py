@@ -234,17 +234,4 @@ class ClassifierRelease(ReleasedModel):
 
 def evaluate_accuracy(release: ReleasedModel, data: Examples) -> dict[str, Any]:
     """Accuracy with an exact (Clopper–Pearson) 95% interval."""
-    from scipy.stats import binomtest
-
-    pred = release.probabilities(data.texts).argmax(axis=1)
-    k = int((pred == data.labels).sum())
-    n = len(data)
-    ci = binomtest(k, n).proportion_ci(confidence_level=0.95, method="exact")
-    return {
-        "metric": "accuracy",
-        "value": k / n,
-        "ci_low": ci.low,
-        "ci_high": ci.high,
-        "n": n,
-        "correct": k,
-    }
+    return ReleasedModel.evaluate_utility(release, data)

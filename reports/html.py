@@ -165,6 +165,54 @@ def _claim_view(run: dict, attack: dict | None) -> dict:
     return view
 
 
+def _leakage_rows(run: dict, aggregate_only: bool) -> list[dict]:
+    """Leakage beyond membership: one row per attack, headline metric first."""
+    rows = []
+    for rec in run.get("leakage") or []:
+        if not isinstance(rec, dict):
+            continue
+        status = _text(rec.get("status"), "error")
+        row: dict[str, Any] = {
+            "name": _text(rec.get("attack")),
+            "kind": _text(rec.get("kind")),
+            "description": _text(rec.get("description"), ""),
+            "surfaces": ", ".join(str(x) for x in rec.get("surfaces") or []) or DASH,
+            "status": status,
+            "reason": _text(rec.get("reason"), ""),
+            "headline": DASH,
+            "headline_name": DASH,
+            "others": [],
+            "samples": [],
+        }
+        metrics = rec.get("metrics") if isinstance(rec.get("metrics"), dict) else {}
+        head = rec.get("headline")
+        if status == "ok" and head in metrics:
+            row["headline_name"] = _text(head)
+            row["headline"] = _metric_text(metrics[head])
+            row["others"] = [f"{k}: {_metric_text(v)}" for k, v in metrics.items() if k != head]
+        if not aggregate_only:
+            for smp in (rec.get("samples") or [])[:5]:
+                if isinstance(smp, dict):
+                    row["samples"].append(" · ".join(f"{k}: {_text(v)}" for k, v in smp.items()))
+        rows.append(row)
+    return rows
+
+
+def _metric_text(m: Any) -> str:
+    if not isinstance(m, dict):
+        return _text(m)
+    text = ci(m) if m.get("ci_low") is not None else num(m.get("value"))
+    if m.get("n") is not None:
+        text += f" (n = {num(m.get('n'))})"
+    return text
+
+
+def _claim_details(run: dict) -> list[str]:
+    claim = run.get("claim") if isinstance(run.get("claim"), dict) else {}
+    details = claim.get("details") if isinstance(claim.get("details"), dict) else {}
+    return [f"{k}: {_kv(v)}" for k, v in details.items()]
+
+
 def _eps_lb_view(attack: dict | None) -> dict:
     lb = metric(attack, EPS_LB)
     if not lb or as_float(lb.get("value")) is None:
@@ -517,6 +565,8 @@ def build_context(results: dict) -> dict:
                 "level_class": _level_class(verdict["level"]),
                 "utility": _utility(run),
                 "claim": claim,
+                "claim_details": _claim_details(run),
+                "leakage": _leakage_rows(run, aggregate_only),
                 "training": [(str(k), _kv(v)) for k, v in training.items()],
                 "attacks": _attack_rows(run, best),
                 "roc": _data_uri(plots.roc_loglog([run], all_attacks_for=0))

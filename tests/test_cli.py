@@ -700,6 +700,7 @@ def test_bring_your_own_classifier(byo_run):
         "accountant": None,
         "proven": False,
         "note": "Trained with our in-house DP pipeline.",
+        "details": {},
     }
     assert res["config"]["target"]["classifier_dir"] == str(model_dir)
     assert res["config"]["defenses"] == []

@@ -57,6 +57,7 @@ def test_defaults_for_an_empty_config():
         "train",
         "defenses",
         "attacks",
+        "attack_options",
         "metrics",
         "epsilon",
         "claim",

@@ -220,6 +220,7 @@ def test_privacy_claim_rejects_unknown_unit_and_notion():
         "accountant": "x",
         "proven": True,
         "note": "n",
+        "details": {},
     }
     none = PrivacyClaim.none()
     assert none.proven is False and none.epsilon is None and none.notion == "none"
