@@ -1,4 +1,4 @@
-"""Command line: ``privacy-audit run | epsilon | score | gate``.
+"""Command line: ``privacy-audit run | epsilon | score | gate | bench``.
 
 Exit codes: 0 success; 1 the gate found a threshold exceeded or a regression against the
 baseline; 2 bad input (one line on stderr naming the problem, nothing written); 3 an
@@ -106,6 +106,25 @@ def build_parser() -> argparse.ArgumentParser:
         "--junit", metavar="FILE", help="write a JUnit XML report (testsuite privacy-gate)"
     )
     g.add_argument("--summary", metavar="FILE", help="write a JSON summary of the gate decision")
+
+    from audit.benchmarks import BENCHMARKS
+
+    b = sub.add_parser(
+        "bench",
+        help="measure the cost of privacy: training-step time (and memory) of each defense "
+        "beside non-private training, in one run; prints ratios and writes JSON",
+    )
+    b.add_argument(
+        "names", nargs="*", help=f"benchmarks to run (default: all): {', '.join(BENCHMARKS)}"
+    )
+    b.add_argument("--out", default="bench.json", help="JSON output file (default: bench.json)")
+    b.add_argument("--repeats", type=int, default=10, help="timed steps per case (default: 10)")
+    b.add_argument("--warmup", type=int, default=2, help="untimed steps per case (default: 2)")
+    b.add_argument(
+        "--quick", action="store_true", help="small shapes for a smoke run (not for reporting)"
+    )
+    b.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
+    b.add_argument("--seed", type=int, default=0)
     return p
 
 
@@ -291,12 +310,72 @@ def _cmd_gate(args) -> int:
     return EXIT_GATE
 
 
+def _cmd_bench(args) -> int:
+    import importlib
+    import platform
+
+    import torch
+
+    from audit.benchmarks import BENCHMARKS
+    from audit.benchmarks.timing import BenchSettings
+    from audit.io import atomic_write_text, dumps_json
+
+    names = args.names or list(BENCHMARKS)
+    unknown = [n for n in names if n not in BENCHMARKS]
+    if unknown:
+        raise AuditError(f"unknown benchmark {unknown[0]!r}; allowed: {', '.join(BENCHMARKS)}")
+    if args.repeats < 1:
+        raise AuditError(f"--repeats must be at least 1, got {args.repeats}")
+    if args.warmup < 0:
+        raise AuditError(f"--warmup must be >= 0, got {args.warmup}")
+    if args.threads is not None:
+        if args.threads < 1:
+            raise AuditError(f"--threads must be at least 1, got {args.threads}")
+        torch.set_num_threads(args.threads)
+    _check_writable(args.out, "--out")
+    settings = BenchSettings(args.repeats, args.warmup, args.quick, args.seed, "cpu", args.threads)
+    results = []
+    for name in names:
+        module, func = BENCHMARKS[name].split(":")
+        print(f"bench {name} ...", file=sys.stderr, flush=True)
+        res = getattr(importlib.import_module(module), func)(settings).to_dict()
+        results.append(res)
+        print(f"\n{name} (reference: {res['reference']})")
+        for case, t in res["cases"].items():
+            ratio = res["ratios"].get(case)
+            target = res.get("targets", {}).get(case, "")
+            print(
+                f"  {case:<28} {t['median_ms']:10.2f} ms  [{t['q1_ms']:.2f}, {t['q3_ms']:.2f}]"
+                f"  {ratio:6.2f}x  {target}"
+            )
+        for case, mem in (res.get("memory") or {}).items():
+            print(f"  memory {case:<21} {mem}")
+    payload = {
+        "schema": "privacy-audit-bench/1",
+        "settings": dataclasses.asdict(settings),
+        "machine": {
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+            "torch": torch.__version__,
+            "threads": torch.get_num_threads(),
+        },
+        "benchmarks": results,
+    }
+    atomic_write_text(Path(args.out), dumps_json(payload))
+    print(f"\nresults: {args.out}")
+    return EXIT_OK
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    handler = {"run": _cmd_run, "epsilon": _cmd_epsilon, "score": _cmd_score, "gate": _cmd_gate}[
-        args.command
-    ]
+    handler = {
+        "run": _cmd_run,
+        "epsilon": _cmd_epsilon,
+        "score": _cmd_score,
+        "gate": _cmd_gate,
+        "bench": _cmd_bench,
+    }[args.command]
     try:
         return handler(args)
     except AuditError as exc:

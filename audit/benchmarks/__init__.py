@@ -1,0 +1,16 @@
+"""Benchmarks for ``privacy-audit bench``: side-by-side cost ratios measured in one run.
+
+Each benchmark is a function ``run(settings: BenchSettings) -> BenchResult`` registered
+below as ``"module:function"`` (imported only when selected). A benchmark times every
+case on the same model and batch with :func:`audit.benchmarks.timing.time_cases`, which
+interleaves the cases round-robin so that machine load drifts affect all of them alike,
+and reports ratios against a named reference case (usually non-private training).
+"""
+
+from __future__ import annotations
+
+BENCHMARKS: dict[str, str] = {
+    "dp-sgd": "audit.benchmarks.dp_sgd:run",
+}
+
+__all__ = ["BENCHMARKS"]

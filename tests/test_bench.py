@@ -1,0 +1,54 @@
+"""``privacy-audit bench``: side-by-side timing harness and CLI."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from audit.benchmarks.timing import CaseTiming, ratios_to, time_cases
+from audit.cli import main
+
+
+def test_time_cases_interleaves_and_counts_calls():
+    order = []
+    timings = time_cases({"a": lambda: order.append("a"), "b": lambda: order.append("b")}, 3, 1)
+    assert order == ["a", "b"] + ["a", "b"] * 3  # warm-up per case, then round-robin
+    assert {k: len(v.times_s) for k, v in timings.items()} == {"a": 3, "b": 3}
+
+
+def test_ratios_are_median_over_reference_median():
+    t = {"ref": CaseTiming("ref", [1.0, 2.0, 9.0]), "x": CaseTiming("x", [3.0, 4.0, 5.0])}
+    assert ratios_to(t, "ref") == {"ref": 1.0, "x": 2.0}
+    with pytest.raises(ValueError, match="reference case 'nope'"):
+        ratios_to(t, "nope")
+    with pytest.raises(ValueError, match="repeats"):
+        time_cases({"a": lambda: None}, 0, 0)
+
+
+def test_bench_cli_writes_ratios(tmp_path, capsys):
+    out = tmp_path / "bench.json"
+    assert (
+        main(["bench", "dp-sgd", "--quick", "--repeats", "2", "--warmup", "1", "--out", str(out)])
+        == 0
+    )
+    data = json.loads(out.read_text())
+    (res,) = data["benchmarks"]
+    assert res["reference"] == "non-private" and res["ratios"]["non-private"] == 1.0
+    assert res["ratios"]["dp-sgd"] > 0 and res["cases"]["dp-sgd"]["n"] == 2
+    assert "dp-sgd" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["bench", "nope"], "unknown benchmark 'nope'"),
+        (["bench", "dp-sgd", "--repeats", "0"], "--repeats must be at least 1"),
+        (["bench", "dp-sgd", "--threads", "0"], "--threads must be at least 1"),
+    ],
+)
+def test_bench_cli_bad_input(argv, message, capsys, tmp_path):
+    assert main([*argv, "--out", str(tmp_path / "b.json")]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "b.json").exists()
