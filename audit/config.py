@@ -414,13 +414,28 @@ def default_config_text() -> str:
     return resources.files("audit.configs").joinpath("default.toml").read_text(encoding="utf-8")
 
 
+def bundled_configs() -> list[str]:
+    """Names of the configs shipped in ``audit/configs`` (``privacy-audit run NAME``)."""
+    return sorted(
+        f.name[: -len(".toml")]
+        for f in resources.files("audit.configs").iterdir()
+        if f.name.endswith(".toml")
+    )
+
+
 def load_config(path: str | Path | None) -> AuditConfig:
-    """Load and validate a TOML config; ``None`` loads the bundled default audit."""
+    """Load and validate a TOML config; ``None`` loads the bundled default audit, and the
+    name of a bundled config (``dp-forward``, ...) loads that one when no such file exists."""
     if path is None:
         return parse_config(tomllib.loads(default_config_text()), source="bundled default")
     p = Path(path)
+    if not p.is_file() and str(path) in bundled_configs():
+        text = resources.files("audit.configs").joinpath(f"{path}.toml").read_text("utf-8")
+        return parse_config(tomllib.loads(text), source=f"bundled {path}")
     if not p.is_file():
-        raise ConfigError(f"config file {str(p)!r} does not exist")
+        raise ConfigError(
+            f"config file {str(p)!r} does not exist (bundled configs: {', '.join(bundled_configs())})"
+        )
     try:
         raw = tomllib.loads(p.read_text(encoding="utf-8-sig"))
     except UnicodeDecodeError:

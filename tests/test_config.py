@@ -197,3 +197,13 @@ def test_claim_for_a_trained_classifier(tmp_path):
         "proven": False,
         "note": "Claim stated by the model's owner; not verified by this suite.",
     }
+
+
+def test_bundled_config_loads_by_name():
+    from audit.config import bundled_configs
+
+    assert "default" in bundled_configs()
+    cfg = load_config("default")
+    assert cfg.source == "bundled default" and cfg.title.startswith("Default audit")
+    with pytest.raises(ConfigError, match="bundled configs: .*default"):
+        load_config("no-such-config")
