@@ -17,13 +17,18 @@ from attacks.base import (
     run_leakage_attack,
 )
 from attacks.membership import ConfidenceAttack, EntropyAttack, LossAttack, ModifiedEntropyAttack
+from attacks.mutual_info import TokenMutualInformationAttack
+from attacks.token_inversion import OutputAttributeAttack, TokenInversionAttack
 
 ATTACKS: dict[str, type[Attack]] = {
     cls.name: cls for cls in (LossAttack, ConfidenceAttack, EntropyAttack, ModifiedEntropyAttack)
 }
 DEFAULT_ATTACKS = tuple(ATTACKS)
 
-LEAKAGE_ATTACKS: dict[str, type[LeakageAttack]] = {}
+LEAKAGE_ATTACKS: dict[str, type[LeakageAttack]] = {
+    cls.name: cls
+    for cls in (TokenMutualInformationAttack, TokenInversionAttack, OutputAttributeAttack)
+}
 
 ALL_ATTACK_NAMES = (*ATTACKS, *LEAKAGE_ATTACKS)
 

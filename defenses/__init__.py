@@ -10,8 +10,9 @@ from defenses.base import (
 )
 from defenses.dp_sgd import DPSGD
 from defenses.none import NonPrivate
+from defenses.split_n_denoise import SplitNDenoise
 
-DEFENSES: dict[str, type[Defense]] = {cls.name: cls for cls in (NonPrivate, DPSGD)}
+DEFENSES: dict[str, type[Defense]] = {cls.name: cls for cls in (NonPrivate, DPSGD, SplitNDenoise)}
 
 __all__ = [
     "DEFENSES",
