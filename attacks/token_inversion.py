@@ -128,7 +128,7 @@ class OutputAttributeAttack(LeakageAttack):
         x_pub = release.hidden(pub.texts)
         x_tgt = release.hidden(target.texts)
         scaler = StandardScaler().fit(x_pub)
-        probe = LogisticRegression(max_iter=2000, C=1.0).fit(
+        probe = LogisticRegression(max_iter=2000, C=0.05).fit(
             scaler.transform(x_pub), pub.attributes
         )
         pred = probe.predict(scaler.transform(x_tgt))

@@ -127,8 +127,8 @@ class Denoiser(torch.nn.Module):
 
     The sequence is [e_n; t_1..t_n] with t_i = W_x x̃_i + W_z z_i (user side) or W_x x̃_i
     (server side, which has no noise), plus learned position and slot embeddings; the
-    output is read at the e_n slot: e_d = g·e_n + W_o h_0 with a learned scalar gate g
-    (initialised at 0). [I] The paper concatenates X̃ and Z along the sequence
+    output is read at the e_n slot, which starts from W_e e_n plus the mean token feature:
+    e_d = g·e_n + W_o h_0 with a learned scalar gate g (initialised at 0). [I] The paper concatenates X̃ and Z along the sequence
     (length 2n + 1); fusing them per token carries the same information (X = X̃ − Z is one
     linear map away) at half the sequence length, which matters on a CPU.
     """
@@ -175,7 +175,10 @@ class Denoiser(torch.nn.Module):
                 raise ValueError("the user-side denoiser needs the noise matrix Z shaped like X̃")
             tokens = tokens + self.inp_z(z)
         tokens = tokens + self.slot.weight[1] + self.position(torch.arange(n, device=xt.device))
-        head = (self.inp_e(e_n) + self.slot.weight[0]).unsqueeze(1)
+        # the e_n slot also starts from the mean of the token features (a pooled skip path)
+        w = mask.unsqueeze(-1).to(tokens.dtype)
+        pooled = (tokens * w).sum(1) / w.sum(1).clamp(min=1.0)
+        head = (self.inp_e(e_n) + pooled + self.slot.weight[0]).unsqueeze(1)
         pad = torch.cat([torch.zeros(b, 1, dtype=torch.bool, device=xt.device), ~mask], 1)
         h = self.encoder(torch.cat([head, tokens], 1), src_key_padding_mask=pad)
         return self.gate * e_n + self.out(h[:, 0])
@@ -205,13 +208,16 @@ def train_denoiser(
     n_heads: int,
     seed: int,
     max_len: int = 512,
-    batch_size: int = 32,
+    batch_size: int = 16,
 ) -> tuple[Denoiser, list[float]]:
     """Train a denoiser with MSE to the clean output on (public) ``data``:
     ``e_n`` (P, d), ``xt``/``z`` (P, L, d), ``mask`` (P, L) bool, ``e_c`` (P, d)."""
     torch.manual_seed(seed)
     model = Denoiser(d, d_model, n_layers, n_heads, 2 * d_model, max_len, use_noise=use_noise)
-    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    with torch.no_grad():  # start from the mean clean output; the gate learns faster
+        model.out[1].bias.copy_(torch.as_tensor(data["e_c"].mean(0)))
+    rest = [p for n, p in model.named_parameters() if n != "gate"]
+    opt = torch.optim.Adam([{"params": rest}, {"params": [model.gate], "lr": 0.02}], lr=lr)
     tensors = {k: torch.as_tensor(v) for k, v in data.items()}
     gen = torch.Generator().manual_seed(seed)
     n = len(data["e_n"])
@@ -443,14 +449,21 @@ class SnDRelease(ReleasedModel):
             raise ValueError("the utility test set is empty")
         batch = self._run(test.texts)
         clean = clean_outputs(self.pipeline.split, test.texts, self.clean_key)
-        variants = {}
+        variants, cosines = {}, {}
         for name, feats in batch["out"].items():
+            cosines[name] = _cosine(feats, clean)
             pred = self.classifiers[name](feats).argmax(1)
             variants[name] = {
                 "accuracy": proportion_estimate(int((pred == test.labels).sum()), len(test)),
-                "cosine_to_clean": mean_estimate(_cosine(feats, clean), seed=0),
+                "cosine_to_clean": mean_estimate(cosines[name], seed=0),
                 "mse_to_clean": float(np.mean((feats - clean) ** 2)),
             }
+        # paired per-example differences in cosine, released variant minus each other one
+        paired = {
+            f"{self.released} - {name}": mean_estimate(cosines[self.released] - cos, seed=0)
+            for name, cos in cosines.items()
+            if name != self.released
+        }
         acc = variants[self.released]["accuracy"]
         majority = np.bincount(test.labels).max() / len(test)
         return {
@@ -464,6 +477,7 @@ class SnDRelease(ReleasedModel):
             "released_variant": self.released,
             "majority_class_rate": float(majority),
             "variants": variants,
+            "cosine_paired_differences": paired,
         }
 
 
@@ -482,8 +496,8 @@ class SplitNDenoise(Defense):
         "baselines": (bool, True),
         "eta_grouping": (bool, True),
         "public_examples": (int, 300),
-        "denoiser_epochs": (int, 4),
-        "denoiser_lr": ((int, float), 1e-3),
+        "denoiser_epochs": (int, 8),
+        "denoiser_lr": ((int, float), 2e-3),
         "denoiser_dim": (int, 64),
         "denoiser_layers": (int, 2),
         "denoiser_heads": (int, 4),

@@ -91,6 +91,7 @@ def test_denoiser_beats_no_denoising_and_server_side_on_minilm():
     assert set(cos) == {"user", "server", "none", "local-only"}
     assert cos["user"]["ci_low"] > cos["none"]["ci_high"], cos
     assert cos["user"]["value"] > cos["server"]["value"], cos
+    assert util["cosine_paired_differences"]["user - server"]["value"] > 0
     assert util["released_variant"] == "user" and 0 <= util["value"] <= 1
     assert report.info["eta_group"] == 0 and len(report.info["denoiser_train_etas"]) == 2
     # surfaces: probabilities, loss, the server output and the uploaded token embeddings
