@@ -179,3 +179,17 @@ def test_denoiser_dimension_mismatch_and_empty_batch(minilm_split):
         minilm_split.tokenize([])
     with pytest.raises(ValueError, match="dimension 128, the model expects 384"):
         minilm_split.server_forward(np.zeros((1, 3, 128), np.float32), np.ones((1, 3), bool))
+
+
+def test_bench_reports_client_cost_as_ratio_to_server(tmp_path):
+    import json
+
+    from audit.cli import main
+
+    out = tmp_path / "bench.json"
+    argv = ["bench", "split-n-denoise", "--quick", "--repeats", "1", "--warmup", "0"]
+    assert main([*argv, "--out", str(out)]) == 0
+    (res,) = json.loads(out.read_text())["benchmarks"]
+    assert res["reference"] == "server-forward" and res["ratios"]["server-forward"] == 1.0
+    assert {"client-noise", "client-denoiser", "client-total"} <= set(res["ratios"])
+    assert all(r > 0 for r in res["ratios"].values())

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 BENCHMARKS: dict[str, str] = {
     "dp-sgd": "audit.benchmarks.dp_sgd:run",
+    "split-n-denoise": "audit.benchmarks.split_n_denoise:run",
 }
 
 __all__ = ["BENCHMARKS"]
