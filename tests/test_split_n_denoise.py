@@ -84,14 +84,14 @@ def test_denoiser_beats_no_denoising_and_server_side_on_minilm():
         TargetSpec("minilm", None, 24, 0), tuple(LABELS), examples(PUBLIC[:160]), "cpu", False
     )
     training = TrainingConfig(epochs=20, batch_size=32, max_length=24, progress=False)
-    defense = SplitNDenoise(eta=100.0, public_examples=160, denoiser_epochs=5)
+    defense = SplitNDenoise(eta=100.0, public_examples=160, denoiser_epochs=8)
     release, report = defense.fit(target, examples(ROWS[:120]), training, seed=0)
     util = release.evaluate_utility(examples(ROWS[120:240]))
     cos = {k: v["cosine_to_clean"] for k, v in util["variants"].items()}
     assert set(cos) == {"user", "server", "none", "local-only"}
     assert cos["user"]["ci_low"] > cos["none"]["ci_high"], cos
     assert cos["user"]["value"] > cos["server"]["value"], cos
-    assert util["cosine_paired_differences"]["user - server"]["value"] > 0
+    assert util["cosine_paired_differences"]["user - server"]["ci_low"] > 0
     assert util["released_variant"] == "user" and 0 <= util["value"] <= 1
     assert report.info["eta_group"] == 0 and len(report.info["denoiser_train_etas"]) == 2
     # surfaces: probabilities, loss, the server output and the uploaded token embeddings
