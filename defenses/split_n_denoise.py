@@ -582,7 +582,9 @@ class SplitNDenoise(Defense):
 
         public = getattr(target, "public", None)
         if public is None or len(public) == 0:
-            raise ValueError("split-n-denoise trains its denoiser on public data: set data.public")
+            from audit.errors import DataError
+
+            raise DataError("split-n-denoise trains its denoiser on public data: set data.public")
         pub_texts = public.texts[: p["public_examples"]]
         if p["eta_grouping"]:
             groups = eta_groups(split.vocab, clip, p["variant"])

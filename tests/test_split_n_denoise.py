@@ -170,6 +170,17 @@ def test_config_turns_bad_eta_into_config_error(tmp_path):
         load_config(cfg)
 
 
+@pytest.mark.parametrize("bad", ["eta = 0.0", "eta = -5", "clip_norm = 0.0", "clip_norm = -1"])
+def test_cli_bad_eta_or_clip_exits_2_with_one_line(tmp_path, capsys, bad):
+    from audit.cli import main
+
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[[defenses]]\nname = "split-n-denoise"\n{bad}\n')
+    assert main(["run", str(cfg), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "must be a positive" in err[0]
+
+
 def test_denoiser_dimension_mismatch_and_empty_batch(minilm_split):
     den = Denoiser(128, d_model=16, n_layers=1, n_heads=2, d_ff=32)
     mask = torch.ones(2, 3, dtype=torch.bool)
