@@ -8,10 +8,11 @@ from defenses.base import (
     Surface,
     SurfaceNotAvailable,
 )
+from defenses.dp_forward import DPForward
 from defenses.dp_sgd import DPSGD
 from defenses.none import NonPrivate
 
-DEFENSES: dict[str, type[Defense]] = {cls.name: cls for cls in (NonPrivate, DPSGD)}
+DEFENSES: dict[str, type[Defense]] = {cls.name: cls for cls in (NonPrivate, DPSGD, DPForward)}
 
 __all__ = [
     "DEFENSES",
