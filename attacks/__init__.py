@@ -6,6 +6,7 @@
 tests; one :class:`LeakageResult` each). Both are listed in ``[attacks] names``.
 """
 
+from attacks.attribute_inference import AttributeInference
 from attacks.base import (
     Attack,
     AttackContext,
@@ -16,6 +17,7 @@ from attacks.base import (
     run_attack,
     run_leakage_attack,
 )
+from attacks.embedding_inversion import NearestNeighbourInversion, RelaxedInversion
 from attacks.membership import ConfidenceAttack, EntropyAttack, LossAttack, ModifiedEntropyAttack
 
 ATTACKS: dict[str, type[Attack]] = {
@@ -23,7 +25,9 @@ ATTACKS: dict[str, type[Attack]] = {
 }
 DEFAULT_ATTACKS = tuple(ATTACKS)
 
-LEAKAGE_ATTACKS: dict[str, type[LeakageAttack]] = {}
+LEAKAGE_ATTACKS: dict[str, type[LeakageAttack]] = {
+    cls.name: cls for cls in (NearestNeighbourInversion, RelaxedInversion, AttributeInference)
+}
 
 ALL_ATTACK_NAMES = (*ATTACKS, *LEAKAGE_ATTACKS)
 
