@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import warnings
 
@@ -229,3 +230,17 @@ def test_label_randomized_response_keep_rate():
     kept = float((z == y).mean())
     assert abs(kept - keep) < 4 * math.sqrt(keep * (1 - keep) / len(y))
     assert set(np.unique(z)) <= {0, 1, 2, 3}
+
+
+def test_bench_dp_forward_times_three_cases_side_by_side(cli, tmp_path):
+    out = tmp_path / "bench.json"
+    res = cli(
+        ["bench", "dp-forward", "--quick", "--repeats", "1", "--warmup", "0", "--out", str(out)]
+    )
+    assert res.code == 0, res.stderr[-2000:]
+    (b,) = json.loads(out.read_text())["benchmarks"]
+    assert set(b["cases"]) == {"tiny/non-private", "tiny/dp-forward", "tiny/dp-sgd"}
+    assert b["ratios"]["tiny/non-private"] == 1.0 and b["ratios"]["tiny/dp-forward"] > 0
+    sgd_over_dpf = b["ratios"]["tiny/dp-sgd"] / b["ratios"]["tiny/dp-forward"]
+    assert b["ratios"]["tiny/dp-sgd/dp-forward"] == pytest.approx(sgd_over_dpf)
+    assert "target <= 1.1x" in b["targets"]["tiny/dp-forward"] and "tiny/dp-forward" in res.stdout
