@@ -10,8 +10,12 @@ from defenses.base import (
 )
 from defenses.dp_sgd import DPSGD
 from defenses.none import NonPrivate
+from defenses.phantom_dp_sgd import PhantomDPSGD
+from defenses.re_attention import ReAttentionDefense
 
-DEFENSES: dict[str, type[Defense]] = {cls.name: cls for cls in (NonPrivate, DPSGD)}
+DEFENSES: dict[str, type[Defense]] = {
+    cls.name: cls for cls in (NonPrivate, DPSGD, PhantomDPSGD, ReAttentionDefense)
+}
 
 __all__ = [
     "DEFENSES",
