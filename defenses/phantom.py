@@ -261,31 +261,47 @@ class PhantomCapture:
                 out[p] = out[p] + g if p in out else g
 
         wcol = weights.to(self.loss.dtype)
+
+        def wt(x: Tensor) -> Tensor:  # scale sample i of x by w_i
+            return x * wcol.view(-1, *([1] * (x.dim() - 1)))
+
         for r in self.records:
             if r.grad is None:
                 continue
-            g = r.grad * wcol.view(-1, *([1] * (r.grad.dim() - 1)))
             m = r.module
             if r.kind == "wte":
+                g = wt(r.grad)
                 e = torch.zeros_like(m.weight)
                 e.index_add_(0, self.input_ids.reshape(-1), g.reshape(-1, g.shape[-1]))
                 add(m.weight, e)
-            elif r.kind == "head":
-                add(m.weight, g.reshape(-1, g.shape[-1]).mT @ r.inp.reshape(-1, r.inp.shape[-1]))
+            elif r.kind == "head":  # weight H [B,T,d], not G [B,T,M]
+                h = wt(r.inp)
+                add(m.weight, r.grad.reshape(-1, r.grad.shape[-1]).mT @ h.reshape(-1, h.shape[-1]))
             elif r.kind == "wpe":
                 e = torch.zeros_like(m.weight)
-                e[: g.shape[1]] = g.sum(0)
+                e[: r.grad.shape[1]] = wt(r.grad).sum(0)
                 add(m.weight, e)
             elif r.kind == "layernorm":
                 gw, gb = _layernorm_grads(r, wcol)
                 add(m.weight, gw.sum(0))
                 add(m.bias, gb.sum(0))
-            else:
-                a = r.inp.reshape(-1, r.inp.shape[-1])
+            else:  # weight the narrower of input activations and output gradients
+                a, g = r.inp, r.grad
+                if a.shape[-1] <= g.shape[-1]:
+                    a = wt(a)
+                    gb = (
+                        wt(g).reshape(-1, g.shape[-1])
+                        if getattr(m, "bias", None) is not None
+                        else None
+                    )
+                else:
+                    g = wt(g)
+                    gb = g.reshape(-1, g.shape[-1])
+                a = a.reshape(-1, a.shape[-1])
                 gg = g.reshape(-1, g.shape[-1])
                 add(m.weight, a.mT @ gg if r.kind == "conv1d" else gg.mT @ a)
-                if getattr(m, "bias", None) is not None:
-                    add(m.bias, gg.sum(0))
+                if gb is not None:
+                    add(m.bias, gb.sum(0))
         return out
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 BENCHMARKS: dict[str, str] = {
     "dp-sgd": "audit.benchmarks.dp_sgd:run",
+    "cost-of-privacy": "audit.benchmarks.cost_of_privacy:run",
 }
 
 __all__ = ["BENCHMARKS"]

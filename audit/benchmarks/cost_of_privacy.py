@@ -1,0 +1,237 @@
+"""``privacy-audit bench cost-of-privacy``: the training step of the tied GPT-2 LM without
+privacy, with phantom-clipping DP-SGD, with explicit per-sample gradients (torch.func
+``vmap(grad)``) and with Opacus, side by side on the same model size and batch, at two
+vocabulary sizes (2k and 16k).
+
+Every private case performs the full DP-SGD step (per-sample norms, clip to C = 1, sum,
+Gaussian noise, divide by B, optimizer step); all cases use the same SGD optimizer.
+Opacus needs an untied output matrix (it cannot clip a weight used twice), so its model
+has one more M×d matrix than the others; the table says so.
+
+Time: median over round-robin repeats (``time_cases``). Memory: the peak resident set
+size during one step above the resident size just before it (``/proc/self`` VmHWM reset
+through ``clear_refs``; large allocations forced onto mmap so freed memory leaves the
+process), plus the case's persistent state (parameters and gradients), reported in MiB;
+on a non-Linux system memory is reported as unavailable.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import gc
+import os
+from typing import Any
+
+import torch
+
+from audit.benchmarks.timing import BenchResult, BenchSettings, time_cases
+
+VOCABS = {"2k": 2048, "16k": 16384}
+TARGETS = {
+    "phantom": "time <= 1.5x non-private, memory <= 1.3x non-private",
+    "explicit": "phantom >= 3x faster",
+}
+
+
+def _rss_kib(field: str) -> int | None:
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def _reset_peak() -> bool:
+    try:
+        with open("/proc/self/clear_refs", "w") as fh:
+            fh.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def _libc():
+    try:
+        return ctypes.CDLL("libc.so.6")
+    except OSError:
+        return None
+
+
+def peak_step_memory_mib(fn) -> float | None:
+    """Peak RSS during ``fn()`` above the RSS just before it, in MiB (Linux only)."""
+    libc = _libc()
+    gc.collect()
+    if libc is not None:
+        libc.malloc_trim(0)
+    before = _rss_kib("VmRSS")
+    if before is None or not _reset_peak():
+        return None
+    fn()
+    peak = _rss_kib("VmHWM")
+    return None if peak is None else max(peak - before, 0) / 1024
+
+
+def _state_mib(params) -> float:
+    """Parameters plus their gradients, MiB."""
+    return 2 * sum(p.numel() * p.element_size() for p in params) / 2**20
+
+
+def _cases(vocab: int, batch: int, seq: int, seed: int, chunk: int | None):
+    from opacus import GradSampleModule
+
+    from defenses.dp_engine import DPSGDEngine, clip_weights
+    from defenses.lm import build_lm
+    from defenses.phantom import per_sample_token_loss
+
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(4, vocab, (batch, seq), generator=g)
+    mask = torch.ones_like(ids)
+    pos = torch.arange(seq).expand(batch, seq)
+    noise = torch.Generator().manual_seed(seed + 1)
+
+    def model(tie=True):
+        return build_lm(
+            vocab, seed=seed, n_embd=64, n_layer=2, n_head=2, n_positions=seq, tie=tie
+        ).train()
+
+    plain = model()
+    opt_plain = torch.optim.SGD(plain.parameters(), lr=1e-3)
+
+    def step_plain():
+        opt_plain.zero_grad(set_to_none=True)
+        logits = plain(input_ids=ids, attention_mask=mask, position_ids=pos).logits
+        per_sample_token_loss(logits, ids, mask).mean().backward()
+        opt_plain.step()
+
+    def engine_case(norms):
+        m = model()
+        eng = DPSGDEngine(m, 1.0, 1.0, batch, norms=norms, chunk_size=chunk)
+        opt = torch.optim.SGD(m.parameters(), lr=1e-3)
+        return m, lambda: eng.step(opt, ids, mask, noise)
+
+    m_ph, step_phantom = engine_case("phantom")
+    m_ex, step_explicit = engine_case("explicit")
+
+    untied = model(tie=False)
+    gsm = GradSampleModule(untied)
+    params_op = [p for p in gsm.parameters() if p.requires_grad]
+    opt_op = torch.optim.SGD(params_op, lr=1e-3)
+
+    def step_opacus():
+        opt_op.zero_grad(set_to_none=True)
+        logits = gsm(input_ids=ids, attention_mask=mask, position_ids=pos).logits
+        per_sample_token_loss(logits, ids, mask).sum().backward()
+        norms = torch.stack([p.grad_sample.flatten(1).norm(dim=1) for p in params_op]).norm(dim=0)
+        w = clip_weights(norms, 1.0)
+        for p in params_op:
+            s = torch.einsum("b,b...->...", w, p.grad_sample)
+            p.grad = (s + torch.randn(p.shape, generator=noise)) / batch
+            p.grad_sample = None
+        opt_op.step()
+
+    steps = {
+        "non-private": step_plain,
+        "phantom": step_phantom,
+        "explicit": step_explicit,
+        "opacus": step_opacus,
+    }
+    params = {
+        "non-private": list(plain.parameters()),
+        "phantom": list(m_ph.parameters()),
+        "explicit": list(m_ex.parameters()),
+        "opacus": params_op,
+    }
+    return steps, params
+
+
+def run(settings: BenchSettings) -> BenchResult:
+    import warnings
+
+    batch, seq = (8, 16) if settings.quick else (32, 64)
+    chunk = None  # vmap over the whole batch, as torch.func is normally used
+    libc = _libc()
+    if libc is not None:
+        libc.mallopt(-3, 1 << 16)  # M_MMAP_THRESHOLD: big tensors on mmap, returned on free
+    vocabs = {"2k": 512, "16k": 2048} if settings.quick else VOCABS
+    cases: dict[str, Any] = {}
+    ratios: dict[str, float] = {}
+    memory: dict[str, Any] = {}
+    table = []
+    for label, vocab in vocabs.items():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            steps, params = _cases(vocab, batch, seq, settings.seed, chunk)
+            named = {f"{k} @{label}": v for k, v in steps.items()}
+            timings = time_cases(named, settings.repeats, settings.warmup)
+            mem = {}
+            for k, fn in steps.items():
+                work = peak_step_memory_mib(fn)
+                state = _state_mib(params[k])
+                mem[k] = {
+                    "step_peak_mib": work,
+                    "state_mib": state,
+                    "total_mib": None if work is None else work + state,
+                }
+        ref = timings[f"non-private @{label}"].median_s
+        ref_mem = mem["non-private"]["total_mib"]
+        for k in steps:
+            key = f"{k} @{label}"
+            cases[key] = timings[key].summary()
+            ratios[key] = timings[key].median_s / ref
+            m = mem[k]
+            m["ratio_total"] = None if ref_mem in (None, 0) else m["total_mib"] / ref_mem
+            ref_work = mem["non-private"]["step_peak_mib"]
+            m["ratio_step_peak"] = (
+                None
+                if not ref_work or m["step_peak_mib"] is None
+                else m["step_peak_mib"] / ref_work
+            )
+            memory[key] = m
+        ph = timings[f"phantom @{label}"].median_s
+        table.append(
+            {
+                "vocab": vocab,
+                "phantom_time_x_nonprivate": ratios[f"phantom @{label}"],
+                "explicit_time_x_nonprivate": ratios[f"explicit @{label}"],
+                "opacus_time_x_nonprivate": ratios[f"opacus @{label}"],
+                "explicit_over_phantom_time": timings[f"explicit @{label}"].median_s / ph,
+                "opacus_over_phantom_time": timings[f"opacus @{label}"].median_s / ph,
+                "phantom_memory_x_nonprivate": memory[f"phantom @{label}"]["ratio_total"],
+                "explicit_memory_x_nonprivate": memory[f"explicit @{label}"]["ratio_total"],
+                "opacus_memory_x_nonprivate": memory[f"opacus @{label}"]["ratio_total"],
+            }
+        )
+    result = BenchResult(
+        name="cost-of-privacy",
+        reference="non-private (same vocabulary)",
+        cases=cases,
+        ratios=ratios,
+        setup={
+            "model": "GPT2LMHeadModel from config, d=64, 2 blocks, 2 heads, tied (Opacus: untied)",
+            "batch_size": batch,
+            "seq_len": seq,
+            "vocab_sizes": list(vocabs.values()),
+            "optimizer": "SGD",
+            "explicit": "torch.func vmap(grad) over the whole batch",
+            "threads": torch.get_num_threads(),
+            "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
+        },
+        memory=memory,
+        targets={f"phantom @{v}": TARGETS["phantom"] for v in vocabs}
+        | {f"explicit @{v}": TARGETS["explicit"] for v in vocabs},
+        notes=[
+            "cost of privacy table: "
+            + "; ".join(
+                f"M={r['vocab']}: phantom {r['phantom_time_x_nonprivate']:.2f}x time, "
+                f"explicit/phantom {r['explicit_over_phantom_time']:.2f}x, "
+                f"opacus/phantom {r['opacus_over_phantom_time']:.2f}x"
+                for r in table
+            ),
+            "Opacus runs an untied output embedding (one more M x d matrix).",
+        ],
+    )
+    result.setup["cost_of_privacy_table"] = table
+    return result
