@@ -21,6 +21,7 @@ baseline (untied output embedding, since Opacus cannot clip a weight used twice)
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 import warnings
@@ -178,6 +179,7 @@ def per_sample_loss_check(loss: Tensor, batch_size: int) -> None:
 # --------------------------------------------------------------------------- #
 # 3. accountant
 # --------------------------------------------------------------------------- #
+@functools.lru_cache(maxsize=64)
 def calibrate_noise(
     target_epsilon: float, delta: float, sample_rate: float, steps: int, accountant: str = "prv"
 ) -> float:
@@ -202,6 +204,7 @@ def calibrate_noise(
         )
 
 
+@functools.lru_cache(maxsize=256)
 def epsilon_opacus(sigma: float, sample_rate: float, steps: int, delta: float, accountant="prv"):
     from opacus.accountants import create_accountant
 
@@ -212,15 +215,17 @@ def epsilon_opacus(sigma: float, sample_rate: float, steps: int, delta: float, a
         return float(acc.get_epsilon(delta))
 
 
+@functools.lru_cache(maxsize=256)
 def epsilon_pld(sigma: float, sample_rate: float, steps: int, delta: float) -> float:
-    """ε from dp-accounting's PLD accountant (Poisson-subsampled Gaussian, T-fold)."""
+    """ε from dp-accounting's PLD accountant (Poisson-subsampled Gaussian, T-fold; its
+    pessimistic discretisation rounds ε up)."""
     import dp_accounting
 
     event = dp_accounting.SelfComposedDpEvent(
         dp_accounting.PoissonSampledDpEvent(sample_rate, dp_accounting.GaussianDpEvent(sigma)),
         int(steps),
     )
-    acc = dp_accounting.pld.PLDAccountant(value_discretization_interval=1e-4)
+    acc = dp_accounting.pld.PLDAccountant(value_discretization_interval=1e-3)
     acc.compose(event)
     return float(acc.get_epsilon(delta))
 

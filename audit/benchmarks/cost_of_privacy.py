@@ -147,6 +147,37 @@ def _cases(vocab: int, batch: int, seq: int, seed: int, chunk: int | None):
     return steps, params
 
 
+def cost_table_from_bench_json(path) -> dict[str, Any]:
+    """The "cost of privacy" table for the report, from a ``privacy-audit bench`` JSON
+    file holding a ``cost-of-privacy`` result. AuditError on a missing or foreign file."""
+    import json
+    from pathlib import Path
+
+    from audit.errors import AuditError
+
+    p = Path(path)
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise AuditError(f"bench file {str(p)!r} (report.bench) does not exist") from None
+    except (OSError, ValueError) as exc:
+        raise AuditError(f"bench file {str(p)!r} is not readable JSON: {exc}") from None
+    benches = data.get("benchmarks") if isinstance(data, dict) else None
+    found = [b for b in benches or [] if isinstance(b, dict) and b.get("name") == "cost-of-privacy"]
+    if not found or "cost_of_privacy_table" not in (found[0].get("setup") or {}):
+        raise AuditError(
+            f"bench file {str(p)!r} holds no cost-of-privacy result; write one with "
+            "'privacy-audit bench cost-of-privacy --out FILE'"
+        )
+    res = found[0]
+    return {
+        "rows": res["setup"]["cost_of_privacy_table"],
+        "setup": {k: v for k, v in res["setup"].items() if k != "cost_of_privacy_table"},
+        "quick": bool((data.get("settings") or {}).get("quick", False)),
+        "source": str(p),
+    }
+
+
 def run(settings: BenchSettings) -> BenchResult:
     import warnings
 
