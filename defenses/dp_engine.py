@@ -156,11 +156,12 @@ class DPSGDEngine:
         std = self.noise_multiplier * self.max_grad_norm
         out = {}
         for p in self.params:  # one draw per parameter, in parameter order
-            g = sums[p].detach()
+            g = sums[p].detach()  # a fresh tensor: updated in place to save memory
             if std > 0:
                 noise = torch.randn(p.shape, generator=generator, dtype=p.dtype, device="cpu")
-                g = g + std * noise.to(p.device)
-            out[p] = g / self.expected_batch_size
+                g.add_(noise.to(p.device), alpha=std)
+                del noise
+            out[p] = g.div_(self.expected_batch_size)
         return out
 
     def step(self, optimizer, input_ids, attention_mask=None, generator=None) -> None:

@@ -178,72 +178,78 @@ def cost_table_from_bench_json(path) -> dict[str, Any]:
     }
 
 
+SHAPES = {"T=16": (32, 16), "T=64": (32, 64)}  # (batch, sequence length)
+
+
 def run(settings: BenchSettings) -> BenchResult:
     import warnings
 
-    batch, seq = (8, 16) if settings.quick else (32, 64)
     chunk = None  # vmap over the whole batch, as torch.func is normally used
     libc = _libc()
     if libc is not None:
         libc.mallopt(-3, 1 << 16)  # M_MMAP_THRESHOLD: big tensors on mmap, returned on free
     vocabs = {"2k": 512, "16k": 2048} if settings.quick else VOCABS
+    shapes = {"T=8": (4, 8)} if settings.quick else SHAPES
     cases: dict[str, Any] = {}
     ratios: dict[str, float] = {}
     memory: dict[str, Any] = {}
     table = []
-    for label, vocab in vocabs.items():
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            steps, params = _cases(vocab, batch, seq, settings.seed, chunk)
-            named = {f"{k} @{label}": v for k, v in steps.items()}
-            timings = time_cases(named, settings.repeats, settings.warmup)
-            mem = {}
-            for k, fn in steps.items():
-                work = peak_step_memory_mib(fn)
-                state = _state_mib(params[k])
-                mem[k] = {
-                    "step_peak_mib": work,
-                    "state_mib": state,
-                    "total_mib": None if work is None else work + state,
-                }
-        ref = timings[f"non-private @{label}"].median_s
-        ref_mem = mem["non-private"]["total_mib"]
-        for k in steps:
-            key = f"{k} @{label}"
-            cases[key] = timings[key].summary()
-            ratios[key] = timings[key].median_s / ref
-            m = mem[k]
-            m["ratio_total"] = None if ref_mem in (None, 0) else m["total_mib"] / ref_mem
+    for shape, (batch, seq) in shapes.items():
+        for vlabel, vocab in vocabs.items():
+            label = f"{vlabel} {shape}"
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                steps, params = _cases(vocab, batch, seq, settings.seed, chunk)
+                named = {f"{k} @{label}": v for k, v in steps.items()}
+                timings = time_cases(named, settings.repeats, settings.warmup)
+                mem = {}
+                for k, fn in steps.items():
+                    work = peak_step_memory_mib(fn)
+                    state = _state_mib(params[k])
+                    mem[k] = {
+                        "step_peak_mib": work,
+                        "state_mib": state,
+                        "total_mib": None if work is None else work + state,
+                    }
+            ref = timings[f"non-private @{label}"].median_s
+            ref_mem = mem["non-private"]["total_mib"]
             ref_work = mem["non-private"]["step_peak_mib"]
-            m["ratio_step_peak"] = (
-                None
-                if not ref_work or m["step_peak_mib"] is None
-                else m["step_peak_mib"] / ref_work
+            for k in steps:
+                key = f"{k} @{label}"
+                cases[key] = timings[key].summary()
+                ratios[key] = timings[key].median_s / ref
+                m = mem[k]
+                m["ratio_total"] = None if not ref_mem else m["total_mib"] / ref_mem
+                m["ratio_step_peak"] = (
+                    None
+                    if not ref_work or m["step_peak_mib"] is None
+                    else m["step_peak_mib"] / ref_work
+                )
+                memory[key] = m
+            ph = timings[f"phantom @{label}"].median_s
+            table.append(
+                {
+                    "vocab": vocab,
+                    "batch_size": batch,
+                    "seq_len": seq,
+                    "phantom_time_x_nonprivate": ratios[f"phantom @{label}"],
+                    "explicit_time_x_nonprivate": ratios[f"explicit @{label}"],
+                    "opacus_time_x_nonprivate": ratios[f"opacus @{label}"],
+                    "explicit_over_phantom_time": timings[f"explicit @{label}"].median_s / ph,
+                    "opacus_over_phantom_time": timings[f"opacus @{label}"].median_s / ph,
+                    "phantom_memory_x_nonprivate": memory[f"phantom @{label}"]["ratio_total"],
+                    "explicit_memory_x_nonprivate": memory[f"explicit @{label}"]["ratio_total"],
+                    "opacus_memory_x_nonprivate": memory[f"opacus @{label}"]["ratio_total"],
+                }
             )
-            memory[key] = m
-        ph = timings[f"phantom @{label}"].median_s
-        table.append(
-            {
-                "vocab": vocab,
-                "phantom_time_x_nonprivate": ratios[f"phantom @{label}"],
-                "explicit_time_x_nonprivate": ratios[f"explicit @{label}"],
-                "opacus_time_x_nonprivate": ratios[f"opacus @{label}"],
-                "explicit_over_phantom_time": timings[f"explicit @{label}"].median_s / ph,
-                "opacus_over_phantom_time": timings[f"opacus @{label}"].median_s / ph,
-                "phantom_memory_x_nonprivate": memory[f"phantom @{label}"]["ratio_total"],
-                "explicit_memory_x_nonprivate": memory[f"explicit @{label}"]["ratio_total"],
-                "opacus_memory_x_nonprivate": memory[f"opacus @{label}"]["ratio_total"],
-            }
-        )
     result = BenchResult(
         name="cost-of-privacy",
-        reference="non-private (same vocabulary)",
+        reference="non-private (same vocabulary and shape)",
         cases=cases,
         ratios=ratios,
         setup={
             "model": "GPT2LMHeadModel from config, d=64, 2 blocks, 2 heads, tied (Opacus: untied)",
-            "batch_size": batch,
-            "seq_len": seq,
+            "shapes": {k: {"batch_size": b, "seq_len": t} for k, (b, t) in shapes.items()},
             "vocab_sizes": list(vocabs.values()),
             "optimizer": "SGD",
             "explicit": "torch.func vmap(grad) over the whole batch",
@@ -251,14 +257,16 @@ def run(settings: BenchSettings) -> BenchResult:
             "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
         },
         memory=memory,
-        targets={f"phantom @{v}": TARGETS["phantom"] for v in vocabs}
-        | {f"explicit @{v}": TARGETS["explicit"] for v in vocabs},
+        targets={f"phantom @16k {s}": TARGETS["phantom"] for s in shapes}
+        | {f"explicit @16k {s}": TARGETS["explicit"] for s in shapes},
         notes=[
-            "cost of privacy table: "
+            "cost of privacy: "
             + "; ".join(
-                f"M={r['vocab']}: phantom {r['phantom_time_x_nonprivate']:.2f}x time, "
-                f"explicit/phantom {r['explicit_over_phantom_time']:.2f}x, "
-                f"opacus/phantom {r['opacus_over_phantom_time']:.2f}x"
+                f"M={r['vocab']} B={r['batch_size']} T={r['seq_len']}: phantom "
+                f"{r['phantom_time_x_nonprivate']:.2f}x time, "
+                f"{_fmt(r['phantom_memory_x_nonprivate'])} memory; explicit/phantom "
+                f"{r['explicit_over_phantom_time']:.2f}x; opacus/phantom "
+                f"{r['opacus_over_phantom_time']:.2f}x"
                 for r in table
             ),
             "Opacus runs an untied output embedding (one more M x d matrix).",
@@ -266,3 +274,7 @@ def run(settings: BenchSettings) -> BenchResult:
     )
     result.setup["cost_of_privacy_table"] = table
     return result
+
+
+def _fmt(x) -> str:
+    return "n/a" if x is None else f"{x:.2f}x"
