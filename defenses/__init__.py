@@ -11,8 +11,12 @@ from defenses.base import (
 from defenses.dp_forward import DPForward
 from defenses.dp_sgd import DPSGD
 from defenses.none import NonPrivate
+from defenses.phantom_dp_sgd import PhantomDPSGD
+from defenses.re_attention import ReAttentionDefense
 
-DEFENSES: dict[str, type[Defense]] = {cls.name: cls for cls in (NonPrivate, DPSGD, DPForward)}
+DEFENSES: dict[str, type[Defense]] = {
+    cls.name: cls for cls in (NonPrivate, DPSGD, DPForward, PhantomDPSGD, ReAttentionDefense)
+}
 
 __all__ = [
     "DEFENSES",

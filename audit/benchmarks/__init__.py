@@ -12,6 +12,7 @@ from __future__ import annotations
 BENCHMARKS: dict[str, str] = {
     "dp-sgd": "audit.benchmarks.dp_sgd:run",
     "dp-forward": "audit.benchmarks.dp_forward:run",
+    "cost-of-privacy": "audit.benchmarks.cost_of_privacy:run",
 }
 
 __all__ = ["BENCHMARKS"]
