@@ -346,6 +346,28 @@ def block_shuffle(
     return torch.cat([head, flat[n * b :]]).reshape(grad.shape)
 
 
+@dataclass(frozen=True)
+class BloGSMechanism:
+    """The per-step release of DP-BloGS on per-tensor batch gradients, for audits:
+    ``canonical`` is the batch-level clip (what the adversary computes for a known batch),
+    ``release`` the clip followed by a fresh block shuffle of every tensor."""
+
+    block_sizes: tuple[int, ...]
+    clip_value: float = 1.0
+    mode: str = "reference"
+
+    def canonical(self, grads: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+        return [clip_tensor(g, self.clip_value) for g in grads]
+
+    def release(
+        self, grads: Sequence[torch.Tensor], generator: torch.Generator | None = None
+    ) -> list[torch.Tensor]:
+        return [
+            block_shuffle(c, b, generator, self.mode)
+            for c, b in zip(self.canonical(grads), self.block_sizes, strict=True)
+        ]
+
+
 # --------------------------------------------------------------------------- generator
 
 
@@ -418,6 +440,12 @@ class BloGSGenerator:
         self.steps_done += 1
         self.epsilon_spent = self.epsilon_planned
         return self.epsilon_spent
+
+    def mechanism(self) -> BloGSMechanism:
+        """The per-step release with this generator's block sizes (for the gradient audit)."""
+        return BloGSMechanism(
+            tuple(self.block_sizes[n] for n, _ in self.params), self.clip_value, self.mode
+        )
 
     def layout(self) -> list[dict[str, Any]]:
         """Per tensor: name, size d, block size b and number of blocks ceil(d/b)."""
