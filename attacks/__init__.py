@@ -16,14 +16,18 @@ from attacks.base import (
     run_attack,
     run_leakage_attack,
 )
+from attacks.extraction import EXTRACTION_ATTACKS
+from attacks.llm_membership import LLM_ATTACKS
 from attacks.membership import ConfidenceAttack, EntropyAttack, LossAttack, ModifiedEntropyAttack
 
 ATTACKS: dict[str, type[Attack]] = {
     cls.name: cls for cls in (LossAttack, ConfidenceAttack, EntropyAttack, ModifiedEntropyAttack)
 }
 DEFAULT_ATTACKS = tuple(ATTACKS)
+ATTACKS.update({cls.name: cls for cls in LLM_ATTACKS})  # causal-LM membership signals
 
 LEAKAGE_ATTACKS: dict[str, type[LeakageAttack]] = {}
+LEAKAGE_ATTACKS.update({cls.name: cls for cls in EXTRACTION_ATTACKS})
 
 ALL_ATTACK_NAMES = (*ATTACKS, *LEAKAGE_ATTACKS)
 
