@@ -13,6 +13,8 @@ sorted values of each world's clipped gradient (which the adversary computes its
 
     score = Σ_t ‖sort(r_t) − sort(c_t(D))‖ − ‖sort(r_t) − sort(c_t(D'))‖,
 
+``"extremes"`` (the default, O(d) per tensor) uses only the 16 largest and 16 smallest
+values of each tensor, a part of the sorted values;
 higher = closer to the canary world. A block permutation cannot change sorted values, so
 when the block size divides the tensor size the two worlds are separated perfectly. The
 threshold is fixed before any release (0: "closer to D'"), so every trial is counted:
@@ -37,7 +39,9 @@ from attacks.epsilon import (
     gaussian_mechanism_epsilon,
 )
 
-STATISTICS = ("sorted", "projection")
+STATISTICS = ("extremes", "sorted", "projection")
+#: Largest and smallest values per tensor scored by the ``"extremes"`` statistic.
+EXTREMES_K = 16
 
 
 class GradientRelease(Protocol):
@@ -80,6 +84,19 @@ def _sorted(ts: Sequence[torch.Tensor]) -> list[torch.Tensor]:
     return [torch.sort(t.reshape(-1).double()).values for t in ts]
 
 
+def _extremes(ts: Sequence[torch.Tensor], k: int = EXTREMES_K) -> list[torch.Tensor]:
+    """Per tensor, its ``k`` largest and ``k`` smallest values (sorted): part of the sorted
+    values, O(d) instead of O(d log d)."""
+    out = []
+    for t in ts:
+        flat = t.reshape(-1)
+        kk = min(k, flat.numel())
+        top = torch.topk(flat, kk).values
+        bottom = torch.topk(flat, kk, largest=False).values
+        out.append(torch.cat([top, bottom]).double())
+    return out
+
+
 @dataclass(frozen=True)
 class ShuffleAudit:
     """Distinguish ``release(g(D'))`` from ``release(g(D))`` over ``trials`` fresh releases
@@ -87,13 +104,14 @@ class ShuffleAudit:
 
     trials: int = 1000
     seed: int = 0
-    statistic: str = "sorted"
+    statistic: str = "extremes"
 
     name = "gradient-shuffle-canary"
     description = (
         "White-box gradient audit of the block shuffle: one release of the clipped, shuffled "
-        "batch gradient with or without a canary per trial, scored by its sorted values "
-        "(which a permutation cannot change); Clopper–Pearson at a threshold fixed in advance."
+        "batch gradient with or without a canary per trial, scored by its largest and smallest "
+        "values per tensor (which a permutation cannot change); Clopper–Pearson at a "
+        "threshold fixed in advance."
     )
 
     def __post_init__(self) -> None:
@@ -105,11 +123,12 @@ class ShuffleAudit:
             )
 
     def _scorer(self, ref_in, ref_out) -> tuple[Callable, float]:
-        if self.statistic == "sorted":
-            s_in, s_out = _sorted(ref_in), _sorted(ref_out)
+        if self.statistic in ("sorted", "extremes"):
+            view = _sorted if self.statistic == "sorted" else _extremes
+            s_in, s_out = view(ref_in), view(ref_out)
 
             def score(rel):
-                r = _sorted(rel)
+                r = view(rel)
                 return sum(
                     float((a - o).norm() - (a - i).norm())
                     for a, i, o in zip(r, s_in, s_out, strict=True)

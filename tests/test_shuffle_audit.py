@@ -49,8 +49,9 @@ def test_shuffle_audit_violates_the_accountant_claim():
 def test_shuffle_audit_strict_mode_and_block_size_one():
     _, g_in, g_out = mlp_worlds(1)
     for mech in (BloGSMechanism((60, 60), 1.0, "strict"), BloGSMechanism((1, 1), 1.0)):
-        r = ShuffleAudit(trials=200, seed=1).run(g_in, g_out, mech, delta=1e-5)
-        assert r["true_positives"] == 200 and r["false_positives"] == 0
+        for stat in ("extremes", "sorted"):
+            r = ShuffleAudit(trials=200, seed=1, statistic=stat).run(g_in, g_out, mech, delta=1e-5)
+            assert r["true_positives"] == 200 and r["false_positives"] == 0
 
 
 def test_gaussian_positive_control_stays_below_its_epsilon():
