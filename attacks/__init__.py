@@ -19,12 +19,13 @@ from attacks.base import (
 from attacks.extraction import EXTRACTION_ATTACKS
 from attacks.llm_membership import LLM_ATTACKS
 from attacks.membership import ConfidenceAttack, EntropyAttack, LossAttack, ModifiedEntropyAttack
+from attacks.stacked import StackedAttack
 
 ATTACKS: dict[str, type[Attack]] = {
     cls.name: cls for cls in (LossAttack, ConfidenceAttack, EntropyAttack, ModifiedEntropyAttack)
 }
 DEFAULT_ATTACKS = tuple(ATTACKS)
-ATTACKS.update({cls.name: cls for cls in LLM_ATTACKS})  # causal-LM membership signals
+ATTACKS.update({cls.name: cls for cls in (*LLM_ATTACKS, StackedAttack)})  # causal-LM signals
 
 LEAKAGE_ATTACKS: dict[str, type[LeakageAttack]] = {}
 LEAKAGE_ATTACKS.update({cls.name: cls for cls in EXTRACTION_ATTACKS})
