@@ -149,12 +149,16 @@ class StackedAttack(Attack):
         calibration_fraction: float = 0.25,
         reference: ReleasedModel | None = None,
         seed: int = 0,
+        inner_folds: int = 3,
     ) -> None:
         if folds < 2:
             raise ValueError(f"stacked MIA needs at least 2 folds, got {folds}")
         if not 0 < calibration_fraction < 1:
             raise ValueError("calibration_fraction must be in (0, 1)")
+        if inner_folds < 2:
+            raise ValueError(f"stacked MIA needs at least 2 inner folds, got {inner_folds}")
         self.folds, self.n_iter, self.select_k = folds, n_iter, select_k
+        self.inner_folds = inner_folds
         self.calibration_fraction = calibration_fraction
         self._reference = ReferenceAttack(reference)
         self.seed = seed
@@ -177,7 +181,7 @@ class StackedAttack(Attack):
         from sklearn.neural_network import MLPClassifier
         from sklearn.preprocessing import StandardScaler
 
-        cv = StratifiedKFold(3, shuffle=True, random_state=seed)
+        cv = StratifiedKFold(self.inner_folds, shuffle=True, random_state=seed)
 
         def search(est, dist):
             return RandomizedSearchCV(
@@ -185,18 +189,18 @@ class StackedAttack(Attack):
             )
 
         rf = search(
-            RandomForestClassifier(n_estimators=60, random_state=seed),
+            RandomForestClassifier(n_estimators=40, random_state=seed),
             {"max_depth": [3, 5, 8, None], "min_samples_leaf": randint(1, 10)},
         )
         lr = search(LogisticRegression(max_iter=2000), {"C": loguniform(1e-3, 1e2)})
         mlp = search(
-            MLPClassifier(max_iter=500, random_state=seed),
+            MLPClassifier(max_iter=300, random_state=seed),
             {"hidden_layer_sizes": [(16,), (32,), (16, 16)], "alpha": loguniform(1e-5, 1e-1)},
         )
         stack = StackingClassifier(
             [("rf", rf), ("lr", lr), ("mlp", mlp)],
             final_estimator=LogisticRegression(max_iter=2000),
-            cv=StratifiedKFold(3, shuffle=True, random_state=seed + 1),
+            cv=StratifiedKFold(self.inner_folds, shuffle=True, random_state=seed + 1),
         )
         mi = lambda X, y: mutual_info_classif(X, y, random_state=seed)  # noqa: E731
         return Pipeline(

@@ -66,7 +66,7 @@ def dp_sgd(data):
         build_tokenizer("word"),
         mem.texts,
         epsilon=8.0,
-        epochs=10,
+        epochs=6,
         batch_size=25,
         learning_rate=4e-3,
         max_length=MAX_LEN,
@@ -78,6 +78,11 @@ def dp_sgd(data):
 def _auc(release, attack, data):
     mem, non, _ = data
     return run_attack(attack, release, mem.concat(non), SETTINGS).metrics["auc"]
+
+
+@pytest.fixture(scope="module")
+def exposure_np(memorising, data):
+    return CanaryExposure(candidates=1000, canaries=10).run(memorising, _context(data))
 
 
 def _context(data):
@@ -98,8 +103,8 @@ def test_signals_on_memorising_lm_are_strong(memorising, data):
     assert train_reference(memorising, data[2], 0) is ref.reference_for(memorising)
 
 
-def test_exposure_near_maximum_on_memorising_lm(memorising, data):
-    r = CanaryExposure(candidates=1000, canaries=10).run(memorising, _context(data))
+def test_exposure_near_maximum_on_memorising_lm(exposure_np):
+    r = exposure_np
     top = math.log2(1000)
     e, base = r.metrics["exposure"], r.metrics["exposure_baseline"]
     assert e["value"] >= 0.9 * top and e["max"] == pytest.approx(top)
@@ -108,19 +113,19 @@ def test_exposure_near_maximum_on_memorising_lm(memorising, data):
     assert r.details["member_canaries"] == 10
 
 
-def test_dp_sgd_lowers_loss_auc_and_exposure(memorising, dp_sgd, data):
+def test_dp_sgd_lowers_loss_auc_and_exposure(memorising, dp_sgd, data, exposure_np):
     auc_np = _auc(memorising, LMLossAttack(), data)
     auc_dp = _auc(dp_sgd, LMLossAttack(), data)
     assert auc_dp["ci_high"] < auc_np["ci_low"]
     ctx = _context(data)
-    e_np = CanaryExposure(canaries=10).run(memorising, ctx).metrics["exposure"]
+    e_np = exposure_np.metrics["exposure"]
     e_dp = CanaryExposure(canaries=10).run(dp_sgd, ctx).metrics["exposure"]
     assert e_dp["ci_high"] < e_np["ci_low"]
 
 
 def test_stacked_mia_splits_and_strength(memorising, data):
     mem, non, public = data
-    attack = StackedAttack(folds=2, n_iter=2)
+    attack = StackedAttack(folds=2, n_iter=2, inner_folds=2)
     attack.prepare(public=public, seed=0)
     res = run_attack(attack, memorising, mem.concat(non), SETTINGS)
     n = 2 * N
