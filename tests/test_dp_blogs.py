@@ -350,3 +350,16 @@ def test_bad_inputs_raise_clear_errors():
     opt = BloGSOptimizer(torch.optim.SGD(model.parameters(), lr=0.1), blogs)
     with pytest.raises(ValueError, match="no gradients: call backward"):
         opt.step()
+
+
+def test_bench_dp_blogs_runs_side_by_side(tmp_path):
+    import json
+
+    from audit.cli import main
+
+    out = tmp_path / "bench.json"
+    argv = ["bench", "dp-blogs", "--quick", "--repeats", "1", "--warmup", "0", "--out", str(out)]
+    assert main(argv) == 0
+    (res,) = json.loads(out.read_text())["benchmarks"]
+    assert res["reference"] == "non-private" and set(res["ratios"]) == {"non-private", "dp-blogs"}
+    assert res["targets"] == {"dp-blogs": "<= 1.1x"}

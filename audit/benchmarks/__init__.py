@@ -11,6 +11,7 @@ from __future__ import annotations
 
 BENCHMARKS: dict[str, str] = {
     "dp-sgd": "audit.benchmarks.dp_sgd:run",
+    "dp-blogs": "audit.benchmarks.dp_blogs:run",
 }
 
 __all__ = ["BENCHMARKS"]
