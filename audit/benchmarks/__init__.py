@@ -13,6 +13,7 @@ BENCHMARKS: dict[str, str] = {
     "dp-sgd": "audit.benchmarks.dp_sgd:run",
     "dp-forward": "audit.benchmarks.dp_forward:run",
     "cost-of-privacy": "audit.benchmarks.cost_of_privacy:run",
+    "dp-blogs": "audit.benchmarks.dp_blogs:run",
 }
 
 __all__ = ["BENCHMARKS"]
