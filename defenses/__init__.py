@@ -8,10 +8,11 @@ from defenses.base import (
     Surface,
     SurfaceNotAvailable,
 )
+from defenses.dp_attention import DPAttention
 from defenses.dp_sgd import DPSGD
 from defenses.none import NonPrivate
 
-DEFENSES: dict[str, type[Defense]] = {cls.name: cls for cls in (NonPrivate, DPSGD)}
+DEFENSES: dict[str, type[Defense]] = {cls.name: cls for cls in (NonPrivate, DPSGD, DPAttention)}
 
 __all__ = [
     "DEFENSES",
