@@ -16,6 +16,7 @@ from attacks.base import (
     run_attack,
     run_leakage_attack,
 )
+from attacks.gradient_inversion import GradientInversionAttack
 from attacks.membership import ConfidenceAttack, EntropyAttack, LossAttack, ModifiedEntropyAttack
 
 ATTACKS: dict[str, type[Attack]] = {
@@ -23,7 +24,9 @@ ATTACKS: dict[str, type[Attack]] = {
 }
 DEFAULT_ATTACKS = tuple(ATTACKS)
 
-LEAKAGE_ATTACKS: dict[str, type[LeakageAttack]] = {}
+LEAKAGE_ATTACKS: dict[str, type[LeakageAttack]] = {
+    cls.name: cls for cls in (GradientInversionAttack,)
+}
 
 ALL_ATTACK_NAMES = (*ATTACKS, *LEAKAGE_ATTACKS)
 
