@@ -6,6 +6,7 @@
 tests; one :class:`LeakageResult` each). Both are listed in ``[attacks] names``.
 """
 
+from attacks.attention_lrt import AttentionLRTAttack
 from attacks.base import (
     Attack,
     AttackContext,
@@ -25,7 +26,7 @@ ATTACKS: dict[str, type[Attack]] = {
 DEFAULT_ATTACKS = tuple(ATTACKS)
 
 LEAKAGE_ATTACKS: dict[str, type[LeakageAttack]] = {
-    cls.name: cls for cls in (GradientInversionAttack,)
+    cls.name: cls for cls in (GradientInversionAttack, AttentionLRTAttack)
 }
 
 ALL_ATTACK_NAMES = (*ATTACKS, *LEAKAGE_ATTACKS)
