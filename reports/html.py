@@ -183,6 +183,7 @@ def _leakage_rows(run: dict, aggregate_only: bool) -> list[dict]:
             "headline_name": DASH,
             "others": [],
             "samples": [],
+            "finding": "",
         }
         metrics = rec.get("metrics") if isinstance(rec.get("metrics"), dict) else {}
         head = rec.get("headline")

@@ -149,3 +149,15 @@ def test_lrt_attack_on_a_dp_attention_release_and_not_applicable_elsewhere(dp_re
     other = run_leakage_attack(AttentionLRTAttack(), Plain(), ctx)
     assert other.status == "not_applicable" and "dp-attention" in other.reason
     assert "attention-lrt" in LEAKAGE_ATTACKS
+
+
+def test_report_states_the_enormous_realistic_privacy_loss(dp_release):
+    from audit.runner import assemble_results, run_record
+    from reports.html import render_html
+
+    release, _, ctx, *_ = dp_release
+    res = run_leakage_attack(AttentionLRTAttack(trials=50, loss_draws=500), release, ctx)
+    run = run_record("dp-attention", "dp-attention", release.claim, None, [], leakage=[res])
+    html = render_html(assemble_results([run], "t", 0, {}))
+    assert "privacy loss of one release is enormous" in html
+    assert "feature column" in html  # the protected unit, from the claim
