@@ -71,6 +71,7 @@ def test_beta_close_neighbours_respect_the_claim_and_realistic_ones_are_enormous
     assert close["sensitivity"]["value"] < cfg.delta_cap
     assert close["epsilon_lb"]["value"] <= cfg.eps
     assert close["privacy_loss_mean"]["ci_high"] <= cfg.eps / 2  # Lemma C.5
+    assert 0 <= close["privacy_loss_expected"]["value"] <= cfg.eps / 2
     assert close["privacy_loss_exceeds_eps"]["successes"] == 0
     for kind in ("token-swap", "column-removed"):
         o = out[kind]
@@ -79,6 +80,9 @@ def test_beta_close_neighbours_respect_the_claim_and_realistic_ones_are_enormous
         assert o["epsilon_lb"]["value"] > 10 * cfg.eps
         # the note's finding: a realistic neighbour costs ~1e3 nats or more per release
         assert o["privacy_loss_mean"]["ci_low"] > 1000
+        assert o["privacy_loss_expected"]["value"] == pytest.approx(
+            o["privacy_loss_mean"]["value"], rel=0.01
+        )
         assert o["privacy_loss_exceeds_eps"]["value"] == 1.0
     with pytest.raises(ValueError, match="neighbour"):
         make_neighbour(X, "row-removed", rng)
@@ -161,3 +165,13 @@ def test_report_states_the_enormous_realistic_privacy_loss(dp_release):
     html = render_html(assemble_results([run], "t", 0, {}))
     assert "privacy loss of one release is enormous" in html
     assert "feature column" in html  # the protected unit, from the claim
+
+
+def test_bundled_dp_attention_config_is_valid():
+    from audit.config import bundled_configs, load_config
+
+    assert "dp-attention" in bundled_configs()
+    cfg = load_config("dp-attention")
+    assert [d.name for d in cfg.defenses] == ["none", "dp-sgd", "dp-attention"]
+    assert {"gradient-inversion", "attention-lrt"} <= set(cfg.attacks)
+    assert cfg.attack_options["gradient-inversion"]["batch_sizes"] == [1, 4]

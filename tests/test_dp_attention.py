@@ -401,3 +401,14 @@ def test_paper_mode_flags_rank_deficient_inputs():
     strict = DPSymmetricAttention(8, 2, DPAttentionConfig(mode="paper", max_tokens=4, strict=True))
     with pytest.raises(ValueError, match="paper mode.*ridge"):
         strict(torch.randn(1, 4, 8) * 0.0)
+
+
+def test_bench_times_one_and_all_layers_against_non_private():
+    from audit.benchmarks.dp_attention import run
+    from audit.benchmarks.timing import BenchSettings
+
+    res = run(BenchSettings(repeats=2, warmup=1, quick=True))
+    assert res.reference == "non-private" and res.ratios["non-private"] == 1.0
+    assert set(res.ratios) == {"non-private", "dp-attention (1 layer)", "dp-attention (2 layers)"}
+    assert all(v > 0 for v in res.ratios.values())
+    assert res.setup["k"] == DPAttentionConfig(max_tokens=32).samples

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 BENCHMARKS: dict[str, str] = {
     "dp-sgd": "audit.benchmarks.dp_sgd:run",
+    "dp-attention": "audit.benchmarks.dp_attention:run",
 }
 
 __all__ = ["BENCHMARKS"]
