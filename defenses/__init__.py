@@ -8,6 +8,7 @@ from defenses.base import (
     Surface,
     SurfaceNotAvailable,
 )
+from defenses.dp_attention import DPAttention
 from defenses.dp_blogs import DPBloGS
 from defenses.dp_forward import DPForward
 from defenses.dp_sgd import DPSGD
@@ -17,7 +18,15 @@ from defenses.re_attention import ReAttentionDefense
 
 DEFENSES: dict[str, type[Defense]] = {
     cls.name: cls
-    for cls in (NonPrivate, DPSGD, DPForward, PhantomDPSGD, ReAttentionDefense, DPBloGS)
+    for cls in (
+        NonPrivate,
+        DPSGD,
+        DPForward,
+        PhantomDPSGD,
+        ReAttentionDefense,
+        DPBloGS,
+        DPAttention,
+    )
 }
 
 __all__ = [

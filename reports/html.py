@@ -184,6 +184,7 @@ def _leakage_rows(run: dict, aggregate_only: bool) -> list[dict]:
             "headline_name": DASH,
             "others": [],
             "samples": [],
+            "finding": "",
         }
         metrics = rec.get("metrics") if isinstance(rec.get("metrics"), dict) else {}
         head = rec.get("headline")
@@ -191,6 +192,9 @@ def _leakage_rows(run: dict, aggregate_only: bool) -> list[dict]:
             row["headline_name"] = _text(head)
             row["headline"] = _metric_text(metrics[head])
             row["others"] = [f"{k}: {_metric_text(v)}" for k, v in metrics.items() if k != head]
+            details = rec.get("details") if isinstance(rec.get("details"), dict) else {}
+            if isinstance(details.get("finding"), str):  # a plain-language statement
+                row["finding"] = details["finding"]
         if not aggregate_only:
             for smp in (rec.get("samples") or [])[:5]:
                 if isinstance(smp, dict):

@@ -14,6 +14,7 @@ BENCHMARKS: dict[str, str] = {
     "dp-forward": "audit.benchmarks.dp_forward:run",
     "cost-of-privacy": "audit.benchmarks.cost_of_privacy:run",
     "dp-blogs": "audit.benchmarks.dp_blogs:run",
+    "dp-attention": "audit.benchmarks.dp_attention:run",
 }
 
 __all__ = ["BENCHMARKS"]
