@@ -119,7 +119,7 @@ SCHEMA: dict[str, dict[str, tuple]] = {
     # [executor]: where tasks run (audit/executors.py); never changes a number
     "executor": {
         "kind": (str, "local", lambda x: x in EXECUTORS, f"one of {', '.join(EXECUTORS)}"),
-        "workers": (int, 1, lambda x: x >= 1, "an integer >= 1"),
+        "workers": (int, None, lambda x: x >= 1, "an integer >= 1"),
         "address": (str, None, None, ""),
         "cpus_per_task": (int, 1, lambda x: x >= 1, "an integer >= 1"),
         "memory_mb": (int, None, lambda x: x >= 1, "an integer >= 1"),
@@ -431,7 +431,7 @@ def parse_config(
             raise ConfigError("config key 'claim' applies only with 'target.classifier_dir'")
         claim = _section(raw["claim"], "claim")
 
-    return AuditConfig(
+    cfg = AuditConfig(
         title=top["title"],
         seed=top["seed"],
         device=top["device"],
@@ -454,6 +454,11 @@ def parse_config(
         sweep=_check_sweep(sweep, defenses, top["seed"]) if sweep is not None else None,
         executor=executor,
     )
+    if cfg.sweep is not None:
+        from audit.scaleout import expand_sweep
+
+        expand_sweep(cfg)  # a sweep that expands to zero tasks fails here, before any work
+    return cfg
 
 
 def _parse_shadow(raw: dict[str, Any]) -> dict[str, Any]:

@@ -67,7 +67,9 @@ class Task:
 @dataclass(frozen=True)
 class ExecutorSpec:
     kind: str = "local"  # local | ray
-    workers: int = 1  # local: 1 = in-process, > 1 = process pool; ray: tasks in flight
+    # local: None/1 = in-process, > 1 = a process pool; ray: the most tasks in flight
+    # (None: as many as the cluster schedules)
+    workers: int | None = None
     address: str | None = None  # ray: None starts a local Ray; else an existing cluster
     cpus_per_task: int = 1
     memory_mb: int | None = None  # ray: memory request per task
@@ -78,7 +80,7 @@ class ExecutorSpec:
         merged = {**section, **{k: v for k, v in overrides.items() if v is not None}}
         return cls(
             kind=merged.get("kind", "local"),
-            workers=int(merged.get("workers", 1)),
+            workers=merged.get("workers"),
             address=merged.get("address"),
             cpus_per_task=int(merged.get("cpus_per_task", 1)),
             memory_mb=merged.get("memory_mb"),
@@ -166,7 +168,7 @@ class LocalExecutor(Executor):
 
     def run(self, batch, on_start, on_done) -> None:
         threads = self.spec.cpus_per_task
-        if self.spec.workers <= 1:
+        if (self.spec.workers or 1) <= 1:
             for task, deps in batch:
                 on_start(task)
                 on_done(task, execute(task.fn, task.payload, deps, threads))
@@ -267,7 +269,7 @@ class RayExecutor(Executor):
 
     def run(self, batch, on_start, on_done) -> None:
         ray = self.ray
-        limit = self.spec.workers if self.spec.workers > 1 else len(batch)
+        limit = self.spec.workers or len(batch)
         pending: dict[Any, Task] = {}
         queue = list(batch)
         while queue or pending:

@@ -311,10 +311,10 @@ def run_planned(
         f"target {cfg.target.describe()}; {len(the_plan.trial_tasks)} audit trial(s)"
         + (f", {n_shadow} shadow model(s)" if n_shadow else "")
         + f"; executor {spec.kind}"
-        + (f" ({spec.workers} workers)" if spec.workers > 1 else "")
+        + (f" ({spec.workers} workers)" if spec.workers else "")
     )
     ex = make_executor(spec)
-    task_module.SHOW_PROGRESS = progress and spec.kind == "local" and spec.workers <= 1
+    task_module.SHOW_PROGRESS = progress and spec.kind == "local" and (spec.workers or 1) <= 1
     fresh_dir = rd is not None and not rd.path.exists()
     try:
         stage1 = list(the_plan.trial_tasks)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 BENCHMARKS: dict[str, str] = {
     "dp-sgd": "audit.benchmarks.dp_sgd:run",
+    "ray-scaling": "audit.benchmarks.ray_scaling:run",
 }
 
 __all__ = ["BENCHMARKS"]
