@@ -172,6 +172,14 @@ def differences(named: list[tuple[str, dict]]) -> list[dict]:
     return out
 
 
+def _bar(v: float, lo: Any, hi: Any) -> list[list[float]]:
+    """Error-bar lengths below and above ``v`` (never negative: an edited or rounded value
+    may sit outside its interval)."""
+    lo_e = max(0.0, v - lo) if isinstance(lo, (int, float)) else 0.0
+    hi_e = max(0.0, hi - v) if isinstance(hi, (int, float)) else 0.0
+    return [[lo_e], [hi_e]]
+
+
 def _plots(named: list[tuple[str, dict]]) -> list[tuple[str, str, bytes]]:
     import numpy as np
 
@@ -196,8 +204,8 @@ def _plots(named: list[tuple[str, dict]]) -> list[tuple[str, str, bytes]]:
                     continue
                 best = max(aucs, key=lambda m: m["value"])
                 x, y = best["value"], u["value"]
-                xerr = [[x - (best.get("ci_low") or x)], [(best.get("ci_high") or x) - x]]
-                yerr = [[y - (u.get("ci_low") or y)], [(u.get("ci_high") or y) - y]]
+                xerr = _bar(x, best.get("ci_low"), best.get("ci_high"))
+                yerr = _bar(y, u.get("ci_low"), u.get("ci_high"))
                 ax.errorbar(x, y, xerr=xerr, yerr=yerr, fmt="o", color=color, capsize=3)
                 ax.annotate(plain(f"{src}: {run.get('name')}", 40), (x, y), fontsize=7)
                 plotted = True
@@ -239,8 +247,9 @@ def _plots(named: list[tuple[str, dict]]) -> list[tuple[str, str, bytes]]:
                     )
                 v = r["value"] if r else np.nan
                 vals.append(v)
-                lo.append(v - (r["ci_low"] if r and r["ci_low"] is not None else v))
-                hi.append((r["ci_high"] if r and r["ci_high"] is not None else v) - v)
+                (e_lo,), (e_hi,) = _bar(v, r and r["ci_low"], r and r["ci_high"])
+                lo.append(e_lo)
+                hi.append(e_hi)
             ax.bar(idx + j * width, vals, width, color=color, label=plain(src, 30))
             ax.errorbar(idx + j * width, vals, yerr=[lo, hi], fmt="none", ecolor="#333", capsize=2)
         ax.set_xticks(idx + width * (len(sources) - 1) / 2)
