@@ -206,15 +206,15 @@ SWEEP = """\
 title = "sweep"
 seed = 0
 [data]
-n_members = 30
-n_nonmembers = 30
+n_members = 32
+n_nonmembers = 32
 n_test = 30
 [target]
 preset = "tiny"
 max_length = 16
 [train]
 epochs = 1
-batch_size = 15
+batch_size = 4
 [[defenses]]
 name = "none"
 label = "non-private"
@@ -222,6 +222,7 @@ label = "non-private"
 name = "dp-sgd"
 label = "dp-sgd"
 epsilon = 8.0
+accountant = "rdp"  # calibrates in about a second at q = 1/8 (PRV takes longer)
 [attacks]
 names = ["loss"]
 [metrics]
