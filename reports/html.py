@@ -614,6 +614,20 @@ def build_context(results: dict) -> dict:
             },
         ]
 
+    sweep = results.get("sweep")
+    if runs and isinstance(sweep, dict):  # [sweep]: privacy-utility curves across seeds
+        from reports.sweep_plots import sweep_curves
+
+        figures.append(
+            {
+                "title": "Sweep: privacy-utility curves",
+                "caption": "Each point is a defense at one ε, averaged over the seeds "
+                f"{', '.join(str(s) for s in sweep.get('seeds', []))}; error bars are "
+                "two-sided 95% Student-t intervals across seeds (none for a single seed).",
+                "src": _data_uri(sweep_curves(sweep)),
+            }
+        )
+
     epsilon_section = None
     if eps_views:
         epsilon_section = {

@@ -15,6 +15,7 @@ BENCHMARKS: dict[str, str] = {
     "cost-of-privacy": "audit.benchmarks.cost_of_privacy:run",
     "dp-blogs": "audit.benchmarks.dp_blogs:run",
     "dp-attention": "audit.benchmarks.dp_attention:run",
+    "ray-scaling": "audit.benchmarks.ray_scaling:run",
 }
 
 __all__ = ["BENCHMARKS"]
