@@ -668,7 +668,9 @@ class DPBloGS(Defense):
         from defenses.lm import is_lm_target, sequence_loss, trim
 
         if not is_lm_target(target):
-            raise ValueError(
+            from audit.errors import ConfigError
+
+            raise ConfigError(
                 "dp-blogs trains the causal LM target: set [target] preset to 'tiny-gpt2' or "
                 "'tiny-gpt2-word'"
             )
