@@ -87,6 +87,8 @@ SCHEMA: dict[str, dict[str, tuple]] = {
     },
     "report": {
         "aggregate_only": (bool, False, None, ""),
+        # JSON written by `privacy-audit bench cost-of-privacy`: adds a "cost of privacy" table
+        "bench": (str, None, None, ""),
     },
     "epsilon": {
         "enabled": (bool, False, None, ""),
@@ -190,6 +192,7 @@ class AuditConfig:
     epsilon: dict[str, Any] = field(default_factory=dict)
     # [attacks.options.<name>]: validated options of leakage attacks, by attack name
     attack_options: dict[str, dict[str, Any]] = field(default_factory=dict)
+    bench: str | None = None  # [report] bench: a cost-of-privacy bench JSON for the report
 
     def to_dict(self) -> dict[str, Any]:
         """The resolved config, for the report and results.json."""
@@ -215,7 +218,7 @@ class AuditConfig:
             "attack_options": self.attack_options,
             "metrics": self.metrics,
             "claim": self.claim,
-            "report": {"aggregate_only": self.aggregate_only},
+            "report": {"aggregate_only": self.aggregate_only, "bench": self.bench},
             "epsilon": self.epsilon,
         }
 
@@ -337,6 +340,7 @@ def parse_config(
         data[key] = resolve(data[key])
     for key in ("model_dir", "classifier_dir"):
         target[key] = resolve(target[key])
+    report["bench"] = resolve(report["bench"])
 
     names = attacks_sec["names"]
     known = [*ATTACKS, *LEAKAGE_ATTACKS]
@@ -404,6 +408,7 @@ def parse_config(
         metrics=metrics,
         claim=claim,
         aggregate_only=report["aggregate_only"],
+        bench=report["bench"],
         raw=raw,
         source=source,
         epsilon=epsilon,

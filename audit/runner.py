@@ -340,7 +340,12 @@ def run_audit(
                 _log(f"  epsilon audits on {dcfg.label}", progress)
                 run["epsilon_audit"] = epsilon_audit(run, release, canaries, eps_settings)
             runs.append(run)
-    return assemble_results(runs, cfg.title, cfg.seed, cfg.to_dict(), cfg.aggregate_only)
+    results = assemble_results(runs, cfg.title, cfg.seed, cfg.to_dict(), cfg.aggregate_only)
+    if getattr(cfg, "bench", None):
+        from audit.benchmarks.cost_of_privacy import cost_table_from_bench_json
+
+        results["cost_of_privacy"] = cost_table_from_bench_json(cfg.bench)
+    return results
 
 
 def score_file(

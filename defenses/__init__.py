@@ -11,8 +11,12 @@ from defenses.base import (
 from defenses.dp_blogs import DPBloGS
 from defenses.dp_sgd import DPSGD
 from defenses.none import NonPrivate
+from defenses.phantom_dp_sgd import PhantomDPSGD
+from defenses.re_attention import ReAttentionDefense
 
-DEFENSES: dict[str, type[Defense]] = {cls.name: cls for cls in (NonPrivate, DPSGD, DPBloGS)}
+DEFENSES: dict[str, type[Defense]] = {
+    cls.name: cls for cls in (NonPrivate, DPSGD, PhantomDPSGD, ReAttentionDefense, DPBloGS)
+}
 
 __all__ = [
     "DEFENSES",

@@ -12,6 +12,7 @@ from __future__ import annotations
 BENCHMARKS: dict[str, str] = {
     "dp-sgd": "audit.benchmarks.dp_sgd:run",
     "dp-blogs": "audit.benchmarks.dp_blogs:run",
+    "cost-of-privacy": "audit.benchmarks.cost_of_privacy:run",
 }
 
 __all__ = ["BENCHMARKS"]
