@@ -70,6 +70,7 @@ def min_k_scores(logp: list[np.ndarray], k: float = 0.2) -> np.ndarray:
 
 class LMLossAttack(Attack):
     name = "lm-loss"
+    target_kind = "lm"  # needs a causal LM release
     description = "−mean next-token NLL of the sequence (LOSS attack on a causal LM)."
     requires = frozenset({Surface.PROBABILITIES})
 
@@ -79,6 +80,7 @@ class LMLossAttack(Attack):
 
 class ZlibAttack(Attack):
     name = "zlib"
+    target_kind = "lm"  # needs a causal LM release
     description = (
         "−(sequence NLL in bits) / (zlib-compressed length in bits) (Carlini et al. 2021)."
     )
@@ -90,6 +92,7 @@ class ZlibAttack(Attack):
 
 class MinKAttack(Attack):
     name = "min-k"
+    target_kind = "lm"  # needs a causal LM release
     description = (
         "Mean log-probability of the 20% least likely tokens (Min-K% Prob, Shi et al. 2024)."
     )
@@ -151,6 +154,7 @@ class ReferenceAttack(Attack):
     trained reference release directly."""
 
     name = "reference"
+    target_kind = "lm"  # needs a causal LM release
     description = (
         "NLL under a reference LM trained on the public split minus NLL under the target "
         "(reference-model calibration, Carlini et al. 2021)."

@@ -134,6 +134,7 @@ def _split_fit_calibration(
 
 class StackedAttack(Attack):
     name = "stacked"
+    target_kind = "lm"  # needs a causal LM release
     description = (
         "Stacked MIA (the DP-BloGS paper's, leak fixed): 8 LM features, imputation, scaling, "
         "MI feature selection, SMOTE, RF/LR/MLP tuned by randomised search, stacking, sigmoid "

@@ -468,7 +468,8 @@ class BloGSGenerator:
 class BloGSOptimizer:
     """Optimizer wrapper for a plain PyTorch loop (and usable as a Trainer optimizer).
 
-    With ``accumulation_steps = k`` (paper default 10), call ``backward`` on ``loss / k``
+    With ``accumulation_steps = k`` (default 10, the paper's; use 1 when the HF Trainer
+    accumulates), call ``backward`` on ``loss / k``
     (or ``wrapper.scale(loss)``) and ``step()`` after every micro-batch: every k-th call
     clips and shuffles the accumulated gradient, applies the optional global-norm clip
     (``max_grad_norm``, the HF Trainer's 1.0 in the paper, applied *after* BloGS as there),
@@ -480,7 +481,7 @@ class BloGSOptimizer:
         self,
         optimizer: torch.optim.Optimizer,
         generator: BloGSGenerator,
-        accumulation_steps: int = 1,
+        accumulation_steps: int = PAPER_DEFAULTS["accumulation_steps"],
         max_grad_norm: float | None = None,
     ) -> None:
         if int(accumulation_steps) != accumulation_steps or accumulation_steps < 1:
@@ -516,6 +517,10 @@ class BloGSOptimizer:
         self.optimizer.zero_grad(set_to_none=set_to_none)
 
     def step(self, closure=None) -> bool:
+        if not any(p.grad is not None for _, p in self.blogs.params):
+            raise ValueError(
+                "DP-BloGS step with no gradients: call backward() before the optimizer step"
+            )
         self._micro += 1
         if self._micro % self.accumulation_steps:
             return False
@@ -668,7 +673,9 @@ class DPBloGS(Defense):
         from defenses.lm import is_lm_target, sequence_loss, trim
 
         if not is_lm_target(target):
-            raise ValueError(
+            from audit.errors import ConfigError
+
+            raise ConfigError(
                 "dp-blogs trains the causal LM target: set [target] preset to 'tiny-gpt2' or "
                 "'tiny-gpt2-word'"
             )

@@ -348,8 +348,13 @@ def test_bad_inputs_raise_clear_errors():
     model = tiny_model()
     blogs = BloGSGenerator(model.named_parameters(), target_epsilon=1.0, steps=1)
     opt = BloGSOptimizer(torch.optim.SGD(model.parameters(), lr=0.1), blogs)
+    assert opt.accumulation_steps == 10  # the paper's default
     with pytest.raises(ValueError, match="no gradients: call backward"):
         opt.step()
+    with pytest.raises(ValueError, match="no gradients: call backward"):
+        blogs.generate()  # the Trainer-callback path
+    with pytest.raises(ValueError, match="accumulation_steps must be a positive integer"):
+        BloGSOptimizer(torch.optim.SGD(model.parameters(), lr=0.1), blogs, accumulation_steps=0)
 
 
 def test_bench_dp_blogs_runs_side_by_side(tmp_path):

@@ -194,6 +194,19 @@ def test_defense_bad_inputs():
     ):
         with pytest.raises(ValueError, match=msg):
             DEFENSES["dp-blogs"](**params)
+    from audit.config import parse_config
+    from audit.errors import ConfigError
+
+    for bad, msg in (({"epsilon": 0.0}, "epsilon"), ({"clip_value": -1.0}, "clip value")):
+        with pytest.raises(ConfigError, match=msg):
+            parse_config({"defenses": [{"name": "dp-blogs", **bad}]})
+    from audit.targets import Target, TargetSpec
+
+    bert = Target(TargetSpec("tiny", None, 32, 0), ("a", "b"), None, "cpu", False)
+    with pytest.raises(ConfigError, match="causal LM target"):
+        DEFENSES["dp-blogs"]().fit(bert, Examples(["a"], ["a"], np.zeros(1)), None, 0)
+    cfg = parse_config({"attacks": {"names": ["lm-loss", "stacked", "canary-exposure"]}})
+    assert cfg.attacks == ("lm-loss", "stacked", "canary-exposure")
     with pytest.raises(ValueError, match="at least 2 folds"):
         StackedAttack(folds=1)
     with pytest.raises(ValueError, match="causal language model"):

@@ -29,9 +29,9 @@ def test_small_lm_audit_attacks_every_defense(tmp_path):
         "train": {"epochs": 2, "batch_size": 8, "learning_rate": 3e-3},
         "defenses": [
             {"name": "none"},
-            {"name": "dp-sgd", "epsilon": 8.0},
-            {"name": "phantom-dp-sgd", "noise_multiplier": 0.85},
-            {"name": "re-attention", "noise_multiplier": 0.85},
+            {"name": "dp-sgd", "epsilon": 8.0, "accountant": "rdp"},  # fast calibration
+            {"name": "phantom-dp-sgd", "noise_multiplier": 0.85, "accountant": "rdp"},
+            {"name": "re-attention", "noise_multiplier": 0.85, "accountant": "rdp"},
         ],
         "attacks": {"names": ["loss", "confidence"]},
         "metrics": {"bootstrap": 100},
