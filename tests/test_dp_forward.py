@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import warnings
+import zlib
 
 import numpy as np
 import pytest
@@ -211,6 +212,9 @@ def test_claim_local_and_central_epsilon_and_labels():
     central = claim.details["central_epsilon_shuffled"]
     assert 0 < central < 8 < claim.details["epsilon_composed_training"]
     assert "not a formal shuffle bound" in claim.note
+    # at large ε the RDP shuffle estimate is loose: the composed local ε caps it
+    big = DPForward(epsilon=32.0).claim(1000, 4, 4).details
+    assert big["central_epsilon_shuffled"] == big["epsilon_composed_training"]
     # more users: more amplification
     assert d.claim(10_000, 3, 4).details["central_epsilon_shuffled"] < central
     rr = DPForward(epsilon=8.0, epsilon2=math.log(9)).claim(1000, 3, 2)
@@ -244,3 +248,77 @@ def test_bench_dp_forward_times_three_cases_side_by_side(cli, tmp_path):
     sgd_over_dpf = b["ratios"]["tiny/dp-sgd"] / b["ratios"]["tiny/dp-forward"]
     assert b["ratios"]["tiny/dp-sgd/dp-forward"] == pytest.approx(sgd_over_dpf)
     assert "target <= 1.1x" in b["targets"]["tiny/dp-forward"] and "tiny/dp-forward" in res.stdout
+
+
+class _TokenRelease:
+    """A non-dp-forward release exposing token rows: rows = table[ids] · scale + shift + noise."""
+
+    def __init__(self, noise: float, seed: int = 0):
+        from defenses.base import PrivacyClaim, ReleasedModel, Surface
+
+        rng = np.random.default_rng(seed)
+        table = rng.normal(size=(300, 24))
+        attr_dir = rng.normal(size=(3, 24))
+
+        class R(ReleasedModel):
+            surfaces = frozenset({Surface.TOKEN_HIDDEN, Surface.HIDDEN})
+            claim = PrivacyClaim.none()
+            label_names = ["a", "b"]
+
+            def _ids(self, texts):
+                return [np.array([zlib.crc32(w.encode()) % 300 for w in t.split()]) for t in texts]
+
+            def token_ids(self, texts):
+                return self._ids(texts)
+
+            def token_hidden(self, texts):
+                r = np.random.default_rng(seed + 1)
+                return [
+                    3.0 * table[i] + 0.5 + noise * r.normal(size=(len(i), 24))
+                    for i in self._ids(texts)
+                ]
+
+            def hidden(self, texts):  # the attribute is the text's first word
+                r = np.random.default_rng(seed + 2)
+                idx = [["north", "coast", "mountain"].index(t.split()[0]) for t in texts]
+                return attr_dir[idx] + noise * r.normal(size=(len(texts), 24))
+
+            def vocabulary_embeddings(self):
+                return table
+
+            def decode_tokens(self, ids):
+                return [str(i) for i in ids]
+
+        self.release = R()
+
+
+def _context(n: int = 300):
+    from attacks.base import AttackContext, MetricSettings
+    from defenses.base import Examples
+
+    rng = np.random.default_rng(5)
+    regions = ["north", "coast", "mountain"]
+
+    def ex(k, off):
+        attrs = [regions[i] for i in rng.choice(3, size=k, p=[0.5, 0.3, 0.2])]
+        texts = [f"{a} w{off + i} x{i % 7} y{i % 11}" for i, a in enumerate(attrs)]
+        return Examples([f"d{off + i}" for i in range(k)], texts, np.zeros(k), attributes=attrs)
+
+    return AttackContext(ex(n, 0), ex(n, n), ex(2 * n, 2 * n), settings=MetricSettings(n_boot=200))
+
+
+@pytest.mark.parametrize("noise, high", [(0.05, True), (30.0, False)])
+def test_attacks_work_on_any_release_exposing_the_surfaces(noise, high):
+    from attacks import LEAKAGE_ATTACKS, run_leakage_attack
+
+    release = _TokenRelease(noise).release
+    ctx = _context()
+    for name in ("inversion-nn", "inversion-relaxed"):
+        res = run_leakage_attack(LEAKAGE_ATTACKS[name](n_sequences=8), release, ctx)
+        recall = res.metrics["token_recall"]
+        assert (recall["value"] >= 0.95) if high else (recall["ci_high"] < 0.2), (name, recall)
+    res = run_leakage_attack(LEAKAGE_ATTACKS["attribute-inference"](max_iter=100), release, ctx)
+    assert res.status == "ok", res.reason
+    bal = res.metrics["balanced_accuracy"]
+    assert res.details["oversampled"] and res.metrics["majority_accuracy_baseline"]["n"] == 600
+    assert (bal["ci_low"] > 0.9) if high else (abs(bal["value"] - 1 / 3) < 0.1)
