@@ -89,6 +89,8 @@ SCHEMA: dict[str, dict[str, tuple]] = {
     },
     "report": {
         "aggregate_only": (bool, False, None, ""),
+        # JSON written by `privacy-audit bench cost-of-privacy`: adds a "cost of privacy" table
+        "bench": (str, None, None, ""),
     },
     "epsilon": {
         "enabled": (bool, False, None, ""),
@@ -215,6 +217,7 @@ class AuditConfig:
     epsilon: dict[str, Any] = field(default_factory=dict)
     # [attacks.options.<name>]: validated options of leakage attacks, by attack name
     attack_options: dict[str, dict[str, Any]] = field(default_factory=dict)
+    bench: str | None = None  # [report] bench: a cost-of-privacy bench JSON for the report
     # [shadow] (None: no shadow-model attacks), [sweep] (None: no sweep), [executor]
     shadow: dict[str, Any] | None = None
     sweep: dict[str, Any] | None = None
@@ -244,7 +247,7 @@ class AuditConfig:
             "attack_options": self.attack_options,
             "metrics": self.metrics,
             "claim": self.claim,
-            "report": {"aggregate_only": self.aggregate_only},
+            "report": {"aggregate_only": self.aggregate_only, "bench": self.bench},
             "epsilon": self.epsilon,
             # the executor is left out: where tasks ran never changes a number
             **({"shadow": self.shadow} if self.shadow is not None else {}),
@@ -375,6 +378,7 @@ def parse_config(
         data[key] = resolve(data[key])
     for key in ("model_dir", "classifier_dir"):
         target[key] = resolve(target[key])
+    report["bench"] = resolve(report["bench"])
 
     names = attacks_sec["names"]
     known = [*ATTACKS, *LEAKAGE_ATTACKS]
@@ -447,6 +451,7 @@ def parse_config(
         metrics=metrics,
         claim=claim,
         aggregate_only=report["aggregate_only"],
+        bench=report["bench"],
         raw=raw,
         source=source,
         epsilon=epsilon,

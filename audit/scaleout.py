@@ -343,4 +343,8 @@ def run_planned(
     out = assemble_results(runs, cfg.title, cfg.seed, cfg.to_dict(), cfg.aggregate_only)
     if cfg.sweep is not None:
         out["sweep"] = sweep_summary(cfg, the_plan.trials, runs)
+    if cfg.bench:
+        from audit.benchmarks.cost_of_privacy import cost_table_from_bench_json
+
+        out["cost_of_privacy"] = cost_table_from_bench_json(cfg.bench)
     return out
