@@ -314,6 +314,7 @@ def run_planned(
         + (f" ({spec.workers} workers)" if spec.workers else "")
     )
     ex = make_executor(spec)
+    task_module._DATA.clear()  # in-process tasks reload the data once per run
     task_module.SHOW_PROGRESS = progress and spec.kind == "local" and (spec.workers or 1) <= 1
     fresh_dir = rd is not None and not rd.path.exists()
     try:

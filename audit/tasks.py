@@ -28,6 +28,24 @@ import numpy as np
 # Set by the driver for in-process runs (never part of a payload: it changes no number).
 SHOW_PROGRESS = False
 _PUBLIC_STAGE: dict[str, dict] = {}  # per-process cache of public pretraining results
+_DATA: dict[str, Any] = {}  # per-process cache of loaded audit data (read-only use)
+
+
+def _data(cfg):
+    """The audit data for a config, loaded once per process (tasks never modify it)."""
+    from audit.data import load_audit_data
+
+    stamps = []
+    for k in ("corpus", "members", "nonmembers", "test", "public"):
+        p = cfg.data.get(k)
+        if p and p != "fixtures" and Path(p).is_file():
+            st = Path(p).stat()
+            stamps.append([p, st.st_mtime_ns, st.st_size])
+    key = json.dumps([cfg.data, cfg.seed, stamps], sort_keys=True, default=str)
+    if key not in _DATA:
+        _DATA.clear()  # keep one: a process serves one audit at a time
+        _DATA[key] = load_audit_data(cfg.data, cfg.seed, train=True)
+    return _DATA[key]
 
 
 def _config(payload: dict[str, Any]):
@@ -116,13 +134,12 @@ def shadow_pool(data, population: int, seed: int):
 def audit_trial(payload: dict[str, Any], deps: list[dict]) -> dict[str, Any]:
     from attacks import MetricSettings
     from audit.canaries import make_canaries, with_canaries
-    from audit.data import load_audit_data
     from audit.epsilon_audit import EpsilonAuditSettings, epsilon_audit
     from audit.runner import evaluate_release
     from defenses.base import Surface
 
     cfg = _config(payload)
-    data = load_audit_data(cfg.data, cfg.seed, train=True)
+    data = _data(cfg)
     dcfg, defense = _defense(cfg, payload)
     eps_settings = EpsilonAuditSettings(
         gradient_trials=cfg.epsilon.get("gradient_trials", 100_000),
@@ -182,11 +199,10 @@ def audit_trial(payload: dict[str, Any], deps: list[dict]) -> dict[str, Any]:
 
 def train_shadow(payload: dict[str, Any], deps: list[dict]) -> dict[str, Any]:
     from attacks.shadow import inclusion_design
-    from audit.data import load_audit_data
     from defenses.base import Surface
 
     cfg = _config(payload)
-    data = load_audit_data(cfg.data, cfg.seed, train=True)
+    data = _data(cfg)
     dcfg, defense = _defense(cfg, payload)
     shadow = payload["shadow"]
     pool, _ = shadow_pool(data, shadow["population"], cfg.seed)

@@ -132,6 +132,13 @@ def records(named: list[tuple[str, dict]]) -> list[dict]:
     return rows
 
 
+def metric_table(rows: list[dict], source: str, metric: str) -> dict[tuple[str, str], dict]:
+    """``{(run, attack): row}`` of one input's rows for one metric (what a bar shows)."""
+    return {
+        (r["run"], r["attack"]): r for r in rows if r["source"] == source and r["metric"] == metric
+    }
+
+
 def _overlap(a: dict, b: dict) -> bool | None:
     lo_a, hi_a, lo_b, hi_b = a["ci_low"], a["ci_high"], b["ci_low"], b["ci_high"]
     if None in (lo_a, lo_b):
@@ -230,21 +237,10 @@ def _plots(named: list[tuple[str, dict]]) -> list[tuple[str, str, bytes]]:
         width = 0.8 / len(sources)
         idx = np.arange(len(keys))
         for j, (src, color) in enumerate(zip(sources, colors, strict=True)):
-            look = {(r["run"], r["attack"]): r for r in rows if r["source"] == src}
+            look = metric_table(rows, src, metric)
             vals, lo, hi = [], [], []
             for k in keys:
-                r = look.get(k) if metric == "auc" else None
-                if metric != "auc":
-                    r = next(
-                        (
-                            x
-                            for x in rows
-                            if x["source"] == src
-                            and (x["run"], x["attack"]) == k
-                            and x["metric"] == metric
-                        ),
-                        None,
-                    )
+                r = look.get(k)
                 v = r["value"] if r else np.nan
                 vals.append(v)
                 (e_lo,), (e_hi,) = _bar(v, r and r["ci_low"], r and r["ci_high"])

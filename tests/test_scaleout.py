@@ -286,6 +286,17 @@ def test_sweep_curves_and_compare_two_runs(small_run, tmp_path, cli):
     by = {(d["attack"], d["metric"]): d for d in diffs}
     assert by[("loss", "auc")]["difference"] == pytest.approx(0.25)
     assert by[("modified-entropy", "auc")]["difference"] == 0
+    from reports.compare import load_for_compare, metric_table, records
+
+    named = [load_for_compare(small_run), load_for_compare(tmp_path / "changed")]
+    bars = metric_table(records(named), "changed", "auc")  # what the AUC panel draws
+    assert (
+        bars[("non-private", "loss")]["value"]
+        == changed["runs"][0]["attacks"][0]["metrics"]["auc"]["value"]
+    )
+    assert set(bars) == {
+        ("non-private", a) for a in ("loss", "modified-entropy", "lira-online", "rmia-offline")
+    }
     csv_text = (cmp_out / "differences.csv").read_text(encoding="utf-8")
     assert csv_text.splitlines()[0].startswith("run,attack,metric,a,b")
 

@@ -106,7 +106,7 @@ n_test = 50
 preset = "tiny"
 max_length = 16
 [train]
-epochs = 10
+epochs = 8
 batch_size = 20
 learning_rate = 2e-3
 [[defenses]]
