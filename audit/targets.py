@@ -20,8 +20,9 @@ from typing import Any
 import torch
 
 from audit.errors import AuditError
+from defenses.lm import LM_PRESETS
 
-PRESETS = ("tiny", "minilm")
+PRESETS = ("tiny", "minilm", *LM_PRESETS)
 
 TINY_CONFIG = dict(
     hidden_size=128,
@@ -101,6 +102,11 @@ class TargetSpec:
     def build(self, label_names: list[str], seed: int):
         """Return ``(model, tokenizer)`` for a classifier over ``label_names``."""
         torch.manual_seed(seed)
+        if self.preset in LM_PRESETS and not self.model_dir:
+            # causal LM target (defenses/lm.py): (GPT2LMHeadModel, LMTokenizer); no labels
+            from defenses.lm import build_lm_target
+
+            return build_lm_target(self.preset, seed)
         num_labels = len(label_names)
         if self.model_dir:
             return _load_local(check_model_dir(self.model_dir), num_labels, label_names)
@@ -169,8 +175,32 @@ class Target:
             model.load_state_dict(self._pretrained[seed])
         return model, tokenizer
 
+    @property
+    def is_lm(self) -> bool:
+        return self.spec.preset in LM_PRESETS and not self.spec.model_dir
+
     def _public_stage(self, model, tokenizer, seed: int) -> dict:
         import copy
+
+        if self.is_lm:
+            from defenses.lm import train_lm
+
+            torch.manual_seed(seed)
+            train_lm(
+                model,
+                tokenizer,
+                list(self.public.texts),
+                epochs=self.spec.public_epochs,
+                batch_size=32,
+                learning_rate=1e-3,
+                max_length=self.spec.max_length,
+                seed=seed,
+                device=self.device,
+                progress=self.progress,
+                desc="public pretraining (lm)",
+            )
+            model.cpu()
+            return copy.deepcopy(model.state_dict())
 
         from defenses.classifier import TrainingConfig, make_loader, train_loop
 

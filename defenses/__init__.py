@@ -9,10 +9,25 @@ from defenses.base import (
     SurfaceNotAvailable,
 )
 from defenses.dp_attention import DPAttention
+from defenses.dp_blogs import DPBloGS
+from defenses.dp_forward import DPForward
 from defenses.dp_sgd import DPSGD
 from defenses.none import NonPrivate
+from defenses.phantom_dp_sgd import PhantomDPSGD
+from defenses.re_attention import ReAttentionDefense
 
-DEFENSES: dict[str, type[Defense]] = {cls.name: cls for cls in (NonPrivate, DPSGD, DPAttention)}
+DEFENSES: dict[str, type[Defense]] = {
+    cls.name: cls
+    for cls in (
+        NonPrivate,
+        DPSGD,
+        DPForward,
+        PhantomDPSGD,
+        ReAttentionDefense,
+        DPBloGS,
+        DPAttention,
+    )
+}
 
 __all__ = [
     "DEFENSES",

@@ -78,6 +78,14 @@ class DPSGD(Defense):
         from opacus import PrivacyEngine
         from opacus.accountants.utils import get_noise_multiplier
 
+        from defenses.lm import is_lm_target
+
+        if is_lm_target(target):  # causal LM: Opacus with an untied head (defenses/dp_engine.py)
+            from defenses.dp_engine import fit_lm_opacus
+
+            release, info = fit_lm_opacus(target, train, training, seed, self.params)
+            return release, TrainingReport(info)
+
         eps, delta = float(self.params["epsilon"]), float(self.params["delta"])
         clip = float(self.params["max_grad_norm"])
         accountant = self.params["accountant"]

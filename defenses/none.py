@@ -15,6 +15,10 @@ class NonPrivate(Defense):
     PARAMS: dict = {}
 
     def fit(self, target, train: Examples, training: TrainingConfig, seed: int):
+        from defenses.lm import fit_lm_nonprivate, is_lm_target
+
+        if is_lm_target(target):
+            return fit_lm_nonprivate(target, train, training, seed)
         model, tokenizer = target.build(seed)
         torch.manual_seed(seed)
         loader = make_loader(tokenizer, train, training, seed)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import functools
 import json
+import math
 import os
 from pathlib import Path
 from typing import Any
@@ -613,12 +614,58 @@ def build_context(results: dict) -> dict:
             },
         ]
 
+    sweep = results.get("sweep")
+    if runs and isinstance(sweep, dict):  # [sweep]: privacy-utility curves across seeds
+        from reports.sweep_plots import sweep_curves
+
+        figures.append(
+            {
+                "title": "Sweep: privacy-utility curves",
+                "caption": "Each point is a defense at one ε, averaged over the seeds "
+                f"{', '.join(str(s) for s in sweep.get('seeds', []))}; error bars are "
+                "two-sided 95% Student-t intervals across seeds (none for a single seed).",
+                "src": _data_uri(sweep_curves(sweep)),
+            }
+        )
+
     epsilon_section = None
     if eps_views:
         epsilon_section = {
             "runs": eps_views,
             "violated": [v for v in eps_views if v["violated"]],
             "figure": _data_uri(plots.claimed_vs_audited(runs)),
+        }
+
+    cost = results.get("cost_of_privacy")
+    cost_view = None
+    if isinstance(cost, dict) and isinstance(cost.get("rows"), list):
+
+        def _x(v):
+            return f"{v:.2f}\u00d7" if isinstance(v, (int, float)) and math.isfinite(v) else DASH
+
+        cost_view = {
+            "source": _text(cost.get("source")),
+            "quick": bool(cost.get("quick")),
+            "setup": ", ".join(f"{k}={_kv(v)}" for k, v in (cost.get("setup") or {}).items()),
+            "rows": [
+                {
+                    "vocab": _text(r.get("vocab")),
+                    "cells": [
+                        _x(r.get(k))
+                        for k in (
+                            "phantom_time_x_nonprivate",
+                            "explicit_time_x_nonprivate",
+                            "opacus_time_x_nonprivate",
+                            "explicit_over_phantom_time",
+                            "phantom_memory_x_nonprivate",
+                            "explicit_memory_x_nonprivate",
+                            "opacus_memory_x_nonprivate",
+                        )
+                    ],
+                }
+                for r in cost["rows"]
+                if isinstance(r, dict)
+            ],
         }
 
     config = results.get("config", {})
@@ -641,6 +688,7 @@ def build_context(results: dict) -> dict:
         "metric_headers": [label for _, label in METRIC_COLUMNS],
         "runs": run_views,
         "figures": figures,
+        "cost_of_privacy": cost_view,
         "config_json": config_json,
         "python": _text(env.get("python")),
         "platform": _text(env.get("platform")),

@@ -1,0 +1,500 @@
+"""DP-SGD for the causal LM target, in three separable pieces (as in Opacus):
+
+1. **per-sample norms and clipped sums** (pluggable): ``"phantom"`` (Phantom Clipping,
+   :mod:`defenses.phantom`, tied embeddings, no per-sample gradients built) or
+   ``"explicit"`` (``torch.func.vmap(grad)`` per-sample gradients, the reference);
+2. **clip and noise**: ``w_i = min(1, C/(‖g_i‖+1e-6))`` (or the normalisation
+   ``C/(‖g_i‖+γ)`` of Bu et al. 2023a that the paper trains with), then
+   ``(Σ_i w_i g_i + N(0, σ²C² I)) / B_expected``;
+3. **the accountant**: noise calibrated to a target (ε, δ) by Opacus
+   (``get_noise_multiplier``, conservative end of its bisection), ε from Opacus's PRV
+   (or RDP) accountant and cross-checked with dp-accounting's PLD accountant; the claim
+   takes the larger.
+
+Poisson sampling with rate q = B/N, T = epochs/q steps; each example's influence on a step
+is bounded by C (add/remove-one neighbouring relation), so the guarantee is per sequence.
+Both clipping rules have sensitivity ≤ C.
+
+:func:`fit_lm_dp` trains an LM with the engine; :func:`fit_lm_opacus` is the Opacus
+baseline (untied output embedding, since Opacus cannot clip a weight used twice).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import time
+import warnings
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from defenses.phantom import (
+    PhantomCapture,
+    _check_model,
+    check_batch,
+    check_per_sample_loss,
+    explicit_per_sample_grads,
+    per_sample_token_loss,
+)
+
+NORM_BACKENDS = ("phantom", "explicit")
+CLIPPING = ("clip", "normalize")
+ACCOUNTANTS = ("prv", "rdp")
+
+
+# --------------------------------------------------------------------------- #
+# 2. clip and noise
+# --------------------------------------------------------------------------- #
+def clip_weights(norms: Tensor, max_grad_norm: float, clipping: str = "clip", gamma=0.01):
+    """Per-sample factors w_i such that ‖w_i g_i‖ ≤ C."""
+    if clipping == "clip":
+        return (max_grad_norm / (norms + 1e-6)).clamp(max=1.0)
+    if clipping == "normalize":
+        return max_grad_norm / (norms + gamma)
+    raise ValueError(f"unknown clipping {clipping!r}; allowed: {', '.join(CLIPPING)}")
+
+
+def check_noise_multiplier(sigma: float) -> float:
+    if not (isinstance(sigma, (int, float)) and math.isfinite(sigma)) or sigma < 0:
+        raise ValueError(f"noise multiplier must be a finite number >= 0, got {sigma!r}")
+    return float(sigma)
+
+
+class DPSGDEngine:
+    """Private gradients of a tied GPT-2 LM for one batch.
+
+    ``norms``: ``"phantom"`` or ``"explicit"``; both give the same update for the same
+    noise draw (tested). ``expected_batch_size`` is qN (the divisor under Poisson sampling).
+    """
+
+    def __init__(
+        self,
+        model,
+        max_grad_norm: float = 1.0,
+        noise_multiplier: float = 1.0,
+        expected_batch_size: int | float = 1,
+        norms: str = "phantom",
+        clipping: str = "clip",
+        linear_mode: str = "auto",
+        chunk_size: int | None = None,
+        loss_fn=None,
+    ) -> None:
+        if norms not in NORM_BACKENDS:
+            raise ValueError(
+                f"unknown norms backend {norms!r}; allowed: {', '.join(NORM_BACKENDS)}"
+            )
+        if clipping not in CLIPPING:
+            raise ValueError(f"unknown clipping {clipping!r}; allowed: {', '.join(CLIPPING)}")
+        if not max_grad_norm > 0:
+            raise ValueError(f"max_grad_norm must be > 0, got {max_grad_norm!r}")
+        if not expected_batch_size > 0:
+            raise ValueError(f"expected_batch_size must be > 0, got {expected_batch_size!r}")
+        self.noise_multiplier = check_noise_multiplier(noise_multiplier)
+        if norms == "phantom":
+            _check_model(model)  # untied → UntiedModelError naming the alternatives
+        self.model = model
+        self.max_grad_norm = float(max_grad_norm)
+        self.expected_batch_size = float(expected_batch_size)
+        self.norms = norms
+        self.clipping = clipping
+        self.linear_mode = linear_mode
+        self.chunk_size = chunk_size
+        self.loss_fn = loss_fn or per_sample_token_loss
+        self.params = [p for p in model.parameters() if p.requires_grad]
+        self.last_norms: Tensor | None = None
+
+    # 1. norms + weighted sums ------------------------------------------------
+    def clipped_sum(
+        self, input_ids: Tensor, attention_mask: Tensor | None = None
+    ) -> tuple[dict, Tensor]:
+        """``({param: Σ_i w_i g_i}, norms)`` for a batch."""
+        mask = check_batch(self.model, input_ids, attention_mask)
+        if self.norms == "phantom":
+            with PhantomCapture(self.model, self.linear_mode) as cap:
+                cap.input_ids = input_ids
+                b, t = input_ids.shape
+                pos = torch.arange(t, device=input_ids.device).expand(b, t)
+                logits = self.model(
+                    input_ids=input_ids, attention_mask=mask, position_ids=pos
+                ).logits
+                loss = self.loss_fn(logits, input_ids, mask)
+                cap.backward(loss)  # raises on a mean-reduced (scalar) loss
+                norms = cap.sq_norms().clamp(min=0).sqrt()
+                w = clip_weights(norms, self.max_grad_norm, self.clipping)
+                grads = cap.weighted_grads(w)
+            return {p: grads.get(p, torch.zeros_like(p)) for p in self.params}, norms
+        if not getattr(self, "_loss_checked", False):  # one-off: reject a reduced loss
+            with torch.no_grad():
+                logits = self.model(input_ids=input_ids, attention_mask=mask).logits
+                check_per_sample_loss(self.loss_fn(logits, input_ids, mask), input_ids.shape[0])
+            self._loss_checked = True
+        per = explicit_per_sample_grads(
+            self.model, input_ids, mask, self.chunk_size, loss_fn=self.loss_fn
+        )
+        norms = torch.stack([g.flatten(1).pow(2).sum(1) for g in per.values()]).sum(0).sqrt()
+        w = clip_weights(norms, self.max_grad_norm, self.clipping)
+        by_name = dict(self.model.named_parameters())
+        sums = {by_name[n]: torch.einsum("b,b...->...", w, g) for n, g in per.items()}
+        return {p: sums.get(p, torch.zeros_like(p)) for p in self.params}, norms
+
+    # 2. noise ------------------------------------------------------------------
+    def private_gradients(
+        self,
+        input_ids: Tensor | None,
+        attention_mask: Tensor | None = None,
+        generator: torch.Generator | None = None,
+    ) -> dict:
+        """``(Σ_i clip(g_i) + N(0, σ²C²I)) / B_expected`` per parameter. ``input_ids=None``
+        (an empty Poisson batch) releases noise only."""
+        if input_ids is None or input_ids.shape[0] == 0:
+            sums = {p: torch.zeros_like(p) for p in self.params}
+            self.last_norms = None
+        else:
+            sums, self.last_norms = self.clipped_sum(input_ids, attention_mask)
+        std = self.noise_multiplier * self.max_grad_norm
+        out = {}
+        for p in self.params:  # one draw per parameter, in parameter order
+            g = sums[p].detach()  # a fresh tensor: updated in place to save memory
+            if std > 0:
+                noise = torch.randn(p.shape, generator=generator, dtype=p.dtype, device="cpu")
+                g.add_(noise.to(p.device), alpha=std)
+                del noise
+            out[p] = g.div_(self.expected_batch_size)
+        return out
+
+    def step(self, optimizer, input_ids, attention_mask=None, generator=None) -> None:
+        grads = self.private_gradients(input_ids, attention_mask, generator)
+        for p, g in grads.items():
+            p.grad = g
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+
+def per_sample_loss_check(loss: Tensor, batch_size: int) -> None:
+    """Public alias: raise ValueError unless ``loss`` has shape [batch] (reduction='none')."""
+    check_per_sample_loss(loss, batch_size)
+
+
+# --------------------------------------------------------------------------- #
+# 3. accountant
+# --------------------------------------------------------------------------- #
+@functools.lru_cache(maxsize=64)
+def calibrate_noise(
+    target_epsilon: float, delta: float, sample_rate: float, steps: int, accountant: str = "prv"
+) -> float:
+    """Smallest σ (conservative end of Opacus's bisection) with ε(σ) ≤ target."""
+    from opacus.accountants.utils import get_noise_multiplier
+
+    if accountant not in ACCOUNTANTS:
+        raise ValueError(f"unknown accountant {accountant!r}; allowed: {', '.join(ACCOUNTANTS)}")
+    if not target_epsilon > 0:
+        raise ValueError(f"target epsilon must be > 0, got {target_epsilon!r}")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return float(
+            get_noise_multiplier(
+                target_epsilon=target_epsilon,
+                target_delta=delta,
+                sample_rate=sample_rate,
+                steps=int(steps),
+                accountant=accountant,
+                epsilon_tolerance=0.005,
+            )
+        )
+
+
+@functools.lru_cache(maxsize=256)
+def epsilon_opacus(sigma: float, sample_rate: float, steps: int, delta: float, accountant="prv"):
+    from opacus.accountants import create_accountant
+
+    acc = create_accountant(accountant)
+    acc.history = [(sigma, sample_rate, int(steps))]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return float(acc.get_epsilon(delta))
+
+
+@functools.lru_cache(maxsize=256)
+def epsilon_pld(sigma: float, sample_rate: float, steps: int, delta: float) -> float:
+    """ε from dp-accounting's PLD accountant (Poisson-subsampled Gaussian, T-fold; its
+    pessimistic discretisation rounds ε up)."""
+    import dp_accounting
+
+    event = dp_accounting.SelfComposedDpEvent(
+        dp_accounting.PoissonSampledDpEvent(sample_rate, dp_accounting.GaussianDpEvent(sigma)),
+        int(steps),
+    )
+    acc = dp_accounting.pld.PLDAccountant(value_discretization_interval=1e-3)
+    acc.compose(event)
+    return float(acc.get_epsilon(delta))
+
+
+def account(sigma, sample_rate, steps, delta, accountant="prv") -> dict[str, Any]:
+    """ε by the chosen Opacus accountant and by dp-accounting PLD; ``claimed`` = the larger."""
+    main = epsilon_opacus(sigma, sample_rate, steps, delta, accountant)
+    cross = epsilon_pld(sigma, sample_rate, steps, delta)
+    return {
+        f"epsilon_opacus_{accountant}": main,
+        "epsilon_dp_accounting_pld": cross,
+        "claimed": max(main, cross),
+        "relative_difference": abs(main - cross) / max(cross, 1e-12),
+    }
+
+
+# --------------------------------------------------------------------------- #
+# training
+# --------------------------------------------------------------------------- #
+def poisson_schedule(n: int, batch_size: int, epochs: int) -> tuple[float, int]:
+    q = min(1.0, batch_size / max(n, 1))
+    return q, max(1, int(round(epochs / q)))
+
+
+def train_lm_private(
+    engine: DPSGDEngine,
+    tokenizer,
+    texts: list[str],
+    steps: int,
+    sample_rate: float,
+    learning_rate: float,
+    max_length: int,
+    weight_decay: float = 0.0,
+    seed: int = 0,
+    device: str = "cpu",
+    progress: bool = False,
+    desc: str = "train dp",
+) -> dict[str, Any]:
+    """Poisson-sampled private training of ``engine.model`` with AdamW."""
+    from tqdm.auto import tqdm
+
+    from defenses.classifier import resolve_device
+    from defenses.lm import context_length, trim
+
+    model = engine.model
+    dev = resolve_device(device)
+    model.to(dev).train()
+    ids, mask = tokenizer.encode(texts, min(max_length, context_length(model)))
+    opt = torch.optim.AdamW(engine.params, lr=learning_rate, weight_decay=weight_decay)
+    sampler = torch.Generator().manual_seed(seed)
+    noise = torch.Generator().manual_seed(seed + 1)
+    start, last = time.perf_counter(), math.nan
+    clipped = []
+    for _ in tqdm(range(steps), desc=desc, disable=None if progress else True, leave=False):
+        pick = torch.rand(len(texts), generator=sampler) < sample_rate
+        if pick.any():
+            b_ids, b_mask = trim(ids[pick], mask[pick])
+            engine.step(opt, b_ids.to(dev), b_mask.to(dev), noise)
+            if engine.last_norms is not None:
+                clipped.append(float((engine.last_norms > engine.max_grad_norm).float().mean()))
+        else:
+            engine.step(opt, None, None, noise)
+    with torch.no_grad():
+        from defenses.lm import sequence_loss
+
+        sub_ids, sub_mask = trim(ids[:64], mask[:64])
+        last = float(sequence_loss(model, sub_ids.to(dev), sub_mask.to(dev)).mean())
+    return {
+        "steps": steps,
+        "final_train_loss": last,
+        "seconds": time.perf_counter() - start,
+        "fraction_clipped": sum(clipped) / max(len(clipped), 1),
+    }
+
+
+def fit_lm_dp(
+    target,
+    train,
+    training,
+    seed: int,
+    params: dict[str, Any],
+    name: str,
+    model_hook=None,
+) -> tuple[Any, dict[str, Any]]:
+    """Train an LM target privately with :class:`DPSGDEngine`; returns ``(release, info)``.
+    ``model_hook(model, sigma, sample_rate, tokenizer)`` may modify the model (re-attention)."""
+    from defenses.base import PrivacyClaim
+    from defenses.gradient_mechanism import GaussianGradientMechanism, SamplingSchedule
+    from defenses.lm import LMRelease
+
+    model, tokenizer = target.build(seed)
+    n = len(train)
+    q, steps = poisson_schedule(n, training.batch_size, training.epochs)
+    delta = float(params["delta"])
+    accountant = params.get("accountant", "prv")
+    clip = float(params["max_grad_norm"])
+    if params.get("noise_multiplier") is not None:
+        sigma = check_noise_multiplier(params["noise_multiplier"])
+    else:
+        sigma = calibrate_noise(float(params["epsilon"]), delta, q, steps, accountant)
+    extra = model_hook(model, sigma, q, tokenizer) if model_hook else {}
+    engine = DPSGDEngine(
+        model,
+        clip,
+        sigma,
+        expected_batch_size=q * n,
+        norms=params.get("norms", "phantom"),
+        clipping=params.get("clipping", "clip"),
+    )
+    torch.manual_seed(seed)
+    info = train_lm_private(
+        engine,
+        tokenizer,
+        list(train.texts),
+        steps,
+        q,
+        training.learning_rate,
+        training.max_length,
+        training.weight_decay,
+        seed,
+        training.device,
+        training.progress,
+        desc=f"train {name}",
+    )
+    acc = account(sigma, q, steps, delta, accountant) if sigma > 0 else None
+    eps = acc["claimed"] if acc else math.inf
+    info.update(
+        epochs=training.epochs,
+        noise_multiplier=sigma,
+        max_grad_norm=clip,
+        sample_rate=q,
+        norms=engine.norms,
+        clipping=engine.clipping,
+        accountant=f"opacus-{accountant}",
+        epsilon_target=params.get("epsilon"),
+        epsilon_spent=eps,
+        **({} if acc is None else {k: v for k, v in acc.items() if k != "claimed"}),
+        **(extra or {}),
+    )
+    claim = PrivacyClaim(
+        epsilon=eps if math.isfinite(eps) else None,
+        delta=delta,
+        unit="sequence",
+        notion="central-dp",
+        accountant=f"opacus-{accountant} + dp-accounting-pld (max)",
+        proven=sigma > 0,
+        note=(
+            f"{name}: DP-SGD on a tied GPT-2 LM, per-sequence {engine.clipping} to C={clip:g} "
+            f"({engine.norms} norms), Poisson q={q:.4g}, σ={sigma:.4g}, {steps} steps; "
+            "add/remove-one sequence. ε is the larger of Opacus "
+            f"{accountant.upper()} and dp-accounting PLD."
+        ),
+        details={"norms": engine.norms, **({} if acc is None else acc)},
+    )
+    release = LMRelease(
+        model,
+        tokenizer,
+        training.max_length,
+        claim,
+        training.device,
+        GaussianGradientMechanism(clip, sigma),
+        SamplingSchedule(q, steps),
+        label_names=list(getattr(target, "label_names", [])),
+    )
+    return release, info
+
+
+def fit_lm_opacus(target, train, training, seed: int, params: dict[str, Any]):
+    """Opacus DP-SGD baseline on the LM. Opacus clips per parameter tensor use, so the
+    tied embedding (used twice) is **untied** here: the output head is an independent
+    copy of the input embedding at initialisation (more parameters than the tied model)."""
+    from opacus import GradSampleModule
+
+    from defenses.base import PrivacyClaim
+    from defenses.classifier import resolve_device
+    from defenses.gradient_mechanism import GaussianGradientMechanism, SamplingSchedule
+    from defenses.lm import LMRelease, context_length, trim
+
+    model, tokenizer = target.build(seed)
+    head = model.lm_head
+    head.weight = torch.nn.Parameter(model.transformer.wte.weight.detach().clone())
+    model.config.tie_word_embeddings = False
+    n = len(train)
+    q, steps = poisson_schedule(n, training.batch_size, training.epochs)
+    delta = float(params["delta"])
+    accountant = params.get("accountant", "prv")
+    clip = float(params["max_grad_norm"])
+    sigma = calibrate_noise(float(params["epsilon"]), delta, q, steps, accountant)
+    dev = resolve_device(training.device)
+    model.to(dev).train()
+    gsm = GradSampleModule(model)
+    trainable = [p for p in gsm.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(
+        trainable, lr=training.learning_rate, weight_decay=training.weight_decay
+    )
+    ids, mask = tokenizer.encode(list(train.texts), min(training.max_length, context_length(model)))
+    sampler = torch.Generator().manual_seed(seed)
+    noise = torch.Generator().manual_seed(seed + 1)
+    start = time.perf_counter()
+    from tqdm.auto import tqdm
+
+    for _ in tqdm(
+        range(steps),
+        desc="train dp-sgd (lm, opacus)",
+        disable=None if training.progress else True,
+        leave=False,
+    ):
+        pick = torch.rand(n, generator=sampler) < q
+        opt.zero_grad(set_to_none=True)
+        if pick.any():
+            b_ids, b_mask = trim(ids[pick], mask[pick])
+            b_ids, b_mask = b_ids.to(dev), b_mask.to(dev)
+            b, t = b_ids.shape
+            pos = torch.arange(t, device=dev).expand(b, t)
+            logits = gsm(input_ids=b_ids, attention_mask=b_mask, position_ids=pos).logits
+            per_sample_token_loss(logits, b_ids, b_mask).sum().backward()
+            norms = torch.stack([p.grad_sample.flatten(1).norm(dim=1) for p in trainable]).norm(
+                dim=0
+            )
+            w = clip_weights(norms, clip)
+            for p in trainable:
+                s = torch.einsum("b,b...->...", w, p.grad_sample)
+                p.grad = (s + sigma * clip * torch.randn(p.shape, generator=noise).to(dev)) / (
+                    q * n
+                )
+                p.grad_sample = None
+        else:
+            for p in trainable:
+                p.grad = sigma * clip * torch.randn(p.shape, generator=noise).to(dev) / (q * n)
+        opt.step()
+    gsm.remove_hooks() if hasattr(gsm, "remove_hooks") else None
+    model = gsm._module
+    acc = account(sigma, q, steps, delta, accountant)
+    info = {
+        "epochs": training.epochs,
+        "steps": steps,
+        "seconds": time.perf_counter() - start,
+        "noise_multiplier": sigma,
+        "max_grad_norm": clip,
+        "sample_rate": q,
+        "accountant": f"opacus-{accountant}",
+        "epsilon_target": params["epsilon"],
+        "epsilon_spent": acc["claimed"],
+        "untied_for_opacus": True,
+        **{k: v for k, v in acc.items() if k != "claimed"},
+    }
+    claim = PrivacyClaim(
+        epsilon=acc["claimed"],
+        delta=delta,
+        unit="sequence",
+        notion="central-dp",
+        accountant=f"opacus-{accountant} + dp-accounting-pld (max)",
+        proven=True,
+        note=(
+            f"Opacus DP-SGD on the GPT-2 LM with an UNTIED output embedding (Opacus cannot clip "
+            f"a tied weight), Poisson q={q:.4g}, σ={sigma:.4g}, C={clip:g}, {steps} steps; "
+            "add/remove-one sequence; ε = max(Opacus, dp-accounting PLD)."
+        ),
+        details={"untied": True, **acc},
+    )
+    release = LMRelease(
+        model,
+        tokenizer,
+        training.max_length,
+        claim,
+        training.device,
+        GaussianGradientMechanism(clip, sigma),
+        SamplingSchedule(q, steps),
+        label_names=list(getattr(target, "label_names", [])),
+    )
+    return release, info
