@@ -1,8 +1,10 @@
 """Gradient inversion: reconstruct training text from a released gradient update.
 
-Works against every release exposing ``Surface.GRADIENTS`` with white-box weights (the
-classifier releases: ``none``, ``dp-sgd``, ``dp-attention``, and any later defense that
-releases updates through :class:`defenses.gradient_mechanism.GaussianGradientMechanism`).
+Works against every release exposing ``Surface.GRADIENTS`` with white-box weights: the BERT
+classifier releases (``none``, ``dp-sgd``, ``dp-attention``) and the causal-LM releases
+(``defenses.lm.LMRelease``: ``none``, ``phantom-dp-sgd``, ``dp-blogs`` on an LM target).
+For an LM the text is its own target: the dummy's next-token targets are its own soft
+tokens (framed by <bos> … <eos>), there are no labels, and the word order comes back too.
 The adversary sees the update the mechanism releases for a batch of training sequences
 and the model's weights and tokenizer, and recovers the text:
 
