@@ -194,3 +194,26 @@ def test_config_with_out_of_range_epsilon_is_a_one_line_config_error(tmp_path):
     with pytest.warns(UserWarning, match="eps=0.5 is outside"):
         DEFENSES["dp-attention"](epsilon=0.5, force=True).config(8).validate()
     assert load_config(path).defenses[0].params["force"] is True
+
+
+def test_membership_bounds_are_not_called_consistent_with_a_feature_column_claim(dp_release):
+    from reports.verdict import check_attack_claim
+
+    release, *_ = dp_release
+    for value in (0.01, 5.0):  # below and above the claimed 0.09
+        run = {
+            "claim": release.claim.to_dict(),
+            "attacks": [
+                {
+                    "attack": "loss",
+                    "status": "ok",
+                    "metrics": {
+                        "auc": {"value": 0.6, "ci_low": 0.55, "ci_high": 0.65},
+                        "epsilon_lower_bound": {"value": value, "ceiling": 6.0, "delta": 1e-5},
+                    },
+                }
+            ],
+        }
+        out = check_attack_claim(run)
+        assert out["status"] == "not-comparable", out
+        assert "no example, sequence or user unit" in out["text"]
