@@ -123,14 +123,21 @@ def _stand_out(norms: torch.Tensor) -> torch.Tensor:
     return torch.nonzero(norms > med + 6 * 1.4826 * mad + 1e-12).flatten()
 
 
-def recover_labels(bias_grad: torch.Tensor, batch_size: int) -> list[int]:
-    """iDLG: classes with negative bias gradient are in the batch; at batch size b the
-    count of class c is about b·(1/C − g_c) (probabilities taken as uniform)."""
+def recover_labels(bias_grad: torch.Tensor, batch_size: int, mean_probs: Any = None) -> list[int]:
+    """iDLG: the bias gradient is mean_i(p_i − onehot(y_i)), so at batch size 1 the label
+    is its negative entry; at batch size b the count of class c is about b·(p̄_c − g_c),
+    with p̄ the model's mean prediction (estimated on public data by the caller; uniform
+    when not given)."""
     g = bias_grad.double()
     if batch_size == 1:
         return [int(torch.argmin(g))]
     n_classes = g.numel()
-    est = batch_size * (1.0 / n_classes - g)
+    p = (
+        torch.full_like(g, 1.0 / n_classes)
+        if mean_probs is None
+        else torch.as_tensor(np.asarray(mean_probs), dtype=torch.float64)
+    )
+    est = batch_size * (p - g)
     counts = torch.clamp(torch.round(est), min=0).long()
     order = torch.argsort(g)
     while counts.sum() < batch_size:
@@ -228,6 +235,9 @@ class GradientInversionAttack(LeakageAttack):
         public = context.public if context.public is not None else context.nonmembers
         freq = Counter(t for x in public.texts[:500] for t in _token_ids(tokenizer, x))
         metrics: dict[str, Any] = {}
+        mean_probs = None  # the model's mean prediction on public text, for iDLG counts
+        if Surface.PROBABILITIES in release.surfaces and not _is_lm_tokenizer(tokenizer):
+            mean_probs = release.probabilities(list(public.texts[:64])).mean(axis=0)
         details: dict[str, Any] = {
             "objective": o["objective"],
             "token_prior": o["token_prior"],
@@ -259,7 +269,7 @@ class GradientInversionAttack(LeakageAttack):
                 batch = [pool[i][:2] for i in idx]
                 ys = [pool[i][2] for i in idx]
                 seed = context.seed * 1000 + batch_index
-                rec, guessed_labels = self._invert(release, batch, ys, seed)
+                rec, guessed_labels = self._invert(release, batch, ys, seed, mean_probs)
                 if self._trace:
                     traces.append((self._trace[0], self._trace[-1]))
                 true = [ids for _, ids in batch]
@@ -316,7 +326,7 @@ class GradientInversionAttack(LeakageAttack):
 
     # -- the inversion --------------------------------------------------------------
 
-    def _invert(self, release, batch, labels, seed):
+    def _invert(self, release, batch, labels, seed, mean_probs=None):
         """Reconstruct one batch from its released update; returns token ids per
         sequence and the recovered labels."""
         from defenses.classifier import forward_kwargs
@@ -369,7 +379,7 @@ class GradientInversionAttack(LeakageAttack):
         if not lm:
             n_labels = model.config.num_labels
             bias = [n for n, p in named if p.ndim == 1 and p.numel() == n_labels][-1]
-            ys = recover_labels(target[bias], b)
+            ys = recover_labels(target[bias], b, mean_probs)
         # 3. continuous optimisation of the content embeddings
         matched = [n for n, _ in named if n != emb_name]
         params = [p for n, p in named if n != emb_name]

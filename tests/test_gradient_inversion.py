@@ -148,3 +148,14 @@ def test_language_model_releases_are_inverted_too():
     assert out["none"]["rouge2_b1"]["value"] >= 0.8
     assert "label_recovery_b1" not in out["none"]  # a language model has no labels
     assert out["noised"]["token_recall_b1"]["value"] < 0.3
+
+
+def test_idlg_counts_use_the_models_mean_prediction():
+    import torch
+
+    # a confident model: mean prediction far from uniform; labels {0, 1, 1, 1}
+    p = torch.tensor([[0.1, 0.8, 0.1], [0.2, 0.7, 0.1], [0.1, 0.8, 0.1], [0.1, 0.8, 0.1]])
+    y = torch.tensor([0, 1, 1, 1])
+    g = (p - torch.nn.functional.one_hot(y, 3)).mean(0)
+    assert sorted(recover_labels(g, 4, p.mean(0).numpy())) == [0, 1, 1, 1]
+    assert sorted(recover_labels(g, 4)) != [0, 1, 1, 1]  # the uniform guess gets it wrong
