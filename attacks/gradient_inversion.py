@@ -1,8 +1,10 @@
 """Gradient inversion: reconstruct training text from a released gradient update.
 
-Works against every release exposing ``Surface.GRADIENTS`` with white-box weights (the
-classifier releases: ``none``, ``dp-sgd``, ``dp-attention``, and any later defense that
-releases updates through :class:`defenses.gradient_mechanism.GaussianGradientMechanism`).
+Works against every release exposing ``Surface.GRADIENTS`` with white-box weights: the BERT
+classifier releases (``none``, ``dp-sgd``, ``dp-attention``) and the causal-LM releases
+(``defenses.lm.LMRelease``: ``none``, ``phantom-dp-sgd``, ``dp-blogs`` on an LM target).
+For an LM the text is its own target: the dummy's next-token targets are its own soft
+tokens (framed by <bos> … <eos>), there are no labels, and the word order comes back too.
 The adversary sees the update the mechanism releases for a batch of training sequences
 and the model's weights and tokenizer, and recovers the text:
 
@@ -121,14 +123,21 @@ def _stand_out(norms: torch.Tensor) -> torch.Tensor:
     return torch.nonzero(norms > med + 6 * 1.4826 * mad + 1e-12).flatten()
 
 
-def recover_labels(bias_grad: torch.Tensor, batch_size: int) -> list[int]:
-    """iDLG: classes with negative bias gradient are in the batch; at batch size b the
-    count of class c is about b·(1/C − g_c) (probabilities taken as uniform)."""
+def recover_labels(bias_grad: torch.Tensor, batch_size: int, mean_probs: Any = None) -> list[int]:
+    """iDLG: the bias gradient is mean_i(p_i − onehot(y_i)), so at batch size 1 the label
+    is its negative entry; at batch size b the count of class c is about b·(p̄_c − g_c),
+    with p̄ the model's mean prediction (estimated on public data by the caller; uniform
+    when not given)."""
     g = bias_grad.double()
     if batch_size == 1:
         return [int(torch.argmin(g))]
     n_classes = g.numel()
-    est = batch_size * (1.0 / n_classes - g)
+    p = (
+        torch.full_like(g, 1.0 / n_classes)
+        if mean_probs is None
+        else torch.as_tensor(np.asarray(mean_probs), dtype=torch.float64)
+    )
+    est = batch_size * (p - g)
     counts = torch.clamp(torch.round(est), min=0).long()
     order = torch.argsort(g)
     while counts.sum() < batch_size:
@@ -193,12 +202,15 @@ class GradientInversionAttack(LeakageAttack):
     # -- helpers -------------------------------------------------------------------
 
     def _truncate(self, tokenizer, texts, labels) -> list[tuple[str, list[int], int]]:
-        """Texts cut to ``max_tokens`` word pieces: (text, token ids without specials, label)."""
+        """Texts cut to ``max_tokens`` tokens: (text, token ids without specials, label)."""
         out = []
         for text, label in zip(texts, labels, strict=True):
-            pieces = tokenizer.tokenize(text)[: self.options["max_tokens"]]
-            short = tokenizer.convert_tokens_to_string(pieces)
-            ids = tokenizer(short, add_special_tokens=False)["input_ids"]
+            if _is_lm_tokenizer(tokenizer):
+                short = tokenizer.decode(tokenizer.token_ids(text)[: self.options["max_tokens"]])
+            else:
+                pieces = tokenizer.tokenize(text)[: self.options["max_tokens"]]
+                short = tokenizer.convert_tokens_to_string(pieces)
+            ids = _token_ids(tokenizer, short)
             if 3 <= len(ids) <= self.options["max_tokens"]:
                 out.append((short, ids, int(label)))
         return out
@@ -221,12 +233,11 @@ class GradientInversionAttack(LeakageAttack):
         want = 4 * o["sequences"] * max(o["batch_sizes"])
         pool = self._truncate(tokenizer, texts[:want], labels[:want])
         public = context.public if context.public is not None else context.nonmembers
-        freq = Counter(
-            t
-            for x in public.texts[:500]
-            for t in tokenizer(x, add_special_tokens=False)["input_ids"]
-        )
+        freq = Counter(t for x in public.texts[:500] for t in _token_ids(tokenizer, x))
         metrics: dict[str, Any] = {}
+        mean_probs = None  # the model's mean prediction on public text, for iDLG counts
+        if Surface.PROBABILITIES in release.surfaces and not _is_lm_tokenizer(tokenizer):
+            mean_probs = release.probabilities(list(public.texts[:64])).mean(axis=0)
         details: dict[str, Any] = {
             "objective": o["objective"],
             "token_prior": o["token_prior"],
@@ -258,7 +269,7 @@ class GradientInversionAttack(LeakageAttack):
                 batch = [pool[i][:2] for i in idx]
                 ys = [pool[i][2] for i in idx]
                 seed = context.seed * 1000 + batch_index
-                rec, guessed_labels = self._invert(release, batch, ys, seed)
+                rec, guessed_labels = self._invert(release, batch, ys, seed, mean_probs)
                 if self._trace:
                     traces.append((self._trace[0], self._trace[-1]))
                 true = [ids for _, ids in batch]
@@ -279,9 +290,8 @@ class GradientInversionAttack(LeakageAttack):
                                 "reconstruction": tokenizer.decode(guess),
                             }
                         )
-                per_seq["label"].append(
-                    float(sorted(guessed_labels) == sorted(ys)) if ys else math.nan
-                )
+                if guessed_labels:  # a classifier: iDLG label recovery
+                    per_seq["label"].append(float(sorted(guessed_labels) == sorted(ys)))
             sfx = f"_b{b}"
             boot = dict(n_boot=context.settings.n_boot, seed=context.seed)
             metrics["token_recall" + sfx] = mean_estimate(per_seq["recall"], **boot)
@@ -290,9 +300,10 @@ class GradientInversionAttack(LeakageAttack):
             metrics["exact_sequence" + sfx] = proportion_estimate(
                 int(sum(per_seq["exact"])), len(per_seq["exact"])
             )
-            metrics["label_recovery" + sfx] = proportion_estimate(
-                int(sum(per_seq["label"])), len(per_seq["label"]), unit="batch"
-            )
+            if per_seq["label"]:
+                metrics["label_recovery" + sfx] = proportion_estimate(
+                    int(sum(per_seq["label"])), len(per_seq["label"]), unit="batch"
+                )
             metrics["token_recall" + sfx + "_baseline"] = mean_estimate(per_seq["baseline"], **boot)
             details[f"batches{sfx}"] = n_batches
         if traces:
@@ -315,7 +326,7 @@ class GradientInversionAttack(LeakageAttack):
 
     # -- the inversion --------------------------------------------------------------
 
-    def _invert(self, release, batch, labels, seed):
+    def _invert(self, release, batch, labels, seed, mean_probs=None):
         """Reconstruct one batch from its released update; returns token ids per
         sequence and the recovered labels."""
         from defenses.classifier import forward_kwargs
@@ -334,11 +345,21 @@ class GradientInversionAttack(LeakageAttack):
             offset += p.numel()
         emb = model.get_input_embeddings().weight
         emb_name = next(n for n, p in named if p is emb)
-        pos_name = next((n for n, _ in named if "position_embeddings" in n), None)
-        bias_name = [n for n, p in named if p.ndim == 1 and p.numel() == model.config.num_labels][
-            -1
-        ]
-        special = {tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.pad_token_id}
+        pos_name = next(
+            (n for n, _ in named if "position_embeddings" in n or n.endswith("wpe.weight")), None
+        )
+        lm = _is_lm_tokenizer(tokenizer)
+        if lm:  # causal LM: <bos> tokens <eos>, the text is its own target
+            first, last = tokenizer.bos_id, tokenizer.eos_id
+            special = {tokenizer.pad_id, tokenizer.bos_id, tokenizer.eos_id}
+            if o["embeddings"] != "simplex":
+                raise ValueError(
+                    "gradient inversion of a language model needs embeddings = 'simplex' "
+                    "(its targets are the tokens themselves)"
+                )
+        else:  # classifier: [CLS] tokens [SEP]
+            first, last = tokenizer.cls_token_id, tokenizer.sep_token_id
+            special = {tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.pad_token_id}
 
         # 1. token prior and length
         prior: list[int] = []
@@ -349,9 +370,16 @@ class GradientInversionAttack(LeakageAttack):
             if pos_name is not None:
                 pos_rows = _stand_out(target[pos_name].norm(dim=1))
                 if len(pos_rows):
-                    length = int(min(max(int(pos_rows.max()) + 1 - 2, 1), o["max_tokens"]))
-        # 2. labels (iDLG)
-        ys = recover_labels(target[bias_name], b)
+                    # rows 0..L+1 carry [CLS]/<bos>, L tokens, [SEP]/<eos>; a causal LM's
+                    # last position feeds no loss term, so its row has no gradient
+                    length = int(pos_rows.max()) + 1 - (1 if lm else 2)
+                    length = int(min(max(length, 1), o["max_tokens"]))
+        # 2. labels (iDLG; a language model has none)
+        ys: list[int] = []
+        if not lm:
+            n_labels = model.config.num_labels
+            bias = [n for n, p in named if p.ndim == 1 and p.numel() == n_labels][-1]
+            ys = recover_labels(target[bias], b, mean_probs)
         # 3. continuous optimisation of the content embeddings
         matched = [n for n, _ in named if n != emb_name]
         params = [p for n, p in named if n != emb_name]
@@ -366,8 +394,11 @@ class GradientInversionAttack(LeakageAttack):
             w.requires_grad_(True)
             leaf = w
 
+            def soft():
+                return torch.softmax(w, dim=-1)
+
             def embed():
-                return torch.softmax(w, dim=-1) @ basis
+                return soft() @ basis
         else:
             scale = float(table.std())
             z = (torch.randn(b, length, table.shape[1], generator=g) * scale).to(device)
@@ -377,9 +408,14 @@ class GradientInversionAttack(LeakageAttack):
             def embed():
                 return z
 
-        cls = table[tokenizer.cls_token_id].expand(b, 1, -1)
-        sep = table[tokenizer.sep_token_id].expand(b, 1, -1)
+        cls = table[first].expand(b, 1, -1)
+        sep = table[last].expand(b, 1, -1)
         y = torch.as_tensor(ys, device=device)
+        if lm:  # soft next-token targets: the content distributions, then <eos>
+            scatter = torch.zeros(len(cand), table.shape[0], device=device)
+            scatter[torch.arange(len(cand)), torch.as_tensor(cand)] = 1.0
+            eos = torch.zeros(b, 1, table.shape[0], device=device)
+            eos[..., last] = 1.0
         opt = torch.optim.Adam([leaf], lr=float(o["learning_rate"]))
         was_training = model.training
         model.eval()
@@ -388,14 +424,22 @@ class GradientInversionAttack(LeakageAttack):
         if impl not in (None, "eager") and hasattr(model, "set_attn_implementation"):
             model.set_attn_implementation("eager")
         ids_shape = torch.zeros(b, length + 2, dtype=torch.long, device=device)
-        kw = forward_kwargs(model, ids_shape, torch.ones_like(ids_shape))
-        kw.pop("input_ids")
+        if lm:
+            kw = {"attention_mask": torch.ones_like(ids_shape)}
+        else:
+            kw = forward_kwargs(model, ids_shape, torch.ones_like(ids_shape))
+            kw.pop("input_ids")
         trace = []
         for _ in range(int(o["steps"])):
             opt.zero_grad()
             x = torch.cat([cls, embed(), sep], dim=1)
             out = model(inputs_embeds=x, **kw)
-            loss = torch.nn.functional.cross_entropy(out.logits, y)
+            if lm:  # mean next-token cross-entropy, as the release computes it
+                targets = torch.cat([soft() @ scatter, eos], dim=1)
+                logp = torch.log_softmax(out.logits[:, :-1], dim=-1)
+                loss = -(targets * logp).sum(-1).mean()
+            else:
+                loss = torch.nn.functional.cross_entropy(out.logits, y)
             grads = torch.autograd.grad(loss, params, create_graph=True)
             objective = self._objective(grads, tgt)
             objective.backward()
@@ -439,6 +483,17 @@ class GradientInversionAttack(LeakageAttack):
             return l2
         l1 = sum((g - t).abs().sum() for g, t in zip(grads, target, strict=True))
         return l2 + float(self.options["tag_l1_weight"]) * l1
+
+
+def _is_lm_tokenizer(tokenizer) -> bool:
+    """The suite's LM tokenizer (``defenses.lm.LMTokenizer``) rather than a Hugging Face one."""
+    return hasattr(tokenizer, "token_ids") and hasattr(tokenizer, "bos_id")
+
+
+def _token_ids(tokenizer, text: str) -> list[int]:
+    if _is_lm_tokenizer(tokenizer):
+        return list(tokenizer.token_ids(text))
+    return list(tokenizer(text, add_special_tokens=False)["input_ids"])
 
 
 def _match(true: list[list[int]], rec: list[list[int]]) -> list[int]:

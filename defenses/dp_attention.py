@@ -559,6 +559,7 @@ class DPAttentionConfig:
     variant: str = "thm4.1"
     strict: bool = False
     force: bool = False
+    sampling: bool = True  # False: B = A, the clipped non-private ablation (no privacy)
 
     def validate(self) -> list[str]:
         if self.mode not in MODES:
@@ -730,6 +731,8 @@ class DPSymmetricAttention(nn.Module):
                 if cfg.strict:
                     raise ValueError(msg + "; use mode = 'ridge'")
                 A = A + 1e-9 * torch.eye(n, dtype=A.dtype, device=A.device)
+        if not cfg.sampling:
+            return A
         C = torch.linalg.cholesky(A)
         L = bartlett_factor(n, self.k, tuple(A.shape[:-2]), self.generator, A.dtype, A.device)
         CL = C @ L
@@ -821,6 +824,7 @@ class DPAttention(Defense):
         "layers": (list, [0]),
         "strict": (bool, False),
         "force": (bool, False),
+        "sampling": (bool, True),
     }
 
     def config(self, max_tokens: int) -> DPAttentionConfig:
@@ -840,6 +844,7 @@ class DPAttention(Defense):
             max_tokens=int(max_tokens),
             strict=bool(p["strict"]),
             force=bool(p["force"]),
+            sampling=bool(p["sampling"]),
         )
 
     def validate(self) -> None:
@@ -939,12 +944,17 @@ class DPAttention(Defense):
         claim = self.claim(
             cfg, mods[0].attention_head_size, mods[0].num_attention_heads, layers, stats, forced
         )
+        if not cfg.sampling:
+            claim = PrivacyClaim.none(
+                "Ablation: the same clipped symmetric attention with B = A (no Gaussian "
+                "sampling), no privacy; separates the utility cost of clipping from sampling."
+            )
         info.update(
             dp_attention_layers=layers,
             dp_attention_k=cfg.samples,
             dp_attention_beta_max=cfg.beta_max,
             dp_attention_releases_in_training=stats["releases"],
-            dp_attention_status=claim.details["status"],
+            dp_attention_status=claim.details.get("status", "no sampling (ablation)"),
         )
         schedule = SamplingSchedule(
             min(1.0, training.batch_size / len(train)), int(info["steps"]), training.epochs
@@ -959,7 +969,8 @@ class DPAttention(Defense):
             gradient_mechanism=GaussianGradientMechanism(None),
             schedule=schedule,
         )
-        release.attention_mechanism = AttentionMechanismView(model, tokenizer, cfg, layers[0])
+        if cfg.sampling:
+            release.attention_mechanism = AttentionMechanismView(model, tokenizer, cfg, layers[0])
         return release, TrainingReport(info)
 
 

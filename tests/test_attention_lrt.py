@@ -124,6 +124,11 @@ def test_defense_claim_is_honest_and_proven_only_when_every_condition_holds(dp_r
             target, ex.subset(range(32)), training, seed=0
         )
     assert not rel3.claim.proven
+    # the clipped, non-private ablation claims nothing and offers no LRT target
+    rel4, _ = DEFENSES["dp-attention"](sampling=False).fit(
+        target, ex.subset(range(32)), training, seed=0
+    )
+    assert rel4.claim.notion == "none" and not hasattr(rel4, "attention_mechanism")
 
 
 def test_bad_defense_parameters_are_one_line_errors():
@@ -172,6 +177,43 @@ def test_bundled_dp_attention_config_is_valid():
 
     assert "dp-attention" in bundled_configs()
     cfg = load_config("dp-attention")
-    assert [d.name for d in cfg.defenses] == ["none", "dp-sgd", "dp-attention"]
+    assert [d.name for d in cfg.defenses] == ["none", "dp-sgd", "dp-attention", "dp-attention"]
     assert {"gradient-inversion", "attention-lrt"} <= set(cfg.attacks)
     assert cfg.attack_options["gradient-inversion"]["batch_sizes"] == [1, 4]
+
+
+def test_config_with_out_of_range_epsilon_is_a_one_line_config_error(tmp_path):
+    from audit.config import load_config
+    from audit.errors import ConfigError
+
+    path = tmp_path / "c.toml"
+    path.write_text('[[defenses]]\nname = "dp-attention"\nepsilon = 0.5\n')
+    with pytest.raises(ConfigError, match=r"defenses\[0\]: eps=0.5 is outside .*force = true"):
+        load_config(path)
+    path.write_text('[[defenses]]\nname = "dp-attention"\nepsilon = 0.5\nforce = true\n')
+    with pytest.warns(UserWarning, match="eps=0.5 is outside"):
+        DEFENSES["dp-attention"](epsilon=0.5, force=True).config(8).validate()
+    assert load_config(path).defenses[0].params["force"] is True
+
+
+def test_membership_bounds_are_not_called_consistent_with_a_feature_column_claim(dp_release):
+    from reports.verdict import check_attack_claim
+
+    release, *_ = dp_release
+    for value in (0.01, 5.0):  # below and above the claimed 0.09
+        run = {
+            "claim": release.claim.to_dict(),
+            "attacks": [
+                {
+                    "attack": "loss",
+                    "status": "ok",
+                    "metrics": {
+                        "auc": {"value": 0.6, "ci_low": 0.55, "ci_high": 0.65},
+                        "epsilon_lower_bound": {"value": value, "ceiling": 6.0, "delta": 1e-5},
+                    },
+                }
+            ],
+        }
+        out = check_attack_claim(run)
+        assert out["status"] == "not-comparable", out
+        assert "no example, sequence or user unit" in out["text"]
