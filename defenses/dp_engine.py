@@ -442,7 +442,9 @@ def fit_lm_opacus(target, train, training, seed: int, params: dict[str, Any]):
             b, t = b_ids.shape
             pos = torch.arange(t, device=dev).expand(b, t)
             logits = gsm(input_ids=b_ids, attention_mask=b_mask, position_ids=pos).logits
-            per_sample_token_loss(logits, b_ids, b_mask).sum().backward()
+            with warnings.catch_warnings():  # Opacus's full-backward-hook notice
+                warnings.simplefilter("ignore")
+                per_sample_token_loss(logits, b_ids, b_mask).sum().backward()
             norms = torch.stack([p.grad_sample.flatten(1).norm(dim=1) for p in trainable]).norm(
                 dim=0
             )
