@@ -1,6 +1,6 @@
 # Two entry points for a fresh machine (see README):
 #   make audit   install into .venv, then run the bundled default audit
-#   make test    install into .venv (with test tools), then run the test suite
+#   make test    install into .venv (with test tools and the Ray extra), then run the test suite
 #
 # torch is installed first, pinned to the CPU build, so the suite's loose `torch>=2.2`
 # requirement is already satisfied and never pulls a multi-GB CUDA build.
@@ -23,7 +23,7 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	@echo "installing torch ($(TORCH_SPEC), CPU) and the suite into $(VENV) ..."
 	@$(BIN)/python -c "import torch" 2>/dev/null || \
 		$(PIP) install "$(TORCH_SPEC)" $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
-	$(PIP) install -e ".[test]"
+	$(PIP) install -e ".[test,ray]"
 	@touch $@
 
 install: $(VENV)/.installed

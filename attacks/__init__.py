@@ -6,6 +6,8 @@
 tests; one :class:`LeakageResult` each). Both are listed in ``[attacks] names``.
 """
 
+from attacks.attention_lrt import AttentionLRTAttack
+from attacks.attribute_inference import AttributeInference
 from attacks.base import (
     Attack,
     AttackContext,
@@ -16,14 +18,32 @@ from attacks.base import (
     run_attack,
     run_leakage_attack,
 )
+from attacks.embedding_inversion import NearestNeighbourInversion, RelaxedInversion
+from attacks.extraction import EXTRACTION_ATTACKS
+from attacks.gradient_inversion import GradientInversionAttack
+from attacks.llm_membership import LLM_ATTACKS
 from attacks.membership import ConfidenceAttack, EntropyAttack, LossAttack, ModifiedEntropyAttack
+from attacks.mutual_info import TokenMutualInformationAttack
+from attacks.stacked import StackedAttack
 
 ATTACKS: dict[str, type[Attack]] = {
     cls.name: cls for cls in (LossAttack, ConfidenceAttack, EntropyAttack, ModifiedEntropyAttack)
 }
 DEFAULT_ATTACKS = tuple(ATTACKS)
+ATTACKS.update({cls.name: cls for cls in (*LLM_ATTACKS, StackedAttack)})  # causal-LM signals
 
-LEAKAGE_ATTACKS: dict[str, type[LeakageAttack]] = {}
+LEAKAGE_ATTACKS: dict[str, type[LeakageAttack]] = {
+    cls.name: cls
+    for cls in (
+        NearestNeighbourInversion,
+        RelaxedInversion,
+        AttributeInference,
+        GradientInversionAttack,
+        AttentionLRTAttack,
+        TokenMutualInformationAttack,
+    )
+}
+LEAKAGE_ATTACKS.update({cls.name: cls for cls in EXTRACTION_ATTACKS})
 
 ALL_ATTACK_NAMES = (*ATTACKS, *LEAKAGE_ATTACKS)
 

@@ -1,4 +1,4 @@
-"""Command line: ``privacy-audit run | epsilon | score | gate | bench``.
+"""Command line: ``privacy-audit run | epsilon | score | gate | bench | compare``.
 
 Exit codes: 0 success; 1 the gate found a threshold exceeded or a regression against the
 baseline; 2 bad input (one line on stderr naming the problem, nothing written); 3 an
@@ -31,6 +31,30 @@ _AGGREGATE_HELP = (
 )
 
 
+def _executor_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--executor",
+        choices=("local", "ray"),
+        help="where training tasks run (overrides [executor] kind): local (default) or ray",
+    )
+    p.add_argument(
+        "--address",
+        help="Ray cluster address (host:port, ray://host:port or auto); default: a local Ray",
+    )
+    p.add_argument(
+        "--workers",
+        type=int,
+        help="local: process-pool size (1 = in-process); ray: tasks in flight",
+    )
+    p.add_argument(
+        "--run-dir",
+        help="where finished tasks are kept (default: OUT/run; none with --aggregate-only)",
+    )
+    p.add_argument(
+        "--resume", action="store_true", help="reuse finished tasks in the run directory"
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="privacy-audit",
@@ -49,6 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--out", default="audit-out", help="output directory (default: audit-out)")
     r.add_argument("--quiet", action="store_true", help="no progress output")
     r.add_argument("--aggregate-only", action="store_true", help=_AGGREGATE_HELP)
+    _executor_args(r)
 
     e = sub.add_parser(
         "epsilon",
@@ -60,6 +85,15 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--out", default="audit-out", help="output directory (default: audit-out)")
     e.add_argument("--quiet", action="store_true", help="no progress output")
     e.add_argument("--aggregate-only", action="store_true", help=_AGGREGATE_HELP)
+    _executor_args(e)
+
+    c = sub.add_parser(
+        "compare",
+        help="one HTML page comparing finished runs (privacy-utility, AUC and TPR@low FPR per "
+        "attack, claimed vs audited ε) and a table of the differences",
+    )
+    c.add_argument("runs", nargs="+", help="run output directories or results.json files")
+    c.add_argument("--out", default="compare-out", help="output directory (default: compare-out)")
 
     s = sub.add_parser(
         "score", help="metrics, ε bound and report for your own scores (CSV: score,member[,id])"
@@ -135,13 +169,38 @@ def _cmd_run(args, epsilon: bool | None = None) -> int:
     cfg = load_config(args.config)
     if args.aggregate_only:
         cfg = dataclasses.replace(cfg, aggregate_only=True)
+    from audit.executors import ExecutorSpec
+
+    if args.workers is not None and args.workers < 1:
+        raise AuditError(f"--workers must be at least 1, got {args.workers}")
+    spec = ExecutorSpec.from_config(
+        cfg.executor, kind=args.executor, address=args.address, workers=args.workers
+    )
+    if spec.address and spec.kind != "ray":
+        raise AuditError("--address applies only with --executor ray")
+    if spec.kind == "ray":
+        from audit.executors import import_ray
+
+        import_ray()  # the missing extra is named before any work
+    run_dir = args.run_dir
+    if run_dir is None and not cfg.aggregate_only:
+        run_dir = str(Path(args.out) / "run")
+    if args.resume and run_dir is None:
+        raise AuditError("--resume with --aggregate-only needs --run-dir (it keeps raw ids)")
     check_output_dir(args.out)
     if args.quiet:
         import transformers
 
         transformers.utils.logging.set_verbosity_error()
         transformers.utils.logging.disable_progress_bar()
-    results = run_audit(cfg, progress=not args.quiet, epsilon=epsilon)
+    results = run_audit(
+        cfg,
+        progress=not args.quiet,
+        epsilon=epsilon,
+        executor=spec,
+        run_dir=run_dir,
+        resume=args.resume,
+    )
     html, js = write_outputs(results, args.out)
     for run in results["runs"]:
         audit = run.get("epsilon_audit")
@@ -164,6 +223,15 @@ def _cmd_run(args, epsilon: bool | None = None) -> int:
 
 def _cmd_epsilon(args) -> int:
     return _cmd_run(args, epsilon=True)
+
+
+def _cmd_compare(args) -> int:
+    from reports.compare import compare_runs_cli
+
+    html, table = compare_runs_cli(args.runs, args.out)
+    print(f"compare: {html}")
+    print(f"differences: {table}")
+    return EXIT_OK
 
 
 def _cmd_score(args) -> int:
@@ -375,6 +443,7 @@ def main(argv: list[str] | None = None) -> int:
         "score": _cmd_score,
         "gate": _cmd_gate,
         "bench": _cmd_bench,
+        "compare": _cmd_compare,
     }[args.command]
     try:
         return handler(args)

@@ -18,6 +18,7 @@ except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
 from attacks import ATTACKS, DEFAULT_ATTACKS, LEAKAGE_ATTACKS
+from attacks.shadow import SHADOW_ATTACKS
 from audit.canaries import CANARY_KINDS
 from audit.errors import ConfigError
 from audit.targets import PRESETS, TargetSpec
@@ -26,6 +27,7 @@ from defenses.base import NOTIONS, UNITS
 
 _NUM = (int, float)
 DEVICES = ("cpu", "cuda", "auto")
+EXECUTORS = ("local", "ray")
 # TOML integers are 64-bit; Python's parsers accept any size, which breaks float checks,
 # repr() of the value in error messages (> 4300 digits) and torch.manual_seed.
 _INT64 = (-(2**63), 2**63 - 1)
@@ -100,6 +102,29 @@ SCHEMA: dict[str, dict[str, tuple]] = {
             lambda x: x in CANARY_KINDS,
             f"one of {', '.join(CANARY_KINDS)}",
         ),
+    },
+    # [shadow]: shadow-model membership attacks (attacks/shadow.py); on when the section is given
+    "shadow": {
+        "n_models": (int, 16, lambda x: x >= 2 and x % 2 == 0, "an even integer >= 2"),
+        "attacks": (list, list(SHADOW_ATTACKS), None, ""),
+        "population": (int, 200, lambda x: x >= 0, "an integer >= 0"),
+        "fixed_variance": (bool, False, None, ""),
+        "rmia_offline_a": (_NUM, 0.3, lambda x: 0 <= x <= 1, "a number in [0, 1]"),
+        "rmia_gamma": (_NUM, 1.0, _positive, "a positive number"),
+    },
+    # [sweep]: defenses x epsilon values x seeds (audit/scaleout.py)
+    "sweep": {
+        "defenses": (list, None, None, ""),
+        "epsilons": (list, None, None, ""),
+        "seeds": (list, None, None, ""),
+    },
+    # [executor]: where tasks run (audit/executors.py); never changes a number
+    "executor": {
+        "kind": (str, "local", lambda x: x in EXECUTORS, f"one of {', '.join(EXECUTORS)}"),
+        "workers": (int, None, lambda x: x >= 1, "an integer >= 1"),
+        "address": (str, None, None, ""),
+        "cpus_per_task": (int, 1, lambda x: x >= 1, "an integer >= 1"),
+        "memory_mb": (int, None, lambda x: x >= 1, "an integer >= 1"),
     },
 }
 TRAIN_OVERRIDES = ("epochs", "batch_size", "learning_rate", "weight_decay")
@@ -193,6 +218,10 @@ class AuditConfig:
     # [attacks.options.<name>]: validated options of leakage attacks, by attack name
     attack_options: dict[str, dict[str, Any]] = field(default_factory=dict)
     bench: str | None = None  # [report] bench: a cost-of-privacy bench JSON for the report
+    # [shadow] (None: no shadow-model attacks), [sweep] (None: no sweep), [executor]
+    shadow: dict[str, Any] | None = None
+    sweep: dict[str, Any] | None = None
+    executor: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """The resolved config, for the report and results.json."""
@@ -220,6 +249,9 @@ class AuditConfig:
             "claim": self.claim,
             "report": {"aggregate_only": self.aggregate_only, "bench": self.bench},
             "epsilon": self.epsilon,
+            # the executor is left out: where tasks ran never changes a number
+            **({"shadow": self.shadow} if self.shadow is not None else {}),
+            **({"sweep": self.sweep} if self.sweep is not None else {}),
         }
 
 
@@ -233,6 +265,9 @@ TOP_SECTIONS = (
     "report",
     "epsilon",
     "defenses",
+    "shadow",
+    "sweep",
+    "executor",
 )
 
 
@@ -329,6 +364,9 @@ def parse_config(
     metrics = _section(raw.get("metrics", {}), "metrics")
     report = _section(raw.get("report", {}), "report")
     epsilon = _section(raw.get("epsilon", {}), "epsilon")
+    executor = _section(raw.get("executor", {}), "executor")
+    shadow = _parse_shadow(raw["shadow"]) if "shadow" in raw else None
+    sweep = _section(raw["sweep"], "sweep") if "sweep" in raw else None
 
     def resolve(p: str | None) -> str | None:
         if p is None or base_dir is None or p == "fixtures":
@@ -386,13 +424,18 @@ def parse_config(
     if (data["members"] is None) != (data["nonmembers"] is None):
         raise ConfigError("set both 'data.members' and 'data.nonmembers', or neither")
 
+    if shadow is not None and classifier_dir is not None:
+        raise ConfigError(
+            "'shadow' trains shadow models like the target; it does not apply to 'classifier_dir'"
+        )
+
     claim = None
     if "claim" in raw:
         if classifier_dir is None:
             raise ConfigError("config key 'claim' applies only with 'target.classifier_dir'")
         claim = _section(raw["claim"], "claim")
 
-    return AuditConfig(
+    cfg = AuditConfig(
         title=top["title"],
         seed=top["seed"],
         device=top["device"],
@@ -412,7 +455,65 @@ def parse_config(
         raw=raw,
         source=source,
         epsilon=epsilon,
+        shadow=shadow,
+        sweep=_check_sweep(sweep, defenses, top["seed"]) if sweep is not None else None,
+        executor=executor,
     )
+    if cfg.sweep is not None:
+        from audit.scaleout import expand_sweep
+
+        expand_sweep(cfg)  # a sweep that expands to zero tasks fails here, before any work
+    return cfg
+
+
+def _parse_shadow(raw: dict[str, Any]) -> dict[str, Any]:
+    shadow = _section(raw, "shadow")
+    names = shadow["attacks"]
+    if not names:
+        raise ConfigError(
+            f"config key 'shadow.attacks' is empty; allowed: {', '.join(SHADOW_ATTACKS)}"
+        )
+    for n in names:
+        if not isinstance(n, str) or n not in SHADOW_ATTACKS:
+            raise ConfigError(
+                f"unknown shadow attack {n!r} in 'shadow.attacks'; allowed: {', '.join(SHADOW_ATTACKS)}"
+            )
+    if len(set(names)) != len(names):
+        raise ConfigError("config key 'shadow.attacks' lists an attack twice")
+    if any(n.startswith("rmia") for n in names) and shadow["population"] < 1:
+        raise ConfigError("RMIA needs population samples: set 'shadow.population' >= 1")
+    return shadow
+
+
+def _check_sweep(
+    sweep: dict[str, Any], defenses: tuple[DefenseConfig, ...], seed: int
+) -> dict[str, Any]:
+    """Validate ``[sweep]`` and fill its defaults (all defenses, no ε grid, the config's seed);
+    the expansion itself (and its zero-task error) is in ``audit.scaleout.expand_sweep``."""
+    if not defenses:
+        raise ConfigError("'sweep' needs defenses to train; it does not apply to 'classifier_dir'")
+    labels = [d.label for d in defenses]
+    out = dict(sweep)
+    if out["defenses"] is None:
+        out["defenses"] = labels
+    for lab in out["defenses"]:
+        if lab not in labels:
+            raise ConfigError(
+                f"unknown defense label {lab!r} in 'sweep.defenses'; allowed: {', '.join(labels)}"
+            )
+    if out["epsilons"] is not None:
+        for e in out["epsilons"]:
+            if isinstance(e, bool) or not isinstance(e, _NUM) or not _positive(e):
+                raise ConfigError(f"'sweep.epsilons' must hold positive numbers, got {e!r}")
+        out["epsilons"] = [float(e) for e in out["epsilons"]]
+    if out["seeds"] is None:
+        out["seeds"] = [seed]
+    for s_ in out["seeds"]:
+        if isinstance(s_, bool) or not isinstance(s_, int) or s_ < 0:
+            raise ConfigError(f"'sweep.seeds' must hold integers >= 0, got {s_!r}")
+    if len(set(out["seeds"])) != len(out["seeds"]):
+        raise ConfigError("config key 'sweep.seeds' lists a seed twice")
+    return out
 
 
 def default_config_text() -> str:

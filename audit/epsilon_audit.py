@@ -126,11 +126,15 @@ def epsilon_audit(
     claim = run["claim"]
     comparable = claim_is_comparable(claim)
     claimed = claim["epsilon"] if comparable else None
-    audits = [
-        GradientCanaryAudit(trials=settings.gradient_trials, seed=settings.seed).run(
-            release, settings.delta, settings.confidence, claimed
-        )
-    ]
+    custom = getattr(release, "gradient_audits", None)  # a release's own white-box audit
+    if callable(custom):
+        audits = list(custom(settings.delta, settings.confidence, claimed))
+    else:
+        audits = [
+            GradientCanaryAudit(trials=settings.gradient_trials, seed=settings.seed).run(
+                release, settings.delta, settings.confidence, claimed
+            )
+        ]
     if canaries is not None:
         audits.append(input_canary_audit(release, canaries, settings, claimed))
     tradeoff = tradeoff_check(run, claim, settings)

@@ -21,7 +21,6 @@ import hmac
 import platform
 import secrets
 import sys
-import time
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -43,10 +42,9 @@ from audit.config import AuditConfig
 from audit.data import AuditData, load_audit_data
 from audit.errors import AuditError, DataError
 from audit.io import atomic_write_json, atomic_write_text, dumps_json
-from audit.targets import Target, load_trained_classifier
-from defenses import DEFENSES
+from audit.targets import load_trained_classifier
 from defenses.base import PrivacyClaim, ReleasedModel
-from defenses.classifier import ClassifierRelease, TrainingConfig
+from defenses.classifier import ClassifierRelease
 
 SCHEMA_VERSION = 1
 PACKAGES = (
@@ -127,6 +125,8 @@ def evaluate_release(
             leakage.append(run_leakage_attack(leak, release, context))
             continue
         attack = ATTACKS[attack_name]()
+        if hasattr(attack, "prepare"):  # attacks that need side data (a reference model, ...)
+            attack.prepare(public=data.public, seed=settings.seed)
         _log(f"  attack {attack_name} on {name}", progress)
         try:
             results.append(run_attack(attack, release, examples, settings))
@@ -225,11 +225,17 @@ def _byo_label_names(model, data_cfg: dict[str, Any]) -> list[str]:
 
 
 def run_audit(
-    cfg: AuditConfig, progress: bool = True, epsilon: bool | None = None
+    cfg: AuditConfig,
+    progress: bool = True,
+    epsilon: bool | None = None,
+    executor=None,
+    run_dir: str | Path | None = None,
+    resume: bool = False,
 ) -> dict[str, Any]:
     """Run the audit. ``epsilon`` turns the claimed-vs-audited ε audits on or off
-    (default: the config's ``epsilon.enabled``)."""
-    from audit.canaries import make_canaries, with_canaries
+    (default: the config's ``epsilon.enabled``). ``executor`` (an
+    ``audit.executors.ExecutorSpec``; default: the config's ``[executor]``) runs the
+    training tasks; ``run_dir`` keeps each finished task, and ``resume`` reuses them."""
     from audit.epsilon_audit import EpsilonAuditSettings, epsilon_audit
 
     do_epsilon = cfg.epsilon.get("enabled", False) if epsilon is None else epsilon
@@ -286,64 +292,12 @@ def run_audit(
             run["epsilon_audit"] = epsilon_audit(run, release, None, eps_settings)
         runs.append(run)
     else:
-        data = load_audit_data(cfg.data, cfg.seed, train=True)
-        target = Target(cfg.target, tuple(data.label_names), data.public, cfg.device, progress)
-        _log(
-            f"data: {len(data.members)} members, {len(data.nonmembers)} non-members, "
-            f"{len(data.test)} test, {len(data.public) if data.public else 0} public; "
-            f"target {cfg.target.describe()}",
-            progress,
-        )
-        canaries = None
-        if do_epsilon and eps_settings.canaries:
-            canaries = make_canaries(
-                eps_settings.canaries,
-                eps_settings.canary_kind,
-                len(data.label_names),
-                data.members.texts + data.nonmembers.texts,
-                cfg.seed,
-            )
-            _log(
-                f"epsilon audit: {eps_settings.canaries} {eps_settings.canary_kind} canaries, "
-                f"{int(canaries.included.sum())} inserted into training",
-                progress,
-            )
-        train_set = with_canaries(data.members, canaries) if canaries is not None else data.members
-        for dcfg in cfg.defenses:
-            defense = DEFENSES[dcfg.name](**dcfg.params)
-            training = TrainingConfig(
-                **{**cfg.train, **dcfg.train_overrides},
-                max_length=cfg.target.max_length,
-                device=cfg.device,
-                progress=progress,
-            )
-            _log(f"training {dcfg.label}", progress)
-            start = time.perf_counter()
-            release, report = defense.fit(target, train_set, training, cfg.seed)
-            info = {**report.info, "wall_seconds": time.perf_counter() - start}
-            run = evaluate_release(
-                dcfg.label,
-                dcfg.name,
-                release,
-                data,
-                cfg.attacks,
-                settings,
-                info,
-                cfg.aggregate_only,
-                progress,
-                id_salt,
-                cfg.attack_options,
-            )
-            if do_epsilon:
-                _log(f"  epsilon audits on {dcfg.label}", progress)
-                run["epsilon_audit"] = epsilon_audit(run, release, canaries, eps_settings)
-            runs.append(run)
-    results = assemble_results(runs, cfg.title, cfg.seed, cfg.to_dict(), cfg.aggregate_only)
-    if getattr(cfg, "bench", None):
-        from audit.benchmarks.cost_of_privacy import cost_table_from_bench_json
+        # Training audits run as tasks (audit/scaleout.py): in-process by default, or on a
+        # process pool or Ray, resumable from a run directory.
+        from audit.scaleout import run_planned
 
-        results["cost_of_privacy"] = cost_table_from_bench_json(cfg.bench)
-    return results
+        return run_planned(cfg, progress, epsilon, executor, run_dir, resume)
+    return assemble_results(runs, cfg.title, cfg.seed, cfg.to_dict(), cfg.aggregate_only)
 
 
 def score_file(

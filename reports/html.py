@@ -184,6 +184,7 @@ def _leakage_rows(run: dict, aggregate_only: bool) -> list[dict]:
             "headline_name": DASH,
             "others": [],
             "samples": [],
+            "finding": "",
         }
         metrics = rec.get("metrics") if isinstance(rec.get("metrics"), dict) else {}
         head = rec.get("headline")
@@ -191,6 +192,9 @@ def _leakage_rows(run: dict, aggregate_only: bool) -> list[dict]:
             row["headline_name"] = _text(head)
             row["headline"] = _metric_text(metrics[head])
             row["others"] = [f"{k}: {_metric_text(v)}" for k, v in metrics.items() if k != head]
+            details = rec.get("details") if isinstance(rec.get("details"), dict) else {}
+            if isinstance(details.get("finding"), str):  # a plain-language statement
+                row["finding"] = details["finding"]
         if not aggregate_only:
             for smp in (rec.get("samples") or [])[:5]:
                 if isinstance(smp, dict):
@@ -609,6 +613,20 @@ def build_context(results: dict) -> dict:
                 "src": _data_uri(plots.privacy_utility(runs)),
             },
         ]
+
+    sweep = results.get("sweep")
+    if runs and isinstance(sweep, dict):  # [sweep]: privacy-utility curves across seeds
+        from reports.sweep_plots import sweep_curves
+
+        figures.append(
+            {
+                "title": "Sweep: privacy-utility curves",
+                "caption": "Each point is a defense at one ε, averaged over the seeds "
+                f"{', '.join(str(s) for s in sweep.get('seeds', []))}; error bars are "
+                "two-sided 95% Student-t intervals across seeds (none for a single seed).",
+                "src": _data_uri(sweep_curves(sweep)),
+            }
+        )
 
     epsilon_section = None
     if eps_views:

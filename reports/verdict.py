@@ -367,6 +367,12 @@ def check_attack_claim(run: dict, attack: dict | None = None) -> dict:
             f"ε = {num(eps_c)}, but {reason}, so this is not a formal "
             "contradiction of the claim.",
         }
+    if claim.get("unit") is None:  # not about examples at all: a membership bound says nothing
+        return {
+            "status": "not-comparable",
+            "text": f"The empirical bound {bound} does not test the claimed ε = {num(eps_c)}: "
+            f"{_incomparable_reason(claim, lb)}.",
+        }
     ceiling = as_float(lb.get("ceiling"))
     if ceiling is not None and ceiling <= eps_c:
         return {
@@ -397,6 +403,8 @@ def _bound_conditions(lb: dict) -> str:
 def _incomparable_reason(claim: dict, lb: dict) -> str | None:
     if claim.get("notion") not in _COMPARABLE_NOTIONS:
         return "the claim is metric DP, whose ε scales with a distance"
+    if claim.get("unit") is None:  # e.g. dp-attention: one feature column of one layer
+        return "the claim names no example, sequence or user unit (see its note), so it does not bound example-level membership"
     if claim.get("unit") not in _COMPARABLE_UNITS:
         return (
             f"the claim is {claim.get('unit')}-level, which does not bound example-level membership"

@@ -11,7 +11,12 @@ from __future__ import annotations
 
 BENCHMARKS: dict[str, str] = {
     "dp-sgd": "audit.benchmarks.dp_sgd:run",
+    "dp-forward": "audit.benchmarks.dp_forward:run",
     "cost-of-privacy": "audit.benchmarks.cost_of_privacy:run",
+    "dp-blogs": "audit.benchmarks.dp_blogs:run",
+    "dp-attention": "audit.benchmarks.dp_attention:run",
+    "ray-scaling": "audit.benchmarks.ray_scaling:run",
+    "split-n-denoise": "audit.benchmarks.split_n_denoise:run",
 }
 
 __all__ = ["BENCHMARKS"]

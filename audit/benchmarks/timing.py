@@ -65,11 +65,14 @@ def time_cases(
     repeats: int,
     warmup: int,
     sync: Callable[[], None] | None = None,
+    clock: Callable[[], float] = time.perf_counter,
 ) -> dict[str, CaseTiming]:
     """Time each zero-argument ``case`` ``repeats`` times, round-robin across the cases.
 
     Every case runs ``warmup`` untimed calls first. ``sync`` (e.g. ``torch.cuda.synchronize``)
-    runs before each clock read so asynchronous devices are timed correctly.
+    runs before each clock read so asynchronous devices are timed correctly. ``clock`` is
+    the time source (default wall time; ``time.process_time`` measures this process's CPU
+    time, which other load on a shared machine does not inflate).
     """
     if repeats < 1:
         raise ValueError(f"repeats must be at least 1, got {repeats}")
@@ -86,11 +89,11 @@ def time_cases(
             gc.collect()
             if sync:
                 sync()
-            t0 = time.perf_counter()
+            t0 = clock()
             fn()
             if sync:
                 sync()
-            out[name].times_s.append(time.perf_counter() - t0)
+            out[name].times_s.append(clock() - t0)
     return out
 
 

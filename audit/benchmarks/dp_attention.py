@@ -1,0 +1,65 @@
+"""``privacy-audit bench dp-attention``: training step of the tiny BERT classifier with the
+DP attention layer swapped into one layer and into every layer, over the non-private
+step, same model, batch and optimizer."""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+
+from audit.benchmarks.dp_sgd import classifier_batch
+from audit.benchmarks.timing import BenchResult, BenchSettings, ratios_to, time_cases
+
+
+def run(settings: BenchSettings) -> BenchResult:
+    from defenses.classifier import forward_kwargs
+    from defenses.dp_attention import DPAttentionConfig, dp_modules, encoder_layers, swap_attention
+
+    batch, seq = (8, 32) if settings.quick else (32, 64)
+    model, ids, mask, y = classifier_batch(batch, seq, settings.seed)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    cfg = DPAttentionConfig(max_tokens=seq)
+    n_layers = len(encoder_layers(model))
+    gen = torch.Generator().manual_seed(settings.seed)
+
+    def stepper(m):
+        m.train()
+        opt = torch.optim.SGD(m.parameters(), lr=1e-3)
+        for mod in dp_modules(m):
+            mod.generator = gen
+
+        def step():
+            opt.zero_grad(set_to_none=True)
+            loss_fn(m(**forward_kwargs(m, ids, mask)).logits, y).backward()
+            opt.step()
+
+        return step
+
+    one = copy.deepcopy(model)
+    swap_attention(one, [0], cfg)
+    every = copy.deepcopy(model)
+    swap_attention(every, list(range(n_layers)), cfg)
+    cases = {
+        "non-private": stepper(copy.deepcopy(model)),
+        "dp-attention (1 layer)": stepper(one),
+        f"dp-attention ({n_layers} layers)": stepper(every),
+    }
+    timings = time_cases(cases, settings.repeats, settings.warmup)
+    return BenchResult(
+        name="dp-attention",
+        reference="non-private",
+        cases={k: v.summary() for k, v in timings.items()},
+        ratios=ratios_to(timings, "non-private"),
+        setup={
+            "model": "tiny BERT classifier",
+            "batch_size": batch,
+            "seq_len": seq,
+            "k": cfg.samples,
+            "mode": cfg.mode,
+        },
+        notes=[
+            "Per sequence and head: Cholesky of the n x n Gram matrix (float64) and a Bartlett "
+            "Wishart draw, O(n^3) whatever k is; gradients flow through the Cholesky factor."
+        ],
+    )

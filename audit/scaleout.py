@@ -1,0 +1,350 @@
+"""Plan an audit as tasks, run them on an executor, assemble ``results.json``.
+
+The config expands into independent *audit trials* (one per defense, per sweep point
+ε × seed) and, with ``[shadow]``, ``n_models`` *shadow trainings* per trial; a second
+stage *scores* each shadow attack from a trial's and its shadow models' outputs. All of
+them are :class:`audit.executors.Task` objects keyed by a hash of their inputs, so a run
+directory resumes them and any executor runs them.
+
+Sweeps: ``[sweep] defenses`` (labels), ``epsilons`` and ``seeds``. A defense that takes an
+``epsilon`` parameter runs once per ε value and seed; one that does not runs once per seed.
+The seed varies the model's initialisation, batches and noise; the data split, canaries
+and bootstrap stay at the config's ``seed``. ``results["sweep"]`` then holds, per defense
+and ε, the mean utility and attack success across seeds with a 95% Student-t interval.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from audit.config import AuditConfig
+from audit.errors import AuditError, ConfigError
+from audit.executors import ExecutorSpec, RunDir, Task, make_executor, run_tasks
+
+_NOT_IN_TASKS = ("executor", "sweep", "shadow")  # never change what one task computes
+
+
+@dataclass(frozen=True)
+class Trial:
+    defense: int  # index into cfg.defenses
+    label: str
+    params: dict[str, Any]  # overrides of the defense's params (the sweep's epsilon)
+    seed: int  # training seed
+    group: str  # the defense label this trial belongs to (sweep curves)
+    epsilon: float | None  # the sweep's ε, or None
+
+
+def expand_sweep(cfg: AuditConfig) -> list[Trial]:
+    """One trial per defense without ``[sweep]``; else defenses × ε × seeds.
+
+    Raises ConfigError when the sweep expands to zero tasks."""
+    from defenses import DEFENSES
+
+    if cfg.sweep is None:
+        return [Trial(i, d.label, {}, cfg.seed, d.label, None) for i, d in enumerate(cfg.defenses)]
+    sw = cfg.sweep
+    seeds = list(sw["seeds"])
+    trials: list[Trial] = []
+    for i, d in enumerate(cfg.defenses):
+        if d.label not in sw["defenses"]:
+            continue
+        takes_eps = "epsilon" in DEFENSES[d.name].PARAMS
+        eps_values: list[float | None] = (
+            list(sw["epsilons"]) if takes_eps and sw["epsilons"] is not None else [None]
+        )
+        for eps in eps_values:
+            params = {"epsilon": eps} if eps is not None else {}
+            if params:
+                try:
+                    DEFENSES[d.name](**{**d.params, **params})
+                except ValueError as exc:
+                    raise ConfigError(
+                        f"sweep: defense {d.label!r} at epsilon={eps:g}: {exc}"
+                    ) from None
+            for seed in seeds:
+                label = d.label if eps is None else f"{d.label} @ eps={eps:g}"
+                if len(seeds) > 1:
+                    label += f" seed={seed}"
+                trials.append(Trial(i, label, params, seed, d.label, eps))
+    if not trials:
+        raise ConfigError(
+            "the sweep expands to zero tasks: "
+            f"{len(sw['defenses'])} defense(s) × "
+            f"{'no' if sw['epsilons'] is None else len(sw['epsilons'])} ε value(s) × "
+            f"{len(seeds)} seed(s); list at least one of each"
+        )
+    labels = [t.label for t in trials]
+    if len(set(labels)) != len(labels):
+        dup = next(lab for lab in labels if labels.count(lab) > 1)
+        raise ConfigError(
+            f"the sweep gives two runs the label {dup!r}; give defenses distinct labels"
+        )
+    return trials
+
+
+def _task_config(cfg: AuditConfig) -> dict[str, Any]:
+    return {k: v for k, v in cfg.raw.items() if k not in _NOT_IN_TASKS}
+
+
+def _shadow_seed(seed: int, index: int) -> int:
+    h = hashlib.sha256(f"shadow:{seed}:{index}".encode()).hexdigest()
+    return int(h[:8], 16)
+
+
+@dataclass
+class Plan:
+    trials: list[Trial]
+    trial_tasks: list[Task]
+    shadow_tasks: dict[str, list[Task]]  # trial key -> its shadow trainings
+    score_tasks: dict[str, list[Task]]  # trial key -> its shadow attacks
+
+    @property
+    def all_tasks(self) -> list[Task]:
+        out = list(self.trial_tasks)
+        for k in self.shadow_tasks:
+            out += self.shadow_tasks[k] + self.score_tasks[k]
+        return out
+
+
+def plan(cfg: AuditConfig, epsilon: bool, data=None) -> Plan:
+    """The task graph for a config (``data``: the loaded AuditData, for shadow payloads)."""
+    base = {
+        "config": _task_config(cfg),
+        "source": cfg.source,
+        "base_dir": str(Path(cfg.source).resolve().parent) if Path(cfg.source).is_file() else None,
+    }
+    shadow = None
+    if cfg.shadow is not None:
+        shadow = {
+            "n_models": cfg.shadow["n_models"],
+            "population": cfg.shadow["population"],
+            "design_seed": cfg.seed,
+            "fixed_variance": cfg.shadow["fixed_variance"],
+            "rmia_offline_a": float(cfg.shadow["rmia_offline_a"]),
+            "rmia_gamma": float(cfg.shadow["rmia_gamma"]),
+        }
+    trials = expand_sweep(cfg)
+    p = Plan(trials, [], {}, {})
+    for tr in trials:
+        payload = {
+            **base,
+            "defense": tr.defense,
+            "params": tr.params,
+            "label": tr.label,
+            "seed": tr.seed,
+            "sweep_seed": tr.seed if cfg.sweep is not None else None,
+            "epsilon": bool(epsilon),
+            "shadow": None if shadow is None else {"population": shadow["population"]},
+        }
+        t = Task("audit-trial", "audit.tasks:audit_trial", payload, label=tr.label)
+        p.trial_tasks.append(t)
+        if shadow is None:
+            continue
+        shadows = []
+        for i in range(shadow["n_models"]):
+            sp = {
+                **base,
+                "defense": tr.defense,
+                "params": tr.params,
+                "seed": _shadow_seed(tr.seed, i),
+                "index": i,
+                "shadow": shadow,
+            }
+            shadows.append(
+                Task(
+                    "train-shadow",
+                    "audit.tasks:train_shadow",
+                    sp,
+                    label=f"{tr.label} shadow {i + 1}/{shadow['n_models']}",
+                )
+            )
+        attack = data.attack_set()
+        scores = []
+        for name in cfg.shadow["attacks"]:
+            sp = {
+                "attack": name,
+                "shadow": shadow,
+                "n_attack": len(attack),
+                "ids": list(attack.ids),
+                "members": [int(x) for x in attack.members],
+                "metrics": {
+                    "delta": float(cfg.metrics["delta"]),
+                    "confidence": float(cfg.metrics["confidence"]),
+                    "bootstrap": int(cfg.metrics["bootstrap"]),
+                    "seed": cfg.seed,
+                },
+            }
+            scores.append(
+                Task(
+                    "score-attack",
+                    "audit.tasks:score_shadow_attack",
+                    sp,
+                    deps=(t.key, *(s.key for s in shadows)),
+                    label=f"{tr.label} {name}",
+                )
+            )
+        p.shadow_tasks[t.key] = shadows
+        p.score_tasks[t.key] = scores
+    return p
+
+
+def _mean_ci(values: list[float]) -> dict[str, Any]:
+    """Mean across seeds with a two-sided 95% Student-t interval (None for one seed)."""
+    from scipy import stats
+
+    v = np.asarray([x for x in values if x is not None], dtype=np.float64)
+    if v.size == 0:
+        return {"value": None, "ci_low": None, "ci_high": None, "n": 0}
+    mean = float(v.mean())
+    if v.size < 2:
+        return {"value": mean, "ci_low": None, "ci_high": None, "n": 1}
+    half = float(stats.t.ppf(0.975, v.size - 1) * v.std(ddof=1) / np.sqrt(v.size))
+    return {"value": mean, "ci_low": mean - half, "ci_high": mean + half, "n": int(v.size)}
+
+
+def _best(run: dict, metric: str) -> float | None:
+    vals = [
+        a["metrics"][metric]["value"]
+        for a in run.get("attacks", [])
+        if a.get("status") == "ok" and a.get("metrics", {}).get(metric, {}).get("value") is not None
+    ]
+    return max(vals) if vals else None
+
+
+def sweep_summary(cfg: AuditConfig, trials: list[Trial], runs: list[dict]) -> dict[str, Any]:
+    """Privacy-utility curves: per defense and ε, means across seeds with 95% t-intervals."""
+    curves: dict[str, dict] = {}
+    for tr, run in zip(trials, runs, strict=True):
+        c = curves.setdefault(tr.group, {"defense": tr.group, "points": {}})
+        claim_eps = (run.get("claim") or {}).get("epsilon")
+        key = tr.epsilon if tr.epsilon is not None else claim_eps
+        pt = c["points"].setdefault(
+            repr(key), {"epsilon": key, "runs": [], "utility": [], "auc": [], "tpr": []}
+        )
+        pt["runs"].append(run["name"])
+        pt["utility"].append((run.get("utility") or {}).get("value"))
+        pt["auc"].append(_best(run, "auc"))
+        pt["tpr"].append(_best(run, "tpr_at_fpr_0.01"))
+    out = []
+    for c in curves.values():
+        points = []
+        for pt in c["points"].values():
+            points.append(
+                {
+                    "epsilon": pt["epsilon"],
+                    "runs": pt["runs"],
+                    "utility": _mean_ci(pt["utility"]),
+                    "best_auc": _mean_ci(pt["auc"]),
+                    "best_tpr_at_fpr_0.01": _mean_ci(pt["tpr"]),
+                }
+            )
+        points.sort(key=lambda p: (p["epsilon"] is None, p["epsilon"] or 0.0))
+        out.append({"defense": c["defense"], "points": points})
+    return {
+        "seeds": list(cfg.sweep["seeds"]),
+        "epsilons": cfg.sweep["epsilons"],
+        "interval": "two-sided 95% Student-t interval of the mean across seeds",
+        "curves": out,
+    }
+
+
+def _finish_run(run: dict, shadow_attacks: list[dict]) -> dict:
+    run["attacks"] = list(run["attacks"]) + shadow_attacks
+    ok = [a for a in run["attacks"] if a.get("status") == "ok"]
+    run["strongest_attack"] = (
+        max(ok, key=lambda a: a["metrics"]["auc"]["value"])["attack"] if ok else None
+    )
+    return run
+
+
+def _aggregate_only(runs: list[dict]) -> None:
+    from audit.runner import new_id_salt, pseudonymise_ids
+
+    salt = new_id_salt()  # never written anywhere
+    for run in runs:
+        for att in run["attacks"]:
+            if "examples" in att:
+                att["examples"]["ids"] = pseudonymise_ids(att["examples"]["ids"], salt)
+        for leak in run.get("leakage", []):
+            if "samples" in leak:
+                leak["samples"] = []
+
+
+def run_planned(
+    cfg: AuditConfig,
+    progress: bool = True,
+    epsilon: bool | None = None,
+    executor: ExecutorSpec | None = None,
+    run_dir: str | Path | None = None,
+    resume: bool = False,
+) -> dict[str, Any]:
+    """Run a training audit as tasks; return the results dictionary."""
+    import sys
+
+    from audit import tasks as task_module
+    from audit.data import load_audit_data
+    from audit.runner import assemble_results
+
+    def log(msg: str) -> None:
+        if progress:
+            print(msg, file=sys.stderr, flush=True)
+
+    do_epsilon = cfg.epsilon.get("enabled", False) if epsilon is None else epsilon
+    data = load_audit_data(cfg.data, cfg.seed, train=True)  # bad data fails before any task
+    if cfg.shadow is not None:
+        task_module.shadow_pool(data, cfg.shadow["population"], cfg.seed)
+    the_plan = plan(cfg, do_epsilon, data)
+    spec = executor or ExecutorSpec.from_config(cfg.executor)
+    rd = RunDir(run_dir) if run_dir is not None else None
+    if rd is not None and not resume:
+        rd.clear()
+    n_shadow = sum(len(v) for v in the_plan.shadow_tasks.values())
+    log(
+        f"data: {len(data.members)} members, {len(data.nonmembers)} non-members, "
+        f"{len(data.test)} test, {len(data.public) if data.public else 0} public; "
+        f"target {cfg.target.describe()}; {len(the_plan.trial_tasks)} audit trial(s)"
+        + (f", {n_shadow} shadow model(s)" if n_shadow else "")
+        + f"; executor {spec.kind}"
+        + (f" ({spec.workers} workers)" if spec.workers else "")
+    )
+    ex = make_executor(spec)
+    task_module._DATA.clear()  # in-process tasks reload the data once per run
+    task_module.SHOW_PROGRESS = progress and spec.kind == "local" and (spec.workers or 1) <= 1
+    fresh_dir = rd is not None and not rd.path.exists()
+    try:
+        stage1 = list(the_plan.trial_tasks)
+        for v in the_plan.shadow_tasks.values():
+            stage1 += v
+        results = run_tasks(stage1, ex, rd, log if progress else None)
+        stage2 = [t for v in the_plan.score_tasks.values() for t in v]
+        if stage2:
+            results = run_tasks(stage2, ex, rd, log if progress else None, results)
+    except AuditError:
+        # bad input found inside a task: leave no run directory behind if nothing finished
+        if fresh_dir and not any(rd.tasks.glob("*.json")):
+            shutil.rmtree(rd.path, ignore_errors=True)
+        raise
+    finally:
+        task_module.SHOW_PROGRESS = False
+        ex.close()
+    runs = []
+    for t in the_plan.trial_tasks:
+        run = results[t.key]["run"]
+        shadow = [results[s.key] for s in the_plan.score_tasks.get(t.key, [])]
+        runs.append(_finish_run(run, shadow))
+    if cfg.aggregate_only:
+        _aggregate_only(runs)
+    out = assemble_results(runs, cfg.title, cfg.seed, cfg.to_dict(), cfg.aggregate_only)
+    if cfg.sweep is not None:
+        out["sweep"] = sweep_summary(cfg, the_plan.trials, runs)
+    if cfg.bench:
+        from audit.benchmarks.cost_of_privacy import cost_table_from_bench_json
+
+        out["cost_of_privacy"] = cost_table_from_bench_json(cfg.bench)
+    return out

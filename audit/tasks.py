@@ -1,0 +1,275 @@
+"""The task functions the executors run: ``fn(payload, deps) -> dict`` (audit/executors.py).
+
+- :func:`audit_trial`: train one target under one defense (one sweep point) and run its
+  attacks and ε audits; returns the run record, plus the target's outputs on the shadow
+  pool when shadow attacks are on.
+- :func:`train_shadow`: train one shadow model on its half of the pool (same defense and
+  recipe as the target: the adversary knows the training algorithm); returns its
+  per-example loss on the pool.
+- :func:`score_shadow_attack`: one LiRA/RMIA attack from a trial's and its shadow models'
+  outputs; returns an ``AttackResult`` record.
+
+Each function rebuilds what it needs (config, data split, pool, inclusion design) from its
+payload and the seed, so it can run in any process on any node. Aggregate-only
+pseudonymisation happens later, in the driver, under one per-invocation salt.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+# Set by the driver for in-process runs (never part of a payload: it changes no number).
+SHOW_PROGRESS = False
+_PUBLIC_STAGE: dict[str, dict] = {}  # per-process cache of public pretraining results
+_DATA: dict[str, Any] = {}  # per-process cache of loaded audit data (read-only use)
+
+
+def _data(cfg):
+    """The audit data for a config, loaded once per process (tasks never modify it)."""
+    from audit.data import load_audit_data
+
+    stamps = []
+    for k in ("corpus", "members", "nonmembers", "test", "public"):
+        p = cfg.data.get(k)
+        if p and p != "fixtures" and Path(p).is_file():
+            st = Path(p).stat()
+            stamps.append([p, st.st_mtime_ns, st.st_size])
+    key = json.dumps([cfg.data, cfg.seed, stamps], sort_keys=True, default=str)
+    if key not in _DATA:
+        _DATA.clear()  # keep one: a process serves one audit at a time
+        _DATA[key] = load_audit_data(cfg.data, cfg.seed, train=True)
+    return _DATA[key]
+
+
+def _config(payload: dict[str, Any]):
+    from audit.config import parse_config
+
+    base = payload.get("base_dir")
+    return parse_config(payload["config"], payload["source"], Path(base) if base else None)
+
+
+def _target(cfg, data):
+    """A Target whose public pretraining (when configured) runs once per process."""
+    from audit.targets import Target
+
+    target = Target(cfg.target, tuple(data.label_names), data.public, cfg.device, SHOW_PROGRESS)
+    return target
+
+
+def _build_with_cache(target, seed: int):
+    if target.spec.public_epochs > 0:
+        key = hashlib.sha256(
+            json.dumps(
+                [repr(target.spec), list(target.label_names), seed, target.public.ids],
+                default=str,
+            ).encode()
+        ).hexdigest()
+        if key in _PUBLIC_STAGE:
+            target._pretrained[seed] = copy.deepcopy(_PUBLIC_STAGE[key])
+        model_tok = target.build(seed)
+        _PUBLIC_STAGE[key] = copy.deepcopy(target._pretrained[seed])
+        return model_tok
+    return target.build(seed)
+
+
+class _CachedTarget:
+    """Wraps Target.build with the per-process public-stage cache; same interface."""
+
+    def __init__(self, target):
+        self._t = target
+
+    def __getattr__(self, name):
+        return getattr(self._t, name)
+
+    def build(self, seed: int):
+        return _build_with_cache(self._t, seed)
+
+
+def _defense(cfg, payload):
+    from defenses import DEFENSES
+
+    dcfg = cfg.defenses[payload["defense"]]
+    return dcfg, DEFENSES[dcfg.name](**{**dcfg.params, **payload.get("params", {})})
+
+
+def _training(cfg, dcfg):
+    from defenses.classifier import TrainingConfig
+
+    return TrainingConfig(
+        **{**cfg.train, **dcfg.train_overrides},
+        max_length=cfg.target.max_length,
+        device=cfg.device,
+        progress=SHOW_PROGRESS,
+    )
+
+
+def shadow_pool(data, population: int, seed: int):
+    """The population pool: the attack set (members, then non-members) followed by
+    ``population`` public examples drawn with ``seed``; and the index of the latter."""
+    from audit.errors import DataError
+
+    attack = data.attack_set()
+    if population == 0:
+        return attack, np.zeros(0, dtype=np.int64)
+    if data.public is None or len(data.public) < population:
+        have = 0 if data.public is None else len(data.public)
+        raise DataError(
+            f"shadow.population = {population} needs that many public examples (data.public); "
+            f"the data has {have}"
+        )
+    pick = np.sort(np.random.default_rng(seed).permutation(len(data.public))[:population])
+    pub = data.public.subset(pick)
+    pub.members = np.zeros(len(pub), dtype=np.int64)
+    pool = attack.concat(pub)
+    return pool, np.arange(len(attack), len(pool), dtype=np.int64)
+
+
+def audit_trial(payload: dict[str, Any], deps: list[dict]) -> dict[str, Any]:
+    from attacks import MetricSettings
+    from audit.canaries import make_canaries, with_canaries
+    from audit.epsilon_audit import EpsilonAuditSettings, epsilon_audit
+    from audit.runner import evaluate_release
+    from defenses.base import Surface
+
+    cfg = _config(payload)
+    data = _data(cfg)
+    dcfg, defense = _defense(cfg, payload)
+    eps_settings = EpsilonAuditSettings(
+        gradient_trials=cfg.epsilon.get("gradient_trials", 100_000),
+        canaries=cfg.epsilon.get("canaries", 200),
+        canary_kind=cfg.epsilon.get("canary_kind", "random-token"),
+        delta=float(cfg.metrics["delta"]),
+        confidence=float(cfg.metrics["confidence"]),
+        seed=cfg.seed,
+    )
+    settings = MetricSettings(
+        delta=float(cfg.metrics["delta"]),
+        confidence=float(cfg.metrics["confidence"]),
+        n_boot=int(cfg.metrics["bootstrap"]),
+        seed=cfg.seed,
+    )
+    canaries = None
+    if payload["epsilon"] and eps_settings.canaries:
+        canaries = make_canaries(
+            eps_settings.canaries,
+            eps_settings.canary_kind,
+            len(data.label_names),
+            data.members.texts + data.nonmembers.texts,
+            cfg.seed,
+        )
+    train_set = with_canaries(data.members, canaries) if canaries is not None else data.members
+    target = _CachedTarget(_target(cfg, data))
+    start = time.perf_counter()
+    release, report = defense.fit(target, train_set, _training(cfg, dcfg), payload["seed"])
+    info = {**report.info, "wall_seconds": time.perf_counter() - start}
+    if payload.get("sweep_seed") is not None:
+        info["training_seed"] = payload["seed"]
+    run = evaluate_release(
+        payload["label"],
+        dcfg.name,
+        release,
+        data,
+        cfg.attacks,
+        settings,
+        info,
+        False,  # aggregate-only pseudonymisation happens in the driver, under one salt
+        SHOW_PROGRESS,
+        None,
+        cfg.attack_options,
+    )
+    if payload["epsilon"]:
+        run["epsilon_audit"] = epsilon_audit(run, release, canaries, eps_settings)
+    out: dict[str, Any] = {"run": run}
+    shadow = payload.get("shadow")
+    if shadow is not None:
+        pool, _ = shadow_pool(data, shadow["population"], cfg.seed)
+        if Surface.LOSS in release.surfaces:
+            out["pool"] = {"loss": release.loss(pool.texts, pool.labels)}
+        else:
+            out["pool"] = {"unavailable": "needs loss"}
+    return out
+
+
+def train_shadow(payload: dict[str, Any], deps: list[dict]) -> dict[str, Any]:
+    from attacks.shadow import inclusion_design
+    from defenses.base import Surface
+
+    cfg = _config(payload)
+    data = _data(cfg)
+    dcfg, defense = _defense(cfg, payload)
+    shadow = payload["shadow"]
+    pool, _ = shadow_pool(data, shadow["population"], cfg.seed)
+    keep = inclusion_design(shadow["n_models"], len(pool), shadow["design_seed"])[payload["index"]]
+    train = pool.subset(np.flatnonzero(keep))
+    target = _CachedTarget(_target(cfg, data))
+    release, report = defense.fit(target, train, _training(cfg, dcfg), payload["seed"])
+    if Surface.LOSS not in release.surfaces:
+        return {"unavailable": "needs loss"}
+    return {"loss": release.loss(pool.texts, pool.labels), "n_train": int(keep.sum())}
+
+
+def score_shadow_attack(payload: dict[str, Any], deps: list[dict]) -> dict[str, Any]:
+    """``deps`` = [the audit trial, shadow model 0, 1, ...]."""
+    from attacks import AttackResult, MetricSettings
+    from attacks.shadow import (
+        DESCRIPTIONS,
+        inclusion_design,
+        lira_scores,
+        logit_confidence_from_loss,
+        rmia_scores,
+    )
+
+    name = payload["attack"]
+    trial, shadows = deps[0], deps[1:]
+    surfaces = ["loss"]
+    if "loss" not in trial.get("pool", {}) or any("loss" not in s for s in shadows):
+        return AttackResult(
+            name, DESCRIPTIONS[name], surfaces, "not_applicable", "not applicable: needs loss"
+        ).to_dict()
+    shadow = payload["shadow"]
+    n_attack = payload["n_attack"]
+    target_loss = np.asarray(trial["pool"]["loss"], dtype=np.float64)
+    shadow_loss = np.asarray([s["loss"] for s in shadows], dtype=np.float64)
+    keep = inclusion_design(shadow["n_models"], target_loss.size, shadow["design_seed"])
+    try:
+        if name.startswith("lira"):
+            scores = lira_scores(
+                logit_confidence_from_loss(target_loss),
+                logit_confidence_from_loss(shadow_loss),
+                keep,
+                online=name == "lira-online",
+                fixed_variance=shadow["fixed_variance"],
+            )
+        else:
+            scores, _ = rmia_scores(
+                np.exp(-target_loss),
+                np.exp(-shadow_loss),
+                keep,
+                np.arange(n_attack, target_loss.size),
+                online=name == "rmia-online",
+                a=shadow["rmia_offline_a"],
+                gamma=shadow["rmia_gamma"],
+            )
+        m = payload["metrics"]
+        result = AttackResult.from_scores(
+            name,
+            scores[:n_attack],
+            payload["members"],
+            payload["ids"],
+            MetricSettings(m["delta"], m["confidence"], m["bootstrap"], m["seed"]),
+            description=f"{DESCRIPTIONS[name]} {shadow['n_models']} shadow models"
+            + (
+                ", fixed variance." if shadow["fixed_variance"] and name.startswith("lira") else "."
+            ),
+            surfaces=surfaces,
+        )
+    except ValueError as exc:
+        return AttackResult(name, DESCRIPTIONS[name], surfaces, "error", str(exc)).to_dict()
+    return result.to_dict()

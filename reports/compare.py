@@ -1,0 +1,389 @@
+"""``privacy-audit compare RUN_A RUN_B ...``: one HTML page comparing finished runs.
+
+Inputs are run output directories (holding ``results.json``) or ``results.json`` files of
+the same schema. The page shows three plots (privacy-utility; AUC and TPR at 1% FPR per
+attack; claimed vs audited ε) and a table of differences against the first input, for
+every (run, attack, metric) that both files measured: B − A, and whether the two 95% CIs
+overlap. ``differences.csv`` and ``compare.json`` hold the same table for machines.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from audit.errors import AuditError, DataError
+
+COMPARE_HTML = "compare.html"
+METRICS = ("auc", "tpr_at_fpr_0.01", "tpr_at_fpr_0.001", "epsilon_lower_bound")
+
+
+def load_for_compare(path: str | Path) -> tuple[str, dict]:
+    p = Path(path)
+    f = p / "results.json" if p.is_dir() else p
+    if not f.is_file():
+        raise DataError(f"no results.json at {str(path)!r}; give a run directory or a results file")
+    try:
+        res = json.loads(f.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError, ValueError) as exc:
+        raise DataError(f"{str(f)!r} is not a results.json: {exc}") from None
+    if not isinstance(res, dict):
+        raise DataError(f"{str(f)!r} is not a results.json: the top level is not an object")
+    name = p.name if p.is_dir() else (p.parent.name or p.stem)
+    return name or str(p), res
+
+
+def check_schemas(named: list[tuple[str, dict]]) -> None:
+    """All inputs must be privacy-audit results of the schema this version reads."""
+    from audit.runner import SCHEMA_VERSION
+
+    seen = []
+    for name, res in named:
+        tool = res.get("tool") if isinstance(res.get("tool"), dict) else {}
+        version = res.get("schema_version")
+        if tool.get("name") != "privacy-audit" or not isinstance(res.get("runs"), list):
+            raise AuditError(
+                f"cannot compare runs with incompatible schemas: {name!r} is not a privacy-audit "
+                "results.json (no tool.name 'privacy-audit' or no runs list)"
+            )
+        seen.append((name, version))
+    versions = {v for _, v in seen}
+    if len(versions) > 1 or versions != {SCHEMA_VERSION}:
+        listing = ", ".join(f"{n!r} has schema_version {v!r}" for n, v in seen)
+        raise AuditError(
+            f"cannot compare runs with incompatible schemas: {listing}; this version reads "
+            f"schema_version {SCHEMA_VERSION}"
+        )
+
+
+def _m(attack: dict, key: str) -> dict | None:
+    m = (attack.get("metrics") or {}).get(key)
+    return m if isinstance(m, dict) and isinstance(m.get("value"), (int, float)) else None
+
+
+def _audited_eps(run: dict) -> float | None:
+    vals = [
+        m["value"]
+        for a in run.get("attacks", [])
+        if a.get("status") == "ok" and (m := _m(a, "epsilon_lower_bound")) is not None
+    ]
+    audit = run.get("epsilon_audit") or {}
+    for a in audit.get("audits", []) if isinstance(audit, dict) else []:
+        if a.get("status") == "ok" and isinstance(a.get("epsilon_lb"), (int, float)):
+            vals.append(a["epsilon_lb"])
+    return max(vals) if vals else None
+
+
+def records(named: list[tuple[str, dict]]) -> list[dict]:
+    """One row per (input, run, attack, metric), plus utility and ε per run."""
+    rows = []
+    for src, res in named:
+        for run in res["runs"]:
+            if not isinstance(run, dict):
+                continue
+            rname = str(run.get("name"))
+            u = run.get("utility") or {}
+            if isinstance(u.get("value"), (int, float)):
+                rows.append(
+                    {
+                        "source": src,
+                        "run": rname,
+                        "attack": "-",
+                        "metric": f"utility ({u.get('metric', 'utility')})",
+                        "value": u["value"],
+                        "ci_low": u.get("ci_low"),
+                        "ci_high": u.get("ci_high"),
+                    }
+                )
+            eps = _audited_eps(run)
+            if eps is not None:
+                rows.append(
+                    {
+                        "source": src,
+                        "run": rname,
+                        "attack": "-",
+                        "metric": "audited epsilon (best lower bound)",
+                        "value": eps,
+                        "ci_low": eps,
+                        "ci_high": None,
+                    }
+                )
+            for a in run.get("attacks", []):
+                if a.get("status") != "ok":
+                    continue
+                for key in METRICS:
+                    m = _m(a, key)
+                    if m is not None:
+                        rows.append(
+                            {
+                                "source": src,
+                                "run": rname,
+                                "attack": str(a.get("attack")),
+                                "metric": key,
+                                "value": m["value"],
+                                "ci_low": m.get("ci_low"),
+                                "ci_high": m.get("ci_high"),
+                            }
+                        )
+    return rows
+
+
+def metric_table(rows: list[dict], source: str, metric: str) -> dict[tuple[str, str], dict]:
+    """``{(run, attack): row}`` of one input's rows for one metric (what a bar shows)."""
+    return {
+        (r["run"], r["attack"]): r for r in rows if r["source"] == source and r["metric"] == metric
+    }
+
+
+def _overlap(a: dict, b: dict) -> bool | None:
+    lo_a, hi_a, lo_b, hi_b = a["ci_low"], a["ci_high"], b["ci_low"], b["ci_high"]
+    if None in (lo_a, lo_b):
+        return None
+    hi_a = math.inf if hi_a is None else hi_a
+    hi_b = math.inf if hi_b is None else hi_b
+    return lo_a <= hi_b and lo_b <= hi_a
+
+
+def differences(named: list[tuple[str, dict]]) -> list[dict]:
+    """Each later input against the first, for the rows both measured."""
+    rows = records(named)
+    base_name = named[0][0]
+    base = {(r["run"], r["attack"], r["metric"]): r for r in rows if r["source"] == base_name}
+    out = []
+    for src, _ in named[1:]:
+        for r in rows:
+            if r["source"] != src:
+                continue
+            b = base.get((r["run"], r["attack"], r["metric"]))
+            if b is None:
+                continue
+            out.append(
+                {
+                    "run": r["run"],
+                    "attack": r["attack"],
+                    "metric": r["metric"],
+                    "a": base_name,
+                    "b": src,
+                    "value_a": b["value"],
+                    "value_b": r["value"],
+                    "difference": r["value"] - b["value"],
+                    "ci_a": [b["ci_low"], b["ci_high"]],
+                    "ci_b": [r["ci_low"], r["ci_high"]],
+                    "cis_overlap": _overlap(b, r),
+                }
+            )
+    return out
+
+
+def _bar(v: float, lo: Any, hi: Any) -> list[list[float]]:
+    """Error-bar lengths below and above ``v`` (never negative: an edited or rounded value
+    may sit outside its interval)."""
+    lo_e = max(0.0, v - lo) if isinstance(lo, (int, float)) else 0.0
+    hi_e = max(0.0, hi - v) if isinstance(hi, (int, float)) else 0.0
+    return [[lo_e], [hi_e]]
+
+
+def _plots(named: list[tuple[str, dict]]) -> list[tuple[str, str, bytes]]:
+    import numpy as np
+
+    from reports.plots import _new_figure, _placeholder, _png, plain
+
+    rows = records(named)
+    sources = [n for n, _ in named]
+    colors = [f"C{i % 10}" for i in range(len(sources))]
+    figs = []
+
+    # 1. privacy-utility: utility against the strongest attack's AUC, per run
+    fig, (ax,) = _new_figure(7.5, 4.5)
+    plotted = False
+    for src, color in zip(sources, colors, strict=True):
+        for res_name, res in named:
+            if res_name != src:
+                continue
+            for run in res["runs"]:
+                u = run.get("utility") or {}
+                aucs = [m for a in run.get("attacks", []) if (m := _m(a, "auc")) is not None]
+                if not aucs or not isinstance(u.get("value"), (int, float)):
+                    continue
+                best = max(aucs, key=lambda m: m["value"])
+                x, y = best["value"], u["value"]
+                xerr = _bar(x, best.get("ci_low"), best.get("ci_high"))
+                yerr = _bar(y, u.get("ci_low"), u.get("ci_high"))
+                ax.errorbar(x, y, xerr=xerr, yerr=yerr, fmt="o", color=color, capsize=3)
+                ax.annotate(plain(f"{src}: {run.get('name')}", 40), (x, y), fontsize=7)
+                plotted = True
+    if plotted:
+        ax.axvline(0.5, ls=":", color="#888")
+        ax.set_xlabel("strongest attack AUC (95% CI)")
+        ax.set_ylabel("utility (95% CI)")
+    else:
+        _placeholder(ax, "no run has both utility and an attack AUC")
+    figs.append(("Privacy / utility", "Each point is one run; colours are inputs.", _png(fig)))
+
+    # 2. AUC and TPR@1%FPR per attack
+    keys = sorted({(r["run"], r["attack"]) for r in rows if r["metric"] == "auc"})
+    fig, axes = _new_figure(max(7.5, 0.5 * len(keys) * len(sources) + 2), 4.8, ncols=2)
+    for ax, metric, title in (
+        (axes[0], "auc", "AUC"),
+        (axes[1], "tpr_at_fpr_0.01", "TPR at 1% FPR"),
+    ):
+        if not keys:
+            _placeholder(ax, "no attack results")
+            continue
+        width = 0.8 / len(sources)
+        idx = np.arange(len(keys))
+        for j, (src, color) in enumerate(zip(sources, colors, strict=True)):
+            look = metric_table(rows, src, metric)
+            vals, lo, hi = [], [], []
+            for k in keys:
+                r = look.get(k)
+                v = r["value"] if r else np.nan
+                vals.append(v)
+                (e_lo,), (e_hi,) = _bar(v, r and r["ci_low"], r and r["ci_high"])
+                lo.append(e_lo)
+                hi.append(e_hi)
+            ax.bar(idx + j * width, vals, width, color=color, label=plain(src, 30))
+            ax.errorbar(idx + j * width, vals, yerr=[lo, hi], fmt="none", ecolor="#333", capsize=2)
+        ax.set_xticks(idx + width * (len(sources) - 1) / 2)
+        ax.set_xticklabels([plain(f"{r} · {a}", 28) for r, a in keys], rotation=60, ha="right")
+        ax.set_title(title)
+        if metric == "auc":
+            ax.axhline(0.5, ls=":", color="#888")
+        ax.legend(fontsize=7)
+    figs.append(
+        (
+            "Attack success per attack",
+            "AUC and TPR at 1% FPR with 95% CIs; dotted line: chance AUC.",
+            _png(fig),
+        )
+    )
+
+    # 3. claimed vs audited epsilon
+    fig, (ax,) = _new_figure(7.5, 4.5)
+    pts = 0
+    for src, color in zip(sources, colors, strict=True):
+        for res_name, res in named:
+            if res_name != src:
+                continue
+            for run in res["runs"]:
+                claimed = (run.get("claim") or {}).get("epsilon")
+                audited = _audited_eps(run)
+                if claimed is None or audited is None:
+                    continue
+                ax.scatter(claimed, audited, color=color)
+                ax.annotate(plain(f"{src}: {run.get('name')}", 40), (claimed, audited), fontsize=7)
+                pts += 1
+    if pts:
+        top = ax.get_xlim()[1]
+        ax.plot([0, top], [0, top], ls="--", color="#888", label="audited = claimed")
+        ax.set_xlabel("claimed ε")
+        ax.set_ylabel("audited ε (best 95% lower bound)")
+        ax.legend(fontsize=7)
+    else:
+        _placeholder(ax, "no run has both a claimed ε and an audited lower bound")
+    figs.append(
+        (
+            "Claimed vs audited ε",
+            "A point above the diagonal contradicts its claim at 95% confidence.",
+            _png(fig),
+        )
+    )
+    return figs
+
+
+_TEMPLATE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>privacy-audit compare</title>
+<style>
+body{font-family:system-ui,sans-serif;margin:2rem;max-width:1200px}
+table{border-collapse:collapse;font-size:.85rem}td,th{border:1px solid #ccc;padding:.25rem .5rem}
+td.num{text-align:right;font-variant-numeric:tabular-nums}img{max-width:100%}
+.up{color:#a00}.down{color:#060}
+</style></head><body>
+<h1>Comparison of {{ inputs|length }} runs</h1>
+<ul>{% for i in inputs %}<li><b>{{ i.name }}</b>: {{ i.title }} ({{ i.created }}, {{ i.n_runs }} run(s))</li>{% endfor %}</ul>
+{% for f in figures %}<figure><img src="{{ f.src }}" alt="{{ f.title }}"><figcaption><b>{{ f.title }}.</b> {{ f.caption }}</figcaption></figure>{% endfor %}
+<h2>Differences against {{ inputs[0].name }}</h2>
+{% if diffs %}
+<table><tr><th>run</th><th>attack</th><th>metric</th><th>input</th><th>A</th><th>B</th><th>B − A</th><th>95% CIs overlap</th></tr>
+{% for d in diffs %}<tr><td>{{ d.run }}</td><td>{{ d.attack }}</td><td>{{ d.metric }}</td><td>{{ d.b }}</td><td class="num">{{ d.va }}</td><td class="num">{{ d.vb }}</td><td class="num {{ d.cls }}">{{ d.diff }}</td><td>{{ d.overlap }}</td></tr>{% endfor %}
+</table>
+{% else %}<p>No run, attack and metric is measured in both inputs.</p>{% endif %}
+</body></html>
+"""
+
+
+def _fmt_ci(v: Any, ci: list) -> str:
+    lo, hi = ci
+    s = f"{v:.4g}"
+    if lo is not None:
+        s += f" [{lo:.3g}, {'–' if hi is None else f'{hi:.3g}'}]"
+    return s
+
+
+def render_compare(named: list[tuple[str, dict]]) -> tuple[str, list[dict]]:
+    from jinja2 import Environment
+
+    from reports.html import _data_uri
+
+    diffs = differences(named)
+    view = [
+        {
+            "run": d["run"],
+            "attack": d["attack"],
+            "metric": d["metric"],
+            "b": d["b"],
+            "va": _fmt_ci(d["value_a"], d["ci_a"]),
+            "vb": _fmt_ci(d["value_b"], d["ci_b"]),
+            "diff": f"{d['difference']:+.4g}",
+            "cls": "up" if d["difference"] > 0 else "down" if d["difference"] < 0 else "",
+            "overlap": {True: "yes", False: "no", None: "–"}[d["cis_overlap"]],
+        }
+        for d in diffs
+    ]
+    inputs = [
+        {
+            "name": n,
+            "title": str(r.get("title", "")),
+            "created": str(r.get("created", "")),
+            "n_runs": len(r["runs"]),
+        }
+        for n, r in named
+    ]
+    figures = [{"title": t, "caption": c, "src": _data_uri(png)} for t, c, png in _plots(named)]
+    html = (
+        Environment(autoescape=True)
+        .from_string(_TEMPLATE)
+        .render(inputs=inputs, figures=figures, diffs=view)
+    )
+    return html, diffs
+
+
+def compare_runs_cli(paths: list[str], out_dir: str | Path) -> tuple[Path, Path]:
+    from audit.io import atomic_write_text, dumps_json
+    from audit.runner import check_output_dir
+
+    if len(paths) < 2:
+        raise AuditError("compare needs at least two runs (RUN_A RUN_B ...)")
+    named = [load_for_compare(p) for p in paths]
+    names = [n for n, _ in named]
+    if len(set(names)) != len(names):  # e.g. two results.json in folders of the same name
+        named = [(f"{n} [{i + 1}]", r) for i, (n, r) in enumerate(named)]
+    check_schemas(named)
+    html, diffs = render_compare(named)
+    buf = io.StringIO()
+    cols = ["run", "attack", "metric", "a", "b", "value_a", "value_b", "difference", "cis_overlap"]
+    w = csv.DictWriter(buf, fieldnames=cols, extrasaction="ignore", lineterminator="\n")
+    w.writeheader()
+    w.writerows(diffs)
+    check_output_dir(out_dir)
+    out = Path(out_dir)
+    atomic_write_text(
+        out / "compare.json", dumps_json({"inputs": [str(p) for p in paths], "differences": diffs})
+    )
+    table = atomic_write_text(out / "differences.csv", buf.getvalue())
+    page = atomic_write_text(out / COMPARE_HTML, html)
+    return page, table
