@@ -124,7 +124,7 @@ class DPSGDEngine:
                 norms = cap.sq_norms().clamp(min=0).sqrt()
                 w = clip_weights(norms, self.max_grad_norm, self.clipping)
                 grads = cap.weighted_grads(w)
-            return {p: grads.get(p, torch.zeros_like(p)) for p in self.params}, norms
+            return {p: grads[p] if p in grads else torch.zeros_like(p) for p in self.params}, norms
         if not getattr(self, "_loss_checked", False):  # one-off: reject a reduced loss
             with torch.no_grad():
                 logits = self.model(input_ids=input_ids, attention_mask=mask).logits
@@ -137,7 +137,7 @@ class DPSGDEngine:
         w = clip_weights(norms, self.max_grad_norm, self.clipping)
         by_name = dict(self.model.named_parameters())
         sums = {by_name[n]: torch.einsum("b,b...->...", w, g) for n, g in per.items()}
-        return {p: sums.get(p, torch.zeros_like(p)) for p in self.params}, norms
+        return {p: sums[p] if p in sums else torch.zeros_like(p) for p in self.params}, norms
 
     # 2. noise ------------------------------------------------------------------
     def private_gradients(
@@ -442,7 +442,9 @@ def fit_lm_opacus(target, train, training, seed: int, params: dict[str, Any]):
             b, t = b_ids.shape
             pos = torch.arange(t, device=dev).expand(b, t)
             logits = gsm(input_ids=b_ids, attention_mask=b_mask, position_ids=pos).logits
-            per_sample_token_loss(logits, b_ids, b_mask).sum().backward()
+            with warnings.catch_warnings():  # Opacus's full-backward-hook notice
+                warnings.simplefilter("ignore")
+                per_sample_token_loss(logits, b_ids, b_mask).sum().backward()
             norms = torch.stack([p.grad_sample.flatten(1).norm(dim=1) for p in trainable]).norm(
                 dim=0
             )

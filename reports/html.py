@@ -650,6 +650,7 @@ def build_context(results: dict) -> dict:
             "rows": [
                 {
                     "vocab": _text(r.get("vocab")),
+                    "shape": f"B={_text(r.get('batch_size'))}, T={_text(r.get('seq_len'))}",
                     "cells": [
                         _x(r.get(k))
                         for k in (
