@@ -63,8 +63,14 @@ _PER_ATTACK = ("auc", "tpr_at_fpr_0.01", "advantage", "epsilon_lower_bound")
 
 
 def monitor_attacks() -> list[str]:
-    """Names from :data:`attacks.ATTACKS` that the monitor can run (forward-only surfaces)."""
-    return sorted(name for name, cls in ATTACKS.items() if cls.requires <= _FORWARD_SURFACES)
+    """Names from :data:`attacks.ATTACKS` that the monitor can run: classifier attacks on
+    forward-only surfaces (causal-LM attacks declare ``target_kind = "lm"``)."""
+    return sorted(
+        name
+        for name, cls in ATTACKS.items()
+        if cls.requires <= _FORWARD_SURFACES
+        and getattr(cls, "target_kind", "classifier") == "classifier"
+    )
 
 
 def _check_attacks(attacks: str | Iterable[str]) -> tuple[str, ...]:
