@@ -224,6 +224,30 @@ def _byo_label_names(model, data_cfg: dict[str, Any]) -> list[str]:
     )
 
 
+def metric_settings(cfg: AuditConfig) -> MetricSettings:
+    """The ``[metrics]`` section as the attacks' :class:`MetricSettings`."""
+    return MetricSettings(
+        delta=float(cfg.metrics["delta"]),
+        confidence=float(cfg.metrics["confidence"]),
+        n_boot=int(cfg.metrics["bootstrap"]),
+        seed=cfg.seed,
+    )
+
+
+def epsilon_settings(cfg: AuditConfig):
+    """The ``[epsilon]`` section (with ``[metrics]`` δ and confidence) for the ε audits."""
+    from audit.epsilon_audit import EpsilonAuditSettings
+
+    return EpsilonAuditSettings(
+        gradient_trials=cfg.epsilon.get("gradient_trials", 100_000),
+        canaries=cfg.epsilon.get("canaries", 200),
+        canary_kind=cfg.epsilon.get("canary_kind", "random-token"),
+        delta=float(cfg.metrics["delta"]),
+        confidence=float(cfg.metrics["confidence"]),
+        seed=cfg.seed,
+    )
+
+
 def run_audit(
     cfg: AuditConfig,
     progress: bool = True,
@@ -236,24 +260,12 @@ def run_audit(
     (default: the config's ``epsilon.enabled``). ``executor`` (an
     ``audit.executors.ExecutorSpec``; default: the config's ``[executor]``) runs the
     training tasks; ``run_dir`` keeps each finished task, and ``resume`` reuses them."""
-    from audit.epsilon_audit import EpsilonAuditSettings, epsilon_audit
+    from audit.epsilon_audit import epsilon_audit
 
     do_epsilon = cfg.epsilon.get("enabled", False) if epsilon is None else epsilon
     id_salt = new_id_salt() if cfg.aggregate_only else None  # never written anywhere
-    eps_settings = EpsilonAuditSettings(
-        gradient_trials=cfg.epsilon.get("gradient_trials", 100_000),
-        canaries=cfg.epsilon.get("canaries", 200),
-        canary_kind=cfg.epsilon.get("canary_kind", "random-token"),
-        delta=float(cfg.metrics["delta"]),
-        confidence=float(cfg.metrics["confidence"]),
-        seed=cfg.seed,
-    )
-    settings = MetricSettings(
-        delta=float(cfg.metrics["delta"]),
-        confidence=float(cfg.metrics["confidence"]),
-        n_boot=int(cfg.metrics["bootstrap"]),
-        seed=cfg.seed,
-    )
+    eps_settings = epsilon_settings(cfg)
+    settings = metric_settings(cfg)
     runs: list[dict[str, Any]] = []
     if cfg.classifier_dir is not None:
         model, tokenizer = load_trained_classifier(cfg.classifier_dir)

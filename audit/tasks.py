@@ -132,29 +132,16 @@ def shadow_pool(data, population: int, seed: int):
 
 
 def audit_trial(payload: dict[str, Any], deps: list[dict]) -> dict[str, Any]:
-    from attacks import MetricSettings
     from audit.canaries import make_canaries, with_canaries
-    from audit.epsilon_audit import EpsilonAuditSettings, epsilon_audit
-    from audit.runner import evaluate_release
+    from audit.epsilon_audit import epsilon_audit
+    from audit.runner import epsilon_settings, evaluate_release, metric_settings
     from defenses.base import Surface
 
     cfg = _config(payload)
     data = _data(cfg)
     dcfg, defense = _defense(cfg, payload)
-    eps_settings = EpsilonAuditSettings(
-        gradient_trials=cfg.epsilon.get("gradient_trials", 100_000),
-        canaries=cfg.epsilon.get("canaries", 200),
-        canary_kind=cfg.epsilon.get("canary_kind", "random-token"),
-        delta=float(cfg.metrics["delta"]),
-        confidence=float(cfg.metrics["confidence"]),
-        seed=cfg.seed,
-    )
-    settings = MetricSettings(
-        delta=float(cfg.metrics["delta"]),
-        confidence=float(cfg.metrics["confidence"]),
-        n_boot=int(cfg.metrics["bootstrap"]),
-        seed=cfg.seed,
-    )
+    eps_settings = epsilon_settings(cfg)
+    settings = metric_settings(cfg)
     canaries = None
     if payload["epsilon"] and eps_settings.canaries:
         canaries = make_canaries(
