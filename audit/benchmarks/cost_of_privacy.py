@@ -178,7 +178,7 @@ def cost_table_from_bench_json(path) -> dict[str, Any]:
     }
 
 
-SHAPES = {"T=16": (32, 16), "T=64": (32, 64)}  # (batch, sequence length)
+SHAPES = {"T=16": (32, 16), "T=64": (32, 64), "B=128 T=16": (128, 16)}  # (batch, sequence length)
 
 
 def run(settings: BenchSettings) -> BenchResult:
