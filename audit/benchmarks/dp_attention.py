@@ -8,33 +8,24 @@ import copy
 
 import torch
 
-from audit.benchmarks.dp_sgd import classifier_batch
+from audit.benchmarks.dp_sgd import classifier_batch, plain_step
 from audit.benchmarks.timing import BenchResult, BenchSettings, ratios_to, time_cases
 
 
 def run(settings: BenchSettings) -> BenchResult:
-    from defenses.classifier import forward_kwargs
     from defenses.dp_attention import DPAttentionConfig, dp_modules, encoder_layers, swap_attention
 
     batch, seq = (8, 32) if settings.quick else (32, 64)
     model, ids, mask, y = classifier_batch(batch, seq, settings.seed)
-    loss_fn = torch.nn.CrossEntropyLoss()
     cfg = DPAttentionConfig(max_tokens=seq)
     n_layers = len(encoder_layers(model))
     gen = torch.Generator().manual_seed(settings.seed)
 
     def stepper(m):
         m.train()
-        opt = torch.optim.SGD(m.parameters(), lr=1e-3)
         for mod in dp_modules(m):
             mod.generator = gen
-
-        def step():
-            opt.zero_grad(set_to_none=True)
-            loss_fn(m(**forward_kwargs(m, ids, mask)).logits, y).backward()
-            opt.step()
-
-        return step
+        return plain_step(m, ids, mask, y)
 
     one = copy.deepcopy(model)
     swap_attention(one, [0], cfg)

@@ -16,69 +16,23 @@ from __future__ import annotations
 import copy
 import time
 
-import numpy as np
 import torch
 
+from audit.benchmarks.dp_sgd import classifier_batch, opacus_dp_sgd_step, plain_step
 from audit.benchmarks.timing import BenchResult, BenchSettings, time_cases
 
 DP_FORWARD_MAX = 1.1
 DP_SGD_MIN_OVER_DPF = 3.0
 
 
-def _batch(preset: str, batch_size: int, seq_len: int, seed: int):
-    import fixtures
-    from audit.targets import Target, TargetSpec
-    from defenses.classifier import encode
-
-    rows = fixtures.load_corpus("private")
-    labels = sorted({r["label"] for r in rows})
-    rows = rows[:batch_size]
-    target = Target(TargetSpec(preset, None, seq_len, 0), tuple(labels), None, "cpu", False)
-    model, tokenizer = target.build(seed)
-    ids, mask = encode(tokenizer, [r["text"] for r in rows], seq_len)
-    y = torch.as_tensor(np.array([labels.index(r["label"]) for r in rows]))
-    return model, ids, mask, y
-
-
 def _cases(model, ids, mask, y, seed: int, position: str):
-    from opacus import GradSampleModule
-
-    from defenses.classifier import forward_kwargs
     from defenses.dp_forward import DPForward
 
-    loss_fn = torch.nn.CrossEntropyLoss()
-
-    def plain_step(m, opt):
-        def step():
-            opt.zero_grad(set_to_none=True)
-            loss_fn(m(**forward_kwargs(m, ids, mask)).logits, y).backward()
-            opt.step()
-
-        return step
-
-    plain = copy.deepcopy(model).train()
-    step_plain = plain_step(plain, torch.optim.SGD(plain.parameters(), lr=1e-3))
-
+    step_plain = plain_step(copy.deepcopy(model).train(), ids, mask, y)
     dpf = copy.deepcopy(model).train()
     DPForward(epsilon=8.0, position=position, freeze_pre_noise=False).install(dpf, seed)
-    step_dpf = plain_step(dpf, torch.optim.SGD(dpf.parameters(), lr=1e-3))
-
-    private = GradSampleModule(copy.deepcopy(model).train())
-    params = [p for p in private.parameters() if p.requires_grad]
-    opt_private = torch.optim.SGD(params, lr=1e-3)
-    gen = torch.Generator().manual_seed(seed)
-
-    def step_dp_sgd():  # per-sample grads, clip to C = 1, add N(0, σ²C²), average
-        opt_private.zero_grad(set_to_none=True)
-        loss_fn(private(**forward_kwargs(private._module, ids, mask)).logits, y).backward()
-        norms = torch.stack([p.grad_sample.flatten(1).norm(dim=1) for p in params]).norm(dim=0)
-        scale = (1.0 / (norms + 1e-6)).clamp(max=1.0)
-        for p in params:
-            g = torch.einsum("b,b...->...", scale, p.grad_sample)
-            p.grad = (g + torch.randn(g.shape, generator=gen)) / len(y)
-            p.grad_sample = None
-        opt_private.step()
-
+    step_dpf = plain_step(dpf, ids, mask, y)
+    step_dp_sgd = opacus_dp_sgd_step(model, ids, mask, y, seed)
     return {"non-private": step_plain, "dp-forward": step_dpf, "dp-sgd": step_dp_sgd}
 
 
@@ -104,7 +58,7 @@ def run(settings: BenchSettings) -> BenchResult:
             "Wall-clock timing (more than one thread): run with --threads 1 on a shared machine."
         )
     for preset, batch, seq in shapes:
-        model, ids, mask, y = _batch(preset, batch, seq, settings.seed)
+        model, ids, mask, y = classifier_batch(batch, seq, settings.seed, preset)
         ids, mask = (
             ids[:, : max(int(mask.sum(1).max()), 1)],
             mask[:, : max(int(mask.sum(1).max()), 1)],

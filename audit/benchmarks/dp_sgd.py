@@ -11,44 +11,51 @@ import torch
 from audit.benchmarks.timing import BenchResult, BenchSettings, ratios_to, time_cases
 
 
-def classifier_batch(batch_size: int, seq_len: int, seed: int):
-    """The tiny BERT classifier target and one fixed batch of fixture text."""
+def classifier_batch(batch_size: int, seq_len: int, seed: int, preset: str = "tiny"):
+    """A classifier target (``preset``) and one fixed batch of fixture text."""
     import fixtures
     from audit.targets import Target, TargetSpec
     from defenses.classifier import encode
 
-    rows = fixtures.load_corpus("private")[:batch_size]
-    labels = sorted({r["label"] for r in fixtures.load_corpus("private")})
-    target = Target(TargetSpec("tiny", None, seq_len, 0), tuple(labels), None, "cpu", False)
+    rows = fixtures.load_corpus("private")
+    labels = sorted({r["label"] for r in rows})
+    rows = rows[:batch_size]
+    target = Target(TargetSpec(preset, None, seq_len, 0), tuple(labels), None, "cpu", False)
     model, tokenizer = target.build(seed)
     ids, mask = encode(tokenizer, [r["text"] for r in rows], seq_len)
     y = torch.as_tensor(np.array([labels.index(r["label"]) for r in rows]))
     return model, ids, mask, y
 
 
-def run(settings: BenchSettings) -> BenchResult:
+def plain_step(model, ids, mask, y):
+    """One SGD step of ``model`` (trained in place) on the batch, cross-entropy loss."""
+    from defenses.classifier import forward_kwargs
+
+    loss_fn = torch.nn.CrossEntropyLoss()
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        loss_fn(model(**forward_kwargs(model, ids, mask)).logits, y).backward()
+        opt.step()
+
+    return step
+
+
+def opacus_dp_sgd_step(model, ids, mask, y, seed: int):
+    """One DP-SGD step on a copy of ``model``: Opacus per-sample gradients, clip to C = 1,
+    add N(0, σ²C²) with σ = 1, average, SGD."""
     from opacus import GradSampleModule
 
     from defenses.classifier import forward_kwargs
 
-    batch, seq = (8, 32) if settings.quick else (32, 64)
-    model, ids, mask, y = classifier_batch(batch, seq, settings.seed)
     loss_fn = torch.nn.CrossEntropyLoss()
-
-    plain = copy.deepcopy(model).train()
-    opt_plain = torch.optim.SGD(plain.parameters(), lr=1e-3)
-
-    def step_plain():
-        opt_plain.zero_grad(set_to_none=True)
-        loss_fn(plain(**forward_kwargs(plain, ids, mask)).logits, y).backward()
-        opt_plain.step()
-
     private = GradSampleModule(copy.deepcopy(model).train())
     params = [p for p in private.parameters() if p.requires_grad]
     opt_private = torch.optim.SGD(params, lr=1e-3)
-    gen = torch.Generator().manual_seed(settings.seed)
+    gen = torch.Generator().manual_seed(seed)
 
-    def step_dp_sgd():  # per-sample grads, clip to C = 1, add N(0, σ²C²), average
+    def step():
         opt_private.zero_grad(set_to_none=True)
         loss_fn(private(**forward_kwargs(private._module, ids, mask)).logits, y).backward()
         norms = torch.stack([p.grad_sample.flatten(1).norm(dim=1) for p in params]).norm(dim=0)
@@ -58,6 +65,15 @@ def run(settings: BenchSettings) -> BenchResult:
             p.grad = (g + torch.randn(g.shape, generator=gen)) / len(y)
             p.grad_sample = None
         opt_private.step()
+
+    return step
+
+
+def run(settings: BenchSettings) -> BenchResult:
+    batch, seq = (8, 32) if settings.quick else (32, 64)
+    model, ids, mask, y = classifier_batch(batch, seq, settings.seed)
+    step_plain = plain_step(copy.deepcopy(model).train(), ids, mask, y)
+    step_dp_sgd = opacus_dp_sgd_step(model, ids, mask, y, settings.seed)
 
     timings = time_cases(
         {"non-private": step_plain, "dp-sgd": step_dp_sgd}, settings.repeats, settings.warmup
