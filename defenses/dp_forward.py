@@ -191,22 +191,9 @@ def shuffled_central_epsilon(
     with q = 1/N of a Gaussian with noise multiplier σ/S2, T = epochs·N steps. Accounted with
     dp-accounting's RDP accountant (conservative relative to PRV/PLD). This models shuffling
     as subsampling; it is not a formal shuffle-model bound."""
-    import dp_accounting
-    from absl import logging as absl_logging
+    from defenses.dp_sgd import dp_accounting_epsilon
 
-    q = 1.0 / n_users
-    event = dp_accounting.SelfComposedDpEvent(
-        dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(noise_multiplier)),
-        int(epochs * n_users),
-    )
-    acc = dp_accounting.rdp.RdpAccountant()
-    verbosity = absl_logging.get_verbosity()
-    absl_logging.set_verbosity(absl_logging.ERROR)
-    try:
-        acc.compose(event)
-        return float(acc.get_epsilon(delta))
-    finally:
-        absl_logging.set_verbosity(verbosity)
+    return dp_accounting_epsilon(noise_multiplier, 1.0 / n_users, int(epochs * n_users), delta)
 
 
 def rr_keep_probability(epsilon2: float, n_classes: int) -> float:
