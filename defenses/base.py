@@ -73,6 +73,35 @@ class PrivacyClaim:
         return asdict(self)
 
 
+@dataclass(frozen=True)
+class TokenStats:
+    """Per-token statistics of one text under a causal LM, from a single forward pass.
+
+    For every predicted position t (targets x_t given x_<t, padding excluded):
+
+    - ``token_ids[t]``: the target token x_t;
+    - ``log_probs[t]``: log p(x_t | x_<t);
+    - ``mean_log_prob[t]``: mu_t = E_{z~p(.|x_<t)} log p(z | x_<t) = -entropy at t;
+    - ``var_log_prob[t]``: sigma_t^2 = Var_{z~p(.|x_<t)} log p(z | x_<t).
+
+    ``mean_log_prob`` / ``var_log_prob`` are what Min-K%++ needs from the full next-token
+    distribution; keeping them (not the V-sized distributions) is what lets every LM signal
+    share one forward pass at O(T) memory per text.
+    """
+
+    token_ids: np.ndarray
+    log_probs: np.ndarray
+    mean_log_prob: np.ndarray
+    var_log_prob: np.ndarray
+
+    @property
+    def nll(self) -> np.ndarray:
+        return -self.log_probs
+
+    def __len__(self) -> int:
+        return int(self.log_probs.size)
+
+
 @dataclass
 class Examples:
     """A labelled set of examples for attacks: members are the positive class (1)."""

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from defenses.base import Examples, PrivacyClaim, ReleasedModel, Surface
+from defenses.base import Examples, PrivacyClaim, ReleasedModel, Surface, TokenStats
 
 SPECIALS = ("<pad>", "<bos>", "<eos>", "<unk>")
 PAD, BOS, EOS, UNK = range(4)
@@ -229,6 +229,40 @@ def token_nll(
     return nll * valid, valid
 
 
+def token_statistics(
+    model, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None
+) -> list[TokenStats]:
+    """One forward pass -> :class:`TokenStats` per row (float64, padding removed).
+
+    log p(x_t|x_<t) is the log-softmax at the target; mu_t and sigma_t^2 are the mean and
+    variance of log p(z|x_<t) under z ~ p(.|x_<t), computed from the same logits.
+    """
+    check_context(model, input_ids)
+    if attention_mask is None:
+        attention_mask = torch.ones_like(input_ids)
+    logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, :-1]
+    logq = torch.log_softmax(logits.double(), dim=-1)
+    targets = input_ids[:, 1:]
+    valid = attention_mask[:, 1:].bool()
+    lp = logq.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    prob = logq.exp()
+    mu = (prob * logq).sum(-1)
+    # E[(log p)^2] - mu^2, clamped: the difference can round slightly below zero
+    var = ((prob * logq.square()).sum(-1) - mu.square()).clamp(min=0.0)
+    out = []
+    for i in range(len(input_ids)):
+        v = valid[i]
+        out.append(
+            TokenStats(
+                token_ids=targets[i][v].cpu().numpy(),
+                log_probs=lp[i][v].cpu().numpy(),
+                mean_log_prob=mu[i][v].cpu().numpy(),
+                var_log_prob=var[i][v].cpu().numpy(),
+            )
+        )
+    return out
+
+
 def sequence_loss(
     model, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None
 ) -> torch.Tensor:
@@ -354,14 +388,20 @@ class LMRelease(ReleasedModel):
 
     # -- scoring surfaces ------------------------------------------------------
     @torch.no_grad()
+    def token_stats(self, texts: list[str]) -> list[TokenStats]:
+        """:class:`TokenStats` per text. Each distinct text is run through the model once
+        per release: every LM signal (loss, zlib, min-k, min-k++, ...) reads this cache."""
+        cache = self.__dict__.setdefault("_token_stats_cache", {})
+        todo = list(dict.fromkeys(t for t in texts if t not in cache))
+        for i in range(0, len(todo), self.batch_size):
+            chunk = todo[i : i + self.batch_size]
+            ids, mask = self.encode(chunk)
+            rows = token_statistics(self.model, ids.to(self.device), mask.to(self.device))
+            cache.update(zip(chunk, rows, strict=True))
+        return [cache[t] for t in texts]
+
     def _token_nll(self, texts: list[str]) -> list[np.ndarray]:
-        out: list[np.ndarray] = []
-        for i in range(0, len(texts), self.batch_size):
-            ids, mask = self.encode(texts[i : i + self.batch_size])
-            nll, valid = token_nll(self.model, ids.to(self.device), mask.to(self.device))
-            nll, valid = nll.double().cpu().numpy(), valid.cpu().numpy().astype(bool)
-            out.extend(row[v] for row, v in zip(nll, valid, strict=True))
-        return out
+        return [s.nll for s in self.token_stats(list(texts))]
 
     def token_losses(self, texts: list[str]) -> list[np.ndarray]:
         """Next-token NLL of every predicted token (including ``<eos>``), one array per text."""
@@ -545,5 +585,6 @@ __all__ = [
     "is_tied",
     "sequence_loss",
     "token_nll",
+    "token_statistics",
     "train_lm",
 ]

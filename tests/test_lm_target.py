@@ -116,3 +116,32 @@ def test_target_preset_builds_lm():
     assert is_lm_target(target) and target.is_lm
     model, tok = target.build(0)
     assert is_tied(model) and tok.kind == "char"
+
+
+def test_token_statistics_match_the_explicit_distribution():
+    """mu_t / sigma_t^2 of log p under p, and log p(x_t), against a hand loop over logits."""
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from defenses.lm import token_statistics
+
+    torch.manual_seed(0)
+    model = GPT2LMHeadModel(
+        GPT2Config(vocab_size=5, n_embd=8, n_layer=1, n_head=2, n_positions=16)
+    ).eval()
+    ids = torch.tensor([[0, 3, 1, 4, 2], [0, 2, 2, 1, 1]])
+    mask = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]])
+    with torch.no_grad():
+        stats = token_statistics(model, ids, mask)
+        logits = model(input_ids=ids, attention_mask=mask).logits.double()
+    assert [len(s) for s in stats] == [4, 2]
+    for row, s in enumerate(stats):
+        for t in range(len(s)):
+            p = torch.softmax(logits[row, t], -1).numpy()
+            logp = np.log(p)
+            target = int(ids[row, t + 1])
+            assert s.token_ids[t] == target
+            assert abs(s.log_probs[t] - logp[target]) < 1e-12
+            mu = float((p * logp).sum())
+            assert abs(s.mean_log_prob[t] - mu) < 1e-12
+            assert abs(s.var_log_prob[t] - float((p * (logp - mu) ** 2).sum())) < 1e-12
