@@ -55,6 +55,66 @@ def _executor_args(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _model_args(p: argparse.ArgumentParser) -> None:
+    """The one-line audit of a user's model, without a config file."""
+    g = p.add_argument_group(
+        "audit your own model (no config file)",
+        "privacy-audit run --model DIR --members FILE --nonmembers FILE: the membership "
+        "attacks that fit the model's kind, the usual report",
+    )
+    g.add_argument("--model", metavar="DIR", help="local Hugging Face model directory to audit")
+    g.add_argument(
+        "--members", metavar="FILE", help="training examples (.txt/.jsonl/.csv/.parquet/dataset)"
+    )
+    g.add_argument("--nonmembers", metavar="FILE", help="held-out examples, same formats")
+    g.add_argument("--test", metavar="FILE", help="utility test examples (default: non-members)")
+    g.add_argument("--reference", metavar="DIR", help="reference causal LM (e.g. the base model)")
+    g.add_argument("--adapter", metavar="DIR", help="PEFT/LoRA adapter on top of --model")
+    g.add_argument(
+        "--kind", choices=("auto", "causal-lm", "classifier"), help="model kind (default: auto)"
+    )
+    g.add_argument("--max-length", type=int, help="tokens per example (default: 64)")
+    g.add_argument("--device", choices=("auto", "cpu", "cuda"), help="default: auto")
+    g.add_argument("--dtype", choices=("auto", "float32", "bfloat16", "float16"))
+    g.add_argument(
+        "--allow-uninitialized",
+        action="store_true",
+        help="audit even if loading leaves weights untrained (the report is marked)",
+    )
+
+
+def _one_line_config(args):
+    """The config of ``run --model ...``: an audit of the model as it is."""
+    from audit.config import parse_config
+
+    if args.config is not None:
+        raise AuditError("give either a config file or --model, not both")
+    if args.model is None and args.adapter is None:
+        raise AuditError("--members/--nonmembers/--reference need --model DIR")
+    if args.members is None or args.nonmembers is None:
+        raise AuditError("--model needs --members FILE and --nonmembers FILE")
+    target: dict = {"audit_dir": args.model} if args.model is not None else {}
+    for key, value in (
+        ("adapter_dir", args.adapter),
+        ("reference_dir", args.reference),
+        ("kind", args.kind),
+        ("max_length", args.max_length),
+        ("dtype", args.dtype),
+    ):
+        if value is not None:
+            target[key] = value
+    if args.allow_uninitialized:
+        target["allow_uninitialized"] = True
+    data = {"members": args.members, "nonmembers": args.nonmembers}
+    if args.test is not None:
+        data["test"] = args.test
+    raw: dict = {"title": f"Privacy audit of {Path(args.model or args.adapter).name}"}
+    raw.update({"target": target, "data": data})
+    if args.device is not None:
+        raw["device"] = args.device
+    return parse_config(raw, source="command line (--model)", base_dir=Path.cwd())
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="privacy-audit",
@@ -73,6 +133,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--out", default="audit-out", help="output directory (default: audit-out)")
     r.add_argument("--quiet", action="store_true", help="no progress output")
     r.add_argument("--aggregate-only", action="store_true", help=_AGGREGATE_HELP)
+    _model_args(r)
     _executor_args(r)
 
     e = sub.add_parser(
@@ -166,7 +227,15 @@ def _cmd_run(args, epsilon: bool | None = None) -> int:
     from audit.config import load_config
     from audit.runner import check_output_dir, run_audit, write_outputs
 
-    cfg = load_config(args.config)
+    one_line = any(
+        getattr(args, k, None) not in (None, False)
+        for k in ("model", "members", "nonmembers", "test", "reference", "adapter", "kind")
+        + ("max_length", "device", "dtype", "allow_uninitialized")
+    )
+    cfg = _one_line_config(args) if one_line else load_config(args.config)
+    from audit.config import resolve_targets
+
+    cfg = resolve_targets(cfg)  # model directories checked before any work or output
     if args.aggregate_only:
         cfg = dataclasses.replace(cfg, aggregate_only=True)
     from audit.executors import ExecutorSpec

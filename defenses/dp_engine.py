@@ -406,8 +406,8 @@ def fit_lm_opacus(target, train, training, seed: int, params: dict[str, Any]):
     from defenses.targets.lm import LMRelease, context_length, trim
 
     model, tokenizer = target.build(seed)
-    head = model.lm_head
-    head.weight = torch.nn.Parameter(model.transformer.wte.weight.detach().clone())
+    head = model.get_output_embeddings()  # any causal LM, not only GPT-2's lm_head
+    head.weight = torch.nn.Parameter(model.get_input_embeddings().weight.detach().clone())
     model.config.tie_word_embeddings = False
     n = len(train)
     q, steps = poisson_schedule(n, training.batch_size, training.epochs)

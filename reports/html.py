@@ -514,6 +514,19 @@ def build_context(results: dict) -> dict:
         )
     if not runs:
         warnings.append("The results contain no runs.")
+    # Weights the checkpoint did not hold (target.allow_uninitialized = true): red banner
+    dangers = []
+    for run in runs:
+        missing = run.get("uninitialized_weights")
+        if isinstance(missing, list) and missing:
+            names = ", ".join(_text(m, "?") for m in missing[:8])
+            more = f" and {len(missing) - 8} more" if len(missing) > 8 else ""
+            dangers.append(
+                f"UNTRAINED WEIGHTS in {_text(run.get('name'), 'a run')}: {names}{more} were "
+                "not in the checkpoint and were initialised at random. This audit measures a "
+                "partly random model, not the model you trained; its numbers say nothing "
+                "about the trained model's privacy."
+            )
 
     summary, verdicts, run_views, eps_views = [], [], [], []
     for idx, run in enumerate(runs):
@@ -682,6 +695,7 @@ def build_context(results: dict) -> dict:
         "schema_version": _text(schema),
         "aggregate_only": aggregate_only,
         "warnings": warnings,
+        "dangers": dangers,
         "summary": summary,
         "verdicts": verdicts,
         "epsilon": epsilon_section,

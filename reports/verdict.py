@@ -444,7 +444,21 @@ def verdict_for_run(run: dict) -> dict:
     change the leakage level, which is about the membership attacks only.
 
     Returns ``{"level", "text", "attack", "claim_status"}``.
+
+    A run whose model had weights the checkpoint did not hold (``uninitialized_weights``,
+    audited only with ``allow_uninitialized``) is ``"not-measured"`` whatever the attacks
+    found: they measured partly random weights, and a low number would be a false all-clear.
     """
+    missing = run.get("uninitialized_weights")
+    if isinstance(missing, list) and missing:
+        return {
+            "level": "not-measured",
+            "text": f"Not measured: {len(missing)} weight tensor(s) of this model were not in "
+            "the checkpoint and were initialised at random, so the attacks measured a partly "
+            "random model. Audit the trained model.",
+            "attack": None,
+            "claim_status": "unmeasured" if claimed_epsilon(run) else "no-claim",
+        }
     attack = strongest_attack(run)
     if attack is None:
         attacks = [a for a in run.get("attacks") or [] if isinstance(a, dict)]

@@ -193,11 +193,20 @@ def is_tied(model) -> bool:
 def is_lm_target(target) -> bool:
     """Whether a defense's ``target`` (``defenses.targets.loading.Target``) is an LM preset."""
     spec = getattr(target, "spec", None)
+    if hasattr(spec, "is_causal_lm"):
+        return bool(spec.is_causal_lm)  # an LM preset or a user's local causal LM
     return getattr(spec, "preset", None) in LM_PRESETS and not getattr(spec, "model_dir", None)
 
 
 def context_length(model) -> int:
-    return int(model.config.n_positions)
+    """Longest sequence the model takes (GPT-2 ``n_positions``, Llama / GPT-NeoX / OPT
+    ``max_position_embeddings``)."""
+    cfg = model.config
+    for key in ("n_positions", "max_position_embeddings", "n_ctx", "seq_length"):
+        value = getattr(cfg, key, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    raise ValueError(f"cannot tell the context length of {type(model).__name__} from its config")
 
 
 def check_context(model, input_ids: torch.Tensor) -> None:
@@ -240,24 +249,35 @@ def token_statistics(
     check_context(model, input_ids)
     if attention_mask is None:
         attention_mask = torch.ones_like(input_ids)
-    logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, :-1]
-    logq = torch.log_softmax(logits.double(), dim=-1)
+    logits = model(input_ids=input_ids, attention_mask=attention_mask).logits
+    return token_statistics_from_logits(logits, input_ids, attention_mask)
+
+
+def token_statistics_from_logits(
+    logits: torch.Tensor, input_ids: torch.Tensor, attention_mask: torch.Tensor
+) -> list[TokenStats]:
+    """:func:`token_statistics` from a forward pass's logits [B, L, V] (so a caller that
+    also wants hidden states from the same pass need not run the model again)."""
     targets = input_ids[:, 1:]
     valid = attention_mask[:, 1:].bool()
-    lp = logq.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
-    prob = logq.exp()
-    mu = (prob * logq).sum(-1)
-    # E[(log p)^2] - mu^2, clamped: the difference can round slightly below zero
-    var = ((prob * logq.square()).sum(-1) - mu.square()).clamp(min=0.0)
     out = []
+    # One row at a time, valid positions only: float64 over [T, V] per row instead of
+    # [B, L, V] at once (a 50k vocabulary makes the batch-wide tensors gigabytes).
     for i in range(len(input_ids)):
         v = valid[i]
+        logq = torch.log_softmax(logits[i, :-1][v].double(), dim=-1)
+        tgt = targets[i][v]
+        lp = logq.gather(-1, tgt.unsqueeze(-1)).squeeze(-1)
+        prob = logq.exp()
+        mu = (prob * logq).sum(-1)
+        # E[(log p)^2] - mu^2, clamped: the difference can round slightly below zero
+        var = ((prob * logq.square()).sum(-1) - mu.square()).clamp(min=0.0)
         out.append(
             TokenStats(
-                token_ids=targets[i][v].cpu().numpy(),
-                log_probs=lp[i][v].cpu().numpy(),
-                mean_log_prob=mu[i][v].cpu().numpy(),
-                var_log_prob=var[i][v].cpu().numpy(),
+                token_ids=tgt.cpu().numpy(),
+                log_probs=lp.cpu().numpy(),
+                mean_log_prob=mu.cpu().numpy(),
+                var_log_prob=var.cpu().numpy(),
             )
         )
     return out
@@ -481,7 +501,8 @@ class LMRelease(ReleasedModel):
         gen = torch.Generator(device="cpu").manual_seed(seed)
         results = []
         for prompt in prompts:
-            ids = [BOS, *self.tokenizer.token_ids(prompt)]
+            tok = self.tokenizer
+            ids = [tok.bos_id, *tok.token_ids(prompt)]
             if len(ids) + max_new_tokens > n_ctx:
                 raise ValueError(
                     f"prompt of {len(ids)} tokens plus {max_new_tokens} new tokens exceeds the "
@@ -491,7 +512,10 @@ class LMRelease(ReleasedModel):
             new: list[int] = []
             for _ in range(max_new_tokens):
                 logits = self.model(input_ids=x).logits[0, -1].double().cpu()
-                logits[PAD] = logits[BOS] = -math.inf
+                if tok.pad_id != tok.eos_id:
+                    logits[tok.pad_id] = -math.inf
+                if tok.bos_id != tok.eos_id:
+                    logits[tok.bos_id] = -math.inf
                 if greedy:
                     nxt = int(logits.argmax())
                 else:
@@ -500,7 +524,7 @@ class LMRelease(ReleasedModel):
                         kth = torch.topk(logits, min(top_k, len(logits))).values[-1]
                         logits[logits < kth] = -math.inf
                     nxt = int(torch.multinomial(torch.softmax(logits, -1), 1, generator=gen))
-                if nxt == EOS:
+                if nxt == tok.eos_id:
                     break
                 new.append(nxt)
                 x = torch.cat([x, torch.tensor([[nxt]], device=self.device)], dim=1)
@@ -586,5 +610,6 @@ __all__ = [
     "sequence_loss",
     "token_nll",
     "token_statistics",
+    "token_statistics_from_logits",
     "train_lm",
 ]
