@@ -257,11 +257,7 @@ class AuditConfig:
                 "max_length": self.target.max_length,
                 "public_epochs": self.target.public_epochs,
                 **({"kind": self.target.kind} if self.target.kind != "auto" else {}),
-                **{
-                    k: v
-                    for k, v in self.audit.items()
-                    if k not in ("resolved", "_fallback_kind")
-                },
+                **{k: v for k, v in self.audit.items() if k not in ("resolved", "_fallback_kind")},
             },
             "train": self.train,
             "defenses": [
@@ -401,8 +397,17 @@ def parse_config(
 
     for key in ("corpus", "members", "nonmembers", "test", "public"):
         data[key] = resolve(data[key])
+    from defenses.targets.loading import looks_like_hub_name
+
     for key in ("model_dir", "audit_dir", "classifier_dir", "adapter_dir", "reference_dir"):
-        target[key] = resolve(target[key])
+        p = target[key]
+        keep = (  # a hub name stays as written, for its own error message
+            p is not None
+            and looks_like_hub_name(p)
+            and not (base_dir is not None and (base_dir / p).exists())
+            and not Path(p).exists()
+        )
+        target[key] = p if keep else resolve(p)
     top["device"] = resolve_device(top["device"])
     audit_dir, audit_opts = _audit_target(target)
     report["bench"] = resolve(report["bench"])

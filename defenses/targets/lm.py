@@ -265,7 +265,7 @@ def token_statistics_from_logits(
     # [B, L, V] at once (a 50k vocabulary makes the batch-wide tensors gigabytes).
     for i in range(len(input_ids)):
         v = valid[i]
-        logq = torch.log_softmax(logits[i, :-1][v].double(), dim=-1)
+        logq = torch.log_softmax(logits[i, :-1][v].detach().double(), dim=-1)
         tgt = targets[i][v]
         lp = logq.gather(-1, tgt.unsqueeze(-1)).squeeze(-1)
         prob = logq.exp()

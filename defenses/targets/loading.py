@@ -246,7 +246,7 @@ _CAUSAL_SUFFIXES = ("ForCausalLM", "LMHeadModel")
 _CLASSIFIER_SUFFIXES = ("ForSequenceClassification",)
 
 
-def _looks_like_hub_name(name: str) -> bool:
+def looks_like_hub_name(name: str) -> bool:
     import re
 
     return bool(re.fullmatch(r"[A-Za-z0-9][\w.-]*/[\w.-]+", name)) and not name.startswith(".")
@@ -255,7 +255,7 @@ def _looks_like_hub_name(name: str) -> bool:
 def check_local_dir(path: str | Path, what: str) -> Path:
     """``path`` as an existing local model directory; a hub-style name gets its own line."""
     p = Path(path).expanduser()
-    if not p.is_dir() and _looks_like_hub_name(str(path)):
+    if not p.is_dir() and looks_like_hub_name(str(path)):
         raise AuditError(
             f"{what} {str(path)!r} is not a local directory; it looks like a Hugging Face hub "
             "name, and hub names are not downloaded: give a local directory (e.g. one written "
