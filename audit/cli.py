@@ -220,6 +220,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     b.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
     b.add_argument("--seed", type=int, default=0)
+    b.add_argument(
+        "--sequences", type=int, help="byo-lm: texts to score (default 2000; --quick 16)"
+    )
+    b.add_argument("--seq-len", type=int, help="byo-lm: tokens per text (default 256)")
+    b.add_argument("--lm-batch", type=int, help="byo-lm: scoring batch size (default 8)")
     return p
 
 
@@ -470,7 +475,19 @@ def _cmd_bench(args) -> int:
             raise AuditError(f"--threads must be at least 1, got {args.threads}")
         torch.set_num_threads(args.threads)
     _check_writable(args.out, "--out")
-    settings = BenchSettings(args.repeats, args.warmup, args.quick, args.seed, "cpu", args.threads)
+    extra = {}
+    for key, value in (
+        ("sequences", args.sequences),
+        ("seq_len", args.seq_len),
+        ("batch_size", args.lm_batch),
+    ):
+        if value is not None:
+            if value < (3 if key == "seq_len" else 1):
+                raise AuditError(f"--{key.replace('_', '-')} is too small: {value}")
+            extra[key] = value
+    settings = BenchSettings(
+        args.repeats, args.warmup, args.quick, args.seed, "cpu", args.threads, extra
+    )
     results = []
     for name in names:
         module, func = BENCHMARKS[name].split(":")

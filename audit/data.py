@@ -123,13 +123,15 @@ def read_table(
     text_column: str,
     label_column: str | None,
     id_column: str | None,
+    label_required: bool = True,
 ) -> list[dict]:
     """Rows of a data file as dicts with keys ``id``, ``text``, ``label``.
 
     Formats: ``.txt`` (one example per line, blank lines ignored), ``.jsonl`` (also
     ``.json`` / ``.ndjson``: one JSON object per line), ``.csv``, ``.parquet``, and a
     directory written by ``datasets.Dataset.save_to_disk``. ``label_column=None``: no
-    label is read (causal LMs), every row gets :data:`NO_LABEL`. Ids come from
+    label is read (causal LMs), every row gets :data:`NO_LABEL`; with
+    ``label_required=False`` a row without the label column gets it too. Ids come from
     ``id_column`` when the row has one, else they are stable: ``<file stem>:<line>`` for
     ``.txt`` (1-based line number), ``<file stem>-<row>`` otherwise (0-based row)."""
     p = Path(path)
@@ -142,7 +144,7 @@ def read_table(
         suffix = p.suffix.lower()
         records = []
         if suffix == ".txt":
-            if label_column is not None:
+            if label_column is not None and label_required:
                 raise DataError(
                     f"data file {str(p)!r} is plain text (one example per line) and has no "
                     f"label column {label_column!r}; a classifier needs .jsonl, .csv or .parquet"
@@ -174,7 +176,11 @@ def read_table(
         raise DataError(f"data file {str(p)!r} has no rows")
     sep = ":" if suffix == ".txt" else "-"
     rows = []
-    needed = (text_column,) if label_column is None else (text_column, label_column)
+    needed = (
+        (text_column,)
+        if label_column is None or not label_required
+        else (text_column, label_column)
+    )
     for i, (pos, rec) in enumerate(records):
         for col in needed:
             if col not in rec:
@@ -186,7 +192,7 @@ def read_table(
         where = f"data file {str(p)!r} row {i + 1}"
         if not isinstance(text, str):
             raise DataError(f"{where}: column {text_column!r} must be text")
-        if label_column is None:
+        if label_column is None or (not label_required and label_column not in rec):
             label = NO_LABEL
         else:
             label = rec[label_column]
@@ -261,22 +267,31 @@ def load_audit_data(
     seed: int,
     train: bool,
     label_names: list[str] | None = None,
-    labels: bool = True,
+    labels: bool | str = True,
 ) -> AuditData:
     """Build members / non-members / test per the ``[data]`` config section.
-    ``labels=False`` (causal LMs): no label column is read; every example has label 0."""
+    ``labels=False`` (a causal LM audited as it is): no label column is read; every
+    example has one label. ``labels="optional"`` (a causal LM the suite trains): labels
+    are read where the data has them (the fixture corpus), else every example gets one."""
     cols = (
         data_cfg["text_column"],
         data_cfg["label_column"] if labels else None,
         data_cfg["id_column"],
     )
+    if labels == "optional":
+        import functools
+
+        read = functools.partial(read_table, label_required=False)
+        train = False  # one label is fine for a causal LM
+    else:
+        read = read_table
     if not labels:
         label_names = [NO_LABEL]
         train = False  # the single-label check is for classifiers
     if data_cfg["members"] is not None:
-        members = read_table(data_cfg["members"], *cols)
-        nonmembers = read_table(data_cfg["nonmembers"], *cols)
-        test = read_table(data_cfg["test"], *cols) if data_cfg["test"] else nonmembers
+        members = read(data_cfg["members"], *cols)
+        nonmembers = read(data_cfg["nonmembers"], *cols)
+        test = read(data_cfg["test"], *cols) if data_cfg["test"] else nonmembers
     else:
         if data_cfg["corpus"] == "fixtures":
             import fixtures
@@ -291,7 +306,7 @@ def load_audit_data(
                 for r in fixtures.load_corpus("private")
             ]
         else:
-            pool = read_table(data_cfg["corpus"], *cols)
+            pool = read(data_cfg["corpus"], *cols)
         n_in, n_out, n_test = data_cfg["n_members"], data_cfg["n_nonmembers"], data_cfg["n_test"]
         if n_in + n_out + n_test > len(pool):
             raise DataError(
@@ -303,7 +318,7 @@ def load_audit_data(
         test = [pool[i] for i in order[n_in + n_out : n_in + n_out + n_test]]
     public: list[dict] | None = None
     if data_cfg["public"] is not None and data_cfg["public"] != "fixtures":
-        public = read_table(data_cfg["public"], *cols)
+        public = read(data_cfg["public"], *cols)
     elif data_cfg["public"] == "fixtures" or (
         data_cfg["corpus"] == "fixtures" and data_cfg["members"] is None
     ):

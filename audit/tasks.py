@@ -44,7 +44,8 @@ def _data(cfg):
     key = json.dumps([cfg.data, cfg.seed, stamps], sort_keys=True, default=str)
     if key not in _DATA:
         _DATA.clear()  # keep one: a process serves one audit at a time
-        _DATA[key] = load_audit_data(cfg.data, cfg.seed, train=True)
+        labels = "optional" if cfg.target.is_causal_lm else True  # LMs need no label column
+        _DATA[key] = load_audit_data(cfg.data, cfg.seed, train=True, labels=labels)
     return _DATA[key]
 
 

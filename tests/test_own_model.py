@@ -354,3 +354,106 @@ def test_privacy_monitor_and_trainer_callback_on_a_causal_lm(tmp_path):
     assert all("privacy/min-k/auc" in h for h in callback.history)
     logged = [h for h in trainer.state.log_history if "privacy/lm-loss/auc" in h]
     assert len(logged) == 2 and logged[-1]["epoch"] == pytest.approx(2.0)
+
+
+def _classifier_data(root: Path) -> tuple[Path, Path]:
+    rows = [{"text": t, "label": str(i % 2)} for i, t in enumerate(random_texts(20, 3))]
+    m, n = root / "m.jsonl", root / "n.jsonl"
+    m.write_text("\n".join(json.dumps(r) for r in rows[:10]), encoding="utf-8")
+    n.write_text("\n".join(json.dumps(r) for r in rows[10:]), encoding="utf-8")
+    return m, n
+
+
+def _run_classifier(cli, root, model_key, model_dir, extra=""):
+    m, n = _classifier_data(root)
+    cfg = root / "c.toml"
+    cfg.write_text(
+        f'[target]\n{model_key} = "{model_dir}"\n{extra}\n'
+        f'[data]\nmembers = "{m}"\nnonmembers = "{n}"\n[metrics]\nbootstrap = 100\n',
+        encoding="utf-8",
+    )
+    out = root / "out"
+    return cli(["run", str(cfg), "--out", str(out), "--quiet"]), out
+
+
+def test_base_encoder_as_a_classifier_is_refused(tmp_path, cli):
+    """MiniLM's base encoder has no classification head: exit 2, naming the weights."""
+    from defenses.targets.loading import minilm_path
+
+    outcome, out = _run_classifier(cli, tmp_path, "classifier_dir", minilm_path())
+    line = _one_line_error(outcome, "classifier.weight", "classifier.bias", "allow_uninitialized")
+    assert "random" in line and not out.joinpath("results.json").exists()
+    outcome, _ = _run_classifier(cli, tmp_path, "audit_dir", minilm_path())
+    _one_line_error(outcome, "set target.kind")  # BertModel: no head, kind unknown
+
+
+@pytest.mark.slow
+def test_gpt2_base_with_a_fresh_classification_head(tmp_path, cli):
+    """A GPT-2 LM as a classifier gets a random ``score`` head: exit 2 naming it; with
+    ``allow_uninitialized`` the run completes, flagged, red banner, never a clean verdict."""
+    tok = word_tokenizer()
+    save(build_causal_lm("gpt2", len(tok), d=32), tok, tmp_path / "gpt2")
+    outcome, out = _run_classifier(
+        cli, tmp_path, "audit_dir", tmp_path / "gpt2", 'kind = "classifier"'
+    )
+    _one_line_error(outcome, "score.weight", "allow_uninitialized")
+    assert not out.exists() or not any(out.iterdir())
+    outcome, out = _run_classifier(
+        cli,
+        tmp_path,
+        "audit_dir",
+        tmp_path / "gpt2",
+        'kind = "classifier"\nallow_uninitialized = true',
+    )
+    assert outcome.code == 0, outcome.stderr[-2000:]
+    res = _results(out)
+    run = res["runs"][0]
+    assert run["uninitialized_weights"] == ["score.weight"]
+    assert run["target"]["uninitialized_weights"] == ["score.weight"]
+    assert run["verdict"]["level"] == "not-measured"
+    html = (out / "report.html").read_text(encoding="utf-8")
+    assert 'id="uninitialized-weights"' in html and "UNTRAINED WEIGHTS" in html
+    # the LM head of the same directory loads fully as a causal LM (tied to the embedding)
+    from defenses.targets.loading import load_audit_target
+
+    assert load_audit_target(tmp_path / "gpt2").uninitialized == []
+
+
+def test_model_dir_causal_lm_under_the_defenses(tmp_path, cli):
+    """``model_dir`` at a local causal LM is fine-tuned by the LM defenses; a defense that
+    cannot handle the architecture stops at config load with the reason."""
+    from audit.config import load_config, resolve_targets
+    from audit.errors import ConfigError
+    from defenses.targets.loading import check_lm_defense
+
+    tok = word_tokenizer()
+    save(build_causal_lm("gpt2", len(tok), d=32), tok, tmp_path / "gpt2")
+    save(build_causal_lm("llama", len(tok), d=32), tok, tmp_path / "llama")
+    for d in ("none", "dp-sgd", "phantom-dp-sgd", "dp-blogs"):
+        assert check_lm_defense(d, tmp_path / "gpt2") is None, d
+    assert "GPT-2" in check_lm_defense("phantom-dp-sgd", tmp_path / "llama")
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(
+        '[target]\nmodel_dir = "llama"\n[[defenses]]\nname = "phantom-dp-sgd"\nepsilon = 8.0\n',
+        encoding="utf-8",
+    )
+    with pytest.raises(ConfigError, match="cannot fine-tune the causal LM.*phantom clipping"):
+        resolve_targets(load_config(cfg))
+    outcome = cli(["run", str(cfg), "--out", str(tmp_path / "o"), "--quiet"])
+    _one_line_error(outcome, "phantom-dp-sgd", "GPT-2")
+
+    # none on the user's GPT-2, trained by the suite on .txt members (no label column)
+    write_lines(tmp_path / "members.txt", random_texts(16, 21))
+    write_lines(tmp_path / "nonmembers.txt", random_texts(16, 22))
+    cfg.write_text(
+        '[target]\nmodel_dir = "gpt2"\nmax_length = 32\n[train]\nepochs = 2\n'
+        '[data]\nmembers = "members.txt"\nnonmembers = "nonmembers.txt"\n'
+        '[attacks]\nnames = ["lm-loss", "min-k"]\n[metrics]\nbootstrap = 100\n'
+        '[[defenses]]\nname = "none"\n',
+        encoding="utf-8",
+    )
+    outcome = cli(["run", str(cfg), "--out", str(tmp_path / "o2"), "--quiet"])
+    assert outcome.code == 0, outcome.stderr[-3000:]
+    res = _results(tmp_path / "o2")
+    assert res["runs"][0]["utility"]["metric"] == "perplexity"
+    assert [a["status"] for a in res["runs"][0]["attacks"]] == ["ok", "ok"]
