@@ -457,3 +457,19 @@ def test_model_dir_causal_lm_under_the_defenses(tmp_path, cli):
     res = _results(tmp_path / "o2")
     assert res["runs"][0]["utility"]["metric"] == "perplexity"
     assert [a["status"] for a in res["runs"][0]["attacks"]] == ["ok", "ok"]
+
+
+def test_byo_lm_bench_reports_tokens_per_second_and_the_ratio(tmp_path, cli):
+    out = tmp_path / "bench.json"
+    outcome = cli(["bench", "byo-lm", "--quick", "--threads", "1", "--out", str(out)])
+    assert outcome.code == 0, outcome.stderr[-2000:]
+    res = json.loads(out.read_text())["benchmarks"][0]
+    setup = res["setup"]
+    assert setup["sequences"] == 16 and setup["seq_len"] == 32 and not setup["full_size"]
+    assert set(setup["tokens_per_second"]) == {"plain", "suite"}
+    assert setup["throughput_ratio_suite_over_plain"] == pytest.approx(
+        setup["tokens_per_second"]["suite"] / setup["tokens_per_second"]["plain"]
+    )
+    assert any("REDUCED SIZE" in n for n in res["notes"])
+    bad = cli(["bench", "byo-lm", "--seq-len", "2", "--out", str(out)])
+    assert bad.code == 2 and "--seq-len is too small" in bad.stderr
