@@ -680,7 +680,12 @@ def resolve_targets(cfg: AuditConfig) -> AuditConfig:
             opts = dict(cfg.audit)
             adapter, reference = opts["adapter_dir"], opts["reference_dir"]
             if cfg.classifier_dir is not None:
-                base = str(check_local_dir(cfg.classifier_dir, "target.audit_dir"))
+                what = (
+                    "classifier directory (target.classifier_dir)"
+                    if opts.get("_fallback_kind")
+                    else "target.audit_dir"
+                )
+                base = str(check_local_dir(cfg.classifier_dir, what))
             else:
                 base = str(adapter_base_dir(adapter))
             if adapter is not None:
