@@ -262,16 +262,35 @@ def token_statistics_from_logits(
     valid = attention_mask[:, 1:].bool()
     out = []
     # One row at a time, valid positions only: float64 over [T, V] per row instead of
-    # [B, L, V] at once (a 50k vocabulary makes the batch-wide tensors gigabytes).
+    # [B, L, V] at once (a 50k vocabulary makes the batch-wide tensors gigabytes). Two
+    # float64 buffers, reused across rows: x = logits - max, e = exp(x). With S = sum e and
+    # log Z = log S (x is already shifted by the max):
+    #   log p(x_t) = x_t - log Z,  mu = sum(e x)/S - log Z,
+    #   sigma^2 = Var_p(log p) = Var_p(x) = sum(e x^2)/S - (sum(e x)/S)^2;
+    # the two weighted sums are dot products (BLAS), not elementwise temporaries.
+    width = logits.shape[-1]
+    buf_x = torch.empty((0, width), dtype=torch.float64, device=logits.device)
+    buf_e = torch.empty_like(buf_x)
     for i in range(len(input_ids)):
         v = valid[i]
-        logq = torch.log_softmax(logits[i, :-1][v].detach().double(), dim=-1)
+        n = int(v.sum())
+        rows = logits[i, :n] if bool(v[:n].all()) else logits[i, :-1][v]  # right padding: a view
         tgt = targets[i][v]
-        lp = logq.gather(-1, tgt.unsqueeze(-1)).squeeze(-1)
-        prob = logq.exp()
-        mu = (prob * logq).sum(-1)
-        # E[(log p)^2] - mu^2, clamped: the difference can round slightly below zero
-        var = ((prob * logq.square()).sum(-1) - mu.square()).clamp(min=0.0)
+        if buf_x.shape[0] < n:
+            buf_x = torch.empty((n, width), dtype=torch.float64, device=logits.device)
+            buf_e = torch.empty_like(buf_x)
+        x, e = buf_x[:n], buf_e[:n]
+        x.copy_(rows.detach())
+        x.sub_(x.max(dim=-1, keepdim=True).values)
+        torch.exp(x, out=e)
+        total = e.sum(-1)
+        log_z = total.log()
+        lp = x.gather(-1, tgt.unsqueeze(-1)).squeeze(-1) - log_z
+        first = torch.bmm(e.unsqueeze(1), x.unsqueeze(2)).view(-1) / total  # sum(e x)/S
+        x.square_()
+        second = torch.bmm(e.unsqueeze(1), x.unsqueeze(2)).view(-1) / total  # sum(e x^2)/S
+        mu = first - log_z
+        var = (second - first.square()).clamp(min=0.0)  # rounding can dip below zero
         out.append(
             TokenStats(
                 token_ids=tgt.cpu().numpy(),
