@@ -473,3 +473,33 @@ def test_byo_lm_bench_reports_tokens_per_second_and_the_ratio(tmp_path, cli):
     assert any("REDUCED SIZE" in n for n in res["notes"])
     bad = cli(["bench", "byo-lm", "--seq-len", "2", "--out", str(out)])
     assert bad.code == 2 and "--seq-len is too small" in bad.stderr
+
+
+def test_inversion_and_attribute_inference_run_on_a_users_lm(tmp_path):
+    """Hidden states of a user's LM: the embedding-inversion attack on its input-embedding
+    output and attribute inference on its pooled hidden state run and report CIs."""
+    from attacks import LEAKAGE_ATTACKS, AttackContext, MetricSettings, run_leakage_attack
+    from defenses.base import Examples, PrivacyClaim
+    from defenses.targets.loading import load_audit_target, load_causal_lm_release
+
+    tok = word_tokenizer()
+    save(build_causal_lm("llama", len(tok), seed=4, d=32), tok, tmp_path / "m")
+    rel = load_causal_lm_release(load_audit_target(tmp_path / "m"), 32, PrivacyClaim.none(), "cpu")
+    texts = random_texts(40, 13, length=6)
+    attrs = ["north" if "w1" in t.split()[0] else "south" for t in texts]
+    ex = Examples([f"e{i}" for i in range(40)], texts, np.zeros(40), attributes=attrs)
+    ctx = AttackContext(
+        ex.subset(range(20)),
+        ex.subset(range(20, 30)),
+        ex.subset(range(30, 40)),
+        None,
+        MetricSettings(n_boot=100),
+        0,
+        {"n_sequences": 8},
+    )
+    inv = run_leakage_attack(LEAKAGE_ATTACKS["inversion-nn"](n_sequences=8), rel, ctx)
+    assert inv.status == "ok", inv.reason
+    assert inv.metrics["token_recall"]["value"] == 1.0  # the input embedding is invertible
+    att = run_leakage_attack(LEAKAGE_ATTACKS["attribute-inference"](), rel, ctx)
+    assert att.status == "ok", att.reason  # runs on the HIDDEN surface
+    assert att.headline in att.metrics and att.metrics[att.headline]["ci_low"] is not None

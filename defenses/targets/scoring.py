@@ -267,7 +267,9 @@ class HFLMRelease(LMRelease):
 
     Adds to :class:`LMRelease`: ``hidden`` (the mean-pooled last-layer hidden state of the
     same forward pass that gives the token statistics, so attribute inference runs on an
-    LM), length-bucketed batching with CUDA out-of-memory backoff, and batched
+    LM); ``token_hidden`` (the per-token output of the input embedding layer, what a client
+    of split inference would send for the first layer, with the public embedding table as
+    ``vocabulary_embeddings``, so the embedding-inversion attacks run on an LM); length-bucketed batching with CUDA out-of-memory backoff, and batched
     left-padded generation through ``model.generate``.
     """
 
@@ -278,6 +280,7 @@ class HFLMRelease(LMRelease):
             Surface.GENERATION,
             Surface.GRADIENTS,
             Surface.HIDDEN,
+            Surface.TOKEN_HIDDEN,
         }
     )
 
@@ -345,6 +348,33 @@ class HFLMRelease(LMRelease):
         if not texts:
             return np.zeros((0, int(self.model.config.hidden_size)))
         return np.stack([self._hidden_cache[t] for t in texts])
+
+    def token_ids(self, texts: list[str]) -> list[np.ndarray]:
+        """Input token ids of each text (``<bos> tokens <eos>``), aligned with token_hidden."""
+        out = []
+        for t in texts:
+            ids, _ = self.tokenizer.encode([t], self.max_length)
+            out.append(ids[0].numpy())
+        return out
+
+    @torch.no_grad()
+    def token_hidden(self, texts: list[str]) -> list[np.ndarray]:
+        """Input-embedding output per token, shape (L_i, d) per text."""
+        emb = self.model.get_input_embeddings()
+        dev = emb.weight.device
+        return [
+            emb(torch.as_tensor(ids, device=dev)).float().cpu().numpy()
+            for ids in self.token_ids(texts)
+        ]
+
+    def vocabulary_embeddings(self) -> np.ndarray:
+        return self.model.get_input_embeddings().weight.detach().float().cpu().numpy()
+
+    def decode_tokens(self, ids) -> list[str]:
+        hf = getattr(self.tokenizer, "hf", None)
+        if hf is None:  # the suite's own LM tokenizer
+            return [self.tokenizer.decode([int(i)]) for i in ids]
+        return hf.convert_ids_to_tokens([int(i) for i in ids])
 
     @torch.no_grad()
     def probabilities(self, texts: list[str]) -> np.ndarray:
