@@ -106,7 +106,11 @@ def prefill_token_stats(release, texts: list[str], executor=None, progress: bool
         release.__dict__.setdefault("_token_stats_cache", {}).update(zip(texts, stats, strict=True))
         release._hidden_cache.update(zip(texts, hidden, strict=True))
         return "ray"
-    release.token_stats(texts)
+    release.show_progress = progress  # a tqdm bar in a terminal / CI log
+    try:
+        release.token_stats(texts)
+    finally:
+        release.show_progress = False
     return "local"
 
 

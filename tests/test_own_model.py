@@ -196,6 +196,11 @@ def test_architectures_load_and_score_like_one_text_at_a_time(arch, tmp_path):
     together = rel.generate_ids(prompts, max_new_tokens=4)
     alone = [rel.generate_ids([p], max_new_tokens=4)[0] for p in prompts]
     assert together == alone and all(len(g) <= 4 for g in together)
+    if arch == "gpt2":  # accelerate's device_map="auto" (all on the CPU here): same numbers
+        sharded = load_audit_target(tmp_path / arch, device_map="auto")
+        assert sharded.info["device"] == "device_map=auto"
+        rel2 = load_causal_lm_release(sharded, 32, PrivacyClaim.none(), "cpu")
+        np.testing.assert_allclose(rel2.loss(texts), rel.loss(texts), atol=1e-6)
     grad = rel.gradient_update(texts[:2])
     assert grad.shape == (sum(p.numel() for p in loaded.model.parameters()),)
     assert np.isfinite(grad).all()

@@ -327,6 +327,15 @@ class HFLMRelease(LMRelease):
         cache = self.__dict__.setdefault("_token_stats_cache", {})
         todo = list(dict.fromkeys(t for t in texts if t not in cache))
         if todo:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(
+                total=len(todo),
+                desc="scoring (one forward pass per text)",
+                unit="text",
+                disable=None if getattr(self, "show_progress", False) else True,
+                leave=False,
+            )
             stats, hid, used = score_texts(
                 self.model,
                 self.tokenizer,
@@ -335,7 +344,9 @@ class HFLMRelease(LMRelease):
                 self.batch_size,
                 self.token_budget,
                 hidden=True,
+                progress=bar.update,
             )
+            bar.close()
             self.batch_size = used  # keep what fitted
             cache.update(zip(todo, stats, strict=True))
             self._hidden_cache.update(zip(todo, hid, strict=True))
