@@ -280,8 +280,9 @@ def token_statistics_from_logits(
             buf_x = torch.empty((n, width), dtype=torch.float64, device=logits.device)
             buf_e = torch.empty_like(buf_x)
         x, e = buf_x[:n], buf_e[:n]
-        x.copy_(rows.detach())
-        x.sub_(x.max(dim=-1, keepdim=True).values)
+        rows = rows.detach()
+        x.copy_(rows)
+        x.sub_(rows.max(dim=-1, keepdim=True).values)  # the max of the float32 rows is exact
         torch.exp(x, out=e)
         total = e.sum(-1)
         log_z = total.log()
