@@ -114,11 +114,31 @@ def build_parser() -> argparse.ArgumentParser:
         help="exit 1 if any attack exceeds a threshold or regressed against a baseline (for CI)",
     )
     g.add_argument("results", help="results.json written by 'run', 'epsilon' or 'score'")
-    g.add_argument("--max-auc", type=float)
-    g.add_argument("--max-tpr-at-1pct-fpr", type=float)
-    g.add_argument("--max-epsilon-lb", type=float)
+    g.add_argument("--max-auc", type=float, help="a fraction in [0, 1]")
+    g.add_argument("--max-tpr-at-1pct-fpr", type=float, help="a fraction in [0, 1]")
     g.add_argument(
-        "--strict", action="store_true", help="compare the upper end of each metric's CI"
+        "--max-epsilon-lb",
+        type=float,
+        help="ε >= 0; holds every attack's empirical ε lower bound and every ε audit's bound "
+        "(gradient canaries, one-run canaries, trade-off test), each by name",
+    )
+    g.add_argument(
+        "--max-leakage",
+        action="append",
+        metavar="NAME=VALUE",
+        help="threshold on a leakage headline (repeatable): inversion-recall, extraction-rate, "
+        "attribute-accuracy (fractions in [0, 1]), exposure (bits), mi (nats/token), "
+        "attention-epsilon, or a leakage attack's name",
+    )
+    g.add_argument(
+        "--allow-empty",
+        action="store_true",
+        help="pass when nothing was measured (default: zero measured results fail the gate)",
+    )
+    g.add_argument(
+        "--strict",
+        action="store_true",
+        help="compare the upper end of each metric's CI; an inconclusive verdict fails",
     )
     g.add_argument(
         "--baseline",
@@ -272,14 +292,18 @@ def _check_writable(path: str, option: str) -> None:
 
 def _cmd_gate(args) -> int:
     from audit.gate import (
+        RATE_THRESHOLDS,
+        Failure,
         GateOutcome,
-        check,
+        check_all,
+        check_threshold,
         compare,
         format_table,
         junit_xml,
         load_baseline,
         load_results,
         one_line,
+        parse_leakage_thresholds,
         summary,
     )
     from audit.io import atomic_write_text, dumps_json
@@ -296,13 +320,20 @@ def _cmd_gate(args) -> int:
         ):
             if given:
                 raise AuditError(f"{flag} only applies together with --baseline")
-    if args.baseline is None and all(v is None for v in thresholds.values()):
+    if (
+        args.baseline is None
+        and all(v is None for v in thresholds.values())
+        and not args.max_leakage
+    ):
         raise AuditError(
             "gate needs --baseline or at least one of --max-auc, --max-tpr-at-1pct-fpr, "
-            "--max-epsilon-lb"
+            "--max-epsilon-lb, --max-leakage"
         )
-    if any(v != v for v in thresholds.values() if v is not None):  # NaN passes every check
-        raise AuditError("gate thresholds must be numbers, got nan")
+    for key, value in thresholds.items():
+        if value is not None:
+            option = "--" + key.replace("_", "-")
+            check_threshold(option, value, "rate" if key in RATE_THRESHOLDS else "nonnegative")
+    leakage = parse_leakage_thresholds(args.max_leakage)
     tolerance = 0.0 if args.tolerance is None else args.tolerance
     if not (math.isfinite(tolerance) and tolerance >= 0):
         raise AuditError(f"--tolerance must be a finite number >= 0, got {args.tolerance}")
@@ -310,14 +341,31 @@ def _cmd_gate(args) -> int:
         raise AuditError("--junit and --summary must name different files")
     results = load_results(args.results)
     baseline = load_baseline(args.baseline, results) if args.baseline is not None else None
-    violations = check(results, thresholds, strict=args.strict)
+    violations, failures = check_all(
+        results, thresholds, strict=args.strict, leakage=leakage, allow_empty=args.allow_empty
+    )
     diff = compare(results, baseline, tolerance) if baseline is not None else None
+    if diff is not None:
+        for c in diff.comparisons:  # measured in the baseline, not now: never "not comparable"
+            if c.new.value is None and c.base.value is not None:
+                failures.append(
+                    Failure(
+                        c.run,
+                        c.attack,
+                        c.metric,
+                        "unmeasured",
+                        f"{c.metric} of attack '{c.attack}' on '{c.run}' is null or not finite "
+                        f"in the results but was measured in the baseline ({c.base.text()})",
+                    )
+                )
     for option, path in (("--junit", args.junit), ("--summary", args.summary)):
         if path is not None:
             _check_writable(path, option)
     outcome = GateOutcome(
         violations,
         diff,
+        failures=failures,
+        leakage=leakage,
         fail_on_missing=args.fail_on_missing,
         tolerance=tolerance if baseline is not None else None,
         thresholds=thresholds,
@@ -356,15 +404,20 @@ def _cmd_gate(args) -> int:
             print(f"FAIL: {one_line(str(c))}")
     for v in violations:
         print(f"FAIL: {one_line(str(v))}")
+    for f in failures:
+        print(f"FAIL: {one_line(str(f))}")
     n_ok = sum(1 for r in results["runs"] for a in r.get("attacks", []) if a.get("status") == "ok")
+    n_ok += sum(1 for r in results["runs"] for a in r.get("leakage", []) if a.get("status") == "ok")
     if outcome.passed:
         parts = []
         if diff is not None:
             parts.append(
                 f"{len(diff.comparisons)} metric(s) compared with the baseline, no regression"
             )
-        if any(v is not None for v in thresholds.values()):
+        if any(v is not None for v in thresholds.values()) or leakage:
             parts.append(f"{n_ok} attack result(s) within every threshold")
+        if n_ok == 0:
+            parts.append("nothing was measured (--allow-empty)")
         print(f"privacy gate passed: {'; '.join(parts)}")
         return EXIT_OK
     parts = []
@@ -374,6 +427,15 @@ def _cmd_gate(args) -> int:
         parts.append(f"{len(violations)} threshold(s) exceeded")
     if outcome.failed_missing:
         parts.append(f"{len(outcome.failed_missing)} baseline result(s) missing")
+    for kind, text in (
+        ("nothing-measured", "nothing was measured"),
+        ("unmeasured", "{n} requested metric(s) not measured"),
+        ("claim-violated", "{n} privacy claim(s) VIOLATED"),
+        ("inconclusive", "{n} inconclusive verdict(s) under --strict"),
+    ):
+        n = sum(1 for f in failures if f.kind == kind)
+        if n:
+            parts.append(text.format(n=n))
     print(f"privacy gate failed: {', '.join(parts)}")
     return EXIT_GATE
 
