@@ -207,6 +207,9 @@ def _cmd_run(args, epsilon: bool | None = None) -> int:
         run_dir = str(Path(args.out) / "run")
     if args.resume and run_dir is None:
         raise AuditError("--resume with --aggregate-only needs --run-dir (it keeps raw ids)")
+    _check_dir_option(args.out, "--out")
+    if run_dir is not None:
+        _check_dir_option(run_dir, "--run-dir")
     check_output_dir(args.out)
     if args.quiet:
         import transformers
@@ -273,6 +276,17 @@ def _cmd_score(args) -> int:
     print(f"report:  {html}")
     print(f"results: {js}")
     return EXIT_OK
+
+
+def _check_dir_option(path: str, option: str) -> None:
+    """A directory option must not name an existing file (or a path through one)."""
+    p = Path(path)
+    for q in (p, *p.parents):
+        if q.exists():
+            if not q.is_dir():
+                what = "is" if q == p else f"is inside {str(q)!r}, which is"
+                raise AuditError(f"{option} {path!r} {what} a file, not a directory")
+            break
 
 
 def _check_writable(path: str, option: str) -> None:

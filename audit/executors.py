@@ -34,6 +34,13 @@ from audit.errors import AuditError
 from audit.io import atomic_write_text, dumps_json
 
 TASK_FORMAT = 1  # bump when a task's meaning changes, so old results are not reused
+#: Keys a finished task's result must have (one of), by task kind: a resumed run checks
+#: every reused file before any work.
+RESULT_KEYS: dict[str, tuple[str, ...]] = {
+    "audit-trial": ("run",),
+    "train-shadow": ("loss", "unavailable"),
+    "score-attack": ("attack",),
+}
 
 
 @dataclass(frozen=True)
@@ -120,13 +127,30 @@ class RunDir:
     def has(self, key: str) -> bool:
         return self._file(key).is_file()
 
-    def load(self, key: str) -> dict[str, Any]:
+    def load(self, key: str, kind: str = "") -> dict[str, Any]:
+        """A finished task's result; AuditError (exit 2, before any work) when the file is
+        unreadable or not the result of a task of this ``kind``."""
+        from audit.io import parse_json
+
+        f = self._file(key)
         try:
-            return json.loads(self._file(key).read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as exc:
+            data = f.read_bytes()
+        except OSError as exc:
             raise AuditError(
-                f"run directory {str(self.path)!r}: task {key} is unreadable: {exc}"
+                f"run directory {str(self.path)!r}: task {key} is unreadable: {exc.strerror or exc}"
             ) from None
+        what = f"run directory {str(self.path)!r}: task file {f.name}"
+        result = parse_json(data, what)
+        need = RESULT_KEYS.get(kind, ())
+        if not isinstance(result, dict) or (need and not any(k in result for k in need)):
+            raise AuditError(
+                f"{what} is not a finished {kind or 'task'} result (no "
+                f"{' or '.join(repr(k) for k in need) or 'object'}); delete it or run without "
+                "--resume"
+            )
+        if kind == "audit-trial" and not isinstance(result.get("run"), dict):
+            raise AuditError(f"{what} has no run record; delete it or run without --resume")
+        return result
 
     def save(self, key: str, text: str) -> None:
         atomic_write_text(self._file(key), text)
@@ -322,7 +346,7 @@ def run_tasks(
         if task.key in results:
             continue
         if run_dir is not None and run_dir.has(task.key):
-            results[task.key] = run_dir.load(task.key)
+            results[task.key] = run_dir.load(task.key, task.kind)
             continue
         deps = []
         for d in task.deps:
