@@ -8,8 +8,11 @@ internal error (``--debug`` shows the traceback).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
+import logging
 import math
+import re
 import sys
 from pathlib import Path
 
@@ -211,37 +214,114 @@ def _cmd_run(args, epsilon: bool | None = None) -> int:
     if run_dir is not None:
         _check_dir_option(run_dir, "--run-dir")
     check_output_dir(args.out)
-    if args.quiet:
-        import transformers
-
-        transformers.utils.logging.set_verbosity_error()
-        transformers.utils.logging.disable_progress_bar()
-    results = run_audit(
-        cfg,
-        progress=not args.quiet,
-        epsilon=epsilon,
-        executor=spec,
-        run_dir=run_dir,
-        resume=args.resume,
-    )
+    with capture_library_output(Path(args.out) / RUN_LOG):
+        results = run_audit(
+            cfg,
+            progress=not args.quiet,
+            epsilon=epsilon,
+            executor=spec,
+            run_dir=run_dir,
+            resume=args.resume,
+        )
     html, js = write_outputs(results, args.out)
     for run in results["runs"]:
-        audit = run.get("epsilon_audit")
-        if audit:
-            bounds = ", ".join(
-                f"{a['name']} ε ≥ {a['epsilon_lb']:.3g} (ceiling {a['ceiling']:.3g})"
-                for a in audit["audits"]
-                if a.get("status") == "ok"
-            )
-            claimed = audit["claimed_epsilon"]
-            claim_text = f"claimed ε = {claimed:.3g}" if claimed is not None else "no claim"
-            flag = "  ** CLAIM VIOLATED **" if audit["status"] == "violated" else ""
-            print(
-                f"{run['name']}: {claim_text}; audited {bounds or 'nothing applicable'}; {audit['status']}{flag}"
-            )
-    print(f"report:  {html}")
-    print(f"results: {js}")
+        print(verdict_line(run))
+    if not args.quiet:
+        print(f"report:  {html}")
+        print(f"results: {js}")
     return EXIT_OK
+
+
+#: Where warnings and transformers' log records (load reports, deprecations) go, inside
+#: the output directory, instead of raw (and ANSI-coloured) on the console.
+RUN_LOG = "run.log"
+
+
+def verdict_line(run: dict) -> str:
+    """One line per run for CI logs: verdict, strongest attack, AUC with CI, TPR@1%FPR,
+    the largest certified ε lower bound (attack or ε audit) and the claim status."""
+    from audit.gate import one_line
+    from reports.formatting import as_finite, ci
+    from reports.verdict import (
+        EPS_LB,
+        TPR_1,
+        epsilon_audit_bounds,
+        metric,
+        strongest_attack,
+        verdict_for_run,
+    )
+
+    v = run.get("verdict") if isinstance(run.get("verdict"), dict) else verdict_for_run(run)
+    best = strongest_attack(run)
+    parts = [f"VERDICT {one_line(str(run.get('name')))}: {str(v.get('level', '?')).upper()}"]
+    if best is None:
+        parts.append("no attack measured")
+    else:
+        parts.append(f"strongest {one_line(str(best.get('attack')))}")
+        parts.append(f"AUC {ci(metric(best, 'auc'))}")
+        tpr = metric(best, TPR_1)
+        below = isinstance(tpr, dict) and tpr.get("below_resolution") is True
+        parts.append("TPR@1%FPR below resolution" if below else f"TPR@1%FPR {ci(tpr)}")
+    bounds = [(n, as_finite(b)) for n, b in epsilon_audit_bounds(run)]
+    lb = as_finite((metric(best, EPS_LB) or {}).get("value")) if best else None
+    cands = [(lb, "attack")] if lb is not None else []
+    cands += [(b, n) for n, b in bounds if b is not None]
+    if cands:
+        val, src = max(cands, key=lambda c: c[0])
+        parts.append(f"ε_lb ≥ {val:.3g} ({one_line(src)})")
+    else:
+        parts.append("ε_lb n/a")
+    status = v.get("claim_status", "?")
+    parts.append(f"claim {str(status).upper() if status == 'violated' else status}")
+    if v.get("level") == "inconclusive" and v.get("inconclusive"):
+        parts.append(one_line(str(v["inconclusive"])))
+    return "; ".join(parts)
+
+
+class _StripAnsi(logging.Formatter):
+    _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+
+    def format(self, record: logging.LogRecord) -> str:
+        return self._ANSI.sub("", super().format(record))
+
+
+@contextlib.contextmanager
+def capture_library_output(path: Path):
+    """Route Python warnings and transformers' logging to ``path`` (created only when
+    something is logged), so the console carries only the suite's own lines."""
+    import warnings
+
+    handler = logging.FileHandler(path, encoding="utf-8", delay=True)
+    handler.setFormatter(_StripAnsi("%(asctime)s %(name)s %(levelname)s: %(message)s"))
+    loggers = [logging.getLogger("py.warnings"), logging.getLogger("transformers")]
+    saved = [(lg, lg.handlers[:], lg.propagate, lg.level) for lg in loggers]
+    try:
+        import transformers
+
+        tf_logging = transformers.utils.logging
+        tf_logging.disable_default_handler()
+        tf_logging.disable_progress_bar()
+    except ImportError:  # pragma: no cover - a hard dependency
+        tf_logging = None
+    for lg in loggers:
+        lg.handlers = [handler]
+        lg.propagate = False
+        lg.setLevel(logging.INFO)
+    logging.captureWarnings(True)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("default")
+            yield
+    finally:
+        logging.captureWarnings(False)
+        for lg, handlers, propagate, level in saved:
+            lg.handlers = handlers
+            lg.propagate = propagate
+            lg.setLevel(level)
+        handler.close()
+        if tf_logging is not None:
+            tf_logging.enable_default_handler()
+            tf_logging.enable_progress_bar()
 
 
 def _cmd_epsilon(args) -> int:

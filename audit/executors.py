@@ -183,6 +183,39 @@ class Executor:
         pass
 
 
+def _exit_when_orphaned(parent: int, interval: float) -> None:
+    while True:
+        time.sleep(interval)
+        if os.getppid() != parent:
+            os._exit(1)  # the driver is gone: nobody will read this worker's result
+
+
+def pool_worker_init(parent: int, interval: float = 0.5) -> None:
+    """Initializer of every pool worker: end it when the driver dies, even by SIGKILL
+    (no ``atexit`` or pool shutdown runs then). On Linux ``PR_SET_PDEATHSIG`` has the
+    kernel send SIGKILL at once; everywhere a daemon thread also polls ``getppid()``
+    (re-parenting to init or a subreaper changes it) and exits within ``interval``."""
+    import threading
+
+    if os.getppid() != parent:
+        os._exit(1)
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+            import signal
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            PR_SET_PDEATHSIG = 1
+            libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+        except (OSError, AttributeError):
+            pass
+        if os.getppid() != parent:  # died between the fork and the prctl
+            os._exit(1)
+    threading.Thread(
+        target=_exit_when_orphaned, args=(parent, interval), name="orphan-watch", daemon=True
+    ).start()
+
+
 class LocalExecutor(Executor):
     """In-process (``workers = 1``) or a spawn-context process pool (``workers > 1``)."""
 
@@ -202,7 +235,10 @@ class LocalExecutor(Executor):
 
         if self._pool is None:
             self._pool = cf.ProcessPoolExecutor(
-                self.spec.workers, mp_context=mp.get_context("spawn")
+                self.spec.workers,
+                mp_context=mp.get_context("spawn"),
+                initializer=pool_worker_init,
+                initargs=(os.getpid(),),
             )
         futures = {}
         for task, deps in batch:
@@ -360,6 +396,7 @@ def run_tasks(
     skipped = len(tasks) - total
     if progress and skipped:
         progress(f"resume: {skipped} finished task(s) reused")
+    started = time.perf_counter()
 
     def on_start(task: Task) -> None:
         if run_dir is not None:
@@ -372,7 +409,14 @@ def run_tasks(
         results[task.key] = json.loads(text)
         done[0] += 1
         if progress:
-            progress(f"[{done[0]}/{total}] {task.kind}: {task.label}")
+            from audit.progress import fmt_seconds
+
+            elapsed = time.perf_counter() - started
+            eta = elapsed / done[0] * (total - done[0])
+            progress(
+                f"[{done[0]}/{total}] {task.kind}: {task.label} "
+                f"(elapsed {fmt_seconds(elapsed)}, ETA {fmt_seconds(eta)})"
+            )
 
     if todo:
         executor.run(todo, on_start, on_done)

@@ -141,3 +141,70 @@ def read_json(path: str | os.PathLike, what: str = "JSON file") -> Any:
     except OSError as exc:
         raise DataError(f"cannot read {label}: {exc.strerror or exc}") from None
     return parse_json(data, label)
+
+
+_TMP_PREFIXES = (".report.html.", ".results.json.", ".write-check-")
+
+
+def _write_temp(directory: Path, name: str, data: bytes) -> str:
+    fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return tmp
+
+
+def publish_together(directory: str | os.PathLike, files: list[tuple[str, str]]) -> list[Path]:
+    """Publish several files of one output as a set: every temporary is written and
+    fsynced first, then each is renamed into place **in the given order**, so the last
+    file marks completion. ``write_outputs`` passes report.html first and results.json
+    last: a results.json newer than the report never exists, and a reader that waits for
+    results.json sees both. A failure before the renames leaves the old files untouched
+    and no temporaries; a kill leaves at most ``.NAME.*.tmp`` files, which
+    :func:`remove_stale_temporaries` deletes at the next start."""
+    out = Path(directory)
+    out.mkdir(parents=True, exist_ok=True)
+    temps: list[tuple[str, Path]] = []
+    try:
+        for name, text in files:
+            temps.append((_write_temp(out, name, text.encode("utf-8")), out / name))
+        for tmp, final in temps:
+            os.replace(tmp, final)
+    except BaseException:
+        for tmp, _ in temps:
+            Path(tmp).unlink(missing_ok=True)
+        raise
+    try:  # make the renames durable in order
+        dfd = os.open(out, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+    except OSError:
+        pass
+    return [final for _, final in temps]
+
+
+def remove_stale_temporaries(directory: str | os.PathLike) -> list[Path]:
+    """Delete temporaries a killed run left in an output directory (``.report.html.*.tmp``,
+    ``.results.json.*.tmp``, ``.write-check-*``); returns what was removed."""
+    out = Path(directory)
+    removed = []
+    if not out.is_dir():
+        return removed
+    for f in out.iterdir():
+        if f.name.startswith(_TMP_PREFIXES) and f.is_file():
+            try:
+                f.unlink()
+                removed.append(f)
+            except OSError:
+                pass
+    return removed

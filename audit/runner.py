@@ -41,8 +41,9 @@ from audit import __version__
 from audit.config import AuditConfig
 from audit.data import AuditData, load_audit_data
 from audit.errors import AuditError, DataError
-from audit.io import atomic_write_json, atomic_write_text, dumps_json
+from audit.io import atomic_write_json, dumps_json
 from audit.targets import load_trained_classifier
+from audit.textcap import cap_audit_data
 from defenses.base import PrivacyClaim, ReleasedModel
 from defenses.classifier import ClassifierRelease
 
@@ -270,7 +271,10 @@ def run_audit(
     if cfg.classifier_dir is not None:
         model, tokenizer = load_trained_classifier(cfg.classifier_dir)
         label_names = _byo_label_names(model, cfg.data)
-        data = load_audit_data(cfg.data, cfg.seed, train=False, label_names=label_names)
+        data = cap_audit_data(
+            load_audit_data(cfg.data, cfg.seed, train=False, label_names=label_names),
+            cfg.target.max_length,
+        )
         c = cfg.claim or {}
         claim = (
             PrivacyClaim(
@@ -397,7 +401,11 @@ def score_file(
 
 
 def write_outputs(results: dict[str, Any], out_dir: str | Path) -> tuple[Path, Path]:
-    """Render the report and JSON in memory, then write each atomically."""
+    """Render the report and JSON in memory, then publish them as a pair: both
+    temporaries are written first, then report.html is renamed into place and
+    results.json last, so **results.json marks a finished output** (see
+    :func:`audit.io.publish_together`)."""
+    from audit.io import publish_together
     from reports import render_html
     from reports.html import REPORT_FILENAME
 
@@ -405,8 +413,9 @@ def write_outputs(results: dict[str, Any], out_dir: str | Path) -> tuple[Path, P
     html = render_html(results)
     payload = dumps_json(results)
     try:
-        json_path = atomic_write_text(out / "results.json", payload)
-        html_path = atomic_write_text(out / REPORT_FILENAME, html)
+        html_path, json_path = publish_together(
+            out, [(REPORT_FILENAME, html), ("results.json", payload)]
+        )
     except OSError as exc:
         raise AuditError(
             f"cannot write to output directory {str(out)!r}: {exc.strerror or exc}"
@@ -418,9 +427,12 @@ def check_output_dir(out_dir: str | Path) -> None:
     """Fail before any work if the output directory cannot be created or written."""
     import tempfile
 
+    from audit.io import remove_stale_temporaries
+
     out = Path(out_dir)
     try:
         out.mkdir(parents=True, exist_ok=True)
+        remove_stale_temporaries(out)  # left by a run killed while publishing
         with tempfile.NamedTemporaryFile(dir=out, prefix=".write-check-"):
             pass
     except OSError as exc:
