@@ -77,6 +77,12 @@ def validate_results(name: str, res: dict) -> None:
             or not all(_is_num(u.get(k)) for k in ("value", "ci_low", "ci_high"))
         ):
             raise DataError(f"{where}: run {rname!r} has a malformed 'utility' (not numbers)")
+        claim = run.get("claim")
+        if claim is not None and (not isinstance(claim, dict) or not _is_num(claim.get("epsilon"))):
+            raise DataError(
+                f"{where}: run {rname!r} has a malformed 'claim' (an object whose 'epsilon' "
+                "is a number or null)"
+            )
         ea = run.get("epsilon_audit")
         if ea is not None:
             audits = ea.get("audits", []) if isinstance(ea, dict) else None

@@ -303,7 +303,7 @@ def test_gate_fails_and_names_every_exceeded_threshold(tiny_run_dir, cli):
             "--max-auc",
             "0.0",
             "--max-epsilon-lb",
-            "-1",
+            "0",  # thresholds are range-checked: ε >= 0 (a negative one is exit 2)
             "--max-tpr-at-1pct-fpr",
             "1.0",  # cannot be exceeded: must not be named
         ]
@@ -314,14 +314,18 @@ def test_gate_fails_and_names_every_exceeded_threshold(tiny_run_dir, cli):
         (run["name"], att["attack"], metric)
         for run in res["runs"]
         for att in run["attacks"]
-        for metric in ("AUC", "empirical epsilon lower bound")
+        for metric, key in (
+            ("AUC", "auc"),
+            ("empirical epsilon lower bound", "epsilon_lower_bound"),
+        )
+        if att["metrics"][key]["value"] > 0
     ]
-    assert len(fails) == len(expected) == 16
+    assert len(fails) == len(expected) >= 8
     for run_name, attack, metric in expected:
         hits = [f for f in fails if f"{metric} of attack '{attack}' on '{run_name}'" in f]
         assert len(hits) == 1, (run_name, attack, metric, fails)
     assert "TPR@1%FPR" not in outcome.stdout
-    assert "16 threshold(s) exceeded" in outcome.stdout
+    assert f"{len(expected)} threshold(s) exceeded" in outcome.stdout
 
 
 def test_gate_strict_compares_the_upper_ci(tmp_path, cli):
