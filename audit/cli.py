@@ -287,11 +287,17 @@ class _StripAnsi(logging.Formatter):
 
 @contextlib.contextmanager
 def capture_library_output(path: Path):
-    """Route Python warnings and transformers' logging to ``path`` (created only when
-    something is logged), so the console carries only the suite's own lines."""
+    """Route Python warnings and transformers' logging (load reports, deprecations) into
+    ``path``, without ANSI codes, so the console carries only the suite's own lines. The
+    records are kept in memory and written when the block ends, except after bad input
+    (an ``AuditError``: nothing may be left in the output directory then)."""
+    import io
     import warnings
 
-    handler = logging.FileHandler(path, encoding="utf-8", delay=True)
+    from audit.io import atomic_write_text
+
+    buf = io.StringIO()
+    handler = logging.StreamHandler(buf)
     handler.setFormatter(_StripAnsi("%(asctime)s %(name)s %(levelname)s: %(message)s"))
     loggers = [logging.getLogger("py.warnings"), logging.getLogger("transformers")]
     saved = [(lg, lg.handlers[:], lg.propagate, lg.level) for lg in loggers]
@@ -308,20 +314,29 @@ def capture_library_output(path: Path):
         lg.propagate = False
         lg.setLevel(logging.INFO)
     logging.captureWarnings(True)
+    bad_input = False
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("default")
             yield
+    except AuditError:
+        bad_input = True
+        raise
     finally:
         logging.captureWarnings(False)
         for lg, handlers, propagate, level in saved:
             lg.handlers = handlers
             lg.propagate = propagate
             lg.setLevel(level)
-        handler.close()
         if tf_logging is not None:
             tf_logging.enable_default_handler()
             tf_logging.enable_progress_bar()
+        text = buf.getvalue()
+        if text and not bad_input:
+            try:
+                atomic_write_text(path, text)
+            except OSError:
+                pass
 
 
 def _cmd_epsilon(args) -> int:

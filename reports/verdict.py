@@ -482,6 +482,11 @@ def measured_metric(attack: dict | None, key: str) -> dict | None:
         return None
     if m.get("below_resolution") is True or m.get("status") == "below_resolution":
         return None
+    fpr = {TPR_1: 0.01, TPR_01: 0.001}.get(key)
+    n_non = attack.get("n_nonmembers") if isinstance(attack, dict) else None
+    if fpr is not None and isinstance(n_non, int) and not isinstance(n_non, bool):
+        if n_non * fpr < 1:  # the FPR grid's step 1/n_non is coarser than the target FPR
+            return None
     return m
 
 
@@ -532,7 +537,9 @@ def verdict_level(run: dict) -> tuple[str, str]:
     n = n if isinstance(n, int) and not isinstance(n, bool) else None
     n_non = n_non if isinstance(n_non, int) and not isinstance(n_non, bool) else None
     n_min = min(x for x in (n, n_non) if x is not None) if (n or n_non) else None
-    reasons, needs = [], []
+    reasons: list[str] = []
+    needs: list[int | None] = []
+    at_least = 0  # a lower bound on the deciding size where no estimate exists
     if not auc_ok:
         if auc_hi is None or auc_v is None:
             reasons.append("the AUC has no upper confidence bound")
@@ -544,11 +551,11 @@ def verdict_level(run: dict) -> tuple[str, str]:
             below = metric(attack, TPR_1) is not None
             reasons.append(
                 "TPR at 1% FPR is below this sample's resolution (1% FPR needs at least "
-                "100 non-members, and a few false positives to be estimated)"
+                "100 non-members)"
                 if below
                 else "TPR at 1% FPR was not measured"
             )
-            needs.append(None)
+            at_least = max(at_least, 100)
         else:
             tpr_v = as_float(tpr.get("value"))
             reasons.append(
@@ -563,23 +570,27 @@ def verdict_level(run: dict) -> tuple[str, str]:
                 needs.append(None)
     size = f"{n_min} per class" if n_min is not None else "this sample"
     why = f"with {size}, " + " and ".join(reasons)
-    if needs and all(x is not None for x in needs):
-        need = max(needs)  # type: ignore[type-var]
+    known = [x for x in needs if x is not None]
+    if needs and len(known) == len(needs):
+        need = max([*known, at_least])
         if need > MAX_NAMED_SAMPLE:
             why += (
                 f"; more than {MAX_NAMED_SAMPLE:,} members and as many non-members would be "
                 "needed to call it low (the point estimate is near the HIGH threshold)"
             )
         else:
+            word = "at least" if at_least >= need and not known else "about"
             why += (
-                f"; about {need:,} members and {need:,} non-members would decide "
+                f"; {word} {need:,} members and {need:,} non-members would decide "
                 "(the intervals would then end below the HIGH thresholds if the point "
                 "estimates held)"
             )
+    elif at_least and len(known) == len(needs):
+        why += f"; at least {at_least:,} members and {at_least:,} non-members are needed"
     else:
         why += (
             "; no deciding sample size can be estimated from these intervals (a point "
-            "estimate at or above its HIGH threshold, or a missing interval or TPR)"
+            "estimate at or above its HIGH threshold, or a missing interval)"
         )
     return "inconclusive", why
 

@@ -768,7 +768,7 @@ def test_duplicate_ids_in_scores_are_rejected(tmp_path, cli):
     assert not (out / "report.html").exists() and not (out / "results.json").exists()
 
 
-def test_gate_rejects_results_missing_a_gated_metric(tmp_path, cli):
+def test_gate_fails_results_missing_a_gated_metric(tmp_path, cli):
     bad = tmp_path / "results.json"
     bad.write_text(
         json.dumps(
@@ -780,4 +780,6 @@ def test_gate_rejects_results_missing_a_gated_metric(tmp_path, cli):
         )
     )
     res = cli(["gate", str(bad), "--max-auc", "0.6"])
-    assert res.code == 2 and "has no 'auc' metric" in res.stderr and "Traceback" not in res.stderr
+    # a requested metric missing on an `ok` attack is a failure, never "nothing to compare"
+    assert res.code == 1 and "Traceback" not in res.stderr
+    assert "FAIL: AUC of attack 'loss' on 'r' is missing" in res.stdout

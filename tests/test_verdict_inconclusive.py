@@ -58,18 +58,20 @@ def test_issue_example_reads_inconclusive_not_low():
 
 @pytest.mark.parametrize("seed", range(8))
 def test_thirty_plus_thirty_is_never_low(seed):
-    """Real metrics on 30 + 30 scores with a weak signal: the AUC interval reaches 0.6,
-    so the verdict is inconclusive (or higher), never low."""
+    """Real metrics on 30 + 30 scores with a weak signal: never "low". With 30
+    non-members the FPR grid's step is 1/30, so TPR at 1% FPR cannot be measured at all
+    (bootstrap intervals of it collapse to [0, 0] and used to read as "no leak")."""
     rng = np.random.default_rng(seed)
     members = [1] * 30 + [0] * 30
-    scores = rng.normal(0, 1, 60) + 0.15 * np.asarray(members)
+    scores = rng.normal(0, 1, 60) + 0.3 * np.asarray(members)
     run = _run_from_scores(scores, members)
     auc = run["attacks"][0]["metrics"]["auc"]
-    assert auc["ci_high"] >= HIGH_AUC_CI_LOW  # the situation under test
     v = verdict_for_run(run)
-    assert v["level"] != "low"
+    assert v["level"] != "low", v["text"]
     if auc["ci_low"] <= 0.5:
         assert v["level"] == "inconclusive", v["text"]
+        if auc["ci_high"] >= HIGH_AUC_CI_LOW:
+            assert f"reaches {auc['ci_high']:.3f}" in v["text"]
 
 
 def test_large_null_sample_is_low():
@@ -83,16 +85,18 @@ def test_large_null_sample_is_low():
 
 
 def test_tpr_below_resolution_is_not_measured():
-    run = _run_from_scores(np.arange(60.0), [0] * 30 + [1] * 30)
-    run["attacks"][0]["metrics"]["auc"] = {"value": 0.5, "ci_low": 0.45, "ci_high": 0.55}
-    run["attacks"][0]["metrics"]["tpr_at_fpr_0.01"] = {
-        "value": 0.0,
-        "ci_low": 0.0,
-        "ci_high": 0.01,
-        "below_resolution": True,
-    }
+    m = {"value": 0.5, "ci_low": 0.45, "ci_high": 0.55}
+    tpr = {"value": 0.0, "ci_low": 0.0, "ci_high": 0.01, "below_resolution": True}
+    att = {"attack": "loss", "status": "ok", "n_members": 500, "n_nonmembers": 500}
+    run = {"name": "r", "attacks": [{**att, "metrics": {"auc": m, "tpr_at_fpr_0.01": tpr}}]}
     level, why = verdict_level(run)
     assert level == "inconclusive" and "below this sample's resolution" in why
+    assert "at least 100 members" in why
+    del tpr["below_resolution"]
+    assert verdict_level(run)[0] == "low"
+    att["n_nonmembers"] = 99  # 1% FPR is finer than the FPR grid: not measured
+    run["attacks"][0]["n_nonmembers"] = 99
+    assert verdict_level(run)[0] == "inconclusive"
 
 
 def test_inconclusive_in_results_report_and_stdout(tmp_path, cli):
