@@ -84,10 +84,11 @@ class Violation:
     observed: float
     threshold: float
     key: str = ""  # the metric's key in results.json, e.g. "auc"
+    source: str = "attack"  # "attack" | "leakage attack" | "ε audit"
 
     def __str__(self) -> str:
         return (
-            f"{self.metric} of attack '{self.attack}' on '{self.run}' is {self.observed:.4g}, "
+            f"{self.metric} of {self.source} '{self.attack}' on '{self.run}' is {self.observed:.4g}, "
             f"above the threshold {self.threshold:.4g}"
         )
 
@@ -559,14 +560,22 @@ def check_all(
                     observed = float(m["ci_high"])
                 if observed > limit:
                     violations.append(
-                        Violation(rname, att["attack"], label, observed, limit, str(head))
+                        Violation(
+                            rname,
+                            att["attack"],
+                            label,
+                            observed,
+                            limit,
+                            str(head),
+                            "leakage attack",
+                        )
                     )
         limit = thresholds.get("max_epsilon_lb")
         for aname, lb in epsilon_audit_bounds(run):
             n_measured += 1
             if limit is None:
                 continue
-            label = "ε-audit lower bound"
+            label = "ε lower bound"
             v = _finite(lb)
             if v is None:
                 failures.append(
@@ -579,7 +588,9 @@ def check_all(
                     )
                 )
             elif v > limit:
-                violations.append(Violation(rname, aname, label, v, limit, "epsilon_audit"))
+                violations.append(
+                    Violation(rname, aname, label, v, limit, "epsilon_audit", "ε audit")
+                )
         claim = check_claim(run)
         if claim["status"] == "violated":
             evidence = audit_evidence(run) or [claim["text"]]
