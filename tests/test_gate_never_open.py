@@ -351,3 +351,20 @@ def test_recorded_dp_blogs_results_fail_the_gate(tmp_path, cli):
         assert any(f"privacy claim of '{name}' is VIOLATED" in f for f in fails), fails
     # even a threshold nothing reaches cannot pass a violated claim
     assert cli(["gate", str(path), "--max-auc", "1.0", "--max-epsilon-lb", "1000"]).code == 1
+
+
+def test_report_summary_shows_the_audit_bound_beside_violated():
+    """The Summary row of the violated dp-blogs run shows the audit's ε ≥ 5.60 and names
+    the audit, never the strongest attack's "≥ 0" beside the VIOLATED badge."""
+    import re
+
+    from reports.html import render_html
+
+    res = json.loads((DATA / "dp-blogs-results.json").read_text(encoding="utf-8"))
+    html = render_html(res)
+    summary = html[html.index('id="summary"') : html.index('id="verdicts"')]
+    rows = summary.split("<tr>")[2:]
+    (row,) = [r for r in rows if "dp-blogs (target eps=1)" in r]
+    assert "VIOLATED" in row
+    assert "≥ 5.60" in row and "ε audit: gradient-shuffle-canary" in row
+    assert not re.search(r">\s*≥ 0\s*<", row)
