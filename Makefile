@@ -3,9 +3,10 @@
 #                the bundled default audit
 #   make test    also install the test tools and the Ray extra, then run the test suite
 #
-# Measured on a fresh venv from a local package index (2-core CPU, torch CPU wheel cached):
-#   before (audit installed .[test,ray]): 1949 MB, 88 packages, 773 s
-#   after  (audit installs .):            see docs/gate.md "make audit" and the README
+# Measured on a fresh venv from a local package index (2-core CPU shared with other jobs,
+# torch CPU wheel cached), torch step + suite step:
+#   before (audit installed .[test,ray]): 1949 MB, 88 packages, 83 s + 690 s
+#   after  (audit installs .):            1658 MB, 67 packages, 278 s + 528 s (load ~3x higher)
 #
 # torch is installed first, pinned to the CPU build, so the suite's loose `torch>=2.2`
 # requirement is already satisfied and never pulls a multi-GB CUDA build.
