@@ -265,12 +265,28 @@ def load_results(path: str | Path, what: str = "results file") -> dict[str, Any]
                 f"{what} {str(p)!r}: run {run['name']!r} has an 'attacks' entry that is not "
                 "an object with an 'attack' name"
             )
-        for a in attacks:
-            if "metrics" in a and not isinstance(a["metrics"], dict):
+        for a in [
+            *attacks,
+            *(run.get("leakage") or [] if isinstance(run.get("leakage"), list) else []),
+        ]:
+            if not isinstance(a, dict) or "metrics" not in a:
+                continue
+            if not isinstance(a["metrics"], dict):
                 raise DataError(
-                    f"{what} {str(p)!r}: the 'metrics' of attack {a['attack']!r} of run "
+                    f"{what} {str(p)!r}: the 'metrics' of attack {a.get('attack')!r} of run "
                     f"{run['name']!r} is {type(a['metrics']).__name__}, not an object"
                 )
+            for key, m in a["metrics"].items():
+                if not isinstance(m, dict):
+                    continue  # a scalar summary, not an estimate; never gated
+                for field_ in ("value", "ci_low", "ci_high"):
+                    x = m.get(field_)
+                    if x is not None and (isinstance(x, bool) or not isinstance(x, (int, float))):
+                        raise DataError(
+                            f"{what} {str(p)!r}: {field_} of metric {key!r} of attack "
+                            f"{a.get('attack')!r} of run {run['name']!r} is {x!r}, not a number "
+                            "or null"
+                        )
         leakage = run.get("leakage", [])
         if not isinstance(leakage, list) or not all(
             isinstance(a, dict) and isinstance(a.get("attack"), str) for a in leakage
