@@ -21,9 +21,9 @@ from attacks import ATTACKS, DEFAULT_ATTACKS, LEAKAGE_ATTACKS
 from attacks.shadow import SHADOW_ATTACKS
 from audit.canaries import CANARY_KINDS
 from audit.errors import ConfigError
-from audit.targets import PRESETS, TargetSpec
 from defenses import DEFENSES
 from defenses.base import NOTIONS, UNITS
+from defenses.targets.loading import PRESETS, TargetSpec
 
 _NUM = (int, float)
 DEVICES = ("cpu", "cuda", "auto")
@@ -562,8 +562,8 @@ def model_layers(spec: TargetSpec) -> int | None:
     reports the problem)."""
     import json
 
-    from audit.targets import TINY_CONFIG, minilm_path
-    from defenses.lm import LM_PRESETS
+    from defenses.targets.lm import LM_PRESETS
+    from defenses.targets.loading import TINY_CONFIG, minilm_path
 
     if spec.model_dir:
         path = Path(spec.model_dir) / "config.json"

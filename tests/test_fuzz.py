@@ -32,10 +32,10 @@ from audit.data import read_table
 from audit.errors import AuditError, ConfigError, DataError
 from audit.io import dumps_json
 from audit.runner import score_file
-from audit.targets import PRESETS
 from defenses import DEFENSES
 from defenses.base import NOTIONS, UNITS
 from defenses.dp_sgd import DPSGD
+from defenses.targets.loading import PRESETS
 
 FUZZ = settings(
     max_examples=500,
@@ -946,7 +946,7 @@ def test_a_20_mb_line_is_cut_before_tokenizing(tmp_path):
 
     import fixtures
     from audit.textcap import CHARS_PER_TOKEN, cap_text
-    from defenses.lm import build_tokenizer
+    from defenses.targets.lm import build_tokenizer
 
     bert = fixtures.load_tokenizer()
     word = build_tokenizer("word")
