@@ -7,7 +7,7 @@ bundled default audit (non-private vs DP-SGD on the fixture corpus).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -559,6 +559,133 @@ def _check_sweep(
     return out
 
 
+#: ε and δ each defense's accountant can calibrate, per accountant where it matters:
+#: defense -> accountant (or "*") -> ((ε min, ε max), (δ min, δ max)). Outside these the
+#: calibration search does not end (Opacus doubles σ up to its cap for a tiny ε, and
+#: bisects σ towards 0 forever for a huge one: ε = 1e-300 failed after 118 s and ε = 1e308
+#: ran past 120 s before this check). Opacus's PRV accountant is slow above ε ≈ 50
+#: (ε = 100 takes 30 s per calibration on a 2-core CPU); RDP calibrates ε = 1e12 in 3 s.
+EPS_DELTA_RANGES: dict[str, dict[str, tuple[tuple[float, float], tuple[float, float]]]] = {
+    "dp-sgd": {"prv": ((0.01, 50.0), (1e-12, 0.1)), "rdp": ((0.01, 1e9), (1e-12, 0.1))},
+    "phantom-dp-sgd": {"prv": ((0.01, 50.0), (1e-12, 0.1)), "rdp": ((0.01, 1e9), (1e-12, 0.1))},
+    "re-attention": {"prv": ((0.01, 50.0), (1e-12, 0.1)), "rdp": ((0.01, 1e9), (1e-12, 0.1))},
+    "*": {"*": ((1e-3, 1e4), (1e-12, 0.1))},
+}
+
+
+def _check_eps_delta(i: int, d: DefenseConfig, defaults: dict[str, Any]) -> None:
+    params = {k: v[1] for k, v in defaults.items()} | d.params
+    if "epsilon" not in params and "delta" not in params:
+        return
+    table = EPS_DELTA_RANGES.get(d.name, EPS_DELTA_RANGES["*"])
+    acc = params.get("accountant", "*")
+    (e_lo, e_hi), (d_lo, d_hi) = table.get(acc, table.get("*", next(iter(table.values()))))
+    how = f"{d.name}" + (f" with the {acc} accountant" if acc != "*" else "")
+    eps = params.get("epsilon")
+    if isinstance(eps, (int, float)) and not isinstance(eps, bool) and not e_lo <= eps <= e_hi:
+        raise ConfigError(
+            f"defenses[{i}].epsilon = {eps:g} is outside what {how} can calibrate: "
+            f"use an ε in [{e_lo:g}, {e_hi:g}]"
+        )
+    delta = params.get("delta")
+    if (
+        isinstance(delta, (int, float))
+        and not isinstance(delta, bool)
+        and not d_lo <= delta <= d_hi
+    ):
+        raise ConfigError(
+            f"defenses[{i}].delta = {delta:g} is outside what {how} can calibrate: "
+            f"use a δ in [{d_lo:g}, {d_hi:g}]"
+        )
+
+
+def model_layers(spec: TargetSpec) -> int | None:
+    """Number of transformer layers of the target model, from its config alone (no
+    weights are loaded); ``None`` when it cannot be read here (the model loader then
+    reports the problem)."""
+    import json
+
+    from defenses.targets.lm import LM_PRESETS
+    from defenses.targets.loading import TINY_CONFIG, minilm_path
+
+    if spec.model_dir:
+        path = Path(spec.model_dir) / "config.json"
+    elif spec.preset == "tiny":
+        return int(TINY_CONFIG["num_hidden_layers"])
+    elif spec.preset in LM_PRESETS:
+        return int(LM_PRESETS[spec.preset]["n_layer"])
+    elif spec.preset == "minilm":
+        try:
+            path = minilm_path() / "config.json"
+        except Exception:  # noqa: BLE001 - reported by the loader
+            return None
+    else:
+        return None
+    try:
+        conf = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return None
+    if not isinstance(conf, dict):
+        return None
+    for key in ("num_hidden_layers", "n_layer", "num_layers"):
+        n = conf.get(key)
+        if isinstance(n, int) and not isinstance(n, bool) and n > 0:
+            return n
+    return None
+
+
+def _check_bench(path: str) -> None:
+    """``[report] bench``: an existing ``privacy-audit bench`` JSON with a cost-of-privacy
+    result (read as the report will read it, after a depth- and type-guarded parse)."""
+    from audit.benchmarks.cost_of_privacy import cost_table_from_bench_json
+    from audit.errors import AuditError
+    from audit.io import read_json
+
+    try:
+        read_json(path, "config key 'report.bench' file")
+        cost_table_from_bench_json(path)
+    except AuditError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def check_runnable(cfg: AuditConfig) -> None:
+    """Checks that need the environment or files, run at config load before any work:
+    the device against the installed torch, each defense's ε and δ against what its
+    accountant can calibrate, layer indices against the model config, and the
+    ``[report] bench`` file. Raises :class:`ConfigError` (exit 2)."""
+    if cfg.device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            build = "a CPU-only build" if torch.version.cuda is None else "a CUDA build"
+            raise ConfigError(
+                f"config key 'device' is 'cuda' but no CUDA GPU is available (torch "
+                f'{torch.__version__} is {build}); use device = "cpu" or "auto"'
+            )
+    sweep_eps = (cfg.sweep or {}).get("epsilons") or []
+    for i, d in enumerate(cfg.defenses):
+        _check_eps_delta(i, d, DEFENSES[d.name].PARAMS)
+        if "epsilon" in DEFENSES[d.name].PARAMS and d.label in (cfg.sweep or {}).get(
+            "defenses", []
+        ):
+            for e in sweep_eps:
+                _check_eps_delta(
+                    i, replace(d, params={**d.params, "epsilon": e}), DEFENSES[d.name].PARAMS
+                )
+        layers = d.params.get("layers")
+        if isinstance(layers, list) and layers:
+            n = model_layers(cfg.target)
+            if n is not None:
+                for li in layers:
+                    if isinstance(li, int) and not -n <= li < n:
+                        raise ConfigError(
+                            f"defenses[{i}].layers names layer {li}, but the target model has "
+                            f"{n} layers (indices 0..{n - 1}, or -{n}..-1 from the end)"
+                        )
+    if cfg.bench is not None:
+        _check_bench(cfg.bench)
+
+
 def default_config_text() -> str:
     return resources.files("audit.configs").joinpath("default.toml").read_text(encoding="utf-8")
 
@@ -575,6 +702,12 @@ def bundled_configs() -> list[str]:
 def load_config(path: str | Path | None) -> AuditConfig:
     """Load and validate a TOML config; ``None`` loads the bundled default audit, and the
     name of a bundled config (``dp-forward``, ...) loads that one when no such file exists."""
+    cfg = _load_config(path)
+    check_runnable(cfg)
+    return cfg
+
+
+def _load_config(path: str | Path | None) -> AuditConfig:
     if path is None:
         return parse_config(tomllib.loads(default_config_text()), source="bundled default")
     p = Path(path)

@@ -41,7 +41,8 @@ from audit import __version__
 from audit.config import AuditConfig
 from audit.data import AuditData
 from audit.errors import AuditError, DataError
-from audit.io import atomic_write_json, atomic_write_text, dumps_json
+from audit.io import atomic_write_json, dumps_json
+from audit.textcap import cap_audit_data
 from defenses.base import PrivacyClaim, ReleasedModel
 
 SCHEMA_VERSION = 1
@@ -375,7 +376,11 @@ def score_file(
 
 
 def write_outputs(results: dict[str, Any], out_dir: str | Path) -> tuple[Path, Path]:
-    """Render the report and JSON in memory, then write each atomically."""
+    """Render the report and JSON in memory, then publish them as a pair: both
+    temporaries are written first, then report.html is renamed into place and
+    results.json last, so **results.json marks a finished output** (see
+    :func:`audit.io.publish_together`)."""
+    from audit.io import publish_together
     from reports import render_html
     from reports.html import REPORT_FILENAME
 
@@ -383,8 +388,9 @@ def write_outputs(results: dict[str, Any], out_dir: str | Path) -> tuple[Path, P
     html = render_html(results)
     payload = dumps_json(results)
     try:
-        json_path = atomic_write_text(out / "results.json", payload)
-        html_path = atomic_write_text(out / REPORT_FILENAME, html)
+        html_path, json_path = publish_together(
+            out, [(REPORT_FILENAME, html), ("results.json", payload)]
+        )
     except OSError as exc:
         raise AuditError(
             f"cannot write to output directory {str(out)!r}: {exc.strerror or exc}"
@@ -396,9 +402,12 @@ def check_output_dir(out_dir: str | Path) -> None:
     """Fail before any work if the output directory cannot be created or written."""
     import tempfile
 
+    from audit.io import remove_stale_temporaries
+
     out = Path(out_dir)
     try:
         out.mkdir(parents=True, exist_ok=True)
+        remove_stale_temporaries(out)  # left by a run killed while publishing
         with tempfile.NamedTemporaryFile(dir=out, prefix=".write-check-"):
             pass
     except OSError as exc:

@@ -333,6 +333,15 @@ PAGE_STATE = """(() => {
     height: document.documentElement.scrollHeight,
     location: location.href,
     images: imgs,
+    viewport: innerWidth,
+    summary: (() => {
+      const wrap = document.querySelector('#summary .table-wrap');
+      const badges = Array.from(document.querySelectorAll('#summary tbody .badge'));
+      return {scroll: wrap ? wrap.scrollWidth : null, client: wrap ? wrap.clientWidth : null,
+              badges: badges.map(b => b.getBoundingClientRect().right)};
+    })(),
+    tables: Array.from(document.querySelectorAll('.table-wrap')).map(w => ({
+      id: (w.closest('section') || {}).id || '', scroll: w.scrollWidth, client: w.clientWidth})),
   };
 })()"""
 
@@ -410,6 +419,22 @@ def browsed(report, tmp_path_factory) -> dict:
         "other": other,
         "net_log": net_log,
     }
+
+
+# --------------------------------------------------------------------------- #
+# layout at 1280 px (issue 17)
+# --------------------------------------------------------------------------- #
+def test_summary_verdict_visible_without_scrolling_at_1280px(browsed):
+    """Hostile long names included: the Summary table needs no horizontal scrollbar and
+    every verdict badge lies inside the 1280 px window."""
+    state = browsed["state"]
+    assert state["viewport"] == 1280
+    summary = state["summary"]
+    assert summary["badges"], "no verdict badges in the Summary table"
+    assert summary["scroll"] <= summary["client"] + 1, summary
+    assert max(summary["badges"]) <= state["viewport"], summary
+    wide = [t for t in state["tables"] if t["scroll"] > t["client"] + 1]
+    assert not [t for t in wide if t["id"] == "summary"], wide
 
 
 # --------------------------------------------------------------------------- #

@@ -329,8 +329,6 @@ def train_lm(
     desc: str = "train lm",
 ) -> dict[str, Any]:
     """Plain (non-private) AdamW training on ``texts`` with shuffled minibatches."""
-    from tqdm.auto import tqdm
-
     from defenses.targets.classifier import resolve_device
 
     dev = resolve_device(device)
@@ -340,9 +338,9 @@ def train_lm(
     g = torch.Generator().manual_seed(seed)
     n = len(texts)
     steps, last, start = 0, math.nan, time.perf_counter()
-    bar = tqdm(
-        total=epochs * math.ceil(n / batch_size), desc=desc, disable=None if progress else True
-    )
+    from audit.progress import progress_bar
+
+    bar = progress_bar(epochs * math.ceil(n / batch_size), desc, progress, epochs)
     for _ in range(epochs):
         perm = torch.randperm(n, generator=g)
         running, count = 0.0, 0
