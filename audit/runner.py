@@ -42,7 +42,6 @@ from audit.config import AuditConfig
 from audit.data import AuditData
 from audit.errors import AuditError, DataError
 from audit.io import atomic_write_json, dumps_json
-from audit.textcap import cap_audit_data
 from defenses.base import PrivacyClaim, ReleasedModel
 
 SCHEMA_VERSION = 1
