@@ -397,17 +397,8 @@ def parse_config(
 
     for key in ("corpus", "members", "nonmembers", "test", "public"):
         data[key] = resolve(data[key])
-    from defenses.targets.loading import looks_like_hub_name
-
     for key in ("model_dir", "audit_dir", "classifier_dir", "adapter_dir", "reference_dir"):
-        p = target[key]
-        keep = (  # a hub name stays as written, for its own error message
-            p is not None
-            and looks_like_hub_name(p)
-            and not (base_dir is not None and (base_dir / p).exists())
-            and not Path(p).exists()
-        )
-        target[key] = p if keep else resolve(p)
+        target[key] = resolve(target[key])  # hub-style names are caught in resolve_targets
     top["device"] = resolve_device(top["device"])
     audit_dir, audit_opts = _audit_target(target)
     report["bench"] = resolve(report["bench"])
@@ -802,12 +793,29 @@ def resolve_targets(cfg: AuditConfig) -> AuditConfig:
     from defenses.targets.loading import (
         adapter_base_dir,
         check_lm_defense,
-        check_local_dir,
         detect_kind,
+        looks_like_hub_name,
     )
 
     if cfg.audit.get("resolved"):
         return cfg
+    raw_target = cfg.raw.get("target") if isinstance(cfg.raw.get("target"), dict) else {}
+
+    def check_local_dir(path, what, key=None):
+        """The directory, or one line; a missing path written like ``org/name`` is
+        named as a hub name (never downloaded)."""
+        from defenses.targets.loading import check_local_dir as check
+
+        written = raw_target.get(key) if key else None
+        missing = not Path(path).expanduser().is_dir()
+        if missing and isinstance(written, str) and looks_like_hub_name(written):
+            raise AuditError(
+                f"{what} {written!r} is not a local directory; it looks like a Hugging Face "
+                "hub name, and hub names are not downloaded: give a local directory (e.g. "
+                "one written by save_pretrained or huggingface-cli download)"
+            )
+        return check(path, what)
+
     try:
         if cfg.audit:
             opts = dict(cfg.audit)
@@ -818,10 +826,15 @@ def resolve_targets(cfg: AuditConfig) -> AuditConfig:
                     if opts.get("_fallback_kind")
                     else "target.audit_dir"
                 )
-                base = str(check_local_dir(cfg.classifier_dir, what))
+                key = "classifier_dir" if opts.get("_fallback_kind") else "audit_dir"
+                base = str(check_local_dir(cfg.classifier_dir, what, key))
             else:
+                if not Path(adapter).is_dir():
+                    check_local_dir(adapter, "target.adapter_dir", "adapter_dir")
                 base = str(adapter_base_dir(adapter))
             if adapter is not None:
+                if not Path(adapter).is_dir():
+                    check_local_dir(adapter, "target.adapter_dir", "adapter_dir")
                 adapter_base_dir(adapter)  # a PEFT adapter directory, checked now
             try:
                 kind = detect_kind(base, opts["kind"])
@@ -830,7 +843,7 @@ def resolve_targets(cfg: AuditConfig) -> AuditConfig:
                     raise
                 kind = opts["_fallback_kind"]
             if reference is not None:
-                check_local_dir(reference, "target.reference_dir")
+                check_local_dir(reference, "target.reference_dir", "reference_dir")
                 if kind != "causal-lm":
                     raise ConfigError("'target.reference_dir' applies to causal LMs only")
                 if detect_kind(reference, "auto", "target.reference_dir") != "causal-lm":
@@ -844,7 +857,7 @@ def resolve_targets(cfg: AuditConfig) -> AuditConfig:
             return dataclasses.replace(cfg, classifier_dir=base, audit=opts, attacks=attacks)
         spec = cfg.target
         if spec.model_dir is not None:
-            check_local_dir(spec.model_dir, "target.model_dir")
+            check_local_dir(spec.model_dir, "target.model_dir", "model_dir")
             if spec.is_causal_lm:
                 for d in cfg.defenses:
                     reason = check_lm_defense(d.name, spec.model_dir)
