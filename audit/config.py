@@ -653,15 +653,7 @@ def check_runnable(cfg: AuditConfig) -> None:
     the device against the installed torch, each defense's ε and δ against what its
     accountant can calibrate, layer indices against the model config, and the
     ``[report] bench`` file. Raises :class:`ConfigError` (exit 2)."""
-    if cfg.device == "cuda":
-        import torch
-
-        if not torch.cuda.is_available():
-            build = "a CPU-only build" if torch.version.cuda is None else "a CUDA build"
-            raise ConfigError(
-                f"config key 'device' is 'cuda' but no CUDA GPU is available (torch "
-                f'{torch.__version__} is {build}); use device = "cpu" or "auto"'
-            )
+    resolve_device(cfg.device)  # also checked at parse time; kept for configs built in code
     sweep_eps = (cfg.sweep or {}).get("epsilons") or []
     for i, d in enumerate(cfg.defenses):
         _check_eps_delta(i, d, DEFENSES[d.name].PARAMS)
@@ -741,9 +733,10 @@ def resolve_device(name: str) -> str:
     if name == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     if name == "cuda" and not torch.cuda.is_available():
+        build = "a CPU-only build" if torch.version.cuda is None else "a CUDA build"
         raise ConfigError(
-            "device = 'cuda' but this torch build has no usable CUDA device "
-            f"(torch {torch.__version__}); use device = 'auto' or 'cpu'"
+            "device = 'cuda' but this torch build has no CUDA GPU available "
+            f"(torch {torch.__version__} is {build}); use device = 'auto' or 'cpu'"
         )
     return name
 

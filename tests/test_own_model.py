@@ -265,7 +265,7 @@ def test_device_and_dtype_resolution(monkeypatch):
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert parse_config({}).device == "cpu"  # auto
-    with pytest.raises(ConfigError, match="device = 'cuda' but this torch build has no"):
+    with pytest.raises(ConfigError, match="device = 'cuda' but this torch build has no CUDA GPU"):
         parse_config({"device": "cuda"})
     assert resolve_dtype("auto", "cpu") == torch.float32
     assert resolve_dtype("bfloat16", "cpu") == torch.bfloat16
