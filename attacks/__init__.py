@@ -21,7 +21,13 @@ from attacks.base import (
 from attacks.embedding_inversion import NearestNeighbourInversion, RelaxedInversion
 from attacks.extraction import EXTRACTION_ATTACKS
 from attacks.gradient_inversion import GradientInversionAttack
+from attacks.dc_pdd import DCPDDAttack
+from attacks.grad_norm import GradNormAttack
 from attacks.llm_membership import LLM_ATTACKS
+from attacks.lowercase import LowercaseAttack
+from attacks.min_k_pp import MinKPlusPlusAttack
+from attacks.neighbourhood import NeighbourhoodAttack
+from attacks.recall import RecallAttack
 from attacks.membership import ConfidenceAttack, EntropyAttack, LossAttack, ModifiedEntropyAttack
 from attacks.mutual_info import TokenMutualInformationAttack
 from attacks.stacked import StackedAttack
@@ -31,6 +37,19 @@ ATTACKS: dict[str, type[Attack]] = {
 }
 DEFAULT_ATTACKS = tuple(ATTACKS)
 ATTACKS.update({cls.name: cls for cls in (*LLM_ATTACKS, StackedAttack)})  # causal-LM signals
+ATTACKS.update(
+    {
+        cls.name: cls
+        for cls in (
+            MinKPlusPlusAttack,
+            RecallAttack,
+            NeighbourhoodAttack,
+            DCPDDAttack,
+            LowercaseAttack,
+            GradNormAttack,
+        )
+    }
+)
 
 LEAKAGE_ATTACKS: dict[str, type[LeakageAttack]] = {
     cls.name: cls

@@ -124,7 +124,7 @@ def evaluate_release(
             )
             leakage.append(run_leakage_attack(leak, release, context))
             continue
-        attack = ATTACKS[attack_name]()
+        attack = ATTACKS[attack_name](**(attack_options or {}).get(attack_name, {}))
         if hasattr(attack, "prepare"):  # attacks that need side data (a reference model, ...)
             attack.prepare(public=data.public, seed=settings.seed)
         _log(f"  attack {attack_name} on {name}", progress)
