@@ -36,9 +36,7 @@ def token_stats(release: ReleasedModel, texts: list[str]) -> list[TokenStats]:
     """The release's one cached forward pass per text (``ReleasedModel.token_stats``)."""
     fn = getattr(release, "token_stats", None)
     if fn is None:
-        raise ValueError(
-            "this attack needs a causal language model release (per-token statistics)"
-        )
+        raise ValueError("this attack needs a causal language model release (per-token statistics)")
     return fn(list(texts))
 
 

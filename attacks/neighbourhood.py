@@ -193,7 +193,9 @@ class NeighbourhoodAttack(Attack):
 
     def score(self, release: ReleasedModel, examples: Examples) -> np.ndarray:
         texts = list(examples.texts)
-        nll = np.array([float(s.nll.mean()) if len(s) else 0.0 for s in token_stats(release, texts)])
+        nll = np.array(
+            [float(s.nll.mean()) if len(s) else 0.0 for s in token_stats(release, texts)]
+        )
         nbs = self.neighbours(release, texts)
         flat = [n for row in nbs for n in row]
         stats = token_stats(release, flat)
