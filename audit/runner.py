@@ -140,9 +140,12 @@ def evaluate_release(
                     str(exc),
                 )
             )
-    return run_record(
+    run = run_record(
         name, defense, release.claim, utility, results, training, aggregate_only, id_salt, leakage
     )
+    if not aggregate_only:  # the report's most-exposed table shows each example's text
+        run["example_texts"] = dict(zip(examples.ids, examples.texts, strict=True))
+    return run
 
 
 def run_record(
