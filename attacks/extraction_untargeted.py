@@ -26,13 +26,63 @@ shown only when the run is not aggregate-only.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
+import torch
 
 from attacks.base import AttackContext, LeakageAttack, LeakageResult, proportion_estimate
 from attacks.llm_membership import token_stats, zlib_bits
 from defenses.base import ReleasedModel, Surface
 
 RANKINGS = ("perplexity", "zlib", "lowercase", "reference")
+
+
+@torch.no_grad()
+def sample_unprompted(
+    release, n: int, new_tokens: int, top_k: int, temperature: float, seed: int, batch: int = 64
+) -> list[list[int]]:
+    """``n`` top-k samples of up to ``new_tokens`` tokens after ``<bos>`` (cut at ``<eos>``;
+    ``<pad>``/``<bos>`` never sampled), all in lock-step batches with a key/value cache: the
+    same distribution as ``release.generate_ids([""] * n, greedy=False, ...)`` at a fraction
+    of its cost. Falls back to ``generate_ids`` for a release without a cached HF model."""
+    tok, model = getattr(release, "tokenizer", None), getattr(release, "model", None)
+    ids_ok = all(hasattr(tok, a) for a in ("bos_id", "eos_id", "pad_id"))
+    if model is None or not ids_ok or not hasattr(model, "config"):
+        return release.generate_ids(
+            [""] * n, new_tokens, greedy=False, temperature=temperature, top_k=top_k, seed=seed
+        )
+    n_ctx = int(getattr(model.config, "n_positions", 1 << 30))
+    if 1 + new_tokens > n_ctx:
+        raise ValueError(f"{new_tokens} new tokens exceed the model's context length {n_ctx}")
+    dev = next(model.parameters()).device
+    gen = torch.Generator(device="cpu").manual_seed(seed)
+    model.eval()
+    out: list[list[int]] = []
+    for start in range(0, n, batch):
+        b = min(batch, n - start)
+        x = torch.full((b, 1), tok.bos_id, dtype=torch.long, device=dev)
+        past, rows = None, [[] for _ in range(b)]
+        done = torch.zeros(b, dtype=torch.bool)
+        for _ in range(new_tokens):
+            res = model(input_ids=x, past_key_values=past, use_cache=True)
+            past = res.past_key_values
+            logits = res.logits[:, -1].double().cpu() / temperature
+            logits[:, tok.pad_id] = logits[:, tok.bos_id] = -math.inf
+            kth = torch.topk(logits, min(top_k, logits.shape[1]), dim=-1).values[:, -1:]
+            logits[logits < kth] = -math.inf
+            nxt = torch.multinomial(torch.softmax(logits, -1), 1, generator=gen)[:, 0]
+            for i in range(b):
+                if not done[i]:
+                    if int(nxt[i]) == tok.eos_id:
+                        done[i] = True
+                    else:
+                        rows[i].append(int(nxt[i]))
+            if bool(done.all()):
+                break
+            x = nxt[:, None].to(dev)
+        out.extend(rows)
+    return out
 
 
 def ngram_index(token_lists: list[list[int]], n: int, exclude: set | None = None) -> set:
@@ -92,13 +142,8 @@ class UntargetedExtraction(LeakageAttack):
         if not (hasattr(release, "generate_ids") and hasattr(tok, "token_ids")):
             raise ValueError("extraction-untargeted needs a causal LM release with a tokenizer")
         o = self.options
-        gen_ids = release.generate_ids(
-            [""] * o["samples"],
-            o["new_tokens"],
-            greedy=False,
-            temperature=o["temperature"],
-            top_k=o["top_k"],
-            seed=context.seed,
+        gen_ids = sample_unprompted(
+            release, o["samples"], o["new_tokens"], o["top_k"], o["temperature"], context.seed
         )
         texts = [tok.decode(g) for g in gen_ids]
         keep = [i for i, t in enumerate(texts) if t.strip()]

@@ -33,6 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from attacks.base import AttackContext, LeakageAttack, LeakageResult, proportion_estimate
+from attacks.extraction_untargeted import sample_unprompted
 from attacks.llm_membership import token_stats
 from defenses.base import ReleasedModel, Surface
 
@@ -160,8 +161,8 @@ class PIIExtraction(LeakageAttack):
             )
         conf = context.settings.confidence
         # extraction: unprompted samples
-        gens = release.generate_ids(
-            [""] * o["samples"], o["new_tokens"], greedy=False, top_k=o["top_k"], seed=context.seed
+        gens = sample_unprompted(
+            release, o["samples"], o["new_tokens"], o["top_k"], 1.0, context.seed
         )
         blob = "\n".join(normalise(tok.decode(g)) for g in gens)
         ext_m = [k for k in mem_only if k in blob]
