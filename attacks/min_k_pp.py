@@ -56,7 +56,12 @@ class MinKPlusPlusAttack(Attack):
         "(log p − μ_t)/σ_t under the next-token distribution (Min-K%++, Zhang et al. 2024)."
     )
     requires = frozenset({Surface.PROBABILITIES})
-    k = 0.2
+    OPTIONS = {"k": (float, 0.2)}
+
+    def __init__(self, k: float = 0.2) -> None:
+        if not 0 < k <= 1:
+            raise ValueError(f"min-k++ k must be in (0, 1], got {k}")
+        self.k = k
 
     def score(self, release: ReleasedModel, examples: Examples) -> np.ndarray:
         return min_k_pp_scores(token_stats(release, examples.texts), self.k)

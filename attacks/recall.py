@@ -53,6 +53,7 @@ class RecallAttack(Attack):
         "non-member (public-split) texts divided by its unconditional average log-likelihood."
     )
     requires = frozenset({Surface.PROBABILITIES})
+    OPTIONS = {"shots": (int, 3)}
 
     def __init__(self, shots: int = 3, prefix: list[str] | None = None) -> None:
         if shots < 1:
@@ -74,9 +75,12 @@ class RecallAttack(Attack):
         texts = list(examples.texts)
         max_length = int(getattr(release, "max_length", 512))
         base = token_stats(release, texts)
-        joined = []
+        joined, by_budget = [], {}
         for t in texts:
-            p = fit_prefix(release, self.prefix_texts, t, max_length)
+            n = count_tokens(release, t)
+            if n not in by_budget:  # the prefix depends on the text only through its length
+                by_budget[n] = fit_prefix(release, self.prefix_texts, t, max_length)
+            p = by_budget[n]
             if not p:
                 raise ValueError(
                     f"recall: no prefix fits the release's context of {max_length} tokens"
