@@ -188,3 +188,23 @@ def test_rmia_offline_known_answer_and_a_not_swapped():
     np.testing.assert_allclose(scores, expect)
     swapped = [0.5 * ((1 + (1 - a)) * p + (1 - (1 - a))) for p in p_out]
     assert not np.allclose(got_ratio, [TARGET_P[j] / swapped[j] for j in range(3)])
+
+
+def test_membership_attack_options_are_validated_in_the_config():
+    from audit.config import parse_config
+    from audit.errors import ConfigError
+
+    names = ["min-k++", "recall", "neighbourhood", "dc-pdd", "loss"]
+    opts = {"neighbourhood": {"neighbours": 2}, "min-k++": {"k": 0.5}, "recall": {"shots": 1}}
+    cfg = parse_config({"attacks": {"names": names, "options": opts}})
+    assert cfg.attack_options == opts
+    for bad, msg in [
+        ({"neighbourhood": {"neighbours": 0}}, "at least 1"),
+        ({"neighbourhood": {"source": "hub"}}, "source must be one of"),
+        ({"min-k++": {"k": 1.5}}, r"\(0, 1\]"),
+        ({"dc-pdd": {"frequency_file": "/nonexistent.json"}}, "no file"),
+        ({"recall": {"shot": 2}}, "unknown config key"),
+        ({"loss": {}}, "names no leakage attack"),
+    ]:
+        with pytest.raises(ConfigError, match=msg):
+            parse_config({"attacks": {"names": names, "options": bad}})
