@@ -65,8 +65,11 @@ def sample_unprompted(
         past, rows = None, [[] for _ in range(b)]
         done = torch.zeros(b, dtype=torch.bool)
         for _ in range(new_tokens):
-            res = model(input_ids=x, past_key_values=past, use_cache=True)
-            past = res.past_key_values
+            # transformers 5 names the key/value cache ``cache`` (``past_key_values`` before)
+            res = model(
+                input_ids=x, use_cache=True, **({"cache": past} if past is not None else {})
+            )
+            past = res["cache"] if "cache" in res else res.past_key_values
             logits = res.logits[:, -1].double().cpu() / temperature
             logits[:, tok.pad_id] = logits[:, tok.bos_id] = -math.inf
             kth = torch.topk(logits, min(top_k, logits.shape[1]), dim=-1).values[:, -1:]

@@ -180,3 +180,14 @@ def test_pii_extraction_three_measures_against_baselines(memorising, corpus):
     assert inf["ci_low"] > r.metrics["inference_accuracy_baseline"]["value"]
     assert r.samples and all("pii" in s for s in r.samples)
     assert r.to_dict(aggregate_only=True)["samples"] == []
+
+
+def test_batched_sampler_agrees_with_generate_ids(memorising):
+    from attacks.extraction_untargeted import sample_unprompted
+
+    # top-1 sampling is greedy decoding: the cached batch sampler must match generate_ids
+    greedy = memorising.generate_ids([""], 20, greedy=True)[0]
+    assert sample_unprompted(memorising, 3, 20, top_k=1, temperature=1.0, seed=0) == [greedy] * 3
+    a = sample_unprompted(memorising, 4, 12, top_k=40, temperature=1.0, seed=1)
+    assert a == sample_unprompted(memorising, 4, 12, top_k=40, temperature=1.0, seed=1)
+    assert len({tuple(x) for x in a}) > 1  # sampled, not greedy
