@@ -20,7 +20,7 @@ from defenses.base import Examples, ReleasedModel, Surface
 
 def gradient_norms(release, texts: list[str]) -> np.ndarray:
     """‖∇_θ L(x)‖₂ for every text (float64)."""
-    from defenses.lm import sequence_loss
+    from defenses.targets.lm import sequence_loss
 
     model = getattr(release, "model", None)
     if model is None or not hasattr(release, "encode"):

@@ -14,7 +14,7 @@ from attacks.base import AttackContext, MetricSettings, run_attack, run_leakage_
 from attacks.extraction_untargeted import UntargetedExtraction
 from attacks.pii_extraction import PIIExtraction, find_pii, normalise
 from defenses.base import Examples, PrivacyClaim
-from defenses.lm import LMRelease, build_lm_target, train_lm
+from defenses.targets.lm import LMRelease, build_lm_target, train_lm
 
 pytestmark = pytest.mark.slow
 

@@ -24,7 +24,7 @@ from attacks.neighbourhood import embedding_neighbour_table, neighbourhood_score
 from attacks.recall import recall_ratio
 from attacks.shadow import lira_scores, rmia_scores
 from defenses.base import TokenStats
-from defenses.lm import token_statistics
+from defenses.targets.lm import token_statistics
 
 # three positions over a 5-token vocabulary; targets x_1..x_3 = 2, 0, 2 (token 2 repeats)
 LOGITS = [[2.0, 1.0, 0.0, -1.0, 0.5], [0.0, 0.0, 3.0, 0.0, 0.0], [1.0, 2.0, 1.5, -0.5, 0.0]]
