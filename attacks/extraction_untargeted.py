@@ -32,7 +32,7 @@ import numpy as np
 import torch
 
 from attacks.base import AttackContext, LeakageAttack, LeakageResult, proportion_estimate
-from attacks.llm_membership import token_stats, zlib_bits
+from attacks.llm_membership import text_token_ids, token_stats, zlib_bits
 from defenses.base import ReleasedModel, Surface
 
 RANKINGS = ("perplexity", "zlib", "lowercase", "reference")
@@ -142,7 +142,10 @@ class UntargetedExtraction(LeakageAttack):
         from attacks.llm_membership import loss_scores, train_reference
 
         tok = getattr(release, "tokenizer", None)
-        if not (hasattr(release, "generate_ids") and hasattr(tok, "token_ids")):
+        if not (
+            hasattr(release, "generate_ids")
+            and (hasattr(tok, "token_ids") or hasattr(tok, "encode"))
+        ):
             raise ValueError("extraction-untargeted needs a causal LM release with a tokenizer")
         o = self.options
         gen_ids = sample_unprompted(
@@ -153,7 +156,7 @@ class UntargetedExtraction(LeakageAttack):
         if not keep:
             raise ValueError("extraction-untargeted: every generation was empty")
         texts = [texts[i] for i in keep]
-        ids = [tok.token_ids(t) for t in texts]
+        ids = [text_token_ids(release, t) for t in texts]
         stats = token_stats(release, texts)
         logp = [s.log_probs for s in stats]
         scores: dict[str, np.ndarray] = {
@@ -186,10 +189,14 @@ class UntargetedExtraction(LeakageAttack):
         n = o["min_tokens"]
         public_grams = set()
         if o["exclude_public"] and context.public is not None:
-            public_grams = ngram_index([tok.token_ids(t) for t in context.public.texts], n)
-        mem_index = ngram_index([tok.token_ids(t) for t in context.members.texts], n, public_grams)
+            public_grams = ngram_index(
+                [text_token_ids(release, t) for t in context.public.texts], n
+            )
+        mem_index = ngram_index(
+            [text_token_ids(release, t) for t in context.members.texts], n, public_grams
+        )
         non_index = ngram_index(
-            [tok.token_ids(t) for t in context.nonmembers.texts], n, public_grams
+            [text_token_ids(release, t) for t in context.nonmembers.texts], n, public_grams
         )
         hit_m = np.array([first_match(g, mem_index, n) is not None for g in ids])
         hit_n = np.array([first_match(g, non_index, n) is not None for g in ids])

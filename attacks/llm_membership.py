@@ -45,14 +45,20 @@ def _token_log_probs(release: ReleasedModel, texts: list[str]) -> list[np.ndarra
     return [s.log_probs for s in token_stats(release, texts)]
 
 
-def count_tokens(release: ReleasedModel, text: str) -> int:
-    """Number of tokens of ``text`` without special tokens (no forward pass)."""
+def text_token_ids(release: ReleasedModel, text: str) -> list[int]:
+    """Token ids of ``text`` without special tokens, from the release's tokenizer (the
+    suite's ``LMTokenizer`` or a Hugging Face tokenizer); no forward pass."""
     tok = getattr(release, "tokenizer", None)
     if hasattr(tok, "token_ids"):
-        return len(tok.token_ids(text))
+        return list(tok.token_ids(text))
     if hasattr(tok, "encode"):
-        return len(tok.encode(text, add_special_tokens=False))
+        return list(tok.encode(text, add_special_tokens=False))
     raise ValueError("this attack needs the release's tokenizer")
+
+
+def count_tokens(release: ReleasedModel, text: str) -> int:
+    """Number of tokens of ``text`` without special tokens (no forward pass)."""
+    return len(text_token_ids(release, text))
 
 
 def loss_scores(logp: list[np.ndarray]) -> np.ndarray:

@@ -34,7 +34,7 @@ import numpy as np
 
 from attacks.base import AttackContext, LeakageAttack, LeakageResult, proportion_estimate
 from attacks.extraction_untargeted import sample_unprompted
-from attacks.llm_membership import token_stats
+from attacks.llm_membership import text_token_ids, token_stats
 from defenses.base import ReleasedModel, Surface
 
 EMAIL = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}")
@@ -118,7 +118,7 @@ class PIIExtraction(LeakageAttack):
         hits = []
         for r, _, start, s in occ:
             prefix = texts[r][:start].rstrip()
-            n_new = len(tok.token_ids(s)) + 1
+            n_new = len(text_token_ids(release, s)) + 1
             gen = release.generate_ids([prefix], n_new, greedy=True, seed=seed)[0]
             hits.append(int(normalise(tok.decode(gen)).startswith(normalise(s))))
         return hits
@@ -139,7 +139,10 @@ class PIIExtraction(LeakageAttack):
 
     def run(self, release: ReleasedModel, context: AttackContext) -> LeakageResult:
         tok = getattr(release, "tokenizer", None)
-        if not (hasattr(release, "generate_ids") and hasattr(tok, "token_ids")):
+        if not (
+            hasattr(release, "generate_ids")
+            and (hasattr(tok, "token_ids") or hasattr(tok, "encode"))
+        ):
             raise ValueError("pii-extraction needs a causal LM release with a tokenizer")
         o, user = self.options, self._user_list()
         rng = np.random.default_rng([context.seed, 0x9117])
