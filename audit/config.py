@@ -334,21 +334,25 @@ def _parse_defense(i: int, raw: Any) -> DefenseConfig:
 
 
 def _attack_options(raw: dict[str, Any], names: list[str]) -> dict[str, dict[str, Any]]:
-    """Validate ``[attacks.options.<name>]`` tables against each leakage attack's OPTIONS."""
+    """Validate ``[attacks.options.<name>]`` tables against each attack's OPTIONS (every
+    leakage attack, and the membership attacks that declare OPTIONS)."""
+    optioned = {**{n: c for n, c in ATTACKS.items() if getattr(c, "OPTIONS", None)}}
+    optioned.update(LEAKAGE_ATTACKS)
     out: dict[str, dict[str, Any]] = {}
     for name, opts in raw.items():
         path = f"attacks.options.{name}"
-        if name not in LEAKAGE_ATTACKS:
-            allowed = ", ".join(n for n in names if n in LEAKAGE_ATTACKS) or "none"
+        if name not in optioned:
+            allowed = ", ".join(n for n in names if n in optioned) or "none"
             raise ConfigError(
-                f"config key {path!r} names no leakage attack in 'attacks.names'; "
+                f"config key {path!r} names no leakage attack (nor a membership attack with options) in "
+                f"'attacks.names'; "
                 f"options are allowed for: {allowed}"
             )
         if name not in names:
             raise ConfigError(f"config key {path!r}: attack {name!r} is not in 'attacks.names'")
         if not isinstance(opts, dict):
             raise ConfigError(f"config key {path!r} must be a table")
-        cls = LEAKAGE_ATTACKS[name]
+        cls = optioned[name]
         for key, value in opts.items():
             if key not in cls.OPTIONS:
                 raise ConfigError(
