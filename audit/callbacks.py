@@ -170,14 +170,16 @@ def _flatten(results: dict[str, AttackResult]) -> dict[str, float]:
     ok = {name: r for name, r in results.items() if r.status == "ok"}
     for name, r in ok.items():
         for metric in _PER_ATTACK:
-            flat[f"privacy/{name}/{metric}"] = float(r.metrics[metric]["value"])
+            if r.metrics[metric]["value"] is not None:  # None: TPR below resolution
+                flat[f"privacy/{name}/{metric}"] = float(r.metrics[metric]["value"])
         flat[f"privacy/{name}/auc_ci_low"] = float(r.metrics["auc"]["ci_low"])
         flat[f"privacy/{name}/auc_ci_high"] = float(r.metrics["auc"]["ci_high"])
     if ok:
         for metric, _ in GATED.values():
-            flat[f"privacy/max_{metric}"] = max(
-                float(r.metrics[metric]["value"]) for r in ok.values()
-            )
+            vals = [r.metrics[metric]["value"] for r in ok.values()]
+            vals = [float(v) for v in vals if v is not None]
+            if vals:
+                flat[f"privacy/max_{metric}"] = max(vals)
     return flat
 
 
