@@ -38,6 +38,7 @@ from .scores import (  # noqa: F401  (re-exported: attacks.epsilon and tests imp
     _stratified_split,
     _tpr_at_fpr_from_counts,
     _validate,
+    advantage_bootstrap,
     poisson_bootstrap,
 )
 
@@ -547,13 +548,12 @@ def membership_metrics(
     tp_b, nb_in, fp_b, nb_out, _ = _split_counts(s, m, seed)
     adv_lo, _ = agresti_caffo(tp_b, nb_in, fp_b, nb_out, float(-ndtri(alpha / 2.0)))
     rng = np.random.default_rng(seed)
-    reps = poisson_bootstrap(
-        ss.labels,
-        n_boot,
-        rng,
-        group_starts=ss.group_starts if ss.has_ties else None,
-        want_auc=False,
-    )["advantage"]
+    if ss.has_ties:
+        reps = poisson_bootstrap(
+            ss.labels, n_boot, rng, group_starts=ss.group_starts, want_auc=False
+        )["advantage"]
+    else:
+        reps = advantage_bootstrap(ss.labels, n_boot, rng)
     adv = ss.advantage()
     adv_hi = float(np.nanquantile(reps, 1.0 - alpha / 2.0))
     result["advantage"] = {

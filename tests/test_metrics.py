@@ -381,3 +381,29 @@ def test_membership_metrics_n2000_nboot1000():
     true_auc = norm.cdf(0.5 / math.sqrt(2))
     assert out["auc"]["ci_low"] < true_auc < out["auc"]["ci_high"]
     assert out["auc"]["ci_high"] - out["auc"]["ci_low"] < 0.05
+
+
+def test_advantage_bootstrap_on_runs_equals_the_general_path():
+    from attacks.scores import advantage_bootstrap
+
+    scores, members = gaussian_scores(0.7, 300, 500, seed=12)
+    ss = SortedScores(scores, members)
+    general = poisson_bootstrap(ss.labels, 250, np.random.default_rng(2), want_auc=False)
+    runs = advantage_bootstrap(ss.labels, 250, np.random.default_rng(2))
+    np.testing.assert_allclose(runs, general["advantage"], rtol=0, atol=1e-14)
+
+
+def test_known_answers_at_one_million_scores_and_n_equals_two():
+    scores, members = gaussian_scores(0.5, 500_000, 500_000, seed=3)
+    scores = np.round(scores, 3)  # many ties
+    assert auc(scores, members) == pytest.approx(roc_auc_score(members, scores), abs=1e-12)
+    ss = SortedScores(scores, members)
+    assert ss.auc() == auc(scores, members)
+    fpr, tpr, _ = sk_roc_curve(members, scores, drop_intermediate=False)
+    for x in (0.001, 0.01):
+        assert ss.tpr_at_fpr(x) == pytest.approx(np.max(tpr[fpr <= x]), abs=1e-12)
+    assert ss.advantage() == pytest.approx(np.max(tpr - fpr), abs=1e-12)
+    two = membership_metrics([0.2, 0.9, 0.1, 0.8], [0, 1, 0, 1], n_boot=100)
+    assert two["auc"]["value"] == roc_auc_score([0, 1, 0, 1], [0.2, 0.9, 0.1, 0.8]) == 1.0
+    assert two["auc"]["ci_low"] < 1.0 == two["auc"]["ci_high"]
+    assert two["tpr_at_fpr_0.01"]["below_resolution"] is True
