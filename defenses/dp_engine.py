@@ -185,7 +185,7 @@ def calibrate_noise(
     target_epsilon: float, delta: float, sample_rate: float, steps: int, accountant: str = "prv"
 ) -> float:
     """Smallest σ (conservative end of Opacus's bisection) with ε(σ) ≤ target."""
-    from opacus.accountants.utils import get_noise_multiplier
+    from audit.calibration import bounded_noise_multiplier
 
     if accountant not in ACCOUNTANTS:
         raise ValueError(f"unknown accountant {accountant!r}; allowed: {', '.join(ACCOUNTANTS)}")
@@ -194,7 +194,7 @@ def calibrate_noise(
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return float(
-            get_noise_multiplier(
+            bounded_noise_multiplier(  # Opacus's search, with iteration and time bounds
                 target_epsilon=target_epsilon,
                 target_delta=delta,
                 sample_rate=sample_rate,
@@ -268,8 +268,8 @@ def train_lm_private(
     """Poisson-sampled private training of ``engine.model`` with AdamW."""
     from tqdm.auto import tqdm
 
-    from defenses.classifier import resolve_device
-    from defenses.lm import context_length, trim
+    from defenses.targets.classifier import resolve_device
+    from defenses.targets.lm import context_length, trim
 
     model = engine.model
     dev = resolve_device(device)
@@ -290,7 +290,7 @@ def train_lm_private(
         else:
             engine.step(opt, None, None, noise)
     with torch.no_grad():
-        from defenses.lm import sequence_loss
+        from defenses.targets.lm import sequence_loss
 
         sub_ids, sub_mask = trim(ids[:64], mask[:64])
         last = float(sequence_loss(model, sub_ids.to(dev), sub_mask.to(dev)).mean())
@@ -315,7 +315,7 @@ def fit_lm_dp(
     ``model_hook(model, sigma, sample_rate, tokenizer)`` may modify the model (re-attention)."""
     from defenses.base import PrivacyClaim
     from defenses.gradient_mechanism import GaussianGradientMechanism, SamplingSchedule
-    from defenses.lm import LMRelease
+    from defenses.targets.lm import LMRelease
 
     model, tokenizer = target.build(seed)
     n = len(train)
@@ -401,13 +401,13 @@ def fit_lm_opacus(target, train, training, seed: int, params: dict[str, Any]):
     from opacus import GradSampleModule
 
     from defenses.base import PrivacyClaim
-    from defenses.classifier import resolve_device
     from defenses.gradient_mechanism import GaussianGradientMechanism, SamplingSchedule
-    from defenses.lm import LMRelease, context_length, trim
+    from defenses.targets.classifier import resolve_device
+    from defenses.targets.lm import LMRelease, context_length, trim
 
     model, tokenizer = target.build(seed)
-    head = model.lm_head
-    head.weight = torch.nn.Parameter(model.transformer.wte.weight.detach().clone())
+    head = model.get_output_embeddings()  # any causal LM, not only GPT-2's lm_head
+    head.weight = torch.nn.Parameter(model.get_input_embeddings().weight.detach().clone())
     model.config.tie_word_embeddings = False
     n = len(train)
     q, steps = poisson_schedule(n, training.batch_size, training.epochs)

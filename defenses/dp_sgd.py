@@ -16,8 +16,8 @@ import warnings
 import torch
 
 from defenses.base import Defense, Examples, PrivacyClaim, TrainingReport
-from defenses.classifier import ClassifierRelease, TrainingConfig, make_loader, train_loop
 from defenses.gradient_mechanism import GaussianGradientMechanism, SamplingSchedule
+from defenses.targets.classifier import ClassifierRelease, TrainingConfig, make_loader, train_loop
 
 ACCOUNTANTS = ("prv", "rdp")
 
@@ -76,9 +76,9 @@ class DPSGD(Defense):
 
     def fit(self, target, train: Examples, training: TrainingConfig, seed: int):
         from opacus import PrivacyEngine
-        from opacus.accountants.utils import get_noise_multiplier
 
-        from defenses.lm import is_lm_target
+        from audit.calibration import bounded_noise_multiplier
+        from defenses.targets.lm import is_lm_target
 
         if is_lm_target(target):  # causal LM: Opacus with an untied head (defenses/dp_engine.py)
             from defenses.dp_engine import fit_lm_opacus
@@ -95,11 +95,11 @@ class DPSGD(Defense):
         sample_rate = 1 / len(loader)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            sigma = get_noise_multiplier(
+            sigma = bounded_noise_multiplier(  # Opacus's search, with bounds
                 target_epsilon=eps,
                 target_delta=delta,
                 sample_rate=sample_rate,
-                epochs=training.epochs,
+                steps=int(training.epochs / sample_rate),
                 accountant=accountant,
             )
             optimizer = torch.optim.AdamW(
