@@ -445,7 +445,11 @@ def epsilon_point_estimate(scores, members, delta: float, min_count: int = 10) -
         raise ValueError(f"min_count must be a positive integer, got {min_count!r}.")
     n_in, n_out = int(m.sum()), int((~m).sum())
     _, tp, fp, ends = _roc_counts_1d(s, m)
-    tp, fp = tp[ends], fp[ends]
+    return _point_estimate_from_counts(tp[ends], fp[ends], n_in, n_out, delta, int(min_count))
+
+
+def _point_estimate_from_counts(tp, fp, n_in: int, n_out: int, delta: float, min_count: int):
+    """:func:`epsilon_point_estimate` from cumulative (TP, FP) at the tie-group ends."""
     tp = np.concatenate([[0], tp])
     fp = np.concatenate([[0], fp])
     tpr, fpr = tp / n_in, fp / n_out

@@ -485,9 +485,9 @@ def membership_metrics(
     """
     from .epsilon import (
         _check_delta,
+        _point_estimate_from_counts,
         epsilon_ceiling,
         epsilon_lower_bound,
-        epsilon_point_estimate,
     )
 
     s, m = _validate(scores, members)
@@ -565,7 +565,8 @@ def membership_metrics(
 
     d_lo, d_hi = agresti_caffo(tp_b, nb_in, fp_b, nb_out, z)
     result["balanced_accuracy"] = {
-        "value": balanced_accuracy_split(s, m, seed=seed),
+        # = balanced_accuracy_split(s, m, seed) (same split, same threshold), without re-sorting
+        "value": float(0.5 * (tp_b / nb_in + (nb_out - fp_b) / nb_out)),
         "ci_low": float(np.clip((1.0 + d_lo) / 2.0, 0.0, 1.0)),
         "ci_high": float(np.clip((1.0 + d_hi) / 2.0, 0.0, 1.0)),
         "method": CI_METHODS["balanced_accuracy"],
@@ -589,7 +590,7 @@ def membership_metrics(
         "method": "clopper-pearson",
         "threshold": "split",
         "ceiling": epsilon_ceiling(n_in, n_out, delta, confidence=confidence, threshold="split"),
-        "point_estimate": epsilon_point_estimate(s, m, delta),
+        "point_estimate": _point_estimate_from_counts(ss.tp, ss.fp, n_in, n_out, delta, 10),
         "point_estimate_note": "point estimate, not a bound",
     }
     result["n_members"] = n_in

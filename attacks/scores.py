@@ -249,40 +249,63 @@ _POISSON = _poisson_table()
 _POISSON8 = _POISSON.astype(np.int8)
 
 
+#: Examples per block of :func:`advantage_bootstrap`'s two-level maximum.
+_BLOCK = 64
+
+
 def advantage_bootstrap(labels: np.ndarray, n_boot: int, rng) -> np.ndarray:
     """Poisson-bootstrap replicates of the advantage for ONE data set without ties.
 
-    Same resamples as :func:`poisson_bootstrap` with the same ``rng`` (same weights),
-    computed on runs: TPR - FPR can only peak at the end of a run of consecutive
-    members, so the weights are summed per run of equal labels (``np.add.reduceat``)
-    and the cumulative counts are taken over the runs only.  ``labels``: member flags
-    in decreasing-score order, all scores distinct.
+    Same resamples as :func:`poisson_bootstrap` with the same ``rng`` (the same weights
+    are drawn) and the same values, computed in two levels: the weights are summed per
+    block of ``_BLOCK`` consecutive examples; at block ends TPR - FPR is exact, and
+    inside block b it is at most ``TP(end of b) / N_in - FP(end of b - 1) / N_out``.
+    Only blocks whose bound beats the best block end are scanned example by example,
+    so a resample costs about one pass over its weights.  ``labels``: member flags in
+    decreasing-score order, all scores distinct.
     """
     lab = np.asarray(labels, dtype=bool)
     n = lab.size
-    starts = np.r_[0, np.flatnonzero(lab[1:] != lab[:-1]) + 1]
-    run_lab = lab[starts]
-    mcols = np.flatnonzero(run_lab)
-    ncols = np.flatnonzero(~run_lab)
-    before = np.searchsorted(ncols, mcols)  # non-member runs above each member run
+    nb = -(-n // _BLOCK)
+    lab8 = np.zeros(nb * _BLOCK, dtype=np.int8)
+    lab8[:n] = lab
     rows = int(max(1, min(n_boot, _CHUNK_ELEMENTS // max(n, 1))))
-    out = []
+    out = np.empty(n_boot)
     done = 0
+    w = np.zeros((rows, nb * _BLOCK), dtype=np.int8)
     while done < n_boot:
         k = min(rows, n_boot - done)
-        w = _POISSON8[rng.integers(0, _POISSON.size, size=(k, n), dtype=np.uint16)]
-        runs = np.add.reduceat(w, starts, axis=1, dtype=np.int32)
-        tp = np.cumsum(runs[:, mcols], axis=1, dtype=np.int32)
-        fp_all = np.cumsum(runs[:, ncols], axis=1, dtype=np.int32)
-        fp = np.concatenate([np.zeros((k, 1), dtype=np.int32), fp_all], axis=1)[:, before]
-        n_in = tp[:, -1:].astype(np.float64) if mcols.size else np.zeros((k, 1))
-        n_out = fp_all[:, -1:].astype(np.float64) if ncols.size else np.zeros((k, 1))
+        w[:k, :n] = _POISSON8[rng.integers(0, _POISSON.size, size=(k, n), dtype=np.uint16)]
+        wk = w[:k]
+        wm = wk * lab8
+        tot = np.cumsum(wk.reshape(k, nb, _BLOCK).sum(axis=2, dtype=np.int32), axis=1)
+        tp_end = np.cumsum(wm.reshape(k, nb, _BLOCK).sum(axis=2, dtype=np.int32), axis=1)
+        fp_end = tot - tp_end
+        n_in = tp_end[:, -1].astype(np.float64)
+        n_out = fp_end[:, -1].astype(np.float64)
         with np.errstate(divide="ignore", invalid="ignore"):
-            gain = np.max(tp * (1.0 / n_in) - fp * (1.0 / n_out), axis=1)
-        bad = (n_in[:, 0] == 0) | (n_out[:, 0] == 0)
-        out.append(np.where(bad, np.nan, np.maximum(gain, 0.0)))
+            inv_in, inv_out = 1.0 / n_in[:, None], 1.0 / n_out[:, None]
+            at_end = tp_end * inv_in - fp_end * inv_out
+            fp_start = np.concatenate([np.zeros((k, 1), dtype=np.int32), fp_end[:, :-1]], axis=1)
+            bound = tp_end * inv_in - fp_start * inv_out
+        best = np.maximum(at_end.max(axis=1), 0.0)
+        for i in range(k):
+            if n_in[i] == 0 or n_out[i] == 0:
+                out[done + i] = np.nan
+                continue
+            for b in np.flatnonzero(bound[i] > best[i]):
+                lo = b * _BLOCK
+                tp0 = tp_end[i, b - 1] if b else 0
+                fp0 = fp_start[i, b]
+                seg_m = wm[i, lo : lo + _BLOCK].astype(np.int32)
+                seg_n = wk[i, lo : lo + _BLOCK] - seg_m
+                g = (tp0 + np.cumsum(seg_m)) * inv_in[i, 0] - (fp0 + np.cumsum(seg_n)) * inv_out[
+                    i, 0
+                ]
+                best[i] = max(best[i], float(g.max()))
+            out[done + i] = best[i]
         done += k
-    return np.concatenate(out)
+    return out
 
 
 def poisson_bootstrap(

@@ -11,7 +11,7 @@ from scipy.stats import norm
 from sklearn.metrics import roc_auc_score
 from sklearn.metrics import roc_curve as sk_roc_curve
 
-from attacks.epsilon import epsilon_ceiling, epsilon_lower_bound
+from attacks.epsilon import epsilon_ceiling, epsilon_lower_bound, epsilon_point_estimate
 from attacks.metrics import (
     CI_METHODS,
     advantage,
@@ -364,7 +364,7 @@ def test_membership_metrics_keys_and_values():
     assert (eps["delta"], eps["confidence"]) == (1e-5, 0.95)
     assert eps["ceiling"] == epsilon_ceiling(300, 400, 1e-5)
     assert 0.0 < eps["value"] <= eps["ceiling"]
-    assert eps["point_estimate"] >= 0.0
+    assert eps["point_estimate"] == epsilon_point_estimate(scores, members, 1e-5) >= 0.0
     assert out["n_members"] == 300 and type(out["n_members"]) is int
     assert out["n_nonmembers"] == 400 and type(out["n_nonmembers"]) is int
     assert out == membership_metrics(scores, members, delta=1e-5, n_boot=200, seed=3)
