@@ -437,9 +437,12 @@ def _cmd_score(args) -> int:
     )
     html, js = write_outputs(results, args.out)
     m = results["runs"][0]["attacks"][0]["metrics"]
+    tpr = m["tpr_at_fpr_0.01"]
+    tpr_text = "below resolution" if tpr.get("value") is None else f"{tpr['value']:.3f}"
+    # the bound only: epsilon_point_estimate is no bound and is not printed here
     print(
         f"AUC {m['auc']['value']:.3f} [{m['auc']['ci_low']:.3f}, {m['auc']['ci_high']:.3f}]  "
-        f"TPR@1%FPR {m['tpr_at_fpr_0.01']['value']:.3f}  "
+        f"TPR@1%FPR {tpr_text}  "
         f"ε lower bound {m['epsilon_lower_bound']['value']:.3f} (δ={args.delta:g}, 95%)"
     )
     print(f"report:  {html}")

@@ -259,7 +259,7 @@ def _eps_lb_full(attack: dict) -> str:
         return ""
     parts = []
     if lb.get("point_estimate") is not None:
-        parts.append(f"point estimate {num(lb.get('point_estimate'))}")
+        parts.append(f"point estimate, not a bound: {num(lb.get('point_estimate'))}")
     if lb.get("method"):
         parts.append(f"{lb.get('method')} bounds")
     if lb.get("threshold"):
@@ -442,7 +442,7 @@ def _audit_row(audit: dict, run_status: Any, eps: float | None) -> dict:
     if conf is not None:
         bound_detail.append(f"{100 * conf:g}% confidence")
     if audit.get("point_estimate") is not None:
-        bound_detail.append(f"point estimate {num(audit.get('point_estimate'))}")
+        bound_detail.append(f"point estimate, not a bound: {num(audit.get('point_estimate'))}")
     method = [_text(audit.get("method"), "")] if audit.get("method") else []
     if audit.get("delta") is not None:
         method.append(f"δ = {small(audit.get('delta'))}")
