@@ -156,7 +156,11 @@ def _dpf_mvg(doc) -> Measure:
     key = f"mvg @ eps {eps:g}"
     m = _seed_ci(doc, ["rows", key, "accuracy"], "")
     chance = _num(follow(doc, ["setup", "majority_class_rate"]))
-    m.text = f"MVG accuracy at ε = {eps:g}; majority-class rate {chance:.3f}"
+    amgm = follow(doc, ["rows", f"amgm @ eps {eps:g}", "accuracy", "mean"])
+    m.text = (
+        f"MVG accuracy at ε = {eps:g}; majority-class rate {chance:.3f}; aMGM at the same ε "
+        f"{amgm:.3f}"
+    )
     # "≈ chance": reproduced when the CI's upper end is within 0.05 of the majority rate
     m.verdict = _side(m.ci_low, m.ci_high, chance + 0.05, above=False)
     return m
@@ -253,6 +257,25 @@ def _ghost(kind: str) -> Callable[[Any], Measure]:
         return m
 
     return get
+
+
+def _blogs_audit(doc) -> Measure:
+    lb = _num(follow(doc, ["summary", "epsilon_lb_min"]))
+    claimed = _num(follow(doc, ["summary", "claimed_epsilon_max"]))
+    trials = follow(doc, ["setup", "trials_per_world"])
+    n = len(follow(doc, ["blogs"]))
+    ok = follow(doc, ["summary", "control_below_true_epsilon_all_seeds"])
+    m = Measure(
+        lb,
+        ["summary", "epsilon_lb_min"],
+        ci_kind=f"valid ε lower bound (Clopper–Pearson, {trials} trials per world), "
+        f"min over {n} seeds",
+        text=f"accountant claims ε = {claimed:.3f}; Gaussian positive control "
+        f"{'stays below' if ok else 'EXCEEDS'} its true ε",
+    )
+    # a valid lower bound above the claimed ε refutes the claim (if the control is sound)
+    m.verdict = (REFUTED if lb > claimed else INCONCLUSIVE) if ok else INCONCLUSIVE
+    return m
 
 
 def _recsys(doc) -> Measure:

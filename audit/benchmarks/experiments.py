@@ -26,6 +26,7 @@ EXPERIMENTS: dict[str, str] = {
     "dp-forward-matched-eps-finetune": "audit.benchmarks.dp_forward_matched_finetune:run",
     "dp-forward-table4": "audit.benchmarks.dp_forward_table4:run",
     "snd-auc": "audit.benchmarks.snd_auc:run",
+    "dp-blogs-audit": "audit.benchmarks.dp_blogs_audit:run",
 }
 
 SCHEMA = "privacy-audit-experiment/1"
