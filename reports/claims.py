@@ -437,8 +437,9 @@ CLAIMS: tuple[Claim, ...] = (
         DPF,
         "≈ 3× less memory than DP-SGD (Opacus) (Fig. 4)",
         "≈ 3× (figure only)",
-        "privacy-audit bench dp-forward --threads 1 --out docs/bench-dp-forward.json",
-        "bench-dp-forward.json",
+        "privacy-audit bench dp-forward --threads 1 --repeats 3 --warmup 1 "
+        "--out docs/bench-dp-forward-memory.json",
+        "bench-dp-forward-memory.json",
         _dpf_bench("memory"),
     ),
     Claim(
