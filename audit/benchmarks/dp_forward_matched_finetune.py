@@ -66,7 +66,7 @@ def _setup(settings: ExperimentSettings) -> dict[str, Any]:
 
 
 def _target(setup, labels):
-    from audit.targets import Target, TargetSpec
+    from defenses.targets.loading import Target, TargetSpec
 
     return Target(
         TargetSpec(setup["preset"], None, setup["max_length"], 0), labels, None, "cpu", False
@@ -74,7 +74,7 @@ def _target(setup, labels):
 
 
 def _training(setup):
-    from defenses.classifier import TrainingConfig
+    from defenses.targets.classifier import TrainingConfig
 
     return TrainingConfig(
         epochs=setup["epochs"],
@@ -129,7 +129,7 @@ def _dp_sgd(setup, train, test, labels, seed, target_eps):
     with PRV alone, which can leave PLD a hair above the target)."""
     from opacus import PrivacyEngine
 
-    from defenses.classifier import ClassifierRelease, make_loader, train_loop
+    from defenses.targets.classifier import ClassifierRelease, make_loader, train_loop
     from defenses.dp_engine import account, calibrate_noise
 
     start = time.perf_counter()

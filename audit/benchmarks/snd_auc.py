@@ -97,7 +97,7 @@ class _Env:
     @property
     def target(self):
         if self._target is None:
-            from audit.targets import Target, TargetSpec
+            from defenses.targets.loading import Target, TargetSpec
 
             self._target = Target(
                 TargetSpec("minilm", None, self.setup["max_length"], 0),
@@ -110,7 +110,7 @@ class _Env:
 
     @property
     def training(self):
-        from defenses.classifier import TrainingConfig
+        from defenses.targets.classifier import TrainingConfig
 
         return TrainingConfig(
             epochs=self.setup["classifier_epochs"],
