@@ -129,8 +129,8 @@ def _dp_sgd(setup, train, test, labels, seed, target_eps):
     with PRV alone, which can leave PLD a hair above the target)."""
     from opacus import PrivacyEngine
 
-    from defenses.targets.classifier import ClassifierRelease, make_loader, train_loop
     from defenses.dp_engine import account, calibrate_noise
+    from defenses.targets.classifier import ClassifierRelease, make_loader, train_loop
 
     start = time.perf_counter()
     training = _training(setup)

@@ -65,9 +65,9 @@ def _setup(settings: ExperimentSettings) -> dict[str, Any]:
 def _features(setup, labels, texts) -> tuple[np.ndarray, dict]:
     """Normalized pooled outputs of the frozen f (eval mode), via the dp-forward release
     with its noise switched off, and the freshly initialised model's head state."""
-    from defenses.targets.loading import Target, TargetSpec
-    from defenses.targets.classifier import encode, forward_kwargs, trim_padding
     from defenses.dp_forward import DPForward
+    from defenses.targets.classifier import encode, forward_kwargs, trim_padding
+    from defenses.targets.loading import Target, TargetSpec
 
     target = Target(
         TargetSpec(setup["preset"], None, setup["max_length"], 0), labels, None, "cpu", False
