@@ -122,3 +122,23 @@ def test_docs_claims_md_is_generated_from_the_same_rows():
     for c in CLAIMS:
         assert c.claim.replace("|", "\\|") in text
     assert to_markdown(build_claims()).splitlines()[0] == text.splitlines()[0]
+
+
+def test_an_experiment_run_feeds_its_claim_row_and_resumes(tmp_path, capsys):
+    out = tmp_path / "dp-blogs-audit.json"
+    argv = ["experiment", "dp-blogs-audit", "--quick", "--seeds", "1", "--out", str(out)]
+    ck = ["--checkpoint-dir", str(tmp_path / "ck")]
+    assert main(argv + ck) == 0
+    first = json.loads(out.read_text())
+    assert first["cells_reused_from_checkpoint"] == 0
+    assert main(argv + ck) == 0  # resumes: every cell from the checkpoint
+    again = json.loads(out.read_text())
+    assert again["cells_reused_from_checkpoint"] == 2
+    assert again["summary"] == first["summary"]
+    row = next(r for r in build_claims(tmp_path) if r["source"] == "docs/dp-blogs-audit.json")
+    assert row["ours"] == follow(again, row["pointer"]) == again["summary"]["epsilon_lb_min"]
+    assert row["verdict"] == "refuted"  # a valid lower bound far above the claimed ε ≤ 1
+    assert main(["experiment", "dp-blogs-audit", "--seeds", "0", "--out", str(out)]) == 2
+    with pytest.raises(SystemExit) as exc:
+        main(["experiment", "no-such", "--out", str(out)])
+    assert exc.value.code == 2
