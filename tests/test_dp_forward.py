@@ -442,3 +442,28 @@ def test_experiment_cells_resume_and_summaries():
     assert s["ci_high"] - s["mean"] == pytest.approx(4.302653 * 0.1 / math.sqrt(3), rel=1e-5)
     probs = np.array([[0.9, 0.1, 0.0], [0.2, 0.7, 0.1], [0.1, 0.1, 0.8], [0.6, 0.3, 0.1]])
     assert macro_auc(probs, np.array([0, 1, 2, 0])) == 1.0
+
+
+def test_seed_interval_and_auc_bootstrap_cover_the_truth():
+    """Coverage by simulation: the t-interval over 3 seeds (normal draws) and the
+    bootstrap AUC interval (binormal scores, true AUC = Φ(1/√2))."""
+    from scipy.stats import norm
+
+    from audit.benchmarks.experiments import auc_estimate, seed_summary
+
+    rng = np.random.default_rng(0)
+    hits = 0
+    for _ in range(1000):
+        s = seed_summary(rng.normal(0.7, 0.05, size=3))
+        hits += s["ci_low"] <= 0.7 <= s["ci_high"]
+    assert 0.92 <= hits / 1000 <= 0.98
+    true_auc = norm.cdf(1 / math.sqrt(2))
+    hits = 0
+    reps = 100  # measured: 0.915 over 200 reps with 1000 resamples (percentile bootstrap)
+    for r in range(reps):
+        y = np.repeat([0, 1], 100)
+        score = rng.standard_normal(200) + y
+        p = np.stack([1 - norm.cdf(score), norm.cdf(score)], 1)
+        est = auc_estimate(p, y, n_boot=300, seed=r)
+        hits += est["ci_low"] <= true_auc <= est["ci_high"]
+    assert hits / reps >= 0.85

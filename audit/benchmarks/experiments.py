@@ -96,35 +96,43 @@ def seed_summary(values: list[float], confidence: float = 0.95) -> dict[str, Any
     }
 
 
+def _binary_auc(scores: np.ndarray, positive: np.ndarray) -> np.ndarray:
+    """Mann–Whitney AUC along the last axis (ties count ½), vectorised over leading axes."""
+    from scipy.stats import rankdata
+
+    ranks = rankdata(scores, axis=-1)
+    n1 = positive.sum(-1)
+    n0 = positive.shape[-1] - n1
+    return ((ranks * positive).sum(-1) - n1 * (n1 + 1) / 2) / (n1 * n0)
+
+
 def macro_auc(probs: np.ndarray, labels: np.ndarray) -> float:
     """One-vs-rest AUC averaged over the classes present (binary: the positive class's)."""
-    from sklearn.metrics import roc_auc_score
-
     labels = np.asarray(labels)
     probs = np.asarray(probs, dtype=np.float64)
     if probs.shape[1] == 2:
-        return float(roc_auc_score(labels, probs[:, 1]))
-    present = np.unique(labels)
-    return float(
-        np.mean(
-            [roc_auc_score(labels == c, probs[:, c]) for c in present if 0 < (labels == c).sum()]
-        )
-    )
+        return float(_binary_auc(probs[:, 1], labels == 1))
+    present = [c for c in np.unique(labels) if 0 < (labels == c).sum() < len(labels)]
+    return float(np.mean([_binary_auc(probs[:, c], labels == c) for c in present]))
 
 
-def auc_estimate(probs, labels, n_boot: int = 500, seed: int = 0) -> dict[str, Any]:
+def auc_estimate(probs, labels, n_boot: int = 1000, seed: int = 0) -> dict[str, Any]:
     """Macro AUC with a percentile-bootstrap CI over test examples (resamples lacking a
-    class are redrawn by skipping them)."""
+    class are dropped). Assumes the test examples are independent. Simulated coverage of
+    the nominal 95 % interval: 0.915 at n = 200, binormal scores (percentile intervals run
+    slightly short at small n); tests/test_dp_forward.py checks it stays ≥ 0.85."""
     labels = np.asarray(labels)
+    probs = np.asarray(probs, dtype=np.float64)
     rng = np.random.default_rng(seed)
     value = macro_auc(probs, labels)
-    boots = []
-    k = len(np.unique(labels))
-    for _ in range(n_boot):
-        idx = rng.integers(0, len(labels), len(labels))
-        if len(np.unique(labels[idx])) < k:
-            continue
-        boots.append(macro_auc(probs[idx], labels[idx]))
+    classes = np.unique(labels)
+    idx = rng.integers(0, len(labels), size=(n_boot, len(labels)))
+    lab = labels[idx]
+    keep = np.all([(lab == c).any(1) & (lab != c).any(1) for c in classes], axis=0)
+    idx, lab = idx[keep], lab[keep]
+    cols = [1] if probs.shape[1] == 2 else list(classes)
+    per_class = [_binary_auc(probs[idx, c], lab == c) for c in cols]
+    boots = np.mean(per_class, axis=0)
     lo, hi = np.quantile(boots, [0.025, 0.975])
     return {"value": value, "ci_low": float(lo), "ci_high": float(hi), "n": int(len(labels))}
 
