@@ -224,9 +224,15 @@ def _snd_gain(baseline: str, eta: float) -> Callable[[Any], Measure]:
         clean = follow(doc, ["rows", "clean (eta = inf)", "auc", "mean"])
         rel = (snd - base) / base if base else float("nan")
         m.text = (
-            f"AUC SnD {snd:.3f} vs {baseline} {base:.3f} (relative {rel:+.1%}); clean η = ∞ "
-            f"{clean:.3f}; difference shown"
+            f"η = {eta:g}: AUC SnD {snd:.3f} vs {baseline} {base:.3f} (relative {rel:+.1%}); "
+            f"clean η = ∞ {clean:.3f}; difference shown"
         )
+        local = doc["rows"].get(f"local-only @ eta {eta:g}")
+        if local:
+            m.text += (
+                f"; control: the client's denoiser without the server output reaches "
+                f"{local['auc']['mean']:.3f}"
+            )
         # the claim: ≥ 10% relative, i.e. difference above 0.10 · baseline
         m.verdict = _side(m.ci_low, m.ci_high, 0.10 * base)
         return m
