@@ -135,6 +135,7 @@ def _dp_sgd(setup, train, test, labels, seed, target_eps):
     start = time.perf_counter()
     training = _training(setup)
     model, tokenizer = _target(setup, labels).build(seed)
+    model.train()  # from_pretrained returns eval mode; Opacus validates training mode
     torch.manual_seed(seed)
     loader = make_loader(tokenizer, train, training, seed)
     q, steps = 1 / len(loader), training.epochs * len(loader)
