@@ -227,6 +227,16 @@ def _snd_gain(baseline: str, eta: float) -> Callable[[Any], Measure]:
             f"η = {eta:g}: AUC SnD {snd:.3f} vs {baseline} {base:.3f} (relative {rel:+.1%}); "
             f"clean η = ∞ {clean:.3f}; difference shown"
         )
+        if baseline == "text2text":
+            kept = [
+                c.get("share_tokens_unchanged_train")
+                for c in follow(doc, ["rows", f"text2text @ eta {eta:g}", "per_seed"])
+            ]
+            if kept and all(isinstance(k, (int, float)) for k in kept):
+                m.text += (
+                    f"; at this η Text2Text leaves {min(kept):.0%}–{max(kept):.0%} of the "
+                    "tokens unchanged (sent in clear), under the same formal η-dχ bound"
+                )
         local = doc["rows"].get(f"local-only @ eta {eta:g}")
         if local:
             m.text += (
