@@ -110,6 +110,21 @@ def test_bad_parameters_raise_one_clear_error(call, message):
         call()
 
 
+def test_mvg_installs_with_the_block_shape_of_its_position(tiny_model):
+    from defenses.dp_forward import mvg_sigma
+
+    model, _ = tiny_model
+    d = model.config.hidden_size
+    ctl = DPForward(mechanism="mvg", position="encoder.1").install(model, 0, max_length=8)
+    assert ctl.sigma == pytest.approx(mvg_sigma(8.0, 1e-5, 8, d, 1.0, 2.0))
+    ctl.remove()
+    ctl = DPForward(mechanism="mvg", position="pooled").install(model, 0)
+    assert ctl.sigma == pytest.approx(mvg_sigma(8.0, 1e-5, 1, d, 1.0, 2.0))
+    ctl.remove()
+    with pytest.raises(ValueError, match="max_length"):
+        DPForward(mechanism="mvg", position="embedding").install(model, 0)
+
+
 def test_model_dependent_errors(tiny_model):
     model, _ = tiny_model
     with pytest.raises(ConfigError, match=r"encoder index 3 is out of range: the model has 2"):
@@ -253,6 +268,12 @@ def test_bench_dp_forward_times_three_cases_side_by_side(cli, tmp_path):
     sgd_over_dpf = b["ratios"]["tiny/dp-sgd"] / b["ratios"]["tiny/dp-forward"]
     assert b["ratios"]["tiny/dp-sgd/dp-forward"] == pytest.approx(sgd_over_dpf)
     assert "target <= 1.1x" in b["targets"]["tiny/dp-forward"] and "tiny/dp-forward" in res.stdout
+    mem = b["memory"]  # peak step memory per case (Linux /proc), and the two ratios
+    assert all(mem[f"tiny/{k}"] is None or mem[f"tiny/{k}"] >= 0 for k in ("dp-forward", "dp-sgd"))
+    if mem["tiny/dp-sgd"] and mem["tiny/dp-forward"]:
+        assert mem["tiny/dp-sgd/dp-forward"] == pytest.approx(
+            mem["tiny/dp-sgd"] / mem["tiny/dp-forward"]
+        )
 
 
 class _TokenRelease:
