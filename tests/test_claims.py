@@ -139,6 +139,10 @@ def test_an_experiment_run_feeds_its_claim_row_and_resumes(tmp_path, capsys):
     assert row["ours"] == follow(again, row["pointer"]) == again["summary"]["epsilon_lb_min"]
     assert row["verdict"] == "refuted"  # a valid lower bound far above the claimed ε ≤ 1
     assert main(["experiment", "dp-blogs-audit", "--seeds", "0", "--out", str(out)]) == 2
+    a_file = tmp_path / "file"
+    a_file.write_text("x")
+    bad = ["experiment", "dp-blogs-audit", "--out", str(out), "--checkpoint-dir", str(a_file)]
+    assert main(bad) == 2
     with pytest.raises(SystemExit) as exc:
         main(["experiment", "no-such", "--out", str(out)])
     assert exc.value.code == 2
