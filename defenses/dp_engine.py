@@ -500,3 +500,101 @@ def fit_lm_opacus(target, train, training, seed: int, params: dict[str, Any]):
         label_names=list(getattr(target, "label_names", [])),
     )
     return release, info
+
+
+# --------------------------------------------------------------------------- #
+# Opacus Ghost Clipping baseline (Li et al. 2022b, as shipped in Opacus >= 1.5)
+# --------------------------------------------------------------------------- #
+def conv1d_to_linear(model):
+    """Replace every ``transformers`` ``Conv1D`` (GPT-2's projections, weight ``[in, out]``)
+    by an ``nn.Linear`` with the transposed weight, in place; the function computed is
+    unchanged. Opacus registers Ghost-Clipping norm samplers for ``nn.Linear`` and
+    ``nn.Embedding`` only: left as ``Conv1D`` the projections would fall back to per-sample
+    gradients built by functorch (fast gradient clipping), so the baseline would not be
+    Ghost Clipping."""
+    from transformers.pytorch_utils import Conv1D
+
+    for module in list(model.modules()):
+        for name, child in list(module.named_children()):
+            if isinstance(child, Conv1D):
+                d_in, d_out = child.weight.shape
+                lin = torch.nn.Linear(d_in, d_out, bias=child.bias is not None)
+                lin = lin.to(child.weight.device, child.weight.dtype)
+                with torch.no_grad():
+                    lin.weight.copy_(child.weight.t())
+                    if child.bias is not None:
+                        lin.bias.copy_(child.bias)
+                setattr(module, name, lin)
+    return model
+
+
+class OpacusGhostStep:
+    """One DP-SGD step with Opacus's Ghost Clipping (``grad_sample_mode="ghost"``):
+    ``GradSampleModuleFastGradientClipping`` computes per-sample norms from ghost norms
+    (``nn.Linear``, ``nn.Embedding``) without per-sample gradients, then
+    ``DPTensorFastGradientClipping.backward`` runs the second backward of ``Σ_i c_i L_i``
+    and ``DPOptimizerFastGradientClipping`` adds N(0, σ²C²) and divides by the expected
+    batch size. Opacus rejects a parameter used twice, so ``model`` must be **untied**
+    (it raises ``NotImplementedError`` on a tied embedding); its ``Conv1D`` layers are
+    converted to ``nn.Linear`` (:func:`conv1d_to_linear`)."""
+
+    def __init__(
+        self,
+        model,
+        max_grad_norm: float,
+        noise_multiplier: float,
+        expected_batch_size: int,
+        learning_rate: float = 1e-3,
+        generator: torch.Generator | None = None,
+        optimizer: str = "sgd",
+    ) -> None:
+        from opacus.grad_sample import GradSampleModuleFastGradientClipping
+        from opacus.optimizers import DPOptimizerFastGradientClipping
+
+        from defenses.lm import is_tied
+
+        if is_tied(model):
+            raise ValueError(
+                "Opacus Ghost Clipping cannot clip a tied embedding (a weight used twice); "
+                "build the model with tie=False"
+            )
+        conv1d_to_linear(model)
+        self.gsm = GradSampleModuleFastGradientClipping(
+            model,
+            max_grad_norm=max_grad_norm,
+            use_ghost_clipping=True,
+            loss_reduction="mean",
+        )
+        params = [p for p in self.gsm.parameters() if p.requires_grad]
+        base = (
+            torch.optim.SGD(params, lr=learning_rate)
+            if optimizer == "sgd"
+            else torch.optim.AdamW(params, lr=learning_rate)
+        )
+        self.optimizer = DPOptimizerFastGradientClipping(
+            base,
+            noise_multiplier=noise_multiplier,
+            max_grad_norm=max_grad_norm,
+            expected_batch_size=expected_batch_size,
+            loss_reduction="mean",
+            generator=generator,
+        )
+        self.params = params
+
+    def __call__(self, input_ids: Tensor, attention_mask: Tensor | None = None) -> Tensor:
+        """One step; returns the per-sample gradient norms (before clipping)."""
+        from opacus.utils.fast_gradient_clipping_utils import DPTensorFastGradientClipping
+
+        mask = torch.ones_like(input_ids) if attention_mask is None else attention_mask
+        b, t = input_ids.shape
+        # contiguous: Opacus's embedding norm sampler views the indices
+        pos = torch.arange(t, device=input_ids.device).expand(b, t).contiguous()
+        self.optimizer.zero_grad(set_to_none=True)
+        with warnings.catch_warnings():  # Opacus's full-backward-hook notice
+            warnings.simplefilter("ignore")
+            logits = self.gsm(input_ids=input_ids, attention_mask=mask, position_ids=pos).logits
+            loss = per_sample_token_loss(logits, input_ids, mask)
+            DPTensorFastGradientClipping(self.gsm, self.optimizer, loss, "mean").backward()
+        norms = self.gsm.per_sample_gradient_norms.detach()
+        self.optimizer.step()
+        return norms
