@@ -251,6 +251,49 @@ def poisson_schedule(n: int, batch_size: int, epochs: int) -> tuple[float, int]:
     return q, max(1, int(round(epochs / q)))
 
 
+def train_private_ids(
+    engine: DPSGDEngine,
+    ids: Tensor,
+    mask: Tensor,
+    steps: int,
+    sample_rate: float,
+    learning_rate: float,
+    weight_decay: float = 0.0,
+    seed: int = 0,
+    device=None,
+    progress: bool = False,
+    desc: str = "train dp",
+    optimizer=None,
+) -> dict[str, Any]:
+    """Poisson-sampled private training of ``engine.model`` on token tensors with AdamW
+    (each row is one privacy unit); returns steps, seconds and the fraction clipped."""
+    from tqdm.auto import tqdm
+
+    from defenses.lm import trim
+
+    dev = device or ids.device
+    opt = optimizer or torch.optim.AdamW(engine.params, lr=learning_rate, weight_decay=weight_decay)
+    sampler = torch.Generator().manual_seed(seed)
+    noise = torch.Generator().manual_seed(seed + 1)
+    start = time.perf_counter()
+    clipped = []
+    n = len(ids)
+    for _ in tqdm(range(steps), desc=desc, disable=None if progress else True, leave=False):
+        pick = torch.rand(n, generator=sampler) < sample_rate
+        if pick.any():
+            b_ids, b_mask = trim(ids[pick], mask[pick])
+            engine.step(opt, b_ids.to(dev), b_mask.to(dev), noise)
+            if engine.last_norms is not None:
+                clipped.append(float((engine.last_norms > engine.max_grad_norm).float().mean()))
+        else:
+            engine.step(opt, None, None, noise)
+    return {
+        "steps": steps,
+        "seconds": time.perf_counter() - start,
+        "fraction_clipped": sum(clipped) / max(len(clipped), 1),
+    }
+
+
 def train_lm_private(
     engine: DPSGDEngine,
     tokenizer,
@@ -266,40 +309,48 @@ def train_lm_private(
     desc: str = "train dp",
 ) -> dict[str, Any]:
     """Poisson-sampled private training of ``engine.model`` with AdamW."""
-    from tqdm.auto import tqdm
-
     from defenses.classifier import resolve_device
-    from defenses.lm import context_length, trim
+    from defenses.lm import context_length, sequence_loss, trim
 
     model = engine.model
     dev = resolve_device(device)
     model.to(dev).train()
     ids, mask = tokenizer.encode(texts, min(max_length, context_length(model)))
-    opt = torch.optim.AdamW(engine.params, lr=learning_rate, weight_decay=weight_decay)
-    sampler = torch.Generator().manual_seed(seed)
-    noise = torch.Generator().manual_seed(seed + 1)
-    start, last = time.perf_counter(), math.nan
-    clipped = []
-    for _ in tqdm(range(steps), desc=desc, disable=None if progress else True, leave=False):
-        pick = torch.rand(len(texts), generator=sampler) < sample_rate
-        if pick.any():
-            b_ids, b_mask = trim(ids[pick], mask[pick])
-            engine.step(opt, b_ids.to(dev), b_mask.to(dev), noise)
-            if engine.last_norms is not None:
-                clipped.append(float((engine.last_norms > engine.max_grad_norm).float().mean()))
-        else:
-            engine.step(opt, None, None, noise)
+    info = train_private_ids(
+        engine,
+        ids,
+        mask,
+        steps,
+        sample_rate,
+        learning_rate,
+        weight_decay,
+        seed,
+        dev,
+        progress,
+        desc,
+    )
     with torch.no_grad():
-        from defenses.lm import sequence_loss
-
         sub_ids, sub_mask = trim(ids[:64], mask[:64])
         last = float(sequence_loss(model, sub_ids.to(dev), sub_mask.to(dev)).mean())
     return {
         "steps": steps,
         "final_train_loss": last,
-        "seconds": time.perf_counter() - start,
-        "fraction_clipped": sum(clipped) / max(len(clipped), 1),
+        "seconds": info["seconds"],
+        "fraction_clipped": info["fraction_clipped"],
     }
+
+
+def _scope_note(target) -> str:
+    """What the claim covers when the target was pretrained on public data first."""
+    epochs = getattr(getattr(target, "spec", None), "public_epochs", 0) or 0
+    if epochs <= 0:
+        return ""
+    n = len(target.public) if getattr(target, "public", None) is not None else 0
+    return (
+        f" Scope: private fine-tuning only. The model was first pretrained without privacy on "
+        f"{n} public sequences ({epochs} epochs); the claim covers the private training data, "
+        "not the public data."
+    )
 
 
 def fit_lm_dp(
@@ -377,9 +428,15 @@ def fit_lm_dp(
             f"{name}: DP-SGD on a tied GPT-2 LM, per-sequence {engine.clipping} to C={clip:g} "
             f"({engine.norms} norms), Poisson q={q:.4g}, σ={sigma:.4g}, {steps} steps; "
             "add/remove-one sequence. ε is the larger of Opacus "
-            f"{accountant.upper()} and dp-accounting PLD."
+            f"{accountant.upper()} and dp-accounting PLD." + _scope_note(target)
         ),
-        details={"norms": engine.norms, **({} if acc is None else acc)},
+        details={
+            "norms": engine.norms,
+            "public_pretraining_epochs": getattr(target.spec, "public_epochs", 0)
+            if hasattr(target, "spec")
+            else 0,
+            **({} if acc is None else acc),
+        },
     )
     release = LMRelease(
         model,
@@ -485,9 +542,15 @@ def fit_lm_opacus(target, train, training, seed: int, params: dict[str, Any]):
         note=(
             f"Opacus DP-SGD on the GPT-2 LM with an UNTIED output embedding (Opacus cannot clip "
             f"a tied weight), Poisson q={q:.4g}, σ={sigma:.4g}, C={clip:g}, {steps} steps; "
-            "add/remove-one sequence; ε = max(Opacus, dp-accounting PLD)."
+            "add/remove-one sequence; ε = max(Opacus, dp-accounting PLD)." + _scope_note(target)
         ),
-        details={"untied": True, **acc},
+        details={
+            "untied": True,
+            "public_pretraining_epochs": getattr(target.spec, "public_epochs", 0)
+            if hasattr(target, "spec")
+            else 0,
+            **acc,
+        },
     )
     release = LMRelease(
         model,
