@@ -145,7 +145,7 @@ def test_recsys_study_runs_and_resumes(tmp_path, monkeypatch):
     from audit.benchmarks import re_attention_recsys as rr
 
     assert BENCHMARKS["re-attention-recsys"] == "audit.benchmarks.re_attention_recsys:run"
-    ck = tmp_path / "ck.json"
+    ck = tmp_path / "ck"
     res = rr.study(rr.QUICK, ck, log=lambda s: None)
     (row,) = res["table"]
     for m in ("ndcg@10", "hit@10"):

@@ -17,8 +17,8 @@ Metrics: leave-one-out NDCG@10 and HIT@10 over all items. Per run: mean over use
 95% t-interval, and the paired difference with − without Re-Attention with its t-interval.
 Hyperparameters are fixed in advance (no grid search; the paper tuned per method).
 
-Each finished run is written at once to a checkpoint file (``<out>.partial.json``); a
-rerun with the same settings resumes from it.
+Each finished run is written at once to a checkpoint directory (``<out>.runs/``); a rerun
+with the same settings resumes from it, and ``--only-seeds`` lets processes share it.
 """
 
 from __future__ import annotations
@@ -36,14 +36,14 @@ from typing import Any
 import numpy as np
 
 DEFAULTS: dict[str, Any] = {
-    "data": {"n_users": 2000, "n_items": 500, "seq_len": 20, "seed": 0},
-    "n_public_users": 1000,
+    "data": {"n_users": 1000, "n_items": 300, "seq_len": 16, "seed": 0},
+    "n_public_users": 500,
     "epsilons": [3.0, 5.0, 8.0],
     "seeds": [0, 1, 2],
     "delta": 1e-5,
     "max_grad_norm": 1.0,
-    "epochs": 20,
-    "batch_size": 500,
+    "epochs": 15,
+    "batch_size": 250,
     "learning_rate": 5e-3,
     "nonprivate_batch_size": 128,
     "nonprivate_learning_rate": 1e-3,
@@ -180,22 +180,34 @@ def _fingerprint(settings: dict) -> str:
     return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def study(settings: dict, checkpoint: Path | None = None, log=print) -> dict[str, Any]:
-    """All runs (resuming from ``checkpoint``), then the across-seed summary."""
+def _load_done(checkpoint: Path | None, fp: str) -> dict[str, Any]:
+    done: dict[str, Any] = {}
+    if checkpoint is None or not checkpoint.is_dir():
+        return done
+    for f in sorted(checkpoint.glob("*.json")):
+        saved = json.loads(f.read_text(encoding="utf-8"))
+        if saved.get("fingerprint") == fp:
+            done[saved["key"]] = saved["run"]
+    return done
+
+
+def study(
+    settings: dict, checkpoint: Path | None = None, log=print, only_seeds=None
+) -> dict[str, Any] | None:
+    """All runs (resuming from the run files in the ``checkpoint`` directory), then the
+    across-seed summary. ``only_seeds`` runs a subset (for parallel processes sharing the
+    directory) and returns None unless every run of the study is then present."""
     from audit.io import atomic_write_text, dumps_json
     from defenses.recsys import SyntheticSequences, item_frequency_summary, t_interval
 
     fp = _fingerprint(settings)
-    done: dict[str, Any] = {}
-    if checkpoint is not None and checkpoint.is_file():
-        saved = json.loads(checkpoint.read_text(encoding="utf-8"))
-        if saved.get("fingerprint") == fp:
-            done = saved.get("runs", {})
-            log(f"resuming: {len(done)} runs already in {checkpoint}")
+    done = _load_done(checkpoint, fp)
+    if done:
+        log(f"resuming: {len(done)} runs already in {checkpoint}")
     todo = _runs(settings)
     for i, (arm, eps, seed) in enumerate(todo, 1):
         k = _key(arm, eps, seed)
-        if k in done:
+        if k in done or (only_seeds is not None and seed not in only_seeds):
             continue
         r = run_one(arm, eps, seed, settings)
         done[k] = r
@@ -204,7 +216,14 @@ def study(settings: dict, checkpoint: Path | None = None, log=print) -> dict[str
             f"{r['ndcg@10']['mean']:.4f} hit@10 {r['hit@10']['mean']:.4f} ({r['seconds']:.0f}s)"
         )
         if checkpoint is not None:
-            atomic_write_text(checkpoint, dumps_json({"fingerprint": fp, "runs": done}))
+            checkpoint.mkdir(parents=True, exist_ok=True)
+            name = f"{arm}_{eps}_{seed}_{fp}.json"
+            atomic_write_text(
+                checkpoint / name, dumps_json({"fingerprint": fp, "key": k, "run": r})
+            )
+    done = {**_load_done(checkpoint, fp), **done}
+    if any(_key(*t) not in done for t in todo):
+        return None
 
     gen = SyntheticSequences(**settings["data"])
     summary: dict[str, Any] = {}
@@ -259,7 +278,7 @@ def run(settings):
     cfg = dict(QUICK if settings.quick else DEFAULTS)
     cache = Path(os.environ.get("PRIVACY_AUDIT_CACHE", "~/.cache/privacy-audit")).expanduser()
     cache.mkdir(parents=True, exist_ok=True)
-    ckpt = cache / f"re-attention-recsys-{_fingerprint(cfg)}.json"
+    ckpt = cache / f"re-attention-recsys-{_fingerprint(cfg)}"
     res = study(cfg, ckpt, log=lambda s: print(s, file=sys.stderr, flush=True))
     notes = [
         f"eps={r['epsilon']:g}: NDCG@10 without {r['without ndcg@10']['mean']:.4f}, with "
@@ -285,6 +304,12 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default="re-attention-recsys.json")
     ap.add_argument("--quick", action="store_true", help="tiny smoke run, not for reporting")
     ap.add_argument("--seeds", type=int, help="number of training seeds (default 3)")
+    ap.add_argument("--checkpoint-dir", help="run files directory (default: <out>.runs)")
+    ap.add_argument(
+        "--only-seeds",
+        help="comma-separated training seeds this process runs (several processes may share "
+        "the checkpoint directory); the output is written once every run is present",
+    )
     args = ap.parse_args(argv)
     cfg = dict(QUICK if args.quick else DEFAULTS)
     if args.seeds is not None:
@@ -296,8 +321,19 @@ def main(argv=None) -> int:
     if not out.parent.is_dir():
         print(f"error: output directory {str(out.parent)!r} does not exist", file=sys.stderr)
         return 2
+    only = None
+    if args.only_seeds:
+        try:
+            only = {int(x) for x in args.only_seeds.split(",")}
+        except ValueError:
+            print(f"error: --only-seeds must be integers, got {args.only_seeds!r}", file=sys.stderr)
+            return 2
     load = os.getloadavg()
-    res = study(cfg, out.with_name(out.name + ".partial.json"))
+    ck = Path(args.checkpoint_dir) if args.checkpoint_dir else out.with_name(out.name + ".runs")
+    res = study(cfg, ck, only_seeds=only)
+    if res is None:
+        print("runs of other seeds are still missing; rerun without --only-seeds to finish")
+        return 0
     res["load_average_at_start"] = [round(x, 2) for x in load]
     res["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
     res["command"] = "python -m audit.benchmarks.re_attention_recsys --out " + str(out)
