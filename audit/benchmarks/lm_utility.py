@@ -64,6 +64,14 @@ def summarise(results: dict[str, Any], pretrained: dict | None) -> dict[str, Any
                 "epsilon": claim.get("epsilon"),
                 "delta": claim.get("delta"),
                 "beats_unigram_floor": u.get("beats_unigram_floor"),
+                "attack_auc": {
+                    a.get("attack"): {
+                        k: (a.get("metrics") or {}).get("auc", {}).get(k)
+                        for k in ("value", "ci_low", "ci_high")
+                    }
+                    for a in run.get("attacks") or []
+                    if isinstance((a.get("metrics") or {}).get("auc"), dict)
+                },
                 "below_pretrained_start": None
                 if pretrained is None or u.get("ci_high") is None
                 else bool(u["ci_high"] < pretrained["ci_low"]),
