@@ -226,3 +226,38 @@ def test_lm_audit_reports_unigram_floor_and_private_fine_tuning_scope():
     dp = next(r for r in res["runs"] if r["defense"] == "phantom-dp-sgd")
     assert "private fine-tuning only" in dp["claim"]["note"]
     assert dp["claim"]["details"]["public_pretraining_epochs"] == 1
+
+
+def test_lm_utility_summary_reads_floor_and_flags_runs(tmp_path):
+    from audit.benchmarks.lm_utility import main, summarise
+
+    auc = {"auc": {"value": 0.55, "ci_low": 0.5, "ci_high": 0.6}}
+    results = {
+        "title": "t",
+        "utility_floor": {"floor": 200.0, "claims_scope": "private fine-tuning only"},
+        "runs": [
+            {
+                "name": "dp",
+                "defense": "phantom-dp-sgd",
+                "utility": {
+                    "value": 50.0,
+                    "ci_low": 45.0,
+                    "ci_high": 55.0,
+                    "n": 10,
+                    "beats_unigram_floor": True,
+                },
+                "claim": {"epsilon": 8.0, "delta": 1e-5},
+                "attacks": [{"attack": "loss", "metrics": auc}],
+            }
+        ],
+    }
+    out = summarise(results, {"value": 60.0, "ci_low": 58.0, "ci_high": 62.0})
+    (row,) = out["rows"]
+    assert row["beats_unigram_floor"] is True and row["below_pretrained_start"] is True
+    assert row["attack_auc"]["loss"]["value"] == 0.55 and out["claims_scope"]
+    with pytest.raises(ValueError, match="utility_floor"):
+        summarise({"runs": []}, None)
+    assert main(["--out", str(tmp_path / "no" / "x.json")]) == 2
+    assert (
+        main(["--results", str(tmp_path / "missing.json"), "--out", str(tmp_path / "x.json")]) == 2
+    )
