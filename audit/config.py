@@ -21,9 +21,9 @@ from attacks import ATTACKS, DEFAULT_ATTACKS, LEAKAGE_ATTACKS
 from attacks.shadow import SHADOW_ATTACKS
 from audit.canaries import CANARY_KINDS
 from audit.errors import ConfigError
-from audit.targets import PRESETS, TargetSpec
 from defenses import DEFENSES
 from defenses.base import NOTIONS, UNITS
+from defenses.targets.loading import PRESETS, TargetSpec
 
 _NUM = (int, float)
 DEVICES = ("cpu", "cuda", "auto")

@@ -354,7 +354,7 @@ def run_planned(
 def _lm_utility_floor(cfg, data, out: dict) -> None:
     """For an LM target the suite trains: the unigram perplexity floor on the test texts
     (defenses/lm_baselines.py) and, per run, whether its perplexity CI is below it."""
-    from defenses.lm import LM_PRESETS, build_lm_target
+    from defenses.targets.lm import LM_PRESETS, build_lm_target
 
     if cfg.target.preset not in LM_PRESETS or cfg.target.model_dir:
         return

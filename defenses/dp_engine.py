@@ -269,7 +269,7 @@ def train_private_ids(
     (each row is one privacy unit); returns steps, seconds and the fraction clipped."""
     from tqdm.auto import tqdm
 
-    from defenses.lm import trim
+    from defenses.targets.lm import trim
 
     dev = device or ids.device
     opt = optimizer or torch.optim.AdamW(engine.params, lr=learning_rate, weight_decay=weight_decay)
@@ -309,8 +309,8 @@ def train_lm_private(
     desc: str = "train dp",
 ) -> dict[str, Any]:
     """Poisson-sampled private training of ``engine.model`` with AdamW."""
-    from defenses.classifier import resolve_device
-    from defenses.lm import context_length, sequence_loss, trim
+    from defenses.targets.classifier import resolve_device
+    from defenses.targets.lm import context_length, sequence_loss, trim
 
     model = engine.model
     dev = resolve_device(device)
@@ -366,7 +366,7 @@ def fit_lm_dp(
     ``model_hook(model, sigma, sample_rate, tokenizer)`` may modify the model (re-attention)."""
     from defenses.base import PrivacyClaim
     from defenses.gradient_mechanism import GaussianGradientMechanism, SamplingSchedule
-    from defenses.lm import LMRelease
+    from defenses.targets.lm import LMRelease
 
     model, tokenizer = target.build(seed)
     n = len(train)
@@ -458,9 +458,9 @@ def fit_lm_opacus(target, train, training, seed: int, params: dict[str, Any]):
     from opacus import GradSampleModule
 
     from defenses.base import PrivacyClaim
-    from defenses.classifier import resolve_device
     from defenses.gradient_mechanism import GaussianGradientMechanism, SamplingSchedule
-    from defenses.lm import LMRelease, context_length, trim
+    from defenses.targets.classifier import resolve_device
+    from defenses.targets.lm import LMRelease, context_length, trim
 
     model, tokenizer = target.build(seed)
     head = model.lm_head
@@ -614,7 +614,7 @@ class OpacusGhostStep:
         from opacus.grad_sample import GradSampleModuleFastGradientClipping
         from opacus.optimizers import DPOptimizerFastGradientClipping
 
-        from defenses.lm import is_tied
+        from defenses.targets.lm import is_tied
 
         if is_tied(model):
             raise ValueError(

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from defenses.lm import build_lm
+from defenses.targets.lm import build_lm
 
 
 # --------------------------------------------------------------------------- #
@@ -168,8 +168,8 @@ def test_recsys_study_runs_and_resumes(tmp_path, monkeypatch):
 # item 5: unigram floor, public pretraining, claim scope
 # --------------------------------------------------------------------------- #
 def test_unigram_perplexity_known_answer():
-    from defenses.lm import LMTokenizer
     from defenses.lm_baselines import beats_floor, unigram_perplexity
+    from defenses.targets.lm import LMTokenizer
 
     tok = LMTokenizer(["a", "b"], "word")
     v = tok.vocab_size

@@ -25,9 +25,9 @@ def pretrained_only_utility(cfg) -> dict[str, Any] | None:
     """Perplexity of the public-pretrained model (seed ``cfg.seed``) on the test texts;
     None when the config has no public pretraining."""
     from audit.data import load_audit_data
-    from audit.targets import Target
     from defenses.base import PrivacyClaim
-    from defenses.lm import LMRelease
+    from defenses.targets.lm import LMRelease
+    from defenses.targets.loading import Target
 
     if cfg.target.public_epochs <= 0:
         return None

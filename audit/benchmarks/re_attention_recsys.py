@@ -67,7 +67,7 @@ METRICS = ("ndcg@10", "hit@10")
 def _train_nonprivate(model, ids, mask, settings, seed):
     import torch
 
-    from defenses.lm import sequence_loss
+    from defenses.targets.lm import sequence_loss
 
     opt = torch.optim.AdamW(
         model.parameters(),
