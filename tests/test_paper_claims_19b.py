@@ -261,3 +261,15 @@ def test_lm_utility_summary_reads_floor_and_flags_runs(tmp_path):
     assert (
         main(["--results", str(tmp_path / "missing.json"), "--out", str(tmp_path / "x.json")]) == 2
     )
+
+
+@pytest.mark.slow
+def test_recsys_bench_entry_checkpoints_under_the_cache(tmp_path, monkeypatch):
+    from audit.benchmarks import re_attention_recsys as rr
+    from audit.benchmarks.timing import BenchSettings
+
+    monkeypatch.setenv("PRIVACY_AUDIT_CACHE", str(tmp_path))
+    res = rr.run(BenchSettings(1, 0, True)).to_dict()
+    assert res["name"] == "re-attention-recsys" and res["notes"][0].startswith("eps=8")
+    assert res["setup"]["study"]["table"][0]["epsilon"] == 8.0
+    assert len(list((tmp_path / res["setup"]["checkpoint"].split("/")[-1]).glob("*.json"))) == 3
