@@ -222,15 +222,19 @@ def cost_table_from_bench_json(path) -> dict[str, Any]:
 SHAPES = {"T=16": (32, 16), "T=64": (32, 64), "B=128 T=16": (128, 16)}  # (batch, sequence length)
 
 
-def _measure(label, vocab, batch, seq, dims, settings, include=CASES):
-    """Time and memory of every case at one shape; returns (cases, ratios, memory, row)."""
+def _measure(label, vocab, batch, seq, dims, settings, include=CASES, clock=None):
+    """Time and memory of every case at one shape; returns (cases, ratios, memory, row).
+    ``clock``: the time source (default wall time; ``time.process_time`` for CPU time)."""
+    import time
     import warnings
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         steps, params = _cases(vocab, batch, seq, settings.seed, None, dims, include)
         named = {f"{k} @{label}": v for k, v in steps.items()}
-        timings = time_cases(named, settings.repeats, settings.warmup)
+        timings = time_cases(
+            named, settings.repeats, settings.warmup, clock=clock or time.perf_counter
+        )
         mem = {}
         for k, fn in steps.items():
             work = peak_step_memory_mib(fn)
@@ -387,3 +391,69 @@ def _loadavg() -> list[float] | None:
 
 def _fmt(x) -> str:
     return "n/a" if x is None else f"{x:.2f}x"
+
+
+def main(argv=None) -> int:
+    """``python -m audit.benchmarks.cost_of_privacy --cpu-time --out FILE``: the
+    GPT-2-small-shaped case alone, timed in this process's CPU time (``process_time``),
+    which other load on a shared machine inflates far less than wall time."""
+    import argparse
+    import json
+    import sys
+    import time
+    from pathlib import Path
+
+    from audit.io import atomic_write_text
+
+    ap = argparse.ArgumentParser(description=main.__doc__.splitlines()[0])
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--warmup", type=int, default=1)
+    ap.add_argument("--cpu-time", action="store_true", help="time with process_time")
+    args = ap.parse_args(argv)
+    out = Path(args.out)
+    if not out.parent.is_dir():
+        print(f"error: output directory {str(out.parent)!r} does not exist", file=sys.stderr)
+        return 2
+    if args.repeats < 1 or args.warmup < 0:
+        print("error: --repeats must be >= 1 and --warmup >= 0", file=sys.stderr)
+        return 2
+    torch.set_num_threads(1)
+    libc = _libc()
+    if libc is not None:
+        libc.mallopt(-3, 1 << 16)
+    settings = BenchSettings(args.repeats, args.warmup, False, 0, "cpu", 1)
+    big = GPT2_SMALL
+    load = _loadavg()
+    label = f"gpt2-small-shaped B={big['batch_size']} T={big['seq_len']}"
+    cases, ratios, memory, row = _measure(
+        label,
+        big["vocab"],
+        big["batch_size"],
+        big["seq_len"],
+        big["dims"],
+        settings,
+        clock=time.process_time if args.cpu_time else None,
+    )
+    row["case"] = "gpt2-small-shaped"
+    payload = {
+        "schema": "privacy-audit-cost-of-privacy-case/1",
+        "clock": "process_time (CPU time of this process)" if args.cpu_time else "wall",
+        "repeats": args.repeats,
+        "warmup": args.warmup,
+        "threads": 1,
+        "device": "cpu (no GPU)",
+        "load_average_before": load,
+        "load_average_after": _loadavg(),
+        "ghost": GHOST_NOTE,
+        "cases": cases,
+        "memory": memory,
+        "row": row,
+    }
+    atomic_write_text(out, json.dumps(payload, indent=2))
+    print(json.dumps(row, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
