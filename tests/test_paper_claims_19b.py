@@ -85,6 +85,14 @@ def test_cost_bench_row_carries_ghost_beside_phantom():
     assert "ghost_memory_x_nonprivate" in row and "ghost_over_phantom_memory" in row
 
 
+def test_cost_bench_cpu_time_entry_rejects_bad_input(tmp_path):
+    from audit.benchmarks.cost_of_privacy import main
+
+    assert main(["--out", str(tmp_path / "missing" / "x.json")]) == 2
+    assert main(["--out", str(tmp_path / "x.json"), "--repeats", "0"]) == 2
+    assert not (tmp_path / "x.json").exists()
+
+
 # --------------------------------------------------------------------------- #
 # item 3: sequential recommendation
 # --------------------------------------------------------------------------- #
