@@ -37,7 +37,6 @@ from attacks.epsilon import (
     _check_count,
     _check_delta,
     _one_run_counts,
-    _one_run_eps,
     _one_run_p_value_fn,
     _validate_canaries,
     gaussian_mechanism_epsilon,
@@ -120,26 +119,37 @@ def one_run_group_epsilon(
     return _group_eps(m, r, v, delta, k, alpha)
 
 
+def _perfect_scores(inc: np.ndarray) -> np.ndarray:
+    """Distinct scores that rank every included canary above every excluded one."""
+    return 2.0 * inc + np.linspace(0.0, 1.0, inc.size)
+
+
 def one_run_group_best(
     scores, included, delta: float, group: int = 1, confidence: float = 0.95, k_grid=None
 ) -> dict:
-    """:func:`attacks.epsilon.one_run_best` with repetition: the same Bonferroni grid of
-    (k_plus, k_minus) guesses, each bound from :func:`one_run_group_epsilon`, plus the
-    design's ceiling (every guess right at the best grid entry). ``group = 1`` returns
-    Steinke et al.'s bound unchanged."""
+    """:func:`attacks.epsilon.one_run_best` with repetition, plus the design's ceiling.
+
+    ``group = 1``: exactly ``one_run_best`` (whatever estimators it combines, e.g. the
+    f-DP one-run audit once present), and ``ceiling`` is the same estimator on a perfect
+    ranking of the same inclusion bits (every guess right). ``group > 1``: the same
+    Bonferroni grid of (k_plus, k_minus) guesses, each bound from
+    :func:`one_run_group_epsilon` (Steinke et al. with group privacy)."""
     s, inc = _validate_canaries(scores, included)
     delta = _check_delta(delta)
     alpha = 1.0 - _check_confidence(confidence)
     k = _check_count(group, "group", 1)
     base = one_run_best(s, inc, delta, confidence=confidence, k_grid=k_grid)
-    grid = base["k_grid"]
+    grid = [tuple(g) for g in base["k_grid"]]
+    if k == 1:
+        perfect = one_run_best(_perfect_scores(inc), inc, delta, confidence, k_grid=grid)
+        return {**base, "group": 1, "ceiling": max(perfect["epsilon"], base["epsilon"])}
     a_k = alpha / len(grid)
     best: dict | None = None
     ceiling = 0.0
     for kp, km in grid:
         v, r = _one_run_counts(s, inc, kp, km)
-        eps = _eps(s.size, r, v, delta, k, a_k)
-        ceiling = max(ceiling, _eps(s.size, kp + km, kp + km, delta, k, a_k))
+        eps = _group_eps(s.size, r, v, delta, k, a_k)
+        ceiling = max(ceiling, _group_eps(s.size, kp + km, kp + km, delta, k, a_k))
         if best is None or eps > best["epsilon"]:
             best = {"epsilon": eps, "correct": v, "guesses": r, "k_plus": kp, "k_minus": km}
     assert best is not None
@@ -150,17 +160,9 @@ def one_run_group_best(
         k_grid=grid,
         confidence=1.0 - alpha,
         confidence_per_k=1.0 - a_k,
+        estimator="steinke (group privacy)",
     )
     return best
-
-
-def _eps(m: int, r: int, v: int, delta: float, group: int, alpha: float) -> float:
-    """Steinke et al.'s root finder for ``group = 1``, the group bound otherwise."""
-    return (
-        _one_run_eps(m, r, v, delta, alpha)
-        if group == 1
-        else _group_eps(m, r, v, delta, group, alpha)
-    )
 
 
 # ---------------------------------------------------------------------------
