@@ -107,7 +107,12 @@ SCHEMA: dict[str, dict[str, tuple]] = {
         # the one-run bound accounts for the group size (attacks/canary_bounds.py)
         "canary_repeat": (int, 1, lambda x: 1 <= x <= 64, "an integer in 1..64"),
         # one-run white-box audit of the run's updates: Dirac canaries (0 = off)
-        "white_box_canaries": (int, 1000, lambda x: x == 0 or x >= 20, "0 (off) or an integer >= 20"),
+        "white_box_canaries": (
+            int,
+            1000,
+            lambda x: x == 0 or x >= 20,
+            "0 (off) or an integer >= 20",
+        ),
         # audit of a model trained outside the suite (`privacy-audit canaries audit --config`)
         "canaries_dir": (str, None, None, ""),
         "model_dir": (str, None, None, ""),

@@ -20,8 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from attacks.epsilon import one_run_best, one_run_ceiling, tradeoff_violations
 from attacks.canary_bounds import one_run_group_best, tpr_at_1pct_fpr
+from attacks.epsilon import one_run_best, one_run_ceiling, tradeoff_violations
 from attacks.gradient_canary import GradientCanaryAudit, OneRunWhiteBoxAudit
 from audit.canaries import CanarySet
 from defenses.base import ReleasedModel, Surface

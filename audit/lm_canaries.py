@@ -237,9 +237,7 @@ def make_lm_canaries(
         vocab = set(tokenizer.vocab) if view.builtin else set(tokenizer.get_vocab())
         names = _new_token_names(n * secret_tokens, vocab, rng)
         new_tokens = tuple(names)
-        secrets = [
-            " ".join(names[i * secret_tokens : (i + 1) * secret_tokens]) for i in range(n)
-        ]
+        secrets = [" ".join(names[i * secret_tokens : (i + 1) * secret_tokens]) for i in range(n)]
     elif design == "bigram":
         secrets = [view.text(s) for s in _bigram_secrets(view, texts, n, secret_tokens, cand, rng)]
     elif design == "search-token":
@@ -324,7 +322,9 @@ def release_secret_scores(release, canaries: CanarySet) -> np.ndarray:
 
 
 @torch.no_grad()
-def hf_token_log_probs(model, tokenizer, texts: list[str], batch_size: int = 16) -> list[np.ndarray]:
+def hf_token_log_probs(
+    model, tokenizer, texts: list[str], batch_size: int = 16
+) -> list[np.ndarray]:
     """log p(token_j | <bos>, tokens_<j) for each text's tokens (no specials added);
     without a BOS token the first token is not predicted (its entry is NaN)."""
     model.eval()

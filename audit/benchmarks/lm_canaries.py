@@ -139,7 +139,8 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.out).write_text(
             json.dumps(
                 {
-                    "command": "python -m audit.benchmarks.lm_canaries " + " ".join(argv or sys.argv[1:]),
+                    "command": "python -m audit.benchmarks.lm_canaries "
+                    + " ".join(argv or sys.argv[1:]),
                     "config": args.config,
                     "n_per_design": args.n,
                     "repeat": args.repeat,
