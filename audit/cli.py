@@ -159,6 +159,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     b.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
     b.add_argument("--seed", type=int, default=0)
+
+    from audit.pipeline_canaries import add_parser as _canaries_parser
+
+    _canaries_parser(sub)
     return p
 
 
@@ -434,6 +438,12 @@ def _cmd_bench(args) -> int:
     return EXIT_OK
 
 
+def _cmd_canaries(args) -> int:
+    from audit.pipeline_canaries import run
+
+    return run(args)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -444,6 +454,7 @@ def main(argv: list[str] | None = None) -> int:
         "gate": _cmd_gate,
         "bench": _cmd_bench,
         "compare": _cmd_compare,
+        "canaries": _cmd_canaries,
     }[args.command]
     try:
         return handler(args)
