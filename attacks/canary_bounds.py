@@ -28,6 +28,7 @@ overstates ε, which the tests show.
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 from scipy import stats
@@ -213,12 +214,14 @@ def gaussian_regime(scores, included, min_per_side: int = 30, level: float = 0.0
     s, inc = _validate_canaries(scores, included)
     x, y = s[inc], s[~inc]
     enough = x.size >= min_per_side and y.size >= min_per_side
-    normal_p = (
-        min(float(stats.normaltest(x).pvalue), float(stats.normaltest(y).pvalue))
-        if enough
-        else float("nan")
-    )
-    levene_p = float(stats.levene(x, y).pvalue) if enough else float("nan")
+    # constant scores on a side (e.g. no noise at all): not Gaussian, nothing to test
+    enough = enough and bool(np.ptp(x) > 0 and np.ptp(y) > 0)
+    normal_p = levene_p = float("nan")
+    if enough:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            normal_p = min(float(stats.normaltest(x).pvalue), float(stats.normaltest(y).pvalue))
+            levene_p = float(stats.levene(x, y).pvalue)
     ok = bool(enough and normal_p > level and levene_p > level)
     return {
         "ok": ok,
