@@ -37,7 +37,7 @@ def _raw(kind="new-token", repeat=1):
 def test_builtin_trainers_insert_designed_canaries_and_report_every_audit():
     res = run_audit(parse_config(_raw(repeat=2)), progress=False)
     runs = {r["defense"]: r for r in res["runs"]}
-    for name, run in runs.items():
+    for run in runs.values():
         audits = {a["name"]: a for a in run["epsilon_audit"]["audits"]}
         ic = audits["input-canaries (one-run)"]
         assert ic["status"] == "ok" and ic["design"] == "new-token" and ic["repeat"] == 2
