@@ -190,6 +190,11 @@ def epsilon_audit(
     evidence = []
     for a in audits:
         a.setdefault("threat_model", THREAT_MODELS.get(a["name"]))
+        if a["name"] == "gradient-canary" and a.get("n_in"):
+            a.setdefault(
+                "cost",
+                f"{a['n_in'] + a['n_out']} simulated runs of the mechanism (no model training)",
+            )
         # asymptotic bounds (the Gaussian one-run audit) are shown, never used as evidence
         if a.get("status") == "ok" and a.get("exceeds_claim") and not a.get("asymptotic"):
             evidence.append(

@@ -59,6 +59,20 @@ def test_builtin_trainers_insert_designed_canaries_and_report_every_audit():
     )
     assert 0 < gauss["epsilon_lb"] < claimed
     assert runs["dp-sgd"]["epsilon_audit"]["status"] != "violated"
+    # the report's comparison table: every audit with threat model, bound, ceiling, cost
+    from reports.html import render_html
+
+    page = render_html(res)
+    for needle in (
+        "Threat model · cost",
+        "one-run Gaussian (asymptotic)",
+        "asymptotic · informational",
+        "one-run white-box (thresholded)",
+        "black-box: loss / log-probabilities",
+        "simulated runs of the mechanism",
+        "one training run",
+    ):
+        assert needle in page, needle
 
 
 def test_lm_designs_need_an_lm_target_and_bundled_lm_uses_new_token():
