@@ -44,7 +44,7 @@ from defenses.base import Examples, ReleasedModel, Surface
 
 def _require_lm(release: ReleasedModel) -> None:
     if not all(hasattr(release, a) for a in ("model", "tokenizer", "generate_ids")):
-        raise ValueError("this attack needs a causal language model release (defenses.lm)")
+        raise ValueError("this attack needs a causal language model release (defenses.targets.lm)")
 
 
 def find_secret(text: str, min_digits: int) -> tuple[str, str] | None:

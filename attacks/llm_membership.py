@@ -12,7 +12,7 @@ Every score is oriented so that **higher = member**:
   and tokenizer, is freshly initialised and trained non-privately on the **public** split
   only (never on members or non-members), so it calibrates away how easy a text is.
 
-They need a release exposing per-token log-probabilities (``defenses.lm.LMRelease``).
+They need a release exposing per-token log-probabilities (``defenses.targets.lm.LMRelease``).
 """
 
 from __future__ import annotations
@@ -117,7 +117,7 @@ def train_reference(release, public: Examples, seed: int = 0):
     """A reference LM: the target's architecture and tokenizer, fresh initialisation,
     trained non-privately on (at most ``max_texts`` of) the public split. Cached."""
     from defenses.base import PrivacyClaim
-    from defenses.lm import LMRelease, train_lm
+    from defenses.targets.lm import LMRelease, train_lm
 
     if public is None or len(public) == 0:
         raise ValueError("the reference-model attack needs a public split (data.public)")

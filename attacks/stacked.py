@@ -54,7 +54,7 @@ FEATURES = (
 @torch.no_grad()
 def _position_features(release, texts: list[str]) -> np.ndarray:
     """Per text: mean max-probability, mean entropy, mean (true logit − best other logit)."""
-    from defenses.lm import trim
+    from defenses.targets.lm import trim
 
     model, rows = release.model, []
     model.eval()
@@ -81,7 +81,7 @@ def _position_features(release, texts: list[str]) -> np.ndarray:
 
 
 def _gradient_norms(release, texts: list[str]) -> np.ndarray:
-    from defenses.lm import sequence_loss
+    from defenses.targets.lm import sequence_loss
 
     model = release.model
     params = [p for p in model.parameters() if p.requires_grad]

@@ -6,7 +6,7 @@ after each optimizer step and it runs the chosen attacks when they are due.
 monitor, which logs into ``trainer.state.log_history`` and can stop training when an
 attack gets stronger than a threshold.
 
-Each evaluation wraps the *live* model in a :class:`defenses.classifier.ClassifierRelease`
+Each evaluation wraps the *live* model in a :class:`defenses.targets.classifier.ClassifierRelease`
 (no copy of the weights), switches it to eval mode, runs the attacks without gradients
 through :func:`attacks.base.run_attack`, and restores the model's previous mode. The
 attacks see a sample of the training data (members, the positive class) and held-out
@@ -39,7 +39,7 @@ from attacks import ATTACKS
 from attacks.base import AttackResult, MetricSettings, run_attack
 from audit.gate import GATED
 from defenses.base import Examples, PrivacyClaim, Surface
-from defenses.classifier import ClassifierRelease
+from defenses.targets.classifier import ClassifierRelease
 
 __all__ = [
     "DEFAULT_MONITOR_ATTACKS",

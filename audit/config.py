@@ -21,10 +21,10 @@ from attacks import ATTACKS, DEFAULT_ATTACKS, LEAKAGE_ATTACKS
 from attacks.shadow import SHADOW_ATTACKS
 from audit.canaries import CANARY_KINDS, LM_CANARY_DESIGNS
 from audit.errors import ConfigError
-from audit.targets import PRESETS, TargetSpec
 from defenses import DEFENSES
 from defenses.base import NOTIONS, UNITS
-from defenses.lm import LM_PRESETS
+from defenses.targets.lm import LM_PRESETS
+from defenses.targets.loading import PRESETS, TargetSpec
 
 _NUM = (int, float)
 DEVICES = ("cpu", "cuda", "auto")

@@ -267,7 +267,7 @@ def make_lm_canaries(
 def extend_builtin(model, tokenizer, new_tokens):
     """The suite's (model, LMTokenizer) with ``new_tokens`` appended to the vocabulary and
     the embedding (and untied head) resized; new rows use the model's own init."""
-    from defenses.lm import LMTokenizer
+    from defenses.targets.lm import LMTokenizer
 
     if not new_tokens:
         return model, tokenizer
@@ -362,7 +362,7 @@ def load_user_lm(model_dir: str | Path, tokenizer_dir: str | Path | None = None)
 
     The one place a user's LM is loaded (to be swapped for ``defenses.targets`` loading
     when it lands). A missing directory or a hub-style name is an AuditError (exit 2)."""
-    from audit.targets import check_model_dir
+    from defenses.targets.loading import check_model_dir
 
     path = check_model_dir(model_dir, "model directory")
     tok_path = Path(tokenizer_dir) if tokenizer_dir is not None else path

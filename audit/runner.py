@@ -42,9 +42,9 @@ from audit.config import AuditConfig
 from audit.data import AuditData, load_audit_data
 from audit.errors import AuditError, DataError
 from audit.io import atomic_write_json, atomic_write_text, dumps_json
-from audit.targets import load_trained_classifier
 from defenses.base import PrivacyClaim, ReleasedModel
-from defenses.classifier import ClassifierRelease
+from defenses.targets.classifier import ClassifierRelease
+from defenses.targets.loading import load_trained_classifier
 
 SCHEMA_VERSION = 1
 PACKAGES = (

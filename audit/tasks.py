@@ -57,7 +57,7 @@ def _config(payload: dict[str, Any]):
 
 def _target(cfg, data):
     """A Target whose public pretraining (when configured) runs once per process."""
-    from audit.targets import Target
+    from defenses.targets.loading import Target
 
     target = Target(cfg.target, tuple(data.label_names), data.public, cfg.device, SHOW_PROGRESS)
     return target
@@ -100,7 +100,7 @@ def _defense(cfg, payload):
 
 
 def _training(cfg, dcfg):
-    from defenses.classifier import TrainingConfig
+    from defenses.targets.classifier import TrainingConfig
 
     return TrainingConfig(
         **{**cfg.train, **dcfg.train_overrides},

@@ -920,8 +920,8 @@ class DPAttention(Defense):
         )
 
     def fit(self, target, train: Examples, training, seed: int):
-        from defenses.classifier import ClassifierRelease, make_loader, train_loop
         from defenses.gradient_mechanism import GaussianGradientMechanism, SamplingSchedule
+        from defenses.targets.classifier import ClassifierRelease, make_loader, train_loop
 
         cfg = self.config(training.max_length)
         forced = cfg.validate()
@@ -987,7 +987,7 @@ class AttentionMechanismView:
     @torch.no_grad()
     def clipped_inputs(self, text: str, head: int = 0) -> np.ndarray:
         """X (n × d_head) entering the mechanism at ``layer``/``head`` for ``text``."""
-        from defenses.classifier import encode, forward_kwargs
+        from defenses.targets.classifier import encode, forward_kwargs
 
         ids, mask = encode(self.tokenizer, [text], self.cfg.n)
         n = int(mask.sum())

@@ -579,7 +579,7 @@ def _canary_text(seed: int) -> str:
 
 
 def _make_release_class():
-    from defenses.lm import LMRelease, sequence_loss
+    from defenses.targets.lm import LMRelease, sequence_loss
 
     class _Release(LMRelease):
         """An LM trained with DP-BloGS. Its gradient surface is one step's release:
@@ -670,7 +670,7 @@ class DPBloGS(Defense):
     def fit(self, target, train, training, seed: int):
         import time
 
-        from defenses.lm import is_lm_target, sequence_loss, trim
+        from defenses.targets.lm import is_lm_target, sequence_loss, trim
 
         if not is_lm_target(target):
             from audit.errors import ConfigError

@@ -268,8 +268,8 @@ def train_lm_private(
     """Poisson-sampled private training of ``engine.model`` with AdamW."""
     from tqdm.auto import tqdm
 
-    from defenses.classifier import resolve_device
-    from defenses.lm import context_length, trim
+    from defenses.targets.classifier import resolve_device
+    from defenses.targets.lm import context_length, trim
 
     model = engine.model
     dev = resolve_device(device)
@@ -290,7 +290,7 @@ def train_lm_private(
         else:
             engine.step(opt, None, None, noise)
     with torch.no_grad():
-        from defenses.lm import sequence_loss
+        from defenses.targets.lm import sequence_loss
 
         sub_ids, sub_mask = trim(ids[:64], mask[:64])
         last = float(sequence_loss(model, sub_ids.to(dev), sub_mask.to(dev)).mean())
@@ -315,7 +315,7 @@ def fit_lm_dp(
     ``model_hook(model, sigma, sample_rate, tokenizer)`` may modify the model (re-attention)."""
     from defenses.base import PrivacyClaim
     from defenses.gradient_mechanism import GaussianGradientMechanism, SamplingSchedule
-    from defenses.lm import LMRelease
+    from defenses.targets.lm import LMRelease
 
     model, tokenizer = target.build(seed)
     n = len(train)
@@ -401,9 +401,9 @@ def fit_lm_opacus(target, train, training, seed: int, params: dict[str, Any]):
     from opacus import GradSampleModule
 
     from defenses.base import PrivacyClaim
-    from defenses.classifier import resolve_device
     from defenses.gradient_mechanism import GaussianGradientMechanism, SamplingSchedule
-    from defenses.lm import LMRelease, context_length, trim
+    from defenses.targets.classifier import resolve_device
+    from defenses.targets.lm import LMRelease, context_length, trim
 
     model, tokenizer = target.build(seed)
     head = model.lm_head

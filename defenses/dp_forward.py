@@ -38,7 +38,7 @@ from scipy.special import log_ndtr, ndtr
 
 from audit.errors import ConfigError
 from defenses.base import Defense, Examples, PrivacyClaim, Surface, TrainingReport
-from defenses.classifier import (
+from defenses.targets.classifier import (
     ClassifierRelease,
     TrainingConfig,
     encode,

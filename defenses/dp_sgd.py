@@ -16,8 +16,8 @@ import warnings
 import torch
 
 from defenses.base import Defense, Examples, PrivacyClaim, TrainingReport
-from defenses.classifier import ClassifierRelease, TrainingConfig, make_loader, train_loop
 from defenses.gradient_mechanism import GaussianGradientMechanism, SamplingSchedule
+from defenses.targets.classifier import ClassifierRelease, TrainingConfig, make_loader, train_loop
 
 ACCOUNTANTS = ("prv", "rdp")
 
@@ -78,7 +78,7 @@ class DPSGD(Defense):
         from opacus import PrivacyEngine
         from opacus.accountants.utils import get_noise_multiplier
 
-        from defenses.lm import is_lm_target
+        from defenses.targets.lm import is_lm_target
 
         if is_lm_target(target):  # causal LM: Opacus with an untied head (defenses/dp_engine.py)
             from defenses.dp_engine import fit_lm_opacus

@@ -5,8 +5,8 @@ from __future__ import annotations
 import torch
 
 from defenses.base import Defense, Examples, PrivacyClaim, TrainingReport
-from defenses.classifier import ClassifierRelease, TrainingConfig, make_loader, train_loop
 from defenses.gradient_mechanism import GaussianGradientMechanism, SamplingSchedule
+from defenses.targets.classifier import ClassifierRelease, TrainingConfig, make_loader, train_loop
 
 
 class NonPrivate(Defense):
@@ -15,7 +15,7 @@ class NonPrivate(Defense):
     PARAMS: dict = {}
 
     def fit(self, target, train: Examples, training: TrainingConfig, seed: int):
-        from defenses.lm import fit_lm_nonprivate, is_lm_target
+        from defenses.targets.lm import fit_lm_nonprivate, is_lm_target
 
         if is_lm_target(target):
             return fit_lm_nonprivate(target, train, training, seed)

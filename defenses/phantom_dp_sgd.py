@@ -62,7 +62,7 @@ class PhantomDPSGD(Defense):
 
     def fit(self, target, train: Examples, training, seed: int):
         from defenses.dp_engine import fit_lm_dp
-        from defenses.lm import is_lm_target
+        from defenses.targets.lm import is_lm_target
 
         if not is_lm_target(target):
             raise ValueError(

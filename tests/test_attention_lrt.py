@@ -16,15 +16,15 @@ from attacks.attention_lrt import (
     make_neighbour,
 )
 from attacks.base import AttackContext, MetricSettings, run_leakage_attack
-from audit.targets import Target, TargetSpec
 from defenses import DEFENSES
 from defenses.base import Examples
-from defenses.classifier import TrainingConfig
 from defenses.dp_attention import (
     DPAttentionConfig,
     gaussian_sampling_mechanism,
     privacy_loss_samples,
 )
+from defenses.targets.classifier import TrainingConfig
+from defenses.targets.loading import Target, TargetSpec
 
 
 def _good(rng, n, d, cfg):

@@ -9,9 +9,9 @@ import torch
 
 import fixtures
 from audit.callbacks import PrivacyAuditCallback, PrivacyMonitor
-from audit.targets import TargetSpec
 from defenses.base import Examples
-from defenses.classifier import encode, forward_kwargs, trim_padding
+from defenses.targets.classifier import encode, forward_kwargs, trim_padding
+from defenses.targets.loading import TargetSpec
 
 LABELS = ["account", "billing", "shipping", "technical"]
 MAX_LENGTH = 32

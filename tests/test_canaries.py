@@ -65,7 +65,7 @@ def test_bad_canary_requests_are_errors():
 # --------------------------------------------------------------------------- #
 @pytest.fixture(scope="module")
 def lm():
-    from defenses.lm import build_lm_target
+    from defenses.targets.lm import build_lm_target
 
     return build_lm_target("tiny-gpt2-word", 0)
 
@@ -137,7 +137,7 @@ def test_search_token_picks_unlikely_tokens_and_bigram_follows_the_text(lm):
 
 def test_repeat_inserts_copies():
     from audit.lm_canaries import make_lm_canaries
-    from defenses.lm import build_tokenizer
+    from defenses.targets.lm import build_tokenizer
 
     c = make_lm_canaries(
         30, "random-token", build_tokenizer("word"), texts=CORPUS, seed=0, repeat=3

@@ -14,9 +14,9 @@ from attacks.base import validate_scores
 from attacks.membership import ConfidenceAttack, LossAttack
 from defenses import DEFENSES, SurfaceNotAvailable
 from defenses.base import Examples, PrivacyClaim, ReleasedModel, Surface
-from defenses.classifier import ClassifierRelease
 from defenses.dp_sgd import DPSGD
 from defenses.none import NonPrivate
+from defenses.targets.classifier import ClassifierRelease
 
 SETTINGS = MetricSettings(n_boot=100, seed=0)
 

@@ -17,10 +17,10 @@ from scipy.stats import norm
 from attacks import ATTACKS, LEAKAGE_ATTACKS, AttackContext, MetricSettings, run_attack
 from attacks.base import run_leakage_attack
 from audit.data import load_audit_data
-from audit.targets import Target, TargetSpec
-from defenses.classifier import TrainingConfig
 from defenses.dp_forward import DPForward
 from defenses.none import NonPrivate
+from defenses.targets.classifier import TrainingConfig
+from defenses.targets.loading import Target, TargetSpec
 
 N = 400
 

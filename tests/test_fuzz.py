@@ -31,10 +31,10 @@ from audit.data import read_table
 from audit.errors import AuditError, ConfigError, DataError
 from audit.io import dumps_json
 from audit.runner import score_file
-from audit.targets import PRESETS
 from defenses import DEFENSES
 from defenses.base import NOTIONS, UNITS
 from defenses.dp_sgd import DPSGD
+from defenses.targets.loading import PRESETS
 
 FUZZ = settings(
     max_examples=500,

@@ -13,10 +13,10 @@ from attacks.gradient_inversion import (
     rouge_n,
     token_recall,
 )
-from audit.targets import TargetSpec
 from defenses.base import Examples, PrivacyClaim
-from defenses.classifier import ClassifierRelease
 from defenses.gradient_mechanism import GaussianGradientMechanism
+from defenses.targets.classifier import ClassifierRelease
+from defenses.targets.loading import TargetSpec
 
 
 @pytest.fixture(scope="module")
@@ -130,7 +130,7 @@ def test_memory_budget_and_bad_options(trained):
 def test_language_model_releases_are_inverted_too():
     """The LM target's releases (none, dp-blogs, phantom-dp-sgd on the LM): the causal
     loss's gradient gives the order too, so whole sequences come back without privacy."""
-    from defenses.lm import LMRelease, build_lm_target
+    from defenses.targets.lm import LMRelease, build_lm_target
 
     rows = fixtures.load_corpus("private")[:60]
     ex = Examples([r["id"] for r in rows], [r["text"] for r in rows], [0] * len(rows))

@@ -11,8 +11,8 @@ from audit.config import load_config, parse_config
 from audit.errors import AuditError
 from audit.runner import run_audit
 from defenses.base import Examples
-from defenses.classifier import TrainingConfig
 from defenses.phantom_dp_sgd import PhantomDPSGD
+from defenses.targets.classifier import TrainingConfig
 
 
 def test_bundled_lm_config_lists_the_four_runs():
@@ -59,7 +59,7 @@ def test_small_lm_audit_attacks_every_defense(tmp_path):
 
 
 def test_phantom_defense_refuses_a_classifier_target():
-    from audit.targets import Target, TargetSpec
+    from defenses.targets.loading import Target, TargetSpec
 
     target = Target(TargetSpec("tiny", None, 32, 0), ("a", "b"), None, "cpu", False)
     ex = Examples(["0"], ["hello"], [0])

@@ -8,9 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from audit.targets import Target, TargetSpec
 from defenses.base import Examples, PrivacyClaim, Surface
-from defenses.lm import (
+from defenses.targets.lm import (
     LMRelease,
     build_lm,
     build_lm_target,
@@ -21,6 +20,7 @@ from defenses.lm import (
     train_lm,
     word_tokenizer,
 )
+from defenses.targets.loading import Target, TargetSpec
 
 TEXTS = [
     "my secret access code is 983690",
@@ -123,7 +123,7 @@ def test_token_statistics_match_the_explicit_distribution():
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    from defenses.lm import token_statistics
+    from defenses.targets.lm import token_statistics
 
     torch.manual_seed(0)
     model = GPT2LMHeadModel(

@@ -13,7 +13,6 @@ from defenses.dp_engine import (
     epsilon_opacus,
     epsilon_pld,
 )
-from defenses.lm import build_lm, sequence_loss
 from defenses.phantom import (
     PhantomCapture,
     UntiedModelError,
@@ -24,6 +23,7 @@ from defenses.phantom import (
     phantom_embedding_sq_norms,
     phantom_sq_norms_dense,
 )
+from defenses.targets.lm import build_lm, sequence_loss
 
 
 def _model(seed=0, tie=True, n_positions=32):

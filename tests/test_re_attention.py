@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 import torch
 
-from defenses.lm import build_lm, char_tokenizer
 from defenses.re_attention import (
     NoiseSetup,
     ReAttention,
@@ -20,6 +19,7 @@ from defenses.re_attention import (
     simulate_distraction,
     token_inclusion_probs,
 )
+from defenses.targets.lm import build_lm, char_tokenizer
 
 
 def test_relu_moments_match_monte_carlo_and_printed_formula_is_wrong():

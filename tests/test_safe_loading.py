@@ -18,7 +18,7 @@ import torch
 
 from audit.errors import AuditError
 from audit.safe_load import verify_weights_only
-from audit.targets import TargetSpec, load_trained_classifier
+from defenses.targets.loading import TargetSpec, load_trained_classifier
 
 LABELS = ["account", "billing", "shipping", "technical"]
 REFUSED = "is a pickle with code or non-tensor objects; refusing to load it"

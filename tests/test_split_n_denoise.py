@@ -13,9 +13,7 @@ from attacks.base import AttackContext, run_leakage_attack
 from attacks.embedding_inversion import NearestNeighbourInversion
 from attacks.mutual_info import TokenMutualInformationAttack
 from audit.errors import ConfigError
-from audit.targets import Target, TargetSpec, minilm_path
 from defenses.base import Examples, Surface
-from defenses.classifier import TrainingConfig
 from defenses.split_n_denoise import (
     Denoiser,
     SnDPipeline,
@@ -23,6 +21,8 @@ from defenses.split_n_denoise import (
     SplitEncoder,
     SplitNDenoise,
 )
+from defenses.targets.classifier import TrainingConfig
+from defenses.targets.loading import Target, TargetSpec, minilm_path
 
 ROWS = fixtures.load_corpus("private")
 PUBLIC = fixtures.load_corpus("public")

@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from audit.errors import AuditError
-from audit.targets import Target, TargetSpec, load_trained_classifier, minilm_path
 from defenses.base import Examples, PrivacyClaim
-from defenses.classifier import ClassifierRelease
+from defenses.targets.classifier import ClassifierRelease
+from defenses.targets.loading import Target, TargetSpec, load_trained_classifier, minilm_path
 
 LABELS = ["account", "billing", "shipping", "technical"]
 

@@ -83,8 +83,8 @@ def _cases(vocab: int, batch: int, seq: int, seed: int, chunk: int | None):
     from opacus import GradSampleModule
 
     from defenses.dp_engine import DPSGDEngine, clip_weights
-    from defenses.lm import build_lm
     from defenses.phantom import per_sample_token_loss
+    from defenses.targets.lm import build_lm
 
     g = torch.Generator().manual_seed(seed)
     ids = torch.randint(4, vocab, (batch, seq), generator=g)

@@ -43,11 +43,11 @@ def study(
     max_length: int = 96,
 ) -> dict[str, Any]:
     import fixtures
-    from audit.targets import Target, TargetSpec
     from defenses.base import Examples
-    from defenses.classifier import TrainingConfig
     from defenses.phantom_dp_sgd import PhantomDPSGD
     from defenses.re_attention import ReAttentionDefense
+    from defenses.targets.classifier import TrainingConfig
+    from defenses.targets.loading import Target, TargetSpec
 
     rows = fixtures.load_corpus("private")
     train = Examples(

@@ -20,9 +20,9 @@ def run(settings: BenchSettings) -> BenchResult:
     from transformers import AutoModel, AutoTokenizer
 
     import fixtures
-    from audit.targets import minilm_path
     from defenses.snd_noise import privatize
     from defenses.split_n_denoise import Denoiser, SplitEncoder
+    from defenses.targets.loading import minilm_path
 
     batch, seq = (4, 16) if settings.quick else (32, 64)
     path = str(minilm_path())

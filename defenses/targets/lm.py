@@ -191,7 +191,7 @@ def is_tied(model) -> bool:
 
 
 def is_lm_target(target) -> bool:
-    """Whether a defense's ``target`` (``audit.targets.Target``) is an LM preset."""
+    """Whether a defense's ``target`` (``defenses.targets.loading.Target``) is an LM preset."""
     spec = getattr(target, "spec", None)
     return getattr(spec, "preset", None) in LM_PRESETS and not getattr(spec, "model_dir", None)
 
@@ -291,7 +291,7 @@ def train_lm(
     """Plain (non-private) AdamW training on ``texts`` with shuffled minibatches."""
     from tqdm.auto import tqdm
 
-    from defenses.classifier import resolve_device
+    from defenses.targets.classifier import resolve_device
 
     dev = resolve_device(device)
     model.to(dev).train()
@@ -365,8 +365,8 @@ class LMRelease(ReleasedModel):
         batch_size: int = 64,
         label_names: list[str] | None = None,
     ) -> None:
-        from defenses.classifier import resolve_device
         from defenses.gradient_mechanism import GaussianGradientMechanism
+        from defenses.targets.classifier import resolve_device
 
         self.model = model
         self.tokenizer = tokenizer

@@ -20,7 +20,7 @@ from typing import Any
 import torch
 
 from audit.errors import AuditError
-from defenses.lm import LM_PRESETS
+from defenses.targets.lm import LM_PRESETS
 
 PRESETS = ("tiny", "minilm", *LM_PRESETS)
 
@@ -104,7 +104,7 @@ class TargetSpec:
         torch.manual_seed(seed)
         if self.preset in LM_PRESETS and not self.model_dir:
             # causal LM target (defenses/lm.py): (GPT2LMHeadModel, LMTokenizer); no labels
-            from defenses.lm import build_lm_target
+            from defenses.targets.lm import build_lm_target
 
             return build_lm_target(self.preset, seed)
         num_labels = len(label_names)
@@ -183,7 +183,7 @@ class Target:
         import copy
 
         if self.is_lm:
-            from defenses.lm import train_lm
+            from defenses.targets.lm import train_lm
 
             torch.manual_seed(seed)
             train_lm(
@@ -202,7 +202,7 @@ class Target:
             model.cpu()
             return copy.deepcopy(model.state_dict())
 
-        from defenses.classifier import TrainingConfig, make_loader, train_loop
+        from defenses.targets.classifier import TrainingConfig, make_loader, train_loop
 
         cfg = TrainingConfig(
             epochs=self.spec.public_epochs,

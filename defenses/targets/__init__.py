@@ -1,0 +1,11 @@
+"""Targets: the model an audit is about, built or loaded before any defense touches it.
+
+Flow: target (this package) -> defense (``defenses.*``) -> release (surfaces) -> attacks.
+
+- :mod:`defenses.targets.loading`: target specs -- the suite's presets, a local Hugging
+  Face directory, a public pretraining stage; nothing is ever downloaded.
+- :mod:`defenses.targets.classifier`: training loop and released surfaces of sequence
+  classifiers.
+- :mod:`defenses.targets.lm`: the causal-LM target, its tokenizers, training loop and
+  released surfaces.
+"""
