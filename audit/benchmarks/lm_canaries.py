@@ -98,6 +98,16 @@ def run_defense(cfg, defense_index: int, designs, n_per_design, repeat, seed, lo
             f"    {s.kind:<13} TPR@1%FPR {t['tpr']:.3f} [{t['ci'][0]:.3f}, {t['ci'][1]:.3f}]  "
             f"AUC {rows[s.kind]['auc']:.3f}  eps_lb {b['epsilon']:.3f} (ceiling {b['ceiling']:.3f})"
         )
+    white_box = []
+    if getattr(release, "schedule", None) is not None and getattr(
+        release, "gradient_mechanism", None
+    ):
+        from attacks.gradient_canary import OneRunWhiteBoxAudit
+
+        for a in OneRunWhiteBoxAudit(canaries=1000, seed=seed).run(release, delta):
+            keep = ("name", "epsilon_lb", "ceiling", "n_in", "n_out", "mu_hat", "mu_lo", "regime")
+            white_box.append({k: a[k] for k in keep if k in a})
+            log(f"    {a['name']:<34} eps_lb {a['epsilon_lb']:.3f} (ceiling {a['ceiling']})")
     claim = release.claim
     return {
         "defense": dcfg.name,
@@ -107,6 +117,12 @@ def run_defense(cfg, defense_index: int, designs, n_per_design, repeat, seed, lo
         "train_sequences": len(train),
         "train_seconds": train_s,
         "designs": rows,
+        "white_box_one_run": white_box,
+        "sampling": (
+            {"sample_rate": release.schedule.sample_rate, "steps": release.schedule.steps}
+            if getattr(release, "schedule", None) is not None
+            else None
+        ),
     }
 
 
@@ -120,9 +136,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--n", type=int, default=100, help="canaries per design (default 100)")
     p.add_argument("--repeat", type=int, default=1)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--epochs", type=int, help="override [train] epochs (a weaker-memorisation regime)"
+    )
     p.add_argument("--out", default="lm-canaries.json")
     args = p.parse_args(argv)
     cfg = load_config(args.config)
+    if args.epochs is not None:
+        cfg.train["epochs"] = args.epochs
     designs = [d for d in args.designs.split(",") if d]
     wanted = [d for d in args.defenses.split(",") if d]
 
@@ -144,6 +165,7 @@ def main(argv: list[str] | None = None) -> int:
                     "config": args.config,
                     "n_per_design": args.n,
                     "repeat": args.repeat,
+                    "epochs": cfg.train["epochs"],
                     "seed": args.seed,
                     "confidence": 0.95,
                     "runs": runs,
