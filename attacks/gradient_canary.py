@@ -198,7 +198,12 @@ class OneRunWhiteBoxAudit:
             ranks = u.argsort(dim=1).argsort(dim=1)
             sampled = (ranks < min(int(schedule.appearances), steps)).double()
         observed = mechanism.add_noise(sampled * included[:, None] * c, gen)
-        return observed.sum(dim=1).numpy() / max(c, 1e-300), included.numpy().astype(np.int64)
+        signal = observed.sum(dim=1).numpy() / max(c, 1e-300)
+        # Ties (a release without noise gives equal sums) would be abstained on; a tiny
+        # seeded jitter, independent of the inclusion bits, orders them instead (valid).
+        jitter = torch.rand(self.canaries, generator=gen, dtype=torch.float64).numpy()
+        signal = signal + 1e-9 * (1.0 + float(np.ptp(signal))) * jitter
+        return signal, included.numpy().astype(np.int64)
 
     def run(
         self,
