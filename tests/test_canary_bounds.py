@@ -147,3 +147,28 @@ def test_tpr_at_1pct_fpr_has_ci():
     s = 3.0 * inc + rng.standard_normal(400)
     t = tpr_at_1pct_fpr(s, inc, n_boot=200)
     assert t["ci"][0] <= t["tpr"] <= t["ci"][1] and 0.5 < t["tpr"] < 1
+
+
+def test_one_run_white_box_audit_on_a_mechanism_and_schedule():
+    from attacks.gradient_canary import OneRunWhiteBoxAudit
+    from defenses.dp_engine import epsilon_pld
+    from defenses.gradient_mechanism import GaussianGradientMechanism, SamplingSchedule
+
+    class Release:
+        pass
+
+    plain = Release()
+    plain.gradient_mechanism = GaussianGradientMechanism(None)
+    plain.schedule = SamplingSchedule(0.05, 200, 10)  # shuffled epochs, no noise
+    thr, gauss = OneRunWhiteBoxAudit(500).run(plain, DELTA)
+    assert thr["epsilon_lb"] == pytest.approx(thr["ceiling"]) and thr["epsilon_lb"] > 3
+    assert gauss["regime"]["ok"] is False and gauss["exceeds_claim"] is False
+
+    dp = Release()
+    dp.gradient_mechanism = GaussianGradientMechanism(1.0, 1.0)
+    dp.schedule = SamplingSchedule(0.05, 200)
+    eps = epsilon_pld(1.0, 0.05, 200, DELTA)
+    thr, gauss = OneRunWhiteBoxAudit(1000).run(dp, DELTA, claimed_epsilon=eps)
+    assert 0 <= thr["epsilon_lb"] < eps and not thr["exceeds_claim"]
+    assert 0 < gauss["epsilon_lb"] < eps and gauss["regime"]["ok"]
+    assert gauss["epsilon_lb"] > thr["epsilon_lb"]  # tighter on the same signals
