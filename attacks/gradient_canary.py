@@ -248,6 +248,18 @@ class OneRunWhiteBoxAudit:
             },
             {
                 **common,
+                **(
+                    {}
+                    if gauss["regime"]["ok"]
+                    else {
+                        "status": "not_applicable",
+                        "reason": "outside its regime: the canary signals are not Gaussian with a "
+                        "common variance (normality p = {:.2g}, equal-variance p = {:.2g}); "
+                        "the thresholded one-run bound applies".format(
+                            gauss["regime"]["normality_p"], gauss["regime"]["equal_variance_p"]
+                        ),
+                    }
+                ),
                 "name": "one-run Gaussian (asymptotic)",
                 "description": (
                     "Same signals; Gaussian pair N(μσ, σ²) vs N(0, σ²) fitted, ε read off "

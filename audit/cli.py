@@ -210,7 +210,12 @@ def _cmd_run(args, epsilon: bool | None = None) -> int:
         audit = run.get("epsilon_audit")
         if audit:
             bounds = ", ".join(
-                f"{a['name']} ε ≥ {a['epsilon_lb']:.3g} (ceiling {a['ceiling']:.3g})"
+                f"{a['name']} ε ≥ {a['epsilon_lb']:.3g} "
+                + (
+                    f"(ceiling {a['ceiling']:.3g})"
+                    if a.get("ceiling") is not None
+                    else "(asymptotic, informational)"
+                )
                 for a in audit["audits"]
                 if a.get("status") == "ok"
             )

@@ -163,6 +163,7 @@ def test_one_run_white_box_audit_on_a_mechanism_and_schedule():
     thr, gauss = OneRunWhiteBoxAudit(500).run(plain, DELTA)
     assert thr["epsilon_lb"] == pytest.approx(thr["ceiling"]) and thr["epsilon_lb"] > 3
     assert gauss["regime"]["ok"] is False and gauss["exceeds_claim"] is False
+    assert gauss["status"] == "not_applicable"  # no number outside its regime
 
     dp = Release()
     dp.gradient_mechanism = GaussianGradientMechanism(1.0, 1.0)
@@ -170,5 +171,5 @@ def test_one_run_white_box_audit_on_a_mechanism_and_schedule():
     eps = epsilon_pld(1.0, 0.05, 200, DELTA)
     thr, gauss = OneRunWhiteBoxAudit(1000).run(dp, DELTA, claimed_epsilon=eps)
     assert 0 <= thr["epsilon_lb"] < eps and not thr["exceeds_claim"]
-    assert 0 < gauss["epsilon_lb"] < eps and gauss["regime"]["ok"]
+    assert 0 < gauss["epsilon_lb"] < eps and gauss["regime"]["ok"] and gauss["status"] == "ok"
     assert gauss["epsilon_lb"] > thr["epsilon_lb"]  # tighter on the same signals
