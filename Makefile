@@ -1,6 +1,12 @@
 # Two entry points for a fresh machine (see README):
-#   make audit   install into .venv, then run the bundled default audit
-#   make test    install into .venv (with test tools and the Ray extra), then run the test suite
+#   make audit   install what the audit needs into .venv (no test tools, no Ray), then run
+#                the bundled default audit
+#   make test    also install the test tools and the Ray extra, then run the test suite
+#
+# Measured on a fresh venv from a local package index (2-core CPU shared with other jobs,
+# torch CPU wheel cached), torch step + suite step:
+#   before (audit installed .[test,ray]): 1949 MB, 88 packages, 83 s + 690 s
+#   after  (audit installs .):            1658 MB, 67 packages, 278 s + 528 s (load ~3x higher)
 #
 # torch is installed first, pinned to the CPU build, so the suite's loose `torch>=2.2`
 # requirement is already satisfied and never pulls a multi-GB CUDA build.
@@ -14,7 +20,7 @@ TORCH_INDEX ?=
 OUT ?= audit-out
 PIP := $(BIN)/python -m pip --disable-pip-version-check -q
 
-.PHONY: audit test install browser lint format clean
+.PHONY: audit test install install-test browser lint format clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -23,10 +29,16 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	@echo "installing torch ($(TORCH_SPEC), CPU) and the suite into $(VENV) ..."
 	@$(BIN)/python -c "import torch" 2>/dev/null || \
 		$(PIP) install "$(TORCH_SPEC)" $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
+	$(PIP) install -e .
+	@touch $@
+
+# test tools (pytest, hypothesis, ruff, ...) and the Ray extra: only for `make test`/`lint`
+$(VENV)/.installed-test: $(VENV)/.installed
 	$(PIP) install -e ".[test,ray]"
 	@touch $@
 
 install: $(VENV)/.installed
+install-test: $(VENV)/.installed-test
 
 audit: install
 	$(BIN)/privacy-audit run --out $(OUT)
@@ -52,14 +64,14 @@ browser:
 # Two pytest-xdist workers with one torch thread each use both cores of a CI machine
 # without oversubscribing them (about 4 minutes on 2 cores). TEST_WORKERS=0 runs serially.
 TEST_WORKERS ?= 2
-test: install browser
+test: install-test browser
 	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -n $(TEST_WORKERS)
 
-lint: install
+lint: install-test
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-format: install
+format: install-test
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 

@@ -42,6 +42,8 @@ from attacks.epsilon import (
     _validate_canaries,
     gaussian_mechanism_epsilon,
     one_run_best,
+    one_run_ceiling,
+    one_run_fdp_epsilon,
 )
 from attacks.metrics import _check_confidence, bootstrap_ci, tpr_at_fpr
 
@@ -120,30 +122,39 @@ def one_run_group_epsilon(
     return _group_eps(m, r, v, delta, k, alpha)
 
 
-def _perfect_scores(inc: np.ndarray) -> np.ndarray:
-    """Distinct scores that rank every included canary above every excluded one."""
-    return 2.0 * inc + np.linspace(0.0, 1.0, inc.size)
-
-
 def one_run_group_best(
-    scores, included, delta: float, group: int = 1, confidence: float = 0.95, k_grid=None
+    scores,
+    included,
+    delta: float,
+    group: int = 1,
+    confidence: float = 0.95,
+    k_grid=None,
+    seed=0,
 ) -> dict:
     """:func:`attacks.epsilon.one_run_best` with repetition, plus the design's ceiling.
 
-    ``group = 1``: exactly ``one_run_best`` (whatever estimators it combines, e.g. the
-    f-DP one-run audit once present), and ``ceiling`` is the same estimator on a perfect
-    ranking of the same inclusion bits (every guess right). ``group > 1``: the same
+    ``group = 1``: exactly ``one_run_best`` (the larger of Steinke et al.'s and the f-DP
+    one-run bound, ties ordered by seeded jitter), and ``ceiling`` is the larger of the
+    two estimators with every guess right at the best grid entry. ``group > 1``: the same
     Bonferroni grid of (k_plus, k_minus) guesses, each bound from
-    :func:`one_run_group_epsilon` (Steinke et al. with group privacy)."""
+    :func:`one_run_group_epsilon` (Steinke et al. with group privacy; tied scores are
+    abstained on)."""
     s, inc = _validate_canaries(scores, included)
     delta = _check_delta(delta)
     alpha = 1.0 - _check_confidence(confidence)
     k = _check_count(group, "group", 1)
-    base = one_run_best(s, inc, delta, confidence=confidence, k_grid=k_grid)
+    base = one_run_best(s, inc, delta, confidence=confidence, k_grid=k_grid, seed=seed)
     grid = [tuple(g) for g in base["k_grid"]]
     if k == 1:
-        perfect = one_run_best(_perfect_scores(inc), inc, delta, confidence, k_grid=grid)
-        return {**base, "group": 1, "ceiling": max(perfect["epsilon"], base["epsilon"])}
+        conf_k = base["confidence_per_k"]
+        ceiling = max(
+            max(
+                one_run_ceiling(s.size, kp + km, delta, conf_k),
+                one_run_fdp_epsilon(kp + km, kp + km, s.size, delta, conf_k),
+            )
+            for kp, km in grid
+        )
+        return {**base, "group": 1, "ceiling": max(ceiling, base["epsilon"])}
     a_k = alpha / len(grid)
     best: dict | None = None
     ceiling = 0.0
@@ -162,6 +173,7 @@ def one_run_group_best(
         confidence=1.0 - alpha,
         confidence_per_k=1.0 - a_k,
         estimator="steinke (group privacy)",
+        method=f"one-run (Steinke et al. 2023) with group privacy, r = {k}",
     )
     return best
 

@@ -6,8 +6,12 @@ after each optimizer step and it runs the chosen attacks when they are due.
 monitor, which logs into ``trainer.state.log_history`` and can stop training when an
 attack gets stronger than a threshold.
 
-Each evaluation wraps the *live* model in a :class:`defenses.targets.classifier.ClassifierRelease`
-(no copy of the weights), switches it to eval mode, runs the attacks without gradients
+Each evaluation wraps the *live* model in a release (no copy of the weights): a
+:class:`defenses.targets.classifier.ClassifierRelease` for a classifier, a
+:class:`defenses.targets.scoring.HFLMRelease` for a causal LM (``*ForCausalLM`` /
+``*LMHeadModel``, PEFT-wrapped or not; its attacks -- ``lm-loss``, ``zlib``, ``min-k`` by
+default -- share one forward pass per text, and no labels are needed: members and
+non-members may be plain lists of texts). It switches the model to eval mode, runs the attacks without gradients
 through :func:`attacks.base.run_attack`, and restores the model's previous mode. The
 attacks see a sample of the training data (members, the positive class) and held-out
 data from the same distribution (non-members). Only forward passes over those examples
@@ -50,6 +54,8 @@ __all__ = [
 ]
 
 DEFAULT_MONITOR_ATTACKS = ("loss", "confidence")
+DEFAULT_LM_MONITOR_ATTACKS = ("lm-loss", "zlib", "min-k")
+MODEL_KINDS = ("auto", "classifier", "causal-lm")
 
 #: ``stop_if`` key -> the logged aggregate it is compared with (names as in ``privacy-audit gate``).
 THRESHOLDS: dict[str, str] = {key: f"privacy/max_{metric}" for key, (metric, _) in GATED.items()}
@@ -62,20 +68,37 @@ _FORWARD_SURFACES = frozenset({Surface.PROBABILITIES, Surface.LOSS, Surface.HIDD
 _PER_ATTACK = ("auc", "tpr_at_fpr_0.01", "advantage", "epsilon_lower_bound")
 
 
-def monitor_attacks() -> list[str]:
-    """Names from :data:`attacks.ATTACKS` that the monitor can run: classifier attacks on
-    forward-only surfaces (causal-LM attacks declare ``target_kind = "lm"``)."""
+def monitor_attacks(kind: str = "classifier") -> list[str]:
+    """Names from :data:`attacks.ATTACKS` that the monitor can run on a ``kind`` model
+    (``classifier`` or ``causal-lm``): attacks on forward-only surfaces that need no
+    side model (the reference attack trains one)."""
+    want = "lm" if kind == "causal-lm" else "classifier"
     return sorted(
         name
         for name, cls in ATTACKS.items()
         if cls.requires <= _FORWARD_SURFACES
-        and getattr(cls, "target_kind", "classifier") == "classifier"
+        and getattr(cls, "target_kind", "classifier") == want
+        and not hasattr(cls, "prepare")
+        and name != "reference"
     )
 
 
-def _check_attacks(attacks: str | Iterable[str]) -> tuple[str, ...]:
+def model_kind(model) -> str:
+    """``causal-lm`` for ``*ForCausalLM`` / ``*LMHeadModel`` (PEFT wrappers too), else
+    ``classifier``."""
+    names = [type(model).__name__]
+    base = getattr(model, "base_model", None)
+    inner = getattr(base, "model", None)
+    if inner is not None:
+        names.append(type(inner).__name__)
+    if any(n.endswith(("ForCausalLM", "LMHeadModel")) for n in names):
+        return "causal-lm"
+    return "classifier"
+
+
+def _check_attacks(attacks: str | Iterable[str], kind: str = "classifier") -> tuple[str, ...]:
     names = [attacks] if isinstance(attacks, str) else list(attacks)
-    allowed = monitor_attacks()
+    allowed = monitor_attacks(kind)
     unknown = [n for n in names if n not in allowed]
     if unknown:
         raise ValueError(
@@ -119,7 +142,10 @@ def _check_positive_int(name: str, value: Any, allow_none: bool = False) -> int 
 
 
 def _as_examples(data: Any, what: str) -> Examples:
-    """``Examples`` or a ``(texts, labels)`` pair, checked: >= 2 texts, integer labels."""
+    """``Examples``, a ``(texts, labels)`` pair or (causal LMs) a list of texts, checked:
+    >= 2 texts, integer labels."""
+    if isinstance(data, (list, tuple)) and data and all(isinstance(t, str) for t in data):
+        data = (list(data), np.zeros(len(data), dtype=np.int64))  # texts only (causal LMs)
     if isinstance(data, Examples):
         ids, texts, labels = list(data.ids), list(data.texts), data.labels
     elif (
@@ -203,7 +229,7 @@ class PrivacyMonitor:
         members: Examples | tuple[Sequence[str], Any],
         nonmembers: Examples | tuple[Sequence[str], Any],
         *,
-        attacks: str | Iterable[str] = DEFAULT_MONITOR_ATTACKS,
+        attacks: str | Iterable[str] | None = None,
         every_n_steps: int | None = 100,
         stop_if: Mapping[str, float | None] | None = None,
         max_length: int = 64,
@@ -211,8 +237,18 @@ class PrivacyMonitor:
         delta: float = 1e-5,
         seed: int = 0,
         batch_size: int = 64,
+        kind: str = "auto",
     ) -> None:
-        self.attacks = _check_attacks(attacks)
+        if kind not in MODEL_KINDS:
+            raise ValueError(f"unknown model kind {kind!r}; allowed: {', '.join(MODEL_KINDS)}")
+        self.kind = kind
+        self._requested_attacks = attacks
+        resolved = self._kind_of(model)
+        if attacks is None:
+            attacks = (
+                DEFAULT_LM_MONITOR_ATTACKS if resolved == "causal-lm" else DEFAULT_MONITOR_ATTACKS
+            )
+        self.attacks = _check_attacks(attacks, resolved)
         self.every_n_steps = _check_positive_int("every_n_steps", every_n_steps, allow_none=True)
         self.stop_if = _check_stop_if(stop_if)
         self.max_length = _check_positive_int("max_length", max_length)
@@ -221,6 +257,19 @@ class PrivacyMonitor:
         if isinstance(delta, bool) or not isinstance(delta, Real) or not 0.0 < delta < 1.0:
             raise ValueError(f"delta must be in (0, 1), got {delta!r}")
         self.settings = MetricSettings(delta=float(delta), n_boot=int(n_boot), seed=seed)
+        plain = [
+            isinstance(d, (list, tuple)) and bool(d) and all(isinstance(t, str) for t in d)
+            for d in (members, nonmembers)
+        ]
+        self.texts_only = all(plain)
+        classifier = self.kind == "classifier" or (model is not None and resolved == "classifier")
+        if any(plain) and (not all(plain) or classifier):
+            what = "members" if plain[0] else "nonmembers"
+            raise ValueError(
+                f"{what} must be defenses.base.Examples or a (texts, labels) pair"
+                + (" for a classifier" if classifier else " like the other set")
+                + " (texts alone, for both sets, suffice for a causal LM)"
+            )
         m = _as_examples(members, "members")
         n = _as_examples(nonmembers, "nonmembers")
         self.examples = Examples(
@@ -238,6 +287,50 @@ class PrivacyMonitor:
         self.last_step: int | None = None
         self.should_stop = False
         self.stopped_reason: str | None = None
+
+    def _kind_of(self, model) -> str:
+        if self.kind != "auto":
+            return self.kind
+        return "classifier" if model is None else model_kind(model)
+
+    def _release(self, model):
+        """A release over the live model: classifier or causal LM."""
+        claim = PrivacyClaim.none("Monitored during training.")
+        if self._kind_of(model) == "causal-lm":
+            from defenses.targets.scoring import HFLMRelease, HFTokenizer
+
+            tok = self.tokenizer
+            if isinstance(tok, PreTrainedTokenizerBase):
+                tok = HFTokenizer(tok)
+            return HFLMRelease(
+                model,
+                tok,
+                self.max_length,
+                claim,
+                device=str(_model_device(model)),
+                batch_size=self.batch_size,
+                place_model=False,
+            )
+        if self.texts_only:
+            raise ValueError(
+                "members/nonmembers were given as texts only; a classifier needs labels: "
+                "pass (texts, labels) pairs"
+            )
+        n_labels = getattr(getattr(model, "config", None), "num_labels", None)
+        if n_labels is not None and int(self.examples.labels.max()) >= n_labels:
+            raise ValueError(
+                f"labels go up to {int(self.examples.labels.max())} but the model has "
+                f"{n_labels} classes"
+            )
+        return ClassifierRelease(  # a fresh release: its logits cache is per call
+            model,
+            self.tokenizer,
+            self.max_length,
+            claim,
+            _label_names(model, int(self.examples.labels.max()) + 1),
+            device=str(_model_device(model)),
+            batch_size=self.batch_size,
+        )
 
     def is_due(self, global_step: int) -> bool:
         """Whether :meth:`step` would evaluate at ``global_step``."""
@@ -269,25 +362,18 @@ class PrivacyMonitor:
                 "processing_class=)"
             )
         model = self.model
-        n_labels = getattr(getattr(model, "config", None), "num_labels", None)
-        if n_labels is not None and int(self.examples.labels.max()) >= n_labels:
-            raise ValueError(
-                f"labels go up to {int(self.examples.labels.max())} but the model has "
-                f"{n_labels} classes"
+        if self._requested_attacks is None and self.kind == "auto":
+            # the model was bound after construction (Trainer callback): defaults by kind
+            kind = self._kind_of(model)
+            self.attacks = _check_attacks(
+                DEFAULT_LM_MONITOR_ATTACKS if kind == "causal-lm" else DEFAULT_MONITOR_ATTACKS,
+                kind,
             )
         was_training = model.training
         start = time.perf_counter()
         try:
             with torch.no_grad():
-                release = ClassifierRelease(  # a fresh release: its logits cache is per call
-                    model,
-                    self.tokenizer,
-                    self.max_length,
-                    PrivacyClaim.none("Monitored during training."),
-                    _label_names(model, int(self.examples.labels.max()) + 1),
-                    device=str(_model_device(model)),
-                    batch_size=self.batch_size,
-                )
+                release = self._release(model)
                 results = {
                     name: run_attack(ATTACKS[name](), release, self.examples, self.settings)
                     for name in self.attacks
@@ -331,7 +417,7 @@ class PrivacyAuditCallback(TrainerCallback):
         members: Examples | tuple[Sequence[str], Any],
         nonmembers: Examples | tuple[Sequence[str], Any],
         *,
-        attacks: str | Iterable[str] = DEFAULT_MONITOR_ATTACKS,
+        attacks: str | Iterable[str] | None = None,
         every_n_steps: int | None = None,
         every_epoch: bool = True,
         stop_if: Mapping[str, float | None] | None = None,
@@ -341,6 +427,7 @@ class PrivacyAuditCallback(TrainerCallback):
         delta: float = 1e-5,
         seed: int = 0,
         batch_size: int = 64,
+        kind: str = "auto",
     ) -> None:
         if every_n_steps is None and not every_epoch:
             raise ValueError("nothing to monitor: set every_n_steps, every_epoch=True, or both")
@@ -357,6 +444,7 @@ class PrivacyAuditCallback(TrainerCallback):
             delta=delta,
             seed=seed,
             batch_size=batch_size,
+            kind=kind,
         )
         self.every_epoch = bool(every_epoch)
         self._trainer = None

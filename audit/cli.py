@@ -8,8 +8,11 @@ internal error (``--debug`` shows the traceback).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
+import logging
 import math
+import re
 import sys
 from pathlib import Path
 
@@ -55,6 +58,66 @@ def _executor_args(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _model_args(p: argparse.ArgumentParser) -> None:
+    """The one-line audit of a user's model, without a config file."""
+    g = p.add_argument_group(
+        "audit your own model (no config file)",
+        "privacy-audit run --model DIR --members FILE --nonmembers FILE: the membership "
+        "attacks that fit the model's kind, the usual report",
+    )
+    g.add_argument("--model", metavar="DIR", help="local Hugging Face model directory to audit")
+    g.add_argument(
+        "--members", metavar="FILE", help="training examples (.txt/.jsonl/.csv/.parquet/dataset)"
+    )
+    g.add_argument("--nonmembers", metavar="FILE", help="held-out examples, same formats")
+    g.add_argument("--test", metavar="FILE", help="utility test examples (default: non-members)")
+    g.add_argument("--reference", metavar="DIR", help="reference causal LM (e.g. the base model)")
+    g.add_argument("--adapter", metavar="DIR", help="PEFT/LoRA adapter on top of --model")
+    g.add_argument(
+        "--kind", choices=("auto", "causal-lm", "classifier"), help="model kind (default: auto)"
+    )
+    g.add_argument("--max-length", type=int, help="tokens per example (default: 64)")
+    g.add_argument("--device", choices=("auto", "cpu", "cuda"), help="default: auto")
+    g.add_argument("--dtype", choices=("auto", "float32", "bfloat16", "float16"))
+    g.add_argument(
+        "--allow-uninitialized",
+        action="store_true",
+        help="audit even if loading leaves weights untrained (the report is marked)",
+    )
+
+
+def _one_line_config(args):
+    """The config of ``run --model ...``: an audit of the model as it is."""
+    from audit.config import parse_config
+
+    if args.config is not None:
+        raise AuditError("give either a config file or --model, not both")
+    if args.model is None and args.adapter is None:
+        raise AuditError("--members/--nonmembers/--reference need --model DIR")
+    if args.members is None or args.nonmembers is None:
+        raise AuditError("--model needs --members FILE and --nonmembers FILE")
+    target: dict = {"audit_dir": args.model} if args.model is not None else {}
+    for key, value in (
+        ("adapter_dir", args.adapter),
+        ("reference_dir", args.reference),
+        ("kind", args.kind),
+        ("max_length", args.max_length),
+        ("dtype", args.dtype),
+    ):
+        if value is not None:
+            target[key] = value
+    if args.allow_uninitialized:
+        target["allow_uninitialized"] = True
+    data = {"members": args.members, "nonmembers": args.nonmembers}
+    if args.test is not None:
+        data["test"] = args.test
+    raw: dict = {"title": f"Privacy audit of {Path(args.model or args.adapter).name}"}
+    raw.update({"target": target, "data": data})
+    if args.device is not None:
+        raw["device"] = args.device
+    return parse_config(raw, source="command line (--model)", base_dir=Path.cwd())
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="privacy-audit",
@@ -73,6 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--out", default="audit-out", help="output directory (default: audit-out)")
     r.add_argument("--quiet", action="store_true", help="no progress output")
     r.add_argument("--aggregate-only", action="store_true", help=_AGGREGATE_HELP)
+    _model_args(r)
     _executor_args(r)
 
     e = sub.add_parser(
@@ -114,11 +178,31 @@ def build_parser() -> argparse.ArgumentParser:
         help="exit 1 if any attack exceeds a threshold or regressed against a baseline (for CI)",
     )
     g.add_argument("results", help="results.json written by 'run', 'epsilon' or 'score'")
-    g.add_argument("--max-auc", type=float)
-    g.add_argument("--max-tpr-at-1pct-fpr", type=float)
-    g.add_argument("--max-epsilon-lb", type=float)
+    g.add_argument("--max-auc", type=float, help="a fraction in [0, 1]")
+    g.add_argument("--max-tpr-at-1pct-fpr", type=float, help="a fraction in [0, 1]")
     g.add_argument(
-        "--strict", action="store_true", help="compare the upper end of each metric's CI"
+        "--max-epsilon-lb",
+        type=float,
+        help="ε >= 0; holds every attack's empirical ε lower bound and every ε audit's bound "
+        "(gradient canaries, one-run canaries, trade-off test), each by name",
+    )
+    g.add_argument(
+        "--max-leakage",
+        action="append",
+        metavar="NAME=VALUE",
+        help="threshold on a leakage headline (repeatable): inversion-recall, extraction-rate, "
+        "attribute-accuracy (fractions in [0, 1]), exposure (bits), mi (nats/token), "
+        "attention-epsilon, or a leakage attack's name",
+    )
+    g.add_argument(
+        "--allow-empty",
+        action="store_true",
+        help="pass when nothing was measured (default: zero measured results fail the gate)",
+    )
+    g.add_argument(
+        "--strict",
+        action="store_true",
+        help="compare the upper end of each metric's CI; an inconclusive verdict fails",
     )
     g.add_argument(
         "--baseline",
@@ -159,6 +243,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     b.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
     b.add_argument("--seed", type=int, default=0)
+    b.add_argument(
+        "--sequences", type=int, help="byo-lm: texts to score (default 2000; --quick 16)"
+    )
+    b.add_argument("--seq-len", type=int, help="byo-lm: tokens per text (default 256)")
+    b.add_argument("--lm-batch", type=int, help="byo-lm: scoring batch size (default 8)")
 
     from audit.pipeline_canaries import add_parser as _canaries_parser
 
@@ -170,7 +259,15 @@ def _cmd_run(args, epsilon: bool | None = None) -> int:
     from audit.config import load_config
     from audit.runner import check_output_dir, run_audit, write_outputs
 
-    cfg = load_config(args.config)
+    one_line = any(
+        getattr(args, k, None) not in (None, False)
+        for k in ("model", "members", "nonmembers", "test", "reference", "adapter", "kind")
+        + ("max_length", "device", "dtype", "allow_uninitialized")
+    )
+    cfg = _one_line_config(args) if one_line else load_config(args.config)
+    from audit.config import resolve_targets
+
+    cfg = resolve_targets(cfg)  # model directories checked before any work or output
     if args.aggregate_only:
         cfg = dataclasses.replace(cfg, aggregate_only=True)
     from audit.executors import ExecutorSpec
@@ -191,43 +288,133 @@ def _cmd_run(args, epsilon: bool | None = None) -> int:
         run_dir = str(Path(args.out) / "run")
     if args.resume and run_dir is None:
         raise AuditError("--resume with --aggregate-only needs --run-dir (it keeps raw ids)")
+    _check_dir_option(args.out, "--out")
+    if run_dir is not None:
+        _check_dir_option(run_dir, "--run-dir")
     check_output_dir(args.out)
-    if args.quiet:
-        import transformers
-
-        transformers.utils.logging.set_verbosity_error()
-        transformers.utils.logging.disable_progress_bar()
-    results = run_audit(
-        cfg,
-        progress=not args.quiet,
-        epsilon=epsilon,
-        executor=spec,
-        run_dir=run_dir,
-        resume=args.resume,
-    )
+    with capture_library_output(Path(args.out) / RUN_LOG):
+        results = run_audit(
+            cfg,
+            progress=not args.quiet,
+            epsilon=epsilon,
+            executor=spec,
+            run_dir=run_dir,
+            resume=args.resume,
+        )
     html, js = write_outputs(results, args.out)
     for run in results["runs"]:
-        audit = run.get("epsilon_audit")
-        if audit:
-            bounds = ", ".join(
-                f"{a['name']} ε ≥ {a['epsilon_lb']:.3g} "
-                + (
-                    f"(ceiling {a['ceiling']:.3g})"
-                    if a.get("ceiling") is not None
-                    else "(asymptotic, informational)"
-                )
-                for a in audit["audits"]
-                if a.get("status") == "ok"
-            )
-            claimed = audit["claimed_epsilon"]
-            claim_text = f"claimed ε = {claimed:.3g}" if claimed is not None else "no claim"
-            flag = "  ** CLAIM VIOLATED **" if audit["status"] == "violated" else ""
-            print(
-                f"{run['name']}: {claim_text}; audited {bounds or 'nothing applicable'}; {audit['status']}{flag}"
-            )
-    print(f"report:  {html}")
-    print(f"results: {js}")
+        print(verdict_line(run))
+    if not args.quiet:
+        print(f"report:  {html}")
+        print(f"results: {js}")
     return EXIT_OK
+
+
+#: Where warnings and transformers' log records (load reports, deprecations) go, inside
+#: the output directory, instead of raw (and ANSI-coloured) on the console.
+RUN_LOG = "run.log"
+
+
+def verdict_line(run: dict) -> str:
+    """One line per run for CI logs: verdict, strongest attack, AUC with CI, TPR@1%FPR,
+    the largest certified ε lower bound (attack or ε audit) and the claim status."""
+    from audit.gate import one_line
+    from reports.formatting import as_finite, ci
+    from reports.verdict import (
+        EPS_LB,
+        TPR_1,
+        epsilon_audit_bounds,
+        metric,
+        strongest_attack,
+        verdict_for_run,
+    )
+
+    v = run.get("verdict") if isinstance(run.get("verdict"), dict) else verdict_for_run(run)
+    best = strongest_attack(run)
+    parts = [f"VERDICT {one_line(str(run.get('name')))}: {str(v.get('level', '?')).upper()}"]
+    if best is None:
+        parts.append("no attack measured")
+    else:
+        parts.append(f"strongest {one_line(str(best.get('attack')))}")
+        parts.append(f"AUC {ci(metric(best, 'auc'))}")
+        tpr = metric(best, TPR_1)
+        below = isinstance(tpr, dict) and tpr.get("below_resolution") is True
+        parts.append("TPR@1%FPR below resolution" if below else f"TPR@1%FPR {ci(tpr)}")
+    bounds = [(n, as_finite(b)) for n, b in epsilon_audit_bounds(run)]
+    lb = as_finite((metric(best, EPS_LB) or {}).get("value")) if best else None
+    cands = [(lb, "attack")] if lb is not None else []
+    cands += [(b, n) for n, b in bounds if b is not None]
+    if cands:
+        val, src = max(cands, key=lambda c: c[0])
+        parts.append(f"ε_lb ≥ {val:.3g} ({one_line(src)})")
+    else:
+        parts.append("ε_lb n/a")
+    status = v.get("claim_status", "?")
+    parts.append(f"claim {str(status).upper() if status == 'violated' else status}")
+    if v.get("level") == "inconclusive" and v.get("inconclusive"):
+        parts.append(one_line(str(v["inconclusive"])))
+    return "; ".join(parts)
+
+
+class _StripAnsi(logging.Formatter):
+    _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+
+    def format(self, record: logging.LogRecord) -> str:
+        return self._ANSI.sub("", super().format(record))
+
+
+@contextlib.contextmanager
+def capture_library_output(path: Path):
+    """Route Python warnings and transformers' logging (load reports, deprecations) into
+    ``path``, without ANSI codes, so the console carries only the suite's own lines. The
+    records are kept in memory and written when the block ends, except after bad input
+    (an ``AuditError``: nothing may be left in the output directory then)."""
+    import io
+    import warnings
+
+    from audit.io import atomic_write_text
+
+    buf = io.StringIO()
+    handler = logging.StreamHandler(buf)
+    handler.setFormatter(_StripAnsi("%(asctime)s %(name)s %(levelname)s: %(message)s"))
+    loggers = [logging.getLogger("py.warnings"), logging.getLogger("transformers")]
+    saved = [(lg, lg.handlers[:], lg.propagate, lg.level) for lg in loggers]
+    try:
+        import transformers
+
+        tf_logging = transformers.utils.logging
+        tf_logging.disable_default_handler()
+        tf_logging.disable_progress_bar()
+    except ImportError:  # pragma: no cover - a hard dependency
+        tf_logging = None
+    for lg in loggers:
+        lg.handlers = [handler]
+        lg.propagate = False
+        lg.setLevel(logging.INFO)
+    logging.captureWarnings(True)
+    bad_input = False
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("default")
+            yield
+    except AuditError:
+        bad_input = True
+        raise
+    finally:
+        logging.captureWarnings(False)
+        for lg, handlers, propagate, level in saved:
+            lg.handlers = handlers
+            lg.propagate = propagate
+            lg.setLevel(level)
+        if tf_logging is not None:
+            tf_logging.enable_default_handler()
+            tf_logging.enable_progress_bar()
+        text = buf.getvalue()
+        if text and not bad_input:
+            try:
+                atomic_write_text(path, text)
+            except OSError:
+                pass
 
 
 def _cmd_epsilon(args) -> int:
@@ -264,6 +451,17 @@ def _cmd_score(args) -> int:
     return EXIT_OK
 
 
+def _check_dir_option(path: str, option: str) -> None:
+    """A directory option must not name an existing file (or a path through one)."""
+    p = Path(path)
+    for q in (p, *p.parents):
+        if q.exists():
+            if not q.is_dir():
+                what = "is" if q == p else f"is inside {str(q)!r}, which is"
+                raise AuditError(f"{option} {path!r} {what} a file, not a directory")
+            break
+
+
 def _check_writable(path: str, option: str) -> None:
     """Fail before any output if ``path`` cannot be written (nothing is left behind)."""
     import tempfile
@@ -281,14 +479,18 @@ def _check_writable(path: str, option: str) -> None:
 
 def _cmd_gate(args) -> int:
     from audit.gate import (
+        RATE_THRESHOLDS,
+        Failure,
         GateOutcome,
-        check,
+        check_all,
+        check_threshold,
         compare,
         format_table,
         junit_xml,
         load_baseline,
         load_results,
         one_line,
+        parse_leakage_thresholds,
         summary,
     )
     from audit.io import atomic_write_text, dumps_json
@@ -305,13 +507,20 @@ def _cmd_gate(args) -> int:
         ):
             if given:
                 raise AuditError(f"{flag} only applies together with --baseline")
-    if args.baseline is None and all(v is None for v in thresholds.values()):
+    if (
+        args.baseline is None
+        and all(v is None for v in thresholds.values())
+        and not args.max_leakage
+    ):
         raise AuditError(
             "gate needs --baseline or at least one of --max-auc, --max-tpr-at-1pct-fpr, "
-            "--max-epsilon-lb"
+            "--max-epsilon-lb, --max-leakage"
         )
-    if any(v != v for v in thresholds.values() if v is not None):  # NaN passes every check
-        raise AuditError("gate thresholds must be numbers, got nan")
+    for key, value in thresholds.items():
+        if value is not None:
+            option = "--" + key.replace("_", "-")
+            check_threshold(option, value, "rate" if key in RATE_THRESHOLDS else "nonnegative")
+    leakage = parse_leakage_thresholds(args.max_leakage)
     tolerance = 0.0 if args.tolerance is None else args.tolerance
     if not (math.isfinite(tolerance) and tolerance >= 0):
         raise AuditError(f"--tolerance must be a finite number >= 0, got {args.tolerance}")
@@ -319,14 +528,31 @@ def _cmd_gate(args) -> int:
         raise AuditError("--junit and --summary must name different files")
     results = load_results(args.results)
     baseline = load_baseline(args.baseline, results) if args.baseline is not None else None
-    violations = check(results, thresholds, strict=args.strict)
+    violations, failures = check_all(
+        results, thresholds, strict=args.strict, leakage=leakage, allow_empty=args.allow_empty
+    )
     diff = compare(results, baseline, tolerance) if baseline is not None else None
+    if diff is not None:
+        for c in diff.comparisons:  # measured in the baseline, not now: never "not comparable"
+            if c.new.value is None and c.base.value is not None:
+                failures.append(
+                    Failure(
+                        c.run,
+                        c.attack,
+                        c.metric,
+                        "unmeasured",
+                        f"{c.metric} of attack '{c.attack}' on '{c.run}' is null or not finite "
+                        f"in the results but was measured in the baseline ({c.base.text()})",
+                    )
+                )
     for option, path in (("--junit", args.junit), ("--summary", args.summary)):
         if path is not None:
             _check_writable(path, option)
     outcome = GateOutcome(
         violations,
         diff,
+        failures=failures,
+        leakage=leakage,
         fail_on_missing=args.fail_on_missing,
         tolerance=tolerance if baseline is not None else None,
         thresholds=thresholds,
@@ -365,15 +591,20 @@ def _cmd_gate(args) -> int:
             print(f"FAIL: {one_line(str(c))}")
     for v in violations:
         print(f"FAIL: {one_line(str(v))}")
+    for f in failures:
+        print(f"FAIL: {one_line(str(f))}")
     n_ok = sum(1 for r in results["runs"] for a in r.get("attacks", []) if a.get("status") == "ok")
+    n_ok += sum(1 for r in results["runs"] for a in r.get("leakage", []) if a.get("status") == "ok")
     if outcome.passed:
         parts = []
         if diff is not None:
             parts.append(
                 f"{len(diff.comparisons)} metric(s) compared with the baseline, no regression"
             )
-        if any(v is not None for v in thresholds.values()):
+        if any(v is not None for v in thresholds.values()) or leakage:
             parts.append(f"{n_ok} attack result(s) within every threshold")
+        if n_ok == 0:
+            parts.append("nothing was measured (--allow-empty)")
         print(f"privacy gate passed: {'; '.join(parts)}")
         return EXIT_OK
     parts = []
@@ -383,6 +614,15 @@ def _cmd_gate(args) -> int:
         parts.append(f"{len(violations)} threshold(s) exceeded")
     if outcome.failed_missing:
         parts.append(f"{len(outcome.failed_missing)} baseline result(s) missing")
+    for kind, text in (
+        ("nothing-measured", "nothing was measured"),
+        ("unmeasured", "{n} requested metric(s) not measured"),
+        ("claim-violated", "{n} privacy claim(s) VIOLATED"),
+        ("inconclusive", "{n} inconclusive verdict(s) under --strict"),
+    ):
+        n = sum(1 for f in failures if f.kind == kind)
+        if n:
+            parts.append(text.format(n=n))
     print(f"privacy gate failed: {', '.join(parts)}")
     return EXIT_GATE
 
@@ -410,7 +650,19 @@ def _cmd_bench(args) -> int:
             raise AuditError(f"--threads must be at least 1, got {args.threads}")
         torch.set_num_threads(args.threads)
     _check_writable(args.out, "--out")
-    settings = BenchSettings(args.repeats, args.warmup, args.quick, args.seed, "cpu", args.threads)
+    extra = {}
+    for key, value in (
+        ("sequences", args.sequences),
+        ("seq_len", args.seq_len),
+        ("batch_size", args.lm_batch),
+    ):
+        if value is not None:
+            if value < (3 if key == "seq_len" else 1):
+                raise AuditError(f"--{key.replace('_', '-')} is too small: {value}")
+            extra[key] = value
+    settings = BenchSettings(
+        args.repeats, args.warmup, args.quick, args.seed, "cpu", args.threads, extra
+    )
     results = []
     for name in names:
         module, func = BENCHMARKS[name].split(":")

@@ -7,7 +7,7 @@ bundled default audit (non-private vs DP-SGD on the fixture corpus).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -24,7 +24,7 @@ from audit.errors import ConfigError
 from defenses import DEFENSES
 from defenses.base import NOTIONS, UNITS
 from defenses.targets.lm import LM_PRESETS
-from defenses.targets.loading import PRESETS, TargetSpec
+from defenses.targets.loading import DEVICE_MAPS, DTYPES, KINDS, PRESETS, TargetSpec
 
 _NUM = (int, float)
 DEVICES = ("cpu", "cuda", "auto")
@@ -43,7 +43,8 @@ SCHEMA: dict[str, dict[str, tuple]] = {
     "": {
         "title": (str, "Privacy audit", None, ""),
         "seed": (int, 0, lambda x: x >= 0, "an integer >= 0"),
-        "device": (str, "cpu", lambda x: x in DEVICES, f"one of {', '.join(DEVICES)}"),
+        # auto: CUDA when torch has it, else CPU (resolved at load; see resolve_device)
+        "device": (str, "auto", lambda x: x in DEVICES, f"one of {', '.join(DEVICES)}"),
     },
     "data": {
         "corpus": (str, "fixtures", None, ""),
@@ -61,7 +62,16 @@ SCHEMA: dict[str, dict[str, tuple]] = {
     "target": {
         "preset": (str, "tiny", lambda x: x in PRESETS, f"one of {', '.join(PRESETS)}"),
         "model_dir": (str, None, None, ""),
+        # the trained model audited as it is (classifier_dir: its older alias)
+        "audit_dir": (str, None, None, ""),
         "classifier_dir": (str, None, None, ""),
+        "kind": (str, "auto", lambda x: x in KINDS, f"one of {', '.join(KINDS)}"),
+        "adapter_dir": (str, None, None, ""),
+        "reference_dir": (str, None, None, ""),
+        "allow_uninitialized": (bool, False, None, ""),
+        "dtype": (str, "auto", lambda x: x in DTYPES, f"one of {', '.join(DTYPES)}"),
+        "device_map": (str, "none", lambda x: x in DEVICE_MAPS, f"one of {', '.join(DEVICE_MAPS)}"),
+        "batch_size": (int, 32, lambda x: x >= 1, "an integer >= 1"),
         "max_length": (int, 64, lambda x: 8 <= x <= 512, "an integer in [8, 512]"),
         "public_epochs": (int, 0, lambda x: x >= 0, "an integer >= 0"),
     },
@@ -219,6 +229,7 @@ class AuditConfig:
     device: str
     data: dict[str, Any]
     target: TargetSpec
+    # the trained model audited as it is (target.audit_dir / classifier_dir / an adapter's base)
     classifier_dir: str | None
     train: dict[str, Any]
     defenses: tuple[DefenseConfig, ...]
@@ -236,6 +247,13 @@ class AuditConfig:
     shadow: dict[str, Any] | None = None
     sweep: dict[str, Any] | None = None
     executor: dict[str, Any] = field(default_factory=dict)
+    # [target] options of auditing a model as it is: kind (resolved), adapter_dir,
+    # reference_dir, allow_uninitialized, dtype, device_map, batch_size
+    audit: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def audit_dir(self) -> str | None:
+        return self.classifier_dir
 
     def to_dict(self) -> dict[str, Any]:
         """The resolved config, for the report and results.json."""
@@ -249,8 +267,11 @@ class AuditConfig:
                 "preset": self.target.preset,
                 "model_dir": self.target.model_dir,
                 "classifier_dir": self.classifier_dir,
+                "audit_dir": self.classifier_dir,
                 "max_length": self.target.max_length,
                 "public_epochs": self.target.public_epochs,
+                **({"kind": self.target.kind} if self.target.kind != "auto" else {}),
+                **{k: v for k, v in self.audit.items() if k not in ("resolved", "_fallback_kind")},
             },
             "train": self.train,
             "defenses": [
@@ -390,8 +411,19 @@ def parse_config(
 
     for key in ("corpus", "members", "nonmembers", "test", "public"):
         data[key] = resolve(data[key])
-    for key in ("model_dir", "classifier_dir"):
-        target[key] = resolve(target[key])
+    from defenses.targets.loading import looks_like_hub_name
+
+    for key in ("model_dir", "audit_dir", "classifier_dir", "adapter_dir", "reference_dir"):
+        p = target[key]
+        keep = (  # a hub name stays as written, for its own error message
+            p is not None
+            and looks_like_hub_name(p)
+            and not (base_dir is not None and (base_dir / p).exists())
+            and not Path(p).exists()
+        )
+        target[key] = p if keep else resolve(p)
+    top["device"] = resolve_device(top["device"])
+    audit_dir, audit_opts = _audit_target(target)
     report["bench"] = resolve(report["bench"])
     for key in ("canaries_dir", "model_dir"):
         epsilon[key] = resolve(epsilon[key])
@@ -416,19 +448,25 @@ def parse_config(
     attack_options = _attack_options(attacks_sec["options"], names)
 
     raw_defenses = raw.get("defenses")
-    classifier_dir = target["classifier_dir"]
-    if classifier_dir is not None:
+    classifier_dir = audit_dir
+    as_is = bool(audit_opts)  # audit_dir / classifier_dir / adapter_dir: a trained model
+    key = (
+        "target.classifier_dir"
+        if target["classifier_dir"] is not None
+        else "target.audit_dir"
+        if target["audit_dir"] is not None
+        else "target.adapter_dir"
+    )
+    if as_is:
         if raw_defenses:
             raise ConfigError(
-                "config sets 'target.classifier_dir' (audit a trained model as it is) and also "
+                f"config sets '{key}' (audit a trained model as it is) and also "
                 "'defenses'; remove one: a trained model is not retrained"
             )
         if target["model_dir"] is not None:
-            raise ConfigError("set either 'target.classifier_dir' or 'target.model_dir', not both")
+            raise ConfigError(f"set either '{key}' or 'target.model_dir', not both")
         if data["members"] is None or data["nonmembers"] is None:
-            raise ConfigError(
-                "auditing 'target.classifier_dir' needs 'data.members' and 'data.nonmembers' files"
-            )
+            raise ConfigError(f"auditing '{key}' needs 'data.members' and 'data.nonmembers' files")
         defenses: tuple[DefenseConfig, ...] = ()
     else:
         if raw_defenses is None:
@@ -441,19 +479,19 @@ def parse_config(
         labels = [d.label for d in defenses]
         if len(set(labels)) != len(labels):
             raise ConfigError("two defenses have the same label; give each a distinct 'label'")
-    if target["public_epochs"] > 0 and classifier_dir is not None:
+    if target["public_epochs"] > 0 and as_is:
         raise ConfigError("'target.public_epochs' applies only when the suite trains the model")
     if (data["members"] is None) != (data["nonmembers"] is None):
         raise ConfigError("set both 'data.members' and 'data.nonmembers', or neither")
 
-    if shadow is not None and classifier_dir is not None:
+    if shadow is not None and as_is:
         raise ConfigError(
             "'shadow' trains shadow models like the target; it does not apply to 'classifier_dir'"
         )
 
     claim = None
     if "claim" in raw:
-        if classifier_dir is None:
+        if not as_is:
             raise ConfigError("config key 'claim' applies only with 'target.classifier_dir'")
         claim = _section(raw["claim"], "claim")
 
@@ -463,7 +501,11 @@ def parse_config(
         device=top["device"],
         data=data,
         target=TargetSpec(
-            target["preset"], target["model_dir"], target["max_length"], target["public_epochs"]
+            target["preset"],
+            target["model_dir"],
+            target["max_length"],
+            target["public_epochs"],
+            target["kind"] if target["model_dir"] is not None else "auto",
         ),
         classifier_dir=classifier_dir,
         train=train,
@@ -480,6 +522,7 @@ def parse_config(
         shadow=shadow,
         sweep=_check_sweep(sweep, defenses, top["seed"]) if sweep is not None else None,
         executor=executor,
+        audit=audit_opts,
     )
     if cfg.sweep is not None:
         from audit.scaleout import expand_sweep
@@ -538,6 +581,133 @@ def _check_sweep(
     return out
 
 
+#: ε and δ each defense's accountant can calibrate, per accountant where it matters:
+#: defense -> accountant (or "*") -> ((ε min, ε max), (δ min, δ max)). Outside these the
+#: calibration search does not end (Opacus doubles σ up to its cap for a tiny ε, and
+#: bisects σ towards 0 forever for a huge one: ε = 1e-300 failed after 118 s and ε = 1e308
+#: ran past 120 s before this check). Opacus's PRV accountant is slow above ε ≈ 50
+#: (ε = 100 takes 30 s per calibration on a 2-core CPU); RDP calibrates ε = 1e12 in 3 s.
+EPS_DELTA_RANGES: dict[str, dict[str, tuple[tuple[float, float], tuple[float, float]]]] = {
+    "dp-sgd": {"prv": ((0.01, 50.0), (1e-12, 0.1)), "rdp": ((0.01, 1e9), (1e-12, 0.1))},
+    "phantom-dp-sgd": {"prv": ((0.01, 50.0), (1e-12, 0.1)), "rdp": ((0.01, 1e9), (1e-12, 0.1))},
+    "re-attention": {"prv": ((0.01, 50.0), (1e-12, 0.1)), "rdp": ((0.01, 1e9), (1e-12, 0.1))},
+    "*": {"*": ((1e-3, 1e4), (1e-12, 0.1))},
+}
+
+
+def _check_eps_delta(i: int, d: DefenseConfig, defaults: dict[str, Any]) -> None:
+    params = {k: v[1] for k, v in defaults.items()} | d.params
+    if "epsilon" not in params and "delta" not in params:
+        return
+    table = EPS_DELTA_RANGES.get(d.name, EPS_DELTA_RANGES["*"])
+    acc = params.get("accountant", "*")
+    (e_lo, e_hi), (d_lo, d_hi) = table.get(acc, table.get("*", next(iter(table.values()))))
+    how = f"{d.name}" + (f" with the {acc} accountant" if acc != "*" else "")
+    eps = params.get("epsilon")
+    if isinstance(eps, (int, float)) and not isinstance(eps, bool) and not e_lo <= eps <= e_hi:
+        raise ConfigError(
+            f"defenses[{i}].epsilon = {eps:g} is outside what {how} can calibrate: "
+            f"use an ε in [{e_lo:g}, {e_hi:g}]"
+        )
+    delta = params.get("delta")
+    if (
+        isinstance(delta, (int, float))
+        and not isinstance(delta, bool)
+        and not d_lo <= delta <= d_hi
+    ):
+        raise ConfigError(
+            f"defenses[{i}].delta = {delta:g} is outside what {how} can calibrate: "
+            f"use a δ in [{d_lo:g}, {d_hi:g}]"
+        )
+
+
+def model_layers(spec: TargetSpec) -> int | None:
+    """Number of transformer layers of the target model, from its config alone (no
+    weights are loaded); ``None`` when it cannot be read here (the model loader then
+    reports the problem)."""
+    import json
+
+    from defenses.targets.lm import LM_PRESETS
+    from defenses.targets.loading import TINY_CONFIG, minilm_path
+
+    if spec.model_dir:
+        path = Path(spec.model_dir) / "config.json"
+    elif spec.preset == "tiny":
+        return int(TINY_CONFIG["num_hidden_layers"])
+    elif spec.preset in LM_PRESETS:
+        return int(LM_PRESETS[spec.preset]["n_layer"])
+    elif spec.preset == "minilm":
+        try:
+            path = minilm_path() / "config.json"
+        except Exception:  # noqa: BLE001 - reported by the loader
+            return None
+    else:
+        return None
+    try:
+        conf = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return None
+    if not isinstance(conf, dict):
+        return None
+    for key in ("num_hidden_layers", "n_layer", "num_layers"):
+        n = conf.get(key)
+        if isinstance(n, int) and not isinstance(n, bool) and n > 0:
+            return n
+    return None
+
+
+def _check_bench(path: str) -> None:
+    """``[report] bench``: an existing ``privacy-audit bench`` JSON with a cost-of-privacy
+    result (read as the report will read it, after a depth- and type-guarded parse)."""
+    from audit.benchmarks.cost_of_privacy import cost_table_from_bench_json
+    from audit.errors import AuditError
+    from audit.io import read_json
+
+    try:
+        read_json(path, "config key 'report.bench' file")
+        cost_table_from_bench_json(path)
+    except AuditError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def check_runnable(cfg: AuditConfig) -> None:
+    """Checks that need the environment or files, run at config load before any work:
+    the device against the installed torch, each defense's ε and δ against what its
+    accountant can calibrate, layer indices against the model config, and the
+    ``[report] bench`` file. Raises :class:`ConfigError` (exit 2)."""
+    if cfg.device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            build = "a CPU-only build" if torch.version.cuda is None else "a CUDA build"
+            raise ConfigError(
+                f"config key 'device' is 'cuda' but no CUDA GPU is available (torch "
+                f'{torch.__version__} is {build}); use device = "cpu" or "auto"'
+            )
+    sweep_eps = (cfg.sweep or {}).get("epsilons") or []
+    for i, d in enumerate(cfg.defenses):
+        _check_eps_delta(i, d, DEFENSES[d.name].PARAMS)
+        if "epsilon" in DEFENSES[d.name].PARAMS and d.label in (cfg.sweep or {}).get(
+            "defenses", []
+        ):
+            for e in sweep_eps:
+                _check_eps_delta(
+                    i, replace(d, params={**d.params, "epsilon": e}), DEFENSES[d.name].PARAMS
+                )
+        layers = d.params.get("layers")
+        if isinstance(layers, list) and layers:
+            n = model_layers(cfg.target)
+            if n is not None:
+                for li in layers:
+                    if isinstance(li, int) and not -n <= li < n:
+                        raise ConfigError(
+                            f"defenses[{i}].layers names layer {li}, but the target model has "
+                            f"{n} layers (indices 0..{n - 1}, or -{n}..-1 from the end)"
+                        )
+    if cfg.bench is not None:
+        _check_bench(cfg.bench)
+
+
 def default_config_text() -> str:
     return resources.files("audit.configs").joinpath("default.toml").read_text(encoding="utf-8")
 
@@ -554,6 +724,12 @@ def bundled_configs() -> list[str]:
 def load_config(path: str | Path | None) -> AuditConfig:
     """Load and validate a TOML config; ``None`` loads the bundled default audit, and the
     name of a bundled config (``dp-forward``, ...) loads that one when no such file exists."""
+    cfg = _load_config(path)
+    check_runnable(cfg)
+    return cfg
+
+
+def _load_config(path: str | Path | None) -> AuditConfig:
     if path is None:
         return parse_config(tomllib.loads(default_config_text()), source="bundled default")
     p = Path(path)
@@ -577,3 +753,130 @@ def load_config(path: str | Path | None) -> AuditConfig:
     except RecursionError:
         raise ConfigError(f"config file {str(p)!r} is not valid TOML: nested too deeply") from None
     return parse_config(raw, source=str(p), base_dir=p.parent.resolve())
+
+
+def resolve_device(name: str) -> str:
+    """``auto`` -> ``cuda`` when torch has CUDA, else ``cpu``; ``cuda`` without CUDA is an
+    error here, at config load, before any data or model is read."""
+    import torch
+
+    if name == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if name == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(
+            "device = 'cuda' but this torch build has no usable CUDA device "
+            f"(torch {torch.__version__}); use device = 'auto' or 'cpu'"
+        )
+    return name
+
+
+def default_lm_attacks(with_reference: bool) -> list[str]:
+    """Membership attacks run on a causal LM when 'attacks.names' is not given: every
+    signal of one shared forward pass, plus the reference attack with a reference model."""
+    names = [n for n in ("lm-loss", "zlib", "min-k") if n in ATTACKS]
+    if with_reference and "reference" in ATTACKS:
+        names.append("reference")
+    return names
+
+
+def _audit_target(target: dict[str, Any]) -> tuple[str | None, dict[str, Any]]:
+    """The directory audited as it is and its options (no file system access here:
+    :func:`resolve_targets` checks the directories and reads the model kind)."""
+    if target["audit_dir"] is not None and target["classifier_dir"] is not None:
+        raise ConfigError("set 'target.audit_dir' or its alias 'target.classifier_dir', not both")
+    audit_dir = target["audit_dir"] or target["classifier_dir"]
+    adapter = target["adapter_dir"]
+    if audit_dir is None and adapter is None:
+        for k in ("adapter_dir", "reference_dir", "allow_uninitialized"):
+            if target[k] not in (None, False):
+                raise ConfigError(
+                    f"'target.{k}' applies only when auditing a trained model "
+                    "('target.audit_dir' or 'target.adapter_dir')"
+                )
+        if target["model_dir"] is None and target["kind"] != "auto":
+            raise ConfigError("'target.kind' applies only with 'target.audit_dir' or 'model_dir'")
+        return None, {}
+    if target["model_dir"] is not None and audit_dir is None:
+        raise ConfigError("'target.adapter_dir' applies to 'target.audit_dir', not 'model_dir'")
+    return audit_dir, {
+        "kind": target["kind"],
+        "adapter_dir": adapter,
+        "reference_dir": target["reference_dir"],
+        "allow_uninitialized": target["allow_uninitialized"],
+        "dtype": target["dtype"],
+        "device_map": target["device_map"],
+        "batch_size": target["batch_size"],
+        # the older key meant a classifier: the kind it falls back to when config.json
+        # names no head
+        "_fallback_kind": "classifier" if target["classifier_dir"] is not None else None,
+    }
+
+
+def resolve_targets(cfg: AuditConfig) -> AuditConfig:
+    """Check the model directories a config names and read what they are, before any
+    data, model weights or output are touched: local directories only (a hub name is
+    never downloaded), the model kind from config.json, a PEFT adapter's base, whether
+    each defense can fine-tune a local causal LM. Sets the causal-LM default attacks
+    when ``attacks.names`` is not given. Idempotent."""
+    import dataclasses
+
+    from audit.errors import AuditError
+    from defenses.targets.loading import (
+        adapter_base_dir,
+        check_lm_defense,
+        check_local_dir,
+        detect_kind,
+    )
+
+    if cfg.audit.get("resolved"):
+        return cfg
+    try:
+        if cfg.audit:
+            opts = dict(cfg.audit)
+            adapter, reference = opts["adapter_dir"], opts["reference_dir"]
+            if cfg.classifier_dir is not None:
+                what = (
+                    "classifier directory (target.classifier_dir)"
+                    if opts.get("_fallback_kind")
+                    else "target.audit_dir"
+                )
+                base = str(check_local_dir(cfg.classifier_dir, what))
+            else:
+                base = str(adapter_base_dir(adapter))
+            if adapter is not None:
+                adapter_base_dir(adapter)  # a PEFT adapter directory, checked now
+            try:
+                kind = detect_kind(base, opts["kind"])
+            except AuditError:
+                if not opts.get("_fallback_kind"):
+                    raise
+                kind = opts["_fallback_kind"]
+            if reference is not None:
+                check_local_dir(reference, "target.reference_dir")
+                if kind != "causal-lm":
+                    raise ConfigError("'target.reference_dir' applies to causal LMs only")
+                if detect_kind(reference, "auto", "target.reference_dir") != "causal-lm":
+                    raise ConfigError("'target.reference_dir' must hold a causal LM")
+            if adapter is not None and kind != "causal-lm":
+                raise ConfigError("'target.adapter_dir' is supported for causal LMs only")
+            opts.update(kind=kind, resolved=True)
+            attacks = cfg.attacks
+            if kind == "causal-lm" and "names" not in (cfg.raw.get("attacks") or {}):
+                attacks = tuple(default_lm_attacks(reference is not None))
+            return dataclasses.replace(cfg, classifier_dir=base, audit=opts, attacks=attacks)
+        spec = cfg.target
+        if spec.model_dir is not None:
+            check_local_dir(spec.model_dir, "target.model_dir")
+            if spec.is_causal_lm:
+                for d in cfg.defenses:
+                    reason = check_lm_defense(d.name, spec.model_dir)
+                    if reason:
+                        raise ConfigError(
+                            f"defense '{d.label}' cannot fine-tune the causal LM in "
+                            f"'target.model_dir': {reason}"
+                        )
+        return dataclasses.replace(cfg, audit={"resolved": True})
+    except ConfigError:
+        raise
+    except AuditError as exc:
+        raise ConfigError(str(exc)) from None

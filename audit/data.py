@@ -3,8 +3,10 @@
 Sources:
 - the bundled fixture corpus (``data.corpus = "fixtures"``): its private split is shuffled
   with the seed and cut into disjoint members / non-members / test sets;
-- a user corpus file (JSONL or CSV with a text and a label column), split the same way;
-- explicit ``data.members`` / ``data.nonmembers`` (/ ``data.test``) files.
+- a user corpus file (see :func:`read_table` for the formats), split the same way;
+- explicit ``data.members`` / ``data.nonmembers`` (/ ``data.test``) files or saved datasets.
+
+Causal LMs need no label column (``labels=False``): every example gets one label.
 """
 
 from __future__ import annotations
@@ -38,72 +40,174 @@ def _utf8_text(value: str, where: str) -> str:
     return value
 
 
-def read_table(
-    path: str | Path, text_column: str, label_column: str, id_column: str | None
-) -> list[dict]:
-    """Rows of a JSONL or CSV file as dicts with keys ``id``, ``text``, ``label``."""
-    p = Path(path)
-    if not p.is_file():
-        raise DataError(f"data file {str(p)!r} does not exist")
+DATA_FORMATS = (".txt", ".jsonl", ".json", ".ndjson", ".csv", ".parquet")
+#: The label every row gets when the model needs none (causal LMs score text only).
+NO_LABEL = "-"
+
+
+def _read_text(p: Path) -> str:
     try:
         # bytes, not read_text(): no newline translation, so a quoted CSV field keeps its \r
-        content = p.read_bytes().decode("utf-8-sig")
+        return p.read_bytes().decode("utf-8-sig")
     except UnicodeDecodeError:
         raise DataError(f"data file {str(p)!r} is not UTF-8 text") from None
-    suffix = p.suffix.lower()
-    records: list[dict[str, Any]] = []
-    if suffix in (".jsonl", ".json", ".ndjson"):
-        for lineno, line in enumerate(_LINE_BREAK.split(content), start=1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DataError(
-                    f"data file {str(p)!r} line {lineno} is not valid JSON: {exc.msg}"
-                ) from None
-            except ValueError:  # an integer past Python's int-from-string digit limit
-                raise DataError(
-                    f"data file {str(p)!r} line {lineno} is not valid JSON: number too long"
-                ) from None
-            except RecursionError:
-                raise DataError(
-                    f"data file {str(p)!r} line {lineno} is not valid JSON: nested too deeply"
-                ) from None
-            if not isinstance(obj, dict):
-                raise DataError(f"data file {str(p)!r} line {lineno} is not a JSON object")
-            records.append(obj)
-    elif suffix == ".csv":
-        reader = csv.DictReader(io.StringIO(content, newline=""))
+    except OSError as exc:
+        raise DataError(f"data file {str(p)!r} cannot be read: {exc.strerror or exc}") from None
+
+
+def _jsonl_records(p: Path, content: str) -> list[tuple[int, dict]]:
+    records = []
+    for lineno, line in enumerate(_LINE_BREAK.split(content), start=1):
+        if not line.strip():
+            continue
         try:
-            if reader.fieldnames is None:
-                raise DataError(f"data file {str(p)!r} is empty")
-            records = list(reader)
-        except csv.Error as exc:  # e.g. a field over the csv module's 128 KiB limit
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
             raise DataError(
-                f"data file {str(p)!r} is not valid CSV (line {reader.line_num}): {exc}"
+                f"data file {str(p)!r} line {lineno} is not valid JSON: {exc.msg}"
             ) from None
+        except ValueError:  # an integer past Python's int-from-string digit limit
+            raise DataError(
+                f"data file {str(p)!r} line {lineno} is not valid JSON: number too long"
+            ) from None
+        except RecursionError:
+            raise DataError(
+                f"data file {str(p)!r} line {lineno} is not valid JSON: nested too deeply"
+            ) from None
+        if not isinstance(obj, dict):
+            raise DataError(f"data file {str(p)!r} line {lineno} is not a JSON object")
+        records.append((len(records), obj))
+    return records
+
+
+def _parquet_records(p: Path) -> list[tuple[int, dict]]:
+    try:
+        import pyarrow.parquet as pq
+
+        table = pq.read_table(p)
+    except ImportError:  # pragma: no cover - pyarrow comes with datasets
+        raise DataError(f"reading {str(p)!r} needs pyarrow (pip install pyarrow)") from None
+    except Exception as exc:  # noqa: BLE001 - pyarrow raises many types for a bad file
+        first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+        raise DataError(f"data file {str(p)!r} is not a readable parquet file: {first}") from None
+    return list(enumerate(table.to_pylist()))
+
+
+def _dataset_records(p: Path) -> list[tuple[int, dict]]:
+    """Rows of a directory written by ``datasets.Dataset.save_to_disk``."""
+    if not (p / "dataset_info.json").is_file() and not (p / "dataset_dict.json").is_file():
+        raise DataError(
+            f"data path {str(p)!r} is a directory but not one saved by "
+            "datasets.Dataset.save_to_disk (no dataset_info.json); give a file "
+            f"({', '.join(DATA_FORMATS)}) or a saved dataset"
+        )
+    try:
+        import datasets
+
+        ds = datasets.load_from_disk(str(p))
+    except ImportError:  # pragma: no cover
+        raise DataError(f"reading {str(p)!r} needs the 'datasets' package") from None
+    except Exception as exc:  # noqa: BLE001 - datasets/pyarrow raise many types
+        first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+        raise DataError(f"saved dataset {str(p)!r} cannot be read: {first}") from None
+    if isinstance(ds, datasets.DatasetDict):
+        raise DataError(
+            f"saved dataset {str(p)!r} holds several splits ({', '.join(ds)}); give one "
+            "split's directory"
+        )
+    return list(enumerate(ds.to_list()))
+
+
+def read_table(
+    path: str | Path,
+    text_column: str,
+    label_column: str | None,
+    id_column: str | None,
+    label_required: bool = True,
+) -> list[dict]:
+    """Rows of a data file as dicts with keys ``id``, ``text``, ``label``.
+
+    Formats: ``.txt`` (one example per line, blank lines ignored), ``.jsonl`` (also
+    ``.json`` / ``.ndjson``: one JSON object per line), ``.csv``, ``.parquet``, and a
+    directory written by ``datasets.Dataset.save_to_disk``. ``label_column=None``: no
+    label is read (causal LMs), every row gets :data:`NO_LABEL`; with
+    ``label_required=False`` a row without the label column gets it too. Ids come from
+    ``id_column`` when the row has one, else they are stable: ``<file stem>:<line>`` for
+    ``.txt`` (1-based line number), ``<file stem>-<row>`` otherwise (0-based row)."""
+    p = Path(path)
+    if p.is_dir():
+        records = _dataset_records(p)
+        suffix = ""
+    elif not p.is_file():
+        raise DataError(f"data file {str(p)!r} does not exist")
     else:
-        raise DataError(f"data file {str(p)!r} must end in .jsonl or .csv")
+        suffix = p.suffix.lower()
+        records = []
+        if suffix == ".txt":
+            if label_column is not None and label_required:
+                raise DataError(
+                    f"data file {str(p)!r} is plain text (one example per line) and has no "
+                    f"label column {label_column!r}; a classifier needs .jsonl, .csv or .parquet"
+                )
+            content = _read_text(p)
+            for lineno, line in enumerate(_LINE_BREAK.split(content), start=1):
+                if line.strip():
+                    records.append((lineno, {text_column: line}))
+        elif suffix in (".jsonl", ".json", ".ndjson"):
+            records = _jsonl_records(p, _read_text(p))
+        elif suffix == ".csv":
+            reader = csv.DictReader(io.StringIO(_read_text(p), newline=""))
+            try:
+                if reader.fieldnames is None:
+                    raise DataError(f"data file {str(p)!r} is empty")
+                records = list(enumerate(reader))
+            except csv.Error as exc:  # e.g. a field over the csv module's 128 KiB limit
+                raise DataError(
+                    f"data file {str(p)!r} is not valid CSV (line {reader.line_num}): {exc}"
+                ) from None
+        elif suffix == ".parquet":
+            records = _parquet_records(p)
+        else:
+            raise DataError(
+                f"data file {str(p)!r} must end in {', '.join(DATA_FORMATS)} or be a directory "
+                "saved by datasets.Dataset.save_to_disk"
+            )
     if not records:
         raise DataError(f"data file {str(p)!r} has no rows")
+    sep = ":" if suffix == ".txt" else "-"
     rows = []
-    for i, rec in enumerate(records):
-        for col in (text_column, label_column):
+    needed = (
+        (text_column,)
+        if label_column is None or not label_required
+        else (text_column, label_column)
+    )
+    for i, (pos, rec) in enumerate(records):
+        for col in needed:
             if col not in rec:
-                raise DataError(f"data file {str(p)!r} has no column {col!r} (row {i + 1})")
-        text, label = rec[text_column], rec[label_column]
-        if not isinstance(text, str):
-            raise DataError(
-                f"data file {str(p)!r} row {i + 1}: column {text_column!r} must be text"
-            )
-        if label is None or label == "" or (isinstance(label, float) and not math.isfinite(label)):
-            raise DataError(f"data file {str(p)!r} row {i + 1}: column {label_column!r} is empty")
-        rid = rec.get(id_column) if id_column else None
+                have = ", ".join(sorted(map(str, rec))[:10])
+                raise DataError(
+                    f"data file {str(p)!r} has no column {col!r} (row {i + 1}); its columns: {have}"
+                )
+        text = rec[text_column]
         where = f"data file {str(p)!r} row {i + 1}"
+        if not isinstance(text, str):
+            raise DataError(f"{where}: column {text_column!r} must be text")
+        if label_column is None or (not label_required and label_column not in rec):
+            label = NO_LABEL
+        else:
+            label = rec[label_column]
+            if (
+                label is None
+                or label == ""
+                or (isinstance(label, float) and not math.isfinite(label))
+            ):
+                raise DataError(f"{where}: column {label_column!r} is empty")
+        rid = rec.get(id_column) if id_column else None
         rows.append(
             {
-                "id": _utf8_text(str(rid), where) if rid not in (None, "") else f"{p.stem}-{i}",
+                "id": _utf8_text(str(rid), where)
+                if rid not in (None, "")
+                else f"{p.stem}{sep}{pos}",
                 "text": _utf8_text(text, where),
                 "label": _utf8_text(str(label), where),
             }
@@ -159,14 +263,35 @@ def _check_sets(members: list[dict], nonmembers: list[dict], train: bool) -> Non
 
 
 def load_audit_data(
-    data_cfg: dict[str, Any], seed: int, train: bool, label_names: list[str] | None = None
+    data_cfg: dict[str, Any],
+    seed: int,
+    train: bool,
+    label_names: list[str] | None = None,
+    labels: bool | str = True,
 ) -> AuditData:
-    """Build members / non-members / test per the ``[data]`` config section."""
-    cols = (data_cfg["text_column"], data_cfg["label_column"], data_cfg["id_column"])
+    """Build members / non-members / test per the ``[data]`` config section.
+    ``labels=False`` (a causal LM audited as it is): no label column is read; every
+    example has one label. ``labels="optional"`` (a causal LM the suite trains): labels
+    are read where the data has them (the fixture corpus), else every example gets one."""
+    cols = (
+        data_cfg["text_column"],
+        data_cfg["label_column"] if labels else None,
+        data_cfg["id_column"],
+    )
+    if labels == "optional":
+        import functools
+
+        read = functools.partial(read_table, label_required=False)
+        train = False  # one label is fine for a causal LM
+    else:
+        read = read_table
+    if not labels:
+        label_names = [NO_LABEL]
+        train = False  # the single-label check is for classifiers
     if data_cfg["members"] is not None:
-        members = read_table(data_cfg["members"], *cols)
-        nonmembers = read_table(data_cfg["nonmembers"], *cols)
-        test = read_table(data_cfg["test"], *cols) if data_cfg["test"] else nonmembers
+        members = read(data_cfg["members"], *cols)
+        nonmembers = read(data_cfg["nonmembers"], *cols)
+        test = read(data_cfg["test"], *cols) if data_cfg["test"] else nonmembers
     else:
         if data_cfg["corpus"] == "fixtures":
             import fixtures
@@ -181,7 +306,7 @@ def load_audit_data(
                 for r in fixtures.load_corpus("private")
             ]
         else:
-            pool = read_table(data_cfg["corpus"], *cols)
+            pool = read(data_cfg["corpus"], *cols)
         n_in, n_out, n_test = data_cfg["n_members"], data_cfg["n_nonmembers"], data_cfg["n_test"]
         if n_in + n_out + n_test > len(pool):
             raise DataError(
@@ -193,7 +318,7 @@ def load_audit_data(
         test = [pool[i] for i in order[n_in + n_out : n_in + n_out + n_test]]
     public: list[dict] | None = None
     if data_cfg["public"] is not None and data_cfg["public"] != "fixtures":
-        public = read_table(data_cfg["public"], *cols)
+        public = read(data_cfg["public"], *cols)
     elif data_cfg["public"] == "fixtures" or (
         data_cfg["corpus"] == "fixtures" and data_cfg["members"] is None
     ):
@@ -208,6 +333,11 @@ def load_audit_data(
             }
             for r in fixtures.load_corpus("public")
         ]
+    if not labels:  # fixture rows carry task labels; a causal LM ignores them
+        members, nonmembers, test = (
+            [{**r, "label": NO_LABEL} for r in rows] for rows in (members, nonmembers, test)
+        )
+        public = [{**r, "label": NO_LABEL} for r in public] if public else public
     _check_sets(members, nonmembers, train)
     if label_names is None:
         label_names = sorted({r["label"] for r in members + nonmembers + test})

@@ -34,6 +34,13 @@ from audit.errors import AuditError
 from audit.io import atomic_write_text, dumps_json
 
 TASK_FORMAT = 1  # bump when a task's meaning changes, so old results are not reused
+#: Keys a finished task's result must have (one of), by task kind: a resumed run checks
+#: every reused file before any work.
+RESULT_KEYS: dict[str, tuple[str, ...]] = {
+    "audit-trial": ("run",),
+    "train-shadow": ("loss", "unavailable"),
+    "score-attack": ("attack",),
+}
 
 
 @dataclass(frozen=True)
@@ -120,13 +127,30 @@ class RunDir:
     def has(self, key: str) -> bool:
         return self._file(key).is_file()
 
-    def load(self, key: str) -> dict[str, Any]:
+    def load(self, key: str, kind: str = "") -> dict[str, Any]:
+        """A finished task's result; AuditError (exit 2, before any work) when the file is
+        unreadable or not the result of a task of this ``kind``."""
+        from audit.io import parse_json
+
+        f = self._file(key)
         try:
-            return json.loads(self._file(key).read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as exc:
+            data = f.read_bytes()
+        except OSError as exc:
             raise AuditError(
-                f"run directory {str(self.path)!r}: task {key} is unreadable: {exc}"
+                f"run directory {str(self.path)!r}: task {key} is unreadable: {exc.strerror or exc}"
             ) from None
+        what = f"run directory {str(self.path)!r}: task file {f.name}"
+        result = parse_json(data, what)
+        need = RESULT_KEYS.get(kind, ())
+        if not isinstance(result, dict) or (need and not any(k in result for k in need)):
+            raise AuditError(
+                f"{what} is not a finished {kind or 'task'} result (no "
+                f"{' or '.join(repr(k) for k in need) or 'object'}); delete it or run without "
+                "--resume"
+            )
+        if kind == "audit-trial" and not isinstance(result.get("run"), dict):
+            raise AuditError(f"{what} has no run record; delete it or run without --resume")
+        return result
 
     def save(self, key: str, text: str) -> None:
         atomic_write_text(self._file(key), text)
@@ -159,6 +183,39 @@ class Executor:
         pass
 
 
+def _exit_when_orphaned(parent: int, interval: float) -> None:
+    while True:
+        time.sleep(interval)
+        if os.getppid() != parent:
+            os._exit(1)  # the driver is gone: nobody will read this worker's result
+
+
+def pool_worker_init(parent: int, interval: float = 0.5) -> None:
+    """Initializer of every pool worker: end it when the driver dies, even by SIGKILL
+    (no ``atexit`` or pool shutdown runs then). On Linux ``PR_SET_PDEATHSIG`` has the
+    kernel send SIGKILL at once; everywhere a daemon thread also polls ``getppid()``
+    (re-parenting to init or a subreaper changes it) and exits within ``interval``."""
+    import threading
+
+    if os.getppid() != parent:
+        os._exit(1)
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+            import signal
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            PR_SET_PDEATHSIG = 1
+            libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+        except (OSError, AttributeError):
+            pass
+        if os.getppid() != parent:  # died between the fork and the prctl
+            os._exit(1)
+    threading.Thread(
+        target=_exit_when_orphaned, args=(parent, interval), name="orphan-watch", daemon=True
+    ).start()
+
+
 class LocalExecutor(Executor):
     """In-process (``workers = 1``) or a spawn-context process pool (``workers > 1``)."""
 
@@ -178,7 +235,10 @@ class LocalExecutor(Executor):
 
         if self._pool is None:
             self._pool = cf.ProcessPoolExecutor(
-                self.spec.workers, mp_context=mp.get_context("spawn")
+                self.spec.workers,
+                mp_context=mp.get_context("spawn"),
+                initializer=pool_worker_init,
+                initargs=(os.getpid(),),
             )
         futures = {}
         for task, deps in batch:
@@ -322,7 +382,7 @@ def run_tasks(
         if task.key in results:
             continue
         if run_dir is not None and run_dir.has(task.key):
-            results[task.key] = run_dir.load(task.key)
+            results[task.key] = run_dir.load(task.key, task.kind)
             continue
         deps = []
         for d in task.deps:
@@ -336,6 +396,7 @@ def run_tasks(
     skipped = len(tasks) - total
     if progress and skipped:
         progress(f"resume: {skipped} finished task(s) reused")
+    started = time.perf_counter()
 
     def on_start(task: Task) -> None:
         if run_dir is not None:
@@ -348,7 +409,14 @@ def run_tasks(
         results[task.key] = json.loads(text)
         done[0] += 1
         if progress:
-            progress(f"[{done[0]}/{total}] {task.kind}: {task.label}")
+            from audit.progress import fmt_seconds
+
+            elapsed = time.perf_counter() - started
+            eta = elapsed / done[0] * (total - done[0])
+            progress(
+                f"[{done[0]}/{total}] {task.kind}: {task.label} "
+                f"(elapsed {fmt_seconds(elapsed)}, ETA {fmt_seconds(eta)})"
+            )
 
     if todo:
         executor.run(todo, on_start, on_done)

@@ -41,7 +41,6 @@ have the same ``schema_version`` as the results.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import xml.etree.ElementTree as ET
@@ -85,10 +84,11 @@ class Violation:
     observed: float
     threshold: float
     key: str = ""  # the metric's key in results.json, e.g. "auc"
+    source: str = "attack"  # "attack" | "leakage attack" | "ε audit"
 
     def __str__(self) -> str:
         return (
-            f"{self.metric} of attack '{self.attack}' on '{self.run}' is {self.observed:.4g}, "
+            f"{self.metric} of {self.source} '{self.attack}' on '{self.run}' is {self.observed:.4g}, "
             f"above the threshold {self.threshold:.4g}"
         )
 
@@ -220,6 +220,8 @@ class GateOutcome:
 
     violations: list[Violation]
     diff: BaselineDiff | None = None
+    failures: list[Failure] = field(default_factory=list)
+    leakage: dict[str, float] = field(default_factory=dict)
     fail_on_missing: bool = False
     tolerance: float | None = None
     thresholds: dict[str, float | None] = field(default_factory=dict)
@@ -234,7 +236,7 @@ class GateOutcome:
     @property
     def passed(self) -> bool:
         regressions = self.diff.regressions if self.diff is not None else []
-        return not (self.violations or regressions or self.failed_missing)
+        return not (self.violations or regressions or self.failed_missing or self.failures)
 
 
 # --------------------------------------------------------------------------- #
@@ -245,10 +247,9 @@ def load_results(path: str | Path, what: str = "results file") -> dict[str, Any]
     p = Path(path)
     if not p.is_file():
         raise DataError(f"{what} {str(p)!r} does not exist")
-    try:
-        results = json.loads(p.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise DataError(f"{what} {str(p)!r} is not valid JSON: {exc}") from None
+    from audit.io import read_json
+
+    results = read_json(p, what)
     if not isinstance(results, dict) or not isinstance(results.get("runs"), list):
         raise DataError(
             f"{what} {str(p)!r} has no 'runs' list; is it a privacy-audit results.json?"
@@ -263,6 +264,46 @@ def load_results(path: str | Path, what: str = "results file") -> dict[str, Any]
             raise DataError(
                 f"{what} {str(p)!r}: run {run['name']!r} has an 'attacks' entry that is not "
                 "an object with an 'attack' name"
+            )
+        for a in [
+            *attacks,
+            *(run.get("leakage") or [] if isinstance(run.get("leakage"), list) else []),
+        ]:
+            if not isinstance(a, dict) or "metrics" not in a:
+                continue
+            if not isinstance(a["metrics"], dict):
+                raise DataError(
+                    f"{what} {str(p)!r}: the 'metrics' of attack {a.get('attack')!r} of run "
+                    f"{run['name']!r} is {type(a['metrics']).__name__}, not an object"
+                )
+            for key, m in a["metrics"].items():
+                if not isinstance(m, dict):
+                    continue  # a scalar summary, not an estimate; never gated
+                for field_ in ("value", "ci_low", "ci_high"):
+                    x = m.get(field_)
+                    if x is not None and (isinstance(x, bool) or not isinstance(x, (int, float))):
+                        raise DataError(
+                            f"{what} {str(p)!r}: {field_} of metric {key!r} of attack "
+                            f"{a.get('attack')!r} of run {run['name']!r} is {x!r}, not a number "
+                            "or null"
+                        )
+        leakage = run.get("leakage", [])
+        if not isinstance(leakage, list) or not all(
+            isinstance(a, dict) and isinstance(a.get("attack"), str) for a in leakage
+        ):
+            raise DataError(
+                f"{what} {str(p)!r}: run {run['name']!r} has a 'leakage' entry that is not "
+                "an object with an 'attack' name"
+            )
+        ea = run.get("epsilon_audit")
+        if ea is not None and (
+            not isinstance(ea, dict)
+            or not isinstance(ea.get("audits", []), list)
+            or not all(isinstance(a, dict) for a in ea.get("audits", []))
+        ):
+            raise DataError(
+                f"{what} {str(p)!r}: run {run['name']!r} has an 'epsilon_audit' that is not "
+                "an object with an 'audits' list"
             )
     return results
 
@@ -321,34 +362,306 @@ def _by_name(items: list[dict[str, Any]], key: str, what: str) -> dict[str, dict
 # --------------------------------------------------------------------------- #
 # Decisions
 # --------------------------------------------------------------------------- #
-def check(
-    results: dict[str, Any], thresholds: dict[str, float | None], strict: bool = False
-) -> list[Violation]:
-    """All threshold violations over every run and every attack with status ``ok``."""
-    violations = []
+#: ``--max-leakage NAME=VALUE``: NAME -> (leakage attacks whose headline it gates, range
+#: of the headline, a label). Rates are fractions in [0, 1]; exposure is in bits and mutual
+#: information in nats per token, both >= 0. A leakage attack's own name is accepted too.
+LEAKAGE_GATES: dict[str, tuple[tuple[str, ...], str, str]] = {
+    "inversion-recall": (
+        ("inversion-nn", "inversion-relaxed", "gradient-inversion"),
+        "rate",
+        "inversion token recall",
+    ),
+    "extraction-rate": (("prompt-extraction",), "rate", "extraction rate"),
+    "exposure": (("canary-exposure",), "nonnegative", "canary exposure (bits)"),
+    "mi": (("mutual-information",), "nonnegative", "mutual information (nats/token)"),
+    "attribute-accuracy": (("attribute-inference",), "rate", "attribute-inference accuracy"),
+    "attention-epsilon": (("attention-lrt",), "nonnegative", "attention LRT ε lower bound"),
+}
+LEAKAGE_GATES.update(
+    {
+        attack: ((attack,), kind, f"{attack} headline")
+        for attacks, kind, _ in list(LEAKAGE_GATES.values())
+        for attack in attacks
+    }
+)
+#: Thresholds on fractions: AUC, TPR and rates must lie in [0, 1]; ε bounds >= 0.
+RATE_THRESHOLDS = ("max_auc", "max_tpr_at_1pct_fpr")
+
+
+def check_threshold(option: str, value: float, kind: str) -> None:
+    """Raise :class:`DataError` (exit 2) for a threshold outside its metric's range: a
+    percent-style ``--max-auc 60`` could never fail, a negative one always fails."""
+    if not math.isfinite(value):
+        raise DataError(f"{option} must be a finite number, got {value!r}")
+    if kind == "rate" and not 0.0 <= value <= 1.0:
+        raise DataError(
+            f"{option} is a fraction in [0, 1], got {value:g}"
+            + (f" (did you mean {value / 100:g}?)" if 1 < value <= 100 else "")
+        )
+    if kind == "nonnegative" and value < 0:
+        raise DataError(f"{option} must be >= 0, got {value:g}")
+
+
+def parse_leakage_thresholds(items: list[str] | None) -> dict[str, float]:
+    """``["extraction-rate=0.1", ...]`` -> ``{"extraction-rate": 0.1}``, validated."""
+    out: dict[str, float] = {}
+    for item in items or []:
+        name, sep, value = item.partition("=")
+        name = name.strip()
+        if not sep:
+            raise DataError(f"--max-leakage takes NAME=VALUE, got {item!r}")
+        if name not in LEAKAGE_GATES:
+            raise DataError(
+                f"unknown leakage metric {name!r} in --max-leakage; allowed: "
+                f"{', '.join(LEAKAGE_GATES)}"
+            )
+        try:
+            v = float(value)
+        except ValueError:
+            raise DataError(f"--max-leakage {name}: {value!r} is not a number") from None
+        check_threshold(f"--max-leakage {name}", v, LEAKAGE_GATES[name][1])
+        if name in out:
+            raise DataError(f"--max-leakage names {name!r} twice")
+        out[name] = v
+    return out
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A gate failure that is not a number above a threshold: a requested metric that was
+    not measured, nothing measured at all, a violated privacy claim, an inconclusive
+    verdict under ``--strict``."""
+
+    run: str
+    attack: str
+    key: str  # what was checked, e.g. "auc", "claim", "measured"
+    kind: str  # "unmeasured" | "nothing-measured" | "claim-violated" | "inconclusive"
+    message: str
+
+    def __str__(self) -> str:
+        return self.message
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "run": self.run,
+            "attack": self.attack,
+            "metric": self.key,
+            "kind": self.kind,
+            "message": self.message,
+        }
+
+
+def _finite(x: Any) -> float | None:
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        return None
+    x = float(x)
+    return x if math.isfinite(x) else None
+
+
+def _unmeasured(m: Any) -> str | None:
+    """Why a metric dict holds no usable value (None: it does)."""
+    if not isinstance(m, dict):
+        return "is missing"
+    if m.get("below_resolution") is True or m.get("status") == "below_resolution":
+        return "is below the resolution of this sample (not measured)"
+    if "value" not in m or m["value"] is None:
+        return "is null"
+    if isinstance(m["value"], bool) or not isinstance(m["value"], (int, float)):
+        return f"is not a number ({m['value']!r})"
+    if not math.isfinite(float(m["value"])):
+        return f"is not finite ({m['value']!r})"
+    return None
+
+
+def _leakage_matches(name: str, att: dict[str, Any]) -> bool:
+    return att.get("attack") in LEAKAGE_GATES[name][0]
+
+
+def check_all(
+    results: dict[str, Any],
+    thresholds: dict[str, float | None],
+    strict: bool = False,
+    leakage: dict[str, float] | None = None,
+    allow_empty: bool = False,
+) -> tuple[list[Violation], list[Failure]]:
+    """Every threshold violation and every failure (see docs/gate.md, "Never fails open").
+
+    - every ``ok`` membership attack is held to each given threshold; a requested metric
+      that is missing, null, non-finite or below resolution is a failure;
+    - ``--max-epsilon-lb`` also holds every ``ok`` ε audit's bound, by name;
+    - ``leakage`` thresholds hold the headline of every ``ok`` matching leakage attack, and
+      fail when no run measured one;
+    - a run whose privacy claim is violated (by its ε audit or by the strongest attack's
+      ε lower bound) always fails, with the evidence;
+    - with ``strict``, a run whose verdict is "inconclusive" fails;
+    - no measured result at all fails unless ``allow_empty``.
+    """
+    from reports.verdict import audit_evidence, check_claim, epsilon_audit_bounds, verdict_level
+
+    leakage = leakage or {}
+    violations: list[Violation] = []
+    failures: list[Failure] = []
+    n_measured = 0
+    leak_seen = dict.fromkeys(leakage, 0)
     for run in results["runs"]:
+        rname = run["name"]
         for att in run.get("attacks", []):
             if att.get("status") != "ok":
                 continue
+            n_measured += 1
+            aname = att["attack"]
+            metrics = att.get("metrics") if isinstance(att.get("metrics"), dict) else {}
             for key, limit in thresholds.items():
                 if limit is None:
                     continue
                 metric, label = GATED[key]
-                m = (att.get("metrics") or {}).get(metric)
-                if not isinstance(m, dict) or "value" not in m:
-                    raise DataError(
-                        f"results file: attack {att.get('attack')!r} of run {run.get('name')!r} "
-                        f"has no '{metric}' metric; is it a privacy-audit results.json?"
+                m = metrics.get(metric)
+                why = _unmeasured(m)
+                if why is not None:
+                    failures.append(
+                        Failure(
+                            rname,
+                            aname,
+                            metric,
+                            "unmeasured",
+                            f"{label} of attack '{aname}' on '{rname}' {why}; the gate cannot "
+                            "hold it to the threshold",
+                        )
                     )
-                where = f"results file: '{metric}' of attack {att.get('attack')!r} of run {run.get('name')!r}"
-                observed = _number(m["value"], f"{where} value")
-                if strict and metric != "epsilon_lower_bound" and m.get("ci_high") is not None:
-                    observed = _number(m["ci_high"], f"{where} ci_high")
-                if observed is not None and observed > limit:
+                    continue
+                observed = float(m["value"])
+                if strict and metric != "epsilon_lower_bound":
+                    hi = _finite(m.get("ci_high"))
+                    if hi is None:
+                        failures.append(
+                            Failure(
+                                rname,
+                                aname,
+                                metric,
+                                "unmeasured",
+                                f"{label} of attack '{aname}' on '{rname}' has no finite upper "
+                                "CI end for --strict",
+                            )
+                        )
+                        continue
+                    observed = hi
+                if observed > limit:
+                    violations.append(Violation(rname, aname, label, observed, limit, metric))
+        for att in run.get("leakage", []):
+            if att.get("status") != "ok":
+                continue
+            n_measured += 1
+            for name, limit in leakage.items():
+                if not _leakage_matches(name, att):
+                    continue
+                leak_seen[name] += 1
+                head = att.get("headline")
+                metrics = att.get("metrics") if isinstance(att.get("metrics"), dict) else {}
+                m = metrics.get(head) if isinstance(head, str) else None
+                label = f"{LEAKAGE_GATES[name][2]} ({head})"
+                why = _unmeasured(m)
+                if why is not None:
+                    failures.append(
+                        Failure(
+                            rname,
+                            att["attack"],
+                            str(head),
+                            "unmeasured",
+                            f"{label} of attack '{att['attack']}' on '{rname}' {why}",
+                        )
+                    )
+                    continue
+                observed = float(m["value"])
+                if strict and _finite(m.get("ci_high")) is not None:
+                    observed = float(m["ci_high"])
+                if observed > limit:
                     violations.append(
-                        Violation(run["name"], att["attack"], label, observed, limit, metric)
+                        Violation(
+                            rname,
+                            att["attack"],
+                            label,
+                            observed,
+                            limit,
+                            str(head),
+                            "leakage attack",
+                        )
                     )
-    return violations
+        limit = thresholds.get("max_epsilon_lb")
+        for aname, lb in epsilon_audit_bounds(run):
+            n_measured += 1
+            if limit is None:
+                continue
+            label = "ε lower bound"
+            v = _finite(lb)
+            if v is None:
+                failures.append(
+                    Failure(
+                        rname,
+                        aname,
+                        "epsilon_audit",
+                        "unmeasured",
+                        f"{label} of '{aname}' on '{rname}' is not a finite number ({lb!r})",
+                    )
+                )
+            elif v > limit:
+                violations.append(
+                    Violation(rname, aname, label, v, limit, "epsilon_audit", "ε audit")
+                )
+        claim = check_claim(run)
+        if claim["status"] == "violated":
+            evidence = audit_evidence(run) or [claim["text"]]
+            failures.append(
+                Failure(
+                    rname,
+                    "(privacy claim)",
+                    "claim",
+                    "claim-violated",
+                    f"the privacy claim of '{rname}' is VIOLATED: " + "; ".join(evidence),
+                )
+            )
+        if strict:
+            level, why = verdict_level(run)
+            if level == "inconclusive":
+                failures.append(
+                    Failure(
+                        rname,
+                        "(verdict)",
+                        "verdict",
+                        "inconclusive",
+                        f"the verdict of '{rname}' is inconclusive (fails --strict): {why}",
+                    )
+                )
+    for name, seen in leak_seen.items():
+        if not seen:
+            failures.append(
+                Failure(
+                    "(all runs)",
+                    name,
+                    name,
+                    "unmeasured",
+                    f"--max-leakage {name}: no run has a measured "
+                    f"{' / '.join(LEAKAGE_GATES[name][0])} result to hold to it",
+                )
+            )
+    if n_measured == 0 and not allow_empty:
+        failures.append(
+            Failure(
+                "(all runs)",
+                "(all attacks)",
+                "measured",
+                "nothing-measured",
+                f"nothing was measured: {len(results['runs'])} run(s), no attack with status "
+                "'ok' (every attack errored or was not applicable); pass --allow-empty to accept",
+            )
+        )
+    return violations, failures
+
+
+def check(
+    results: dict[str, Any], thresholds: dict[str, float | None], strict: bool = False
+) -> list[Violation]:
+    """Threshold violations only (see :func:`check_all` for everything the gate fails on)."""
+    return check_all(results, thresholds, strict, allow_empty=True)[0]
 
 
 def classify(metric: str, base: Estimate, new: Estimate, tolerance: float = 0.0) -> str:
@@ -490,6 +803,7 @@ def summary(outcome: GateOutcome) -> dict[str, Any]:
         "passed": outcome.passed,
         "regressions": [c.to_dict() for c in diff.regressions] if diff else [],
         "threshold_violations": [v.to_dict() for v in outcome.violations],
+        "failures": [f.to_dict() for f in outcome.failures],
         "missing": [m.to_dict() for m in diff.missing] if diff else [],
         "added": [m.to_dict() for m in diff.added] if diff else [],
         "compared": len(diff.comparisons) if diff else 0,
@@ -500,6 +814,7 @@ def summary(outcome: GateOutcome) -> dict[str, Any]:
         "fail_on_missing": outcome.fail_on_missing,
         "tolerance": outcome.tolerance,
         "thresholds": {k: v for k, v in outcome.thresholds.items() if v is not None},
+        "leakage_thresholds": dict(outcome.leakage),
         "strict": outcome.strict,
         "results": outcome.results_path,
         "baseline": outcome.baseline_path,
@@ -525,6 +840,8 @@ def junit_xml(outcome: GateOutcome, results: dict[str, Any]) -> str:
                         cases.setdefault((run["name"], att["attack"], metric), [])
     for v in outcome.violations:
         cases.setdefault((v.run, v.attack, v.key), []).append(("privacy-threshold", str(v)))
+    for f in outcome.failures:
+        cases.setdefault((f.run, f.attack, f.key), []).append((f"privacy-{f.kind}", str(f)))
 
     suite = ET.Element("testsuite", name=JUNIT_SUITE)
     n_fail = n_skip = 0

@@ -39,12 +39,10 @@ from attacks import (
 )
 from audit import __version__
 from audit.config import AuditConfig
-from audit.data import AuditData, load_audit_data
+from audit.data import AuditData
 from audit.errors import AuditError, DataError
-from audit.io import atomic_write_json, atomic_write_text, dumps_json
+from audit.io import atomic_write_json, dumps_json
 from defenses.base import PrivacyClaim, ReleasedModel
-from defenses.targets.classifier import ClassifierRelease
-from defenses.targets.loading import load_trained_classifier
 
 SCHEMA_VERSION = 1
 PACKAGES = (
@@ -101,8 +99,11 @@ def evaluate_release(
     progress: bool = True,
     id_salt: bytes | None = None,
     attack_options: dict[str, dict[str, Any]] | None = None,
+    attack_kwargs: dict[str, dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """Run every attack on one released model and assemble its run record."""
+    """Run every attack on one released model and assemble its run record.
+    ``attack_kwargs`` are constructor arguments of membership attacks by name (e.g. the
+    user's reference model for ``reference``)."""
     examples = data.attack_set()
     utility = release.evaluate_utility(data.test)
     results: list[AttackResult] = []
@@ -124,7 +125,7 @@ def evaluate_release(
             )
             leakage.append(run_leakage_attack(leak, release, context))
             continue
-        attack = ATTACKS[attack_name]()
+        attack = ATTACKS[attack_name](**(attack_kwargs or {}).get(attack_name, {}))
         if hasattr(attack, "prepare"):  # attacks that need side data (a reference model, ...)
             attack.prepare(public=data.public, seed=settings.seed)
         _log(f"  attack {attack_name} on {name}", progress)
@@ -262,42 +263,19 @@ def run_audit(
     (default: the config's ``epsilon.enabled``). ``executor`` (an
     ``audit.executors.ExecutorSpec``; default: the config's ``[executor]``) runs the
     training tasks; ``run_dir`` keeps each finished task, and ``resume`` reuses them."""
+    from audit.config import resolve_targets
     from audit.epsilon_audit import epsilon_audit
 
+    cfg = resolve_targets(cfg)
     do_epsilon = cfg.epsilon.get("enabled", False) if epsilon is None else epsilon
     id_salt = new_id_salt() if cfg.aggregate_only else None  # never written anywhere
     eps_settings = epsilon_settings(cfg)
     settings = metric_settings(cfg)
     runs: list[dict[str, Any]] = []
-    if cfg.classifier_dir is not None:
-        model, tokenizer = load_trained_classifier(cfg.classifier_dir)
-        label_names = _byo_label_names(model, cfg.data)
-        data = load_audit_data(cfg.data, cfg.seed, train=False, label_names=label_names)
-        c = cfg.claim or {}
-        claim = (
-            PrivacyClaim(
-                c["epsilon"], c["delta"], c["unit"], c["notion"], None, c["proven"], c["note"]
-            )
-            if c
-            else PrivacyClaim.none("No claim stated for this model.")
-        )
-        release = ClassifierRelease(
-            model, tokenizer, cfg.target.max_length, claim, label_names, cfg.device
-        )
-        name = Path(cfg.classifier_dir).name or "model"
-        _log(f"auditing {cfg.classifier_dir} as it is (no training)", progress)
-        run = evaluate_release(
-            name,
-            "as-is",
-            release,
-            data,
-            cfg.attacks,
-            settings,
-            {"trained_by_suite": False},
-            cfg.aggregate_only,
-            progress,
-            id_salt,
-        )
+    if cfg.classifier_dir is not None:  # target.audit_dir: the user's model as it is
+        from audit.own_model import audit_own_model
+
+        run, release = audit_own_model(cfg, settings, progress, id_salt, executor)
         if do_epsilon:
             _log(
                 "  epsilon audits (no input canaries: the model was trained outside the suite)",
@@ -399,7 +377,11 @@ def score_file(
 
 
 def write_outputs(results: dict[str, Any], out_dir: str | Path) -> tuple[Path, Path]:
-    """Render the report and JSON in memory, then write each atomically."""
+    """Render the report and JSON in memory, then publish them as a pair: both
+    temporaries are written first, then report.html is renamed into place and
+    results.json last, so **results.json marks a finished output** (see
+    :func:`audit.io.publish_together`)."""
+    from audit.io import publish_together
     from reports import render_html
     from reports.html import REPORT_FILENAME
 
@@ -407,8 +389,9 @@ def write_outputs(results: dict[str, Any], out_dir: str | Path) -> tuple[Path, P
     html = render_html(results)
     payload = dumps_json(results)
     try:
-        json_path = atomic_write_text(out / "results.json", payload)
-        html_path = atomic_write_text(out / REPORT_FILENAME, html)
+        html_path, json_path = publish_together(
+            out, [(REPORT_FILENAME, html), ("results.json", payload)]
+        )
     except OSError as exc:
         raise AuditError(
             f"cannot write to output directory {str(out)!r}: {exc.strerror or exc}"
@@ -420,9 +403,12 @@ def check_output_dir(out_dir: str | Path) -> None:
     """Fail before any work if the output directory cannot be created or written."""
     import tempfile
 
+    from audit.io import remove_stale_temporaries
+
     out = Path(out_dir)
     try:
         out.mkdir(parents=True, exist_ok=True)
+        remove_stale_temporaries(out)  # left by a run killed while publishing
         with tempfile.NamedTemporaryFile(dir=out, prefix=".write-check-"):
             pass
     except OSError as exc:

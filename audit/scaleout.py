@@ -296,7 +296,8 @@ def run_planned(
             print(msg, file=sys.stderr, flush=True)
 
     do_epsilon = cfg.epsilon.get("enabled", False) if epsilon is None else epsilon
-    data = load_audit_data(cfg.data, cfg.seed, train=True)  # bad data fails before any task
+    labels = "optional" if cfg.target.is_causal_lm else True  # LMs need no label column
+    data = load_audit_data(cfg.data, cfg.seed, train=True, labels=labels)  # fails before any task
     if cfg.shadow is not None:
         task_module.shadow_pool(data, cfg.shadow["population"], cfg.seed)
     the_plan = plan(cfg, do_epsilon, data)

@@ -44,7 +44,12 @@ def _data(cfg):
     key = json.dumps([cfg.data, cfg.seed, stamps], sort_keys=True, default=str)
     if key not in _DATA:
         _DATA.clear()  # keep one: a process serves one audit at a time
-        _DATA[key] = load_audit_data(cfg.data, cfg.seed, train=True)
+        from audit.textcap import cap_audit_data
+
+        labels = "optional" if cfg.target.is_causal_lm else True  # LMs need no label column
+        _DATA[key] = cap_audit_data(
+            load_audit_data(cfg.data, cfg.seed, train=True, labels=labels), cfg.target.max_length
+        )
     return _DATA[key]
 
 

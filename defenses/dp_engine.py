@@ -185,7 +185,7 @@ def calibrate_noise(
     target_epsilon: float, delta: float, sample_rate: float, steps: int, accountant: str = "prv"
 ) -> float:
     """Smallest σ (conservative end of Opacus's bisection) with ε(σ) ≤ target."""
-    from opacus.accountants.utils import get_noise_multiplier
+    from audit.calibration import bounded_noise_multiplier
 
     if accountant not in ACCOUNTANTS:
         raise ValueError(f"unknown accountant {accountant!r}; allowed: {', '.join(ACCOUNTANTS)}")
@@ -194,7 +194,7 @@ def calibrate_noise(
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return float(
-            get_noise_multiplier(
+            bounded_noise_multiplier(  # Opacus's search, with iteration and time bounds
                 target_epsilon=target_epsilon,
                 target_delta=delta,
                 sample_rate=sample_rate,
@@ -406,8 +406,8 @@ def fit_lm_opacus(target, train, training, seed: int, params: dict[str, Any]):
     from defenses.targets.lm import LMRelease, context_length, trim
 
     model, tokenizer = target.build(seed)
-    head = model.lm_head
-    head.weight = torch.nn.Parameter(model.transformer.wte.weight.detach().clone())
+    head = model.get_output_embeddings()  # any causal LM, not only GPT-2's lm_head
+    head.weight = torch.nn.Parameter(model.get_input_embeddings().weight.detach().clone())
     model.config.tie_word_embeddings = False
     n = len(train)
     q, steps = poisson_schedule(n, training.batch_size, training.epochs)

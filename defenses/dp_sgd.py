@@ -76,8 +76,8 @@ class DPSGD(Defense):
 
     def fit(self, target, train: Examples, training: TrainingConfig, seed: int):
         from opacus import PrivacyEngine
-        from opacus.accountants.utils import get_noise_multiplier
 
+        from audit.calibration import bounded_noise_multiplier
         from defenses.targets.lm import is_lm_target
 
         if is_lm_target(target):  # causal LM: Opacus with an untied head (defenses/dp_engine.py)
@@ -95,11 +95,11 @@ class DPSGD(Defense):
         sample_rate = 1 / len(loader)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            sigma = get_noise_multiplier(
+            sigma = bounded_noise_multiplier(  # Opacus's search, with bounds
                 target_epsilon=eps,
                 target_delta=delta,
                 sample_rate=sample_rate,
-                epochs=training.epochs,
+                steps=int(training.epochs / sample_rate),
                 accountant=accountant,
             )
             optimizer = torch.optim.AdamW(

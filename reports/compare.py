@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import math
 from pathlib import Path
 from typing import Any
@@ -27,10 +26,9 @@ def load_for_compare(path: str | Path) -> tuple[str, dict]:
     f = p / "results.json" if p.is_dir() else p
     if not f.is_file():
         raise DataError(f"no results.json at {str(path)!r}; give a run directory or a results file")
-    try:
-        res = json.loads(f.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError, ValueError) as exc:
-        raise DataError(f"{str(f)!r} is not a results.json: {exc}") from None
+    from audit.io import read_json
+
+    res = read_json(f, "results file")
     if not isinstance(res, dict):
         raise DataError(f"{str(f)!r} is not a results.json: the top level is not an object")
     name = p.name if p.is_dir() else (p.parent.name or p.stem)
@@ -51,6 +49,7 @@ def check_schemas(named: list[tuple[str, dict]]) -> None:
                 "results.json (no tool.name 'privacy-audit' or no runs list)"
             )
         seen.append((name, version))
+        validate_results(name, res)
     versions = {v for _, v in seen}
     if len(versions) > 1 or versions != {SCHEMA_VERSION}:
         listing = ", ".join(f"{n!r} has schema_version {v!r}" for n, v in seen)
@@ -58,6 +57,81 @@ def check_schemas(named: list[tuple[str, dict]]) -> None:
             f"cannot compare runs with incompatible schemas: {listing}; this version reads "
             f"schema_version {SCHEMA_VERSION}"
         )
+
+
+def _is_num(x: Any) -> bool:
+    return x is None or (isinstance(x, (int, float)) and not isinstance(x, bool))
+
+
+def validate_results(name: str, res: dict) -> None:
+    """Every field ``compare`` reads has the type the schema gives it, or DataError (exit 2)
+    naming it: a malformed run, attack or metric is never dropped silently."""
+    where = f"results {name!r}"
+    for i, run in enumerate(res["runs"]):
+        if not isinstance(run, dict) or not isinstance(run.get("name"), str):
+            raise DataError(f"{where}: run #{i + 1} is not an object with a string 'name'")
+        rname = run["name"]
+        u = run.get("utility")
+        if u is not None and (
+            not isinstance(u, dict)
+            or not all(_is_num(u.get(k)) for k in ("value", "ci_low", "ci_high"))
+        ):
+            raise DataError(f"{where}: run {rname!r} has a malformed 'utility' (not numbers)")
+        claim = run.get("claim")
+        if claim is not None and (not isinstance(claim, dict) or not _is_num(claim.get("epsilon"))):
+            raise DataError(
+                f"{where}: run {rname!r} has a malformed 'claim' (an object whose 'epsilon' "
+                "is a number or null)"
+            )
+        ea = run.get("epsilon_audit")
+        if ea is not None:
+            audits = ea.get("audits", []) if isinstance(ea, dict) else None
+            if not isinstance(audits, list) or not all(
+                isinstance(a, dict) and _is_num(a.get("epsilon_lb")) for a in audits
+            ):
+                raise DataError(f"{where}: run {rname!r} has a malformed 'epsilon_audit'")
+        attacks = run.get("attacks", [])
+        if not isinstance(attacks, list):
+            raise DataError(f"{where}: run {rname!r} has 'attacks' that is not a list")
+        for a in attacks:
+            if not isinstance(a, dict) or not isinstance(a.get("attack"), str):
+                raise DataError(
+                    f"{where}: run {rname!r} has an attack that is not an object with a name"
+                )
+            if a.get("status") != "ok":
+                continue
+            metrics = a.get("metrics")
+            if not isinstance(metrics, dict):
+                raise DataError(
+                    f"{where}: attack {a['attack']!r} of run {rname!r} has no 'metrics' object"
+                )
+            for key in METRICS:
+                if key not in metrics:
+                    continue
+                m = metrics[key]
+                if not isinstance(m, dict) or not all(
+                    _is_num(m.get(k)) for k in ("value", "ci_low", "ci_high")
+                ):
+                    raise DataError(
+                        f"{where}: metric {key!r} of attack {a['attack']!r} of run {rname!r} "
+                        "is malformed (value, ci_low and ci_high must be numbers or null)"
+                    )
+
+
+def unmeasured_metrics(named: list[tuple[str, dict]]) -> list[str]:
+    """``source/run/attack/metric`` of every null metric of an ``ok`` attack (not finite
+    when measured); compare reports them instead of leaving them out silently."""
+    out = []
+    for src, res in named:
+        for run in res["runs"]:
+            for a in run.get("attacks", []):
+                if a.get("status") != "ok":
+                    continue
+                for key in METRICS:
+                    m = (a.get("metrics") or {}).get(key)
+                    if isinstance(m, dict) and m.get("value") is None:
+                        out.append(f"{src}/{run['name']}/{a['attack']}/{key}")
+    return out
 
 
 def _m(attack: dict, key: str) -> dict | None:
@@ -381,9 +455,18 @@ def compare_runs_cli(paths: list[str], out_dir: str | Path) -> tuple[Path, Path]
     w.writerows(diffs)
     check_output_dir(out_dir)
     out = Path(out_dir)
+    missing = unmeasured_metrics(named)
     atomic_write_text(
-        out / "compare.json", dumps_json({"inputs": [str(p) for p in paths], "differences": diffs})
+        out / "compare.json",
+        dumps_json(
+            {"inputs": [str(p) for p in paths], "differences": diffs, "not_measured": missing}
+        ),
     )
+    if missing:
+        shown = ", ".join(missing[:5]) + (
+            f" and {len(missing) - 5} more" if len(missing) > 5 else ""
+        )
+        print(f"not measured (null, left out of the plots and table): {shown}")
     table = atomic_write_text(out / "differences.csv", buf.getvalue())
     page = atomic_write_text(out / COMPARE_HTML, html)
     return page, table

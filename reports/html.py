@@ -20,7 +20,7 @@ import numpy as np
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 
 from . import plots
-from .formatting import DASH, as_float, ci, num, small
+from .formatting import DASH, as_finite, as_float, ci, num, small
 from .verdict import (
     EPS_LB,
     LEVELS,
@@ -32,6 +32,7 @@ from .verdict import (
     check_claim,
     compare_runs,
     epsilon_audit,
+    epsilon_audit_bounds,
     epsilon_audit_entries,
     epsilon_audit_tradeoff,
     metric,
@@ -231,6 +232,25 @@ def _eps_lb_view(attack: dict | None) -> dict:
     if lb.get("ceiling") is not None:
         detail.append(f"ceiling {num(lb.get('ceiling'))}")
     return {"value": f"≥ {num(lb.get('value'))}", "detail": " · ".join(detail)}
+
+
+def _summary_eps_view(run: dict, attack: dict | None) -> dict:
+    """The Summary table's ε cell: the largest certified lower bound of the run, from the
+    strongest attack or from an ε audit (named), so a VIOLATED claim badge always sits
+    beside the bound that violates it, never beside the attack's "≥ 0"."""
+    view = _eps_lb_view(attack)
+    attack_lb = as_finite((metric(attack, EPS_LB) or {}).get("value"))
+    best_name, best_lb = None, None
+    for name, lb in epsilon_audit_bounds(run):
+        v = as_finite(lb)
+        if v is not None and (best_lb is None or v > best_lb):
+            best_name, best_lb = name, v
+    if best_lb is not None and (attack_lb is None or best_lb > attack_lb):
+        detail = f"ε audit: {best_name}"
+        if attack_lb is not None:
+            detail += f" · strongest attack ≥ {num(attack_lb)}"
+        return {"value": f"≥ {num(best_lb)}", "detail": detail}
+    return view
 
 
 def _eps_lb_full(attack: dict) -> str:
@@ -520,6 +540,19 @@ def build_context(results: dict) -> dict:
         )
     if not runs:
         warnings.append("The results contain no runs.")
+    # Weights the checkpoint did not hold (target.allow_uninitialized = true): red banner
+    dangers = []
+    for run in runs:
+        missing = run.get("uninitialized_weights")
+        if isinstance(missing, list) and missing:
+            names = ", ".join(_text(m, "?") for m in missing[:8])
+            more = f" and {len(missing) - 8} more" if len(missing) > 8 else ""
+            dangers.append(
+                f"UNTRAINED WEIGHTS in {_text(run.get('name'), 'a run')}: {names}{more} were "
+                "not in the checkpoint and were initialised at random. This audit measures a "
+                "partly random model, not the model you trained; its numbers say nothing "
+                "about the trained model's privacy."
+            )
 
     summary, verdicts, run_views, eps_views = [], [], [], []
     for idx, run in enumerate(runs):
@@ -527,7 +560,7 @@ def build_context(results: dict) -> dict:
         verdict = _verdict(run)
         name = run_name(run)
         claim = _claim_view(run, best)
-        lb = _eps_lb_view(best)
+        lb = _summary_eps_view(run, best)
         summary.append(
             {
                 "anchor": f"run-{idx}",
@@ -688,6 +721,7 @@ def build_context(results: dict) -> dict:
         "schema_version": _text(schema),
         "aggregate_only": aggregate_only,
         "warnings": warnings,
+        "dangers": dangers,
         "summary": summary,
         "verdicts": verdicts,
         "epsilon": epsilon_section,

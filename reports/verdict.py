@@ -9,11 +9,12 @@ class. All intervals are the 95% intervals stored in the results.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from .formatting import as_finite, as_float, ci, num, pct_ci, small
 
-LEVELS = ("high", "moderate", "low", "not-measured")
+LEVELS = ("high", "moderate", "low", "inconclusive", "not-measured")
 
 #: AUC lower CI bound at or above which leakage is called "high".
 HIGH_AUC_CI_LOW = 0.6
@@ -21,6 +22,8 @@ HIGH_AUC_CI_LOW = 0.6
 HIGH_TPR_CI_LOW = 0.05
 #: AUC of a random guess.
 CHANCE_AUC = 0.5
+#: Largest per-class sample size an "inconclusive" verdict names (beyond it: "more than").
+MAX_NAMED_SAMPLE = 10_000_000
 
 TPR_1 = "tpr_at_fpr_0.01"
 TPR_01 = "tpr_at_fpr_0.001"
@@ -208,6 +211,56 @@ def audit_exceeds(audit: dict, eps_claim: float | None) -> bool:
         return flag
     lb = as_float(audit.get("epsilon_lb"))
     return eps_claim is not None and lb is not None and lb > eps_claim
+
+
+def tradeoff_epsilon_lb(tradeoff: dict[str, Any]) -> float | None:
+    """An ε lower bound implied by the trade-off test's significant points.
+
+    Each stored point has a one-sided bound ``fpr_hi`` on its false-positive rate and
+    ``tpr_lo`` on its true-positive rate, simultaneous over the tested thresholds at the
+    test's confidence. Any (ε, δ)-DP mechanism has ``TPR <= e^ε FPR + δ`` and
+    ``1 - FPR <= e^ε (1 - TPR) + δ`` (Kairouz et al. 2015), so
+    ``ε >= max(log((tpr_lo - δ) / fpr_hi), log((1 - fpr_hi - δ) / (1 - tpr_lo)))`` at that
+    confidence. Only thresholds that violated the claimed ε are stored, so this is
+    ``None`` when the test found no violation (it is a bound, never an estimate)."""
+    points = tradeoff.get("points")
+    delta = as_finite(tradeoff.get("delta"))
+    if not isinstance(points, list) or delta is None:
+        return None
+    best = None
+    for p in points:
+        if not isinstance(p, dict):
+            continue
+        f, t = as_finite(p.get("fpr_hi")), as_finite(p.get("tpr_lo"))
+        if f is None or t is None:
+            continue
+        cands = []
+        if f > 0 and t - delta > 0:
+            cands.append(math.log((t - delta) / f))
+        if t < 1 and 1 - f - delta > 0:
+            cands.append(math.log((1 - f - delta) / (1 - t)))
+        for c in cands:
+            if c > 0 and (best is None or c > best):
+                best = c
+    return best
+
+
+def epsilon_audit_bounds(run: dict[str, Any]) -> list[tuple[str, Any]]:
+    """``(name, ε lower bound)`` of every ``ok`` ε audit of a run (gradient canaries,
+    one-run input canaries, ...) and of the trade-off test when it found a violation."""
+    ea = run.get("epsilon_audit")
+    if not isinstance(ea, dict):
+        return []
+    out: list[tuple[str, Any]] = []
+    for a in ea.get("audits") or []:
+        if isinstance(a, dict) and a.get("status") == "ok":
+            out.append((str(a.get("name") or "unnamed audit"), a.get("epsilon_lb")))
+    tr = ea.get("tradeoff")
+    if isinstance(tr, dict) and tr.get("violated"):
+        out.append(
+            (f"trade-off test ({tr.get('attack') or 'strongest'} attack)", tradeoff_epsilon_lb(tr))
+        )
+    return out
 
 
 def _audit_bound_text(audit: dict) -> str:
@@ -421,6 +474,127 @@ def _incomparable_reason(claim: dict, lb: dict) -> str | None:
 # --------------------------------------------------------------------------- #
 # Verdict
 # --------------------------------------------------------------------------- #
+def measured_metric(attack: dict | None, key: str) -> dict | None:
+    """The metric dict when it holds a finite value and is not flagged below the
+    sample's resolution (a TPR at an FPR below 1/n_nonmembers); else ``None``."""
+    m = metric(attack, key)
+    if not m or as_finite(m.get("value")) is None:
+        return None
+    if m.get("below_resolution") is True or m.get("status") == "below_resolution":
+        return None
+    fpr = {TPR_1: 0.01, TPR_01: 0.001}.get(key)
+    n_non = attack.get("n_nonmembers") if isinstance(attack, dict) else None
+    if fpr is not None and isinstance(n_non, int) and not isinstance(n_non, bool):
+        if n_non * fpr < 1:  # the FPR grid's step 1/n_non is coarser than the target FPR
+            return None
+    return m
+
+
+def _needed_n(n: int | None, value: float, half_width: float, gap: float) -> int | None:
+    """Per-class sample size at which an interval of ``half_width`` at ``n`` per class
+    shrinks (as 1/sqrt(n)) to ``gap``: the size that would move its end past a
+    threshold ``gap`` away from ``value``. ``None`` when it cannot be estimated."""
+    if n is None or n < 1 or gap <= 0 or half_width <= 0:
+        return None
+    need = n * (half_width / gap) ** 2
+    return int(min(math.ceil(need), MAX_NAMED_SAMPLE + 1))
+
+
+def verdict_level(run: dict) -> tuple[str, str]:
+    """The leakage level of a run and, for "inconclusive", why and what would decide.
+
+    Rules on the strongest attack (first match wins): ``not-measured`` (no attack with
+    an AUC); ``high`` (AUC ``ci_low`` >= 0.6 or TPR@1%FPR ``ci_low`` >= 0.05);
+    ``moderate`` (AUC ``ci_low`` > 0.5 or ε lower bound > 0); ``low`` only when the
+    attacks could have seen a high leak: AUC ``ci_high`` < 0.6 **and** TPR@1%FPR
+    ``ci_high`` < 0.05 (a TPR flagged below resolution, or missing, is not measured);
+    otherwise ``inconclusive``: the intervals still reach the HIGH range, so the sample is
+    too small to call the leakage low. The reason names the per-class sample size at
+    which each interval's upper end would fall below its threshold if the point estimate
+    stayed where it is (interval width shrinking as 1/sqrt(n))."""
+    attack = strongest_attack(run)
+    if attack is None:
+        return "not-measured", ""
+    auc = metric(attack, "auc") or {}
+    tpr = measured_metric(attack, TPR_1)
+    lb = metric(attack, EPS_LB)
+    auc_v, auc_lo, auc_hi = (as_float(auc.get(k)) for k in ("value", "ci_low", "ci_high"))
+    tpr_lo = as_float(tpr.get("ci_low")) if tpr else None
+    tpr_hi = as_float(tpr.get("ci_high")) if tpr else None
+    lb_v = as_float(lb.get("value")) if lb else None
+    if (auc_lo is not None and auc_lo >= HIGH_AUC_CI_LOW) or (
+        tpr_lo is not None and tpr_lo >= HIGH_TPR_CI_LOW
+    ):
+        return "high", ""
+    if (auc_lo is not None and auc_lo > CHANCE_AUC) or (lb_v is not None and lb_v > 0):
+        return "moderate", ""
+    auc_ok = auc_hi is not None and auc_hi < HIGH_AUC_CI_LOW
+    tpr_ok = tpr_hi is not None and tpr_hi < HIGH_TPR_CI_LOW
+    if auc_ok and tpr_ok:
+        return "low", ""
+    n = attack.get("n_members")
+    n_non = attack.get("n_nonmembers")
+    n = n if isinstance(n, int) and not isinstance(n, bool) else None
+    n_non = n_non if isinstance(n_non, int) and not isinstance(n_non, bool) else None
+    n_min = min(x for x in (n, n_non) if x is not None) if (n or n_non) else None
+    reasons: list[str] = []
+    needs: list[int | None] = []
+    at_least = 0  # a lower bound on the deciding size where no estimate exists
+    if not auc_ok:
+        if auc_hi is None or auc_v is None:
+            reasons.append("the AUC has no upper confidence bound")
+        else:
+            reasons.append(f"the AUC interval reaches {auc_hi:.3f} (HIGH from {HIGH_AUC_CI_LOW})")
+            needs.append(_needed_n(n_min, auc_v, auc_hi - auc_v, HIGH_AUC_CI_LOW - auc_v))
+    if not tpr_ok:
+        if tpr is None:
+            below = metric(attack, TPR_1) is not None
+            reasons.append(
+                "TPR at 1% FPR is below this sample's resolution (1% FPR needs at least "
+                "100 non-members)"
+                if below
+                else "TPR at 1% FPR was not measured"
+            )
+            at_least = max(at_least, 100)
+        else:
+            tpr_v = as_float(tpr.get("value"))
+            reasons.append(
+                f"the TPR@1%FPR interval reaches {100 * tpr_hi:.1f}% (HIGH from "
+                f"{100 * HIGH_TPR_CI_LOW:g}%)"
+                if tpr_hi is not None
+                else "TPR at 1% FPR has no upper confidence bound"
+            )
+            if tpr_v is not None and tpr_hi is not None:
+                needs.append(_needed_n(n_min, tpr_v, tpr_hi - tpr_v, HIGH_TPR_CI_LOW - tpr_v))
+            else:
+                needs.append(None)
+    size = f"{n_min} per class" if n_min is not None else "this sample"
+    why = f"with {size}, " + " and ".join(reasons)
+    known = [x for x in needs if x is not None]
+    if needs and len(known) == len(needs):
+        need = max([*known, at_least])
+        if need > MAX_NAMED_SAMPLE:
+            why += (
+                f"; more than {MAX_NAMED_SAMPLE:,} members and as many non-members would be "
+                "needed to call it low (the point estimate is near the HIGH threshold)"
+            )
+        else:
+            word = "at least" if at_least >= need and not known else "about"
+            why += (
+                f"; {word} {need:,} members and {need:,} non-members would decide "
+                "(the intervals would then end below the HIGH thresholds if the point "
+                "estimates held)"
+            )
+    elif at_least and len(known) == len(needs):
+        why += f"; at least {at_least:,} members and {at_least:,} non-members are needed"
+    else:
+        why += (
+            "; no deciding sample size can be estimated from these intervals (a point "
+            "estimate at or above its HIGH threshold, or a missing interval)"
+        )
+    return "inconclusive", why
+
+
 def verdict_for_run(run: dict) -> dict:
     """Plain-language membership-leakage verdict for one run.
 
@@ -433,8 +607,12 @@ def verdict_for_run(run: dict) -> dict:
       (at least 5% of members identified at 1% false positives, i.e. 5× chance).
     * ``"moderate"``: AUC ``ci_low`` > 0.5 (the interval excludes chance), or
       the empirical ε lower bound is > 0 (leakage certified at 95%).
-    * ``"low"``: otherwise — no leakage detected at this sample size, which is
-      not proof of privacy.
+    * ``"low"``: the AUC interval ends below 0.6 **and** the TPR@1%FPR interval
+      below 0.05 — no leakage detected although these attacks could have seen a
+      high one; not proof of privacy.
+    * ``"inconclusive"``: otherwise — an interval still reaches the HIGH range (or
+      the TPR is not measured), so the sample is too small; the text names the
+      sample size that would decide (see :func:`verdict_level`).
 
     A missing bound counts as not meeting its rule. Independently of the level,
     the text reports the claim check of :func:`check_claim`; when the claimed
@@ -444,7 +622,21 @@ def verdict_for_run(run: dict) -> dict:
     change the leakage level, which is about the membership attacks only.
 
     Returns ``{"level", "text", "attack", "claim_status"}``.
+
+    A run whose model had weights the checkpoint did not hold (``uninitialized_weights``,
+    audited only with ``allow_uninitialized``) is ``"not-measured"`` whatever the attacks
+    found: they measured partly random weights, and a low number would be a false all-clear.
     """
+    missing = run.get("uninitialized_weights")
+    if isinstance(missing, list) and missing:
+        return {
+            "level": "not-measured",
+            "text": f"Not measured: {len(missing)} weight tensor(s) of this model were not in "
+            "the checkpoint and were initialised at random, so the attacks measured a partly "
+            "random model. Audit the trained model.",
+            "attack": None,
+            "claim_status": "unmeasured" if claimed_epsilon(run) else "no-claim",
+        }
     attack = strongest_attack(run)
     if attack is None:
         attacks = [a for a in run.get("attacks") or [] if isinstance(a, dict)]
@@ -470,21 +662,17 @@ def verdict_for_run(run: dict) -> dict:
     tpr = metric(attack, TPR_1)
     lb = metric(attack, EPS_LB)
     auc_lo = as_float(auc.get("ci_low"))
-    tpr_lo = as_float(tpr.get("ci_low")) if tpr else None
     lb_v = as_float(lb.get("value")) if lb else None
 
     auc_txt = f"AUC {ci(auc)}"
     tpr_txt = f"identifies {pct_ci(tpr)} of members at 1% false positives" if tpr else ""
 
-    if (auc_lo is not None and auc_lo >= HIGH_AUC_CI_LOW) or (
-        tpr_lo is not None and tpr_lo >= HIGH_TPR_CI_LOW
-    ):
-        level = "high"
+    level, undecided = verdict_level(run)
+    if level == "high":
         text = f"Measurable membership leakage: the strongest attack ({name}) reaches {auc_txt}"
         text += f" and {tpr_txt}." if tpr_txt else "."
         text += " Training data is not safe to assume private."
-    elif (auc_lo is not None and auc_lo > CHANCE_AUC) or (lb_v is not None and lb_v > 0):
-        level = "moderate"
+    elif level == "moderate":
         text = (
             f"Some membership leakage is detectable: the strongest attack ({name}) "
             f"reaches {auc_txt}"
@@ -494,8 +682,14 @@ def verdict_for_run(run: dict) -> dict:
             " The signal is statistically distinguishable from chance but modest; "
             "treat membership of individual examples as partly exposed."
         )
+    elif level == "inconclusive":
+        text = (
+            f"Inconclusive: the sample is too small to call the leakage low. The strongest "
+            f"attack ({name}) reaches {auc_txt}"
+        )
+        text += f" and {tpr_txt}" if tpr_txt else ""
+        text += f"; {undecided}. Do not read this as a low-leakage result."
     else:
-        level = "low"
         n = attack.get("n_members")
         n_txt = f"{n} members" if n is not None else "this many members"
         includes = (
@@ -530,6 +724,7 @@ def verdict_for_run(run: dict) -> dict:
         "text": text,
         "attack": name,
         "claim_status": claim["status"],
+        **({"inconclusive": undecided} if level == "inconclusive" else {}),
     }
 
 

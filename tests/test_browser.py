@@ -333,6 +333,15 @@ PAGE_STATE = """(() => {
     height: document.documentElement.scrollHeight,
     location: location.href,
     images: imgs,
+    viewport: innerWidth,
+    summary: (() => {
+      const wrap = document.querySelector('#summary .table-wrap');
+      const badges = Array.from(document.querySelectorAll('#summary tbody .badge'));
+      return {scroll: wrap ? wrap.scrollWidth : null, client: wrap ? wrap.clientWidth : null,
+              badges: badges.map(b => b.getBoundingClientRect().right)};
+    })(),
+    tables: Array.from(document.querySelectorAll('.table-wrap')).map(w => ({
+      id: (w.closest('section') || {}).id || '', scroll: w.scrollWidth, client: w.clientWidth})),
   };
 })()"""
 
@@ -410,6 +419,22 @@ def browsed(report, tmp_path_factory) -> dict:
         "other": other,
         "net_log": net_log,
     }
+
+
+# --------------------------------------------------------------------------- #
+# layout at 1280 px (issue 17)
+# --------------------------------------------------------------------------- #
+def test_summary_verdict_visible_without_scrolling_at_1280px(browsed):
+    """Hostile long names included: the Summary table needs no horizontal scrollbar and
+    every verdict badge lies inside the 1280 px window."""
+    state = browsed["state"]
+    assert state["viewport"] == 1280
+    summary = state["summary"]
+    assert summary["badges"], "no verdict badges in the Summary table"
+    assert summary["scroll"] <= summary["client"] + 1, summary
+    assert max(summary["badges"]) <= state["viewport"], summary
+    wide = [t for t in state["tables"] if t["scroll"] > t["client"] + 1]
+    assert not [t for t in wide if t["id"] == "summary"], wide
 
 
 # --------------------------------------------------------------------------- #
@@ -560,3 +585,52 @@ def test_dump_dom_and_screenshot_from_the_command_line(report, tmp_path):
     image = Image.open(shot).convert("RGB")
     assert image.size == (1280, 3000)
     assert len(image.getcolors(maxcolors=1 << 20) or []) > 100
+
+
+def test_untrained_weights_banner_is_red_and_visible(tmp_path):
+    """A run audited with ``allow_uninitialized`` (weights the checkpoint did not hold)
+    shows a red banner at the top of the page, its weight names escaped."""
+    from attacks.base import AttackResult, MetricSettings
+    from audit.runner import assemble_results, run_record
+    from defenses.base import PrivacyClaim
+    from reports import write_report
+
+    rng = np.random.default_rng(1)
+    members = np.r_[np.ones(40, dtype=int), np.zeros(40, dtype=int)]
+    scores = rng.normal(size=80)
+    result = AttackResult.from_scores(
+        "loss", scores, members, None, MetricSettings(n_boot=100), "loss"
+    )
+    run = run_record("as-is model", "as-is", PrivacyClaim.none(), None, [result])
+    run["uninitialized_weights"] = ["score.weight", PAYLOADS["script"]]
+    results = assemble_results([run], "Untrained head", 0, {})
+    assert results["runs"][0]["verdict"]["level"] == "not-measured"  # never "low"
+    path = write_report(results, tmp_path / "report")
+    binary = chromium_binary()
+    common = [binary, *CHROMIUM_FLAGS, "--virtual-time-budget=3000"]
+    dom = subprocess.run(
+        [*common, f"--user-data-dir={tmp_path / 'p1'}", "--dump-dom", path.resolve().as_uri()],
+        capture_output=True,
+        timeout=180,
+        check=True,
+    ).stdout.decode("utf-8")
+    scan = _DomScan()
+    scan.feed(dom)
+    banners = [a for t, a in scan.tags if a.get("id") == "uninitialized-weights"]
+    assert len(banners) == 1 and "danger" in banners[0].get("class", "")
+    text = "".join(scan.text)
+    assert "UNTRAINED WEIGHTS" in text and "score.weight" in text
+    assert PAYLOADS["script"] in text and "script" not in [t for t, _ in scan.tags]
+    shot = tmp_path / "top.png"
+    subprocess.run(
+        [*common, f"--user-data-dir={tmp_path / 'p2'}", "--window-size=1280,900"]
+        + [f"--screenshot={shot}", path.resolve().as_uri()],
+        capture_output=True,
+        timeout=180,
+        check=True,
+    )
+    from PIL import Image
+
+    pixels = np.asarray(Image.open(shot).convert("RGB")).reshape(-1, 3).astype(int)
+    red_border = (np.abs(pixels - [0xD0, 0, 0]).sum(1) < 40).sum()
+    assert red_border > 500  # the banner's red border is painted in the first screen

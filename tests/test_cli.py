@@ -303,7 +303,7 @@ def test_gate_fails_and_names_every_exceeded_threshold(tiny_run_dir, cli):
             "--max-auc",
             "0.0",
             "--max-epsilon-lb",
-            "-1",
+            "0",  # thresholds are range-checked: ε >= 0 (a negative one is exit 2)
             "--max-tpr-at-1pct-fpr",
             "1.0",  # cannot be exceeded: must not be named
         ]
@@ -314,14 +314,18 @@ def test_gate_fails_and_names_every_exceeded_threshold(tiny_run_dir, cli):
         (run["name"], att["attack"], metric)
         for run in res["runs"]
         for att in run["attacks"]
-        for metric in ("AUC", "empirical epsilon lower bound")
+        for metric, key in (
+            ("AUC", "auc"),
+            ("empirical epsilon lower bound", "epsilon_lower_bound"),
+        )
+        if att["metrics"][key]["value"] > 0
     ]
-    assert len(fails) == len(expected) == 16
+    assert len(fails) == len(expected) >= 8
     for run_name, attack, metric in expected:
         hits = [f for f in fails if f"{metric} of attack '{attack}' on '{run_name}'" in f]
         assert len(hits) == 1, (run_name, attack, metric, fails)
     assert "TPR@1%FPR" not in outcome.stdout
-    assert "16 threshold(s) exceeded" in outcome.stdout
+    assert f"{len(expected)} threshold(s) exceeded" in outcome.stdout
 
 
 def test_gate_strict_compares_the_upper_ci(tmp_path, cli):
@@ -764,7 +768,7 @@ def test_duplicate_ids_in_scores_are_rejected(tmp_path, cli):
     assert not (out / "report.html").exists() and not (out / "results.json").exists()
 
 
-def test_gate_rejects_results_missing_a_gated_metric(tmp_path, cli):
+def test_gate_fails_results_missing_a_gated_metric(tmp_path, cli):
     bad = tmp_path / "results.json"
     bad.write_text(
         json.dumps(
@@ -776,4 +780,6 @@ def test_gate_rejects_results_missing_a_gated_metric(tmp_path, cli):
         )
     )
     res = cli(["gate", str(bad), "--max-auc", "0.6"])
-    assert res.code == 2 and "has no 'auc' metric" in res.stderr and "Traceback" not in res.stderr
+    # a requested metric missing on an `ok` attack is a failure, never "nothing to compare"
+    assert res.code == 1 and "Traceback" not in res.stderr
+    assert "FAIL: AUC of attack 'loss' on 'r' is missing" in res.stdout

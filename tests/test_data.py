@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 
 import numpy as np
@@ -106,7 +107,8 @@ def test_non_utf8_file(tmp_path):
         ("empty.jsonl", "", "has no rows"),
         ("empty.csv", "", "is empty"),
         ("header.csv", "text,label\n", "has no rows"),
-        ("rows.txt", "text,label\na,b\n", r"must end in \.jsonl or \.csv"),
+        ("rows.xml", "text,label\na,b\n", r"must end in \.txt, \.jsonl, .*\.parquet"),
+        ("rows.txt", "a\nb\n", r"is plain text .* has no label column"),
         ("nolabel.csv", "text,label\nhello,\n", "column 'label' is empty"),
         ("numtext.jsonl", '{"text": 5, "label": "x"}\n', "column 'text' must be text"),
         ("nulllabel.jsonl", '{"text": "a", "label": null}\n', "column 'label' is empty"),
@@ -224,3 +226,101 @@ def test_utf8_bom_is_accepted(tmp_path):
     j = tmp_path / "bom.jsonl"
     j.write_bytes(b'\xef\xbb\xbf{"text": "hi", "label": "x", "id": "k"}\n')
     assert read_table(j, "text", "label", "id") == [{"id": "k", "text": "hi", "label": "x"}]
+
+
+# --------------------------------------------------------------------------- #
+# users' text formats (issue 15): .txt, .jsonl, .csv, .parquet, a saved dataset
+# --------------------------------------------------------------------------- #
+TEXTS = ["first example", "second, with a comma", 'third "quoted"', "fourth ünïcode"]
+
+
+def _all_formats(tmp_path):
+    import datasets
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    (tmp_path / "ex.txt").write_text(
+        "\n".join([TEXTS[0], "", TEXTS[1], "   ", TEXTS[2], TEXTS[3]]) + "\n", "utf-8"
+    )
+    _jsonl(tmp_path / "ex.jsonl", [{"text": t} for t in TEXTS])
+    with open(tmp_path / "ex.csv", "w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(["text"])
+        w.writerows([[t] for t in TEXTS])
+    pq.write_table(
+        pa.table({"text": TEXTS, "id": [f"p{i}" for i in range(4)]}), tmp_path / "ex.parquet"
+    )
+    datasets.Dataset.from_dict({"text": TEXTS}).save_to_disk(str(tmp_path / "ex-ds"))
+    return {
+        "txt": tmp_path / "ex.txt",
+        "jsonl": tmp_path / "ex.jsonl",
+        "csv": tmp_path / "ex.csv",
+        "parquet": tmp_path / "ex.parquet",
+        "dataset": tmp_path / "ex-ds",
+    }
+
+
+def test_every_text_format_loads_without_labels(tmp_path):
+    paths = _all_formats(tmp_path)
+    for kind, path in paths.items():
+        rows = read_table(path, "text", None, "id")
+        assert [r["text"] for r in rows] == TEXTS, kind
+        assert {r["label"] for r in rows} == {"-"}
+    ids = {k: [r["id"] for r in read_table(p, "text", None, "id")] for k, p in paths.items()}
+    assert ids["txt"] == ["ex:1", "ex:3", "ex:5", "ex:6"]  # line numbers; blanks skipped
+    assert ids["jsonl"] == ["ex-0", "ex-1", "ex-2", "ex-3"]  # rows
+    assert ids["parquet"] == ["p0", "p1", "p2", "p3"]  # the data's own id column
+    assert ids["dataset"] == ["ex-ds-0", "ex-ds-1", "ex-ds-2", "ex-ds-3"]
+    # and as audit data for a causal LM: one label, no label column anywhere
+    cfg = {
+        "members": str(paths["txt"]),
+        "nonmembers": str(paths["dataset"]),
+        "test": None,
+        "corpus": None,
+        "public": None,
+        "text_column": "text",
+        "label_column": "label",
+        "id_column": "id",
+    }
+    d = load_audit_data(cfg, seed=0, train=False, labels=False)
+    assert d.label_names == ["-"] and len(d.members) == 4 and len(d.nonmembers) == 4
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda p: (p / "e.txt").write_text("\n \n", "utf-8") and p / "e.txt", "has no rows"),
+        (
+            lambda p: (p / "e.parquet").write_bytes(b"PAR1 not really") and p / "e.parquet",
+            "is not a readable parquet file",
+        ),
+        (lambda p: (p / "d").mkdir() or p / "d", "not one saved by datasets.Dataset.save_to_disk"),
+    ],
+)
+def test_bad_user_files_are_one_clear_error(tmp_path, make, message):
+    with pytest.raises(DataError, match=message):
+        read_table(make(tmp_path), "text", None, "id")
+
+
+def test_wrong_column_in_parquet_and_dataset(tmp_path):
+    paths = _all_formats(tmp_path)
+    for kind in ("parquet", "dataset", "csv"):
+        with pytest.raises(DataError, match=r"has no column 'body' \(row 1\); its columns: .*text"):
+            read_table(paths[kind], "body", None, "id")
+
+
+def test_bad_data_file_from_the_cli_is_exit_2(tmp_path, cli):
+    from own_models import build_causal_lm, save, word_tokenizer
+
+    tok = word_tokenizer()
+    save(build_causal_lm("gpt2", len(tok), d=16), tok, tmp_path / "m")
+    (tmp_path / "ok.txt").write_text("w1 w2\nw3 w4\n", "utf-8")
+    (tmp_path / "bad.parquet").write_bytes(b"not parquet at all")
+    outcome = cli(
+        ["run", "--model", str(tmp_path / "m"), "--members", str(tmp_path / "bad.parquet")]
+        + ["--nonmembers", str(tmp_path / "ok.txt"), "--out", str(tmp_path / "out"), "--quiet"]
+    )
+    assert outcome.code == 2, outcome.stderr
+    lines = outcome.stderr.strip().splitlines()
+    assert len(lines) == 1 and "is not a readable parquet file" in lines[0]
+    assert not (tmp_path / "out" / "results.json").exists()

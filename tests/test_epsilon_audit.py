@@ -335,7 +335,7 @@ def test_one_run_best_is_bonferroni_corrected():
     m = 2000
     included = rng.random(m) < 0.5
     scores = rng.normal(3.0 * included, 1.0)
-    best = one_run_best(scores, included, DELTA)
+    best = one_run_best(scores, included, DELTA, estimator="steinke")
     grid = best["k_grid"]
     assert grid == [
         (20, 0),
@@ -360,6 +360,15 @@ def test_one_run_best_is_bonferroni_corrected():
     # Paying for the grid: each entry alone at 95 % would certify more.
     plain = one_run_from_scores(scores, included, DELTA, *grid[i])["epsilon"]
     assert plain > best["epsilon"]
+    assert best["estimator"] == "steinke"
+    # The default takes the larger of Steinke's and the f-DP bound on the same guesses.
+    both = one_run_best(scores, included, DELTA)
+    fdp = [
+        one_run_from_scores(scores, included, DELTA, kp, km, 1 - 0.05 / 8, estimator="fdp")
+        for kp, km in grid
+    ]
+    assert both["epsilon"] == max(max(eps), max(r["epsilon"] for r in fdp))
+    assert both["estimator"] in ("steinke", "fdp")
     custom = one_run_best(scores, included, DELTA, k_grid=[50, (30, 30)])
     assert custom["k_grid"] == [(50, 0), (30, 30)]
     assert custom["confidence_per_k"] == pytest.approx(1 - 0.05 / 2)

@@ -120,6 +120,8 @@ def test_input_canaries_are_recorded(audited):
     assert canary["status"] == "ok"
     assert canary["canaries"] == 60 and canary["n_in"] + canary["n_out"] == 60
     assert 0 <= canary["correct"] <= canary["guesses"] <= 60
+    # which one-run estimator gave the bound is recorded (Steinke et al. or the f-DP audit)
+    assert canary["estimator"] in ("steinke", "fdp") and canary["method"]
 
 
 @pytest.mark.parametrize(

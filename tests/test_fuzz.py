@@ -21,6 +21,7 @@ import tempfile
 import warnings
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
@@ -674,3 +675,298 @@ def test_score_cli_with_scores_spanning_the_float_range(tmp_path, cli):
         warnings.simplefilter("ignore", RuntimeWarning)
         outcome = cli(["score", str(path), "--bootstrap", "100", "--out", str(out)])
     assert outcome.code in (0, 2), outcome.stderr
+
+
+# --------------------------------------------------------------------------- #
+# 4. issue 17: every bad input of the CI-user fuzzing is exit 2, one line, no OUT state
+# --------------------------------------------------------------------------- #
+#: Every run's output directory must stay absent or empty after a rejection.
+def _no_out_state(out_dir: Path) -> None:
+    assert not out_dir.exists() or not any(out_dir.iterdir()), list(out_dir.iterdir())
+
+
+def _results_doc(**over) -> dict:
+    att = {
+        "attack": "loss",
+        "status": "ok",
+        "metrics": {
+            k: {"value": 0.5, "ci_low": 0.4, "ci_high": 0.6}
+            for k in ("auc", "tpr_at_fpr_0.01", "tpr_at_fpr_0.001", "advantage")
+        }
+        | {"epsilon_lower_bound": {"value": 0.0, "ci_low": 0.0, "ci_high": None}},
+    }
+    run = {"name": "r", "defense": "none", "claim": {"notion": "none"}, "attacks": [att]}
+    doc = {"schema_version": 1, "tool": {"name": "privacy-audit"}, "runs": [run]}
+    for path, value in over.items():
+        node = doc
+        *head, last = path.split("/")
+        for k in head:
+            node = node[int(k)] if isinstance(node, list) else node[k]
+        if isinstance(node, list):
+            node[int(last)] = value
+        else:
+            node[last] = value
+    return doc
+
+
+DEEP = "[" * 100_000 + "]" * 100_000
+GATE_CASES = {
+    "metrics-as-list": json.dumps(_results_doc(**{"runs/0/attacks/0/metrics": [0.5]})),
+    "5000-digit-number": json.dumps(_results_doc()).replace(
+        '"value": 0.5', '"value": ' + "9" * 5000, 1
+    ),
+    "nested-100000-deep": DEEP,
+    "runs-not-a-list": json.dumps(_results_doc(runs={"r": 1})),
+    "run-not-an-object": json.dumps(_results_doc(**{"runs/0": "r"})),
+    "attacks-not-a-list": json.dumps(_results_doc(**{"runs/0/attacks": "loss"})),
+    "metric-value-a-string": json.dumps(
+        _results_doc(**{"runs/0/attacks/0/metrics/auc": {"value": "0.5"}})
+    ),
+    "leakage-not-a-list": json.dumps(_results_doc(**{"runs/0/leakage": {"a": 1}})),
+    "epsilon-audit-not-an-object": json.dumps(_results_doc(**{"runs/0/epsilon_audit": [1]})),
+    "not-utf8": b"\xff\xfe{".decode("latin-1"),
+    "top-level-list": "[]",
+}
+
+
+@pytest.mark.parametrize("case", sorted(GATE_CASES))
+def test_gate_regression_cases_exit_2(case, tmp_path, cli):
+    text = GATE_CASES[case]
+    bad = tmp_path / "bad.json"
+    bad.write_bytes(text.encode("latin-1") if case == "not-utf8" else text.encode("utf-8"))
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps(_results_doc()), encoding="utf-8")
+    out = tmp_path / "out"
+    junit = out / "junit.xml"
+    assert_one_line_input_error(
+        cli(["gate", str(bad), "--max-auc", "0.9", "--junit", str(junit)]), out
+    )
+    # the same file as --baseline
+    assert_one_line_input_error(
+        cli(["gate", str(good), "--baseline", str(bad), "--junit", str(junit)]), out
+    )
+
+
+COMPARE_CASES = {
+    "runs-wrong-type": {"runs": "x"},
+    "run-wrong-type": {"runs/0": 5},
+    "claim-wrong-type": {"runs/0/claim": ["eps", 3]},
+    "claim-epsilon-a-string": {"runs/0/claim": {"epsilon": "3"}},
+    "metrics-wrong-type": {"runs/0/attacks/0/metrics": [1, 2]},
+    "metric-wrong-type": {"runs/0/attacks/0/metrics/auc": 0.5},
+    "metric-ci-a-string": {"runs/0/attacks/0/metrics/auc": {"value": 0.5, "ci_low": "a"}},
+    "attacks-wrong-type": {"runs/0/attacks": {"loss": 1}},
+    "utility-wrong-type": {"runs/0/utility": "high"},
+    "epsilon-audit-wrong-type": {"runs/0/epsilon_audit": {"audits": [{"epsilon_lb": "9"}]}},
+}
+
+
+@pytest.mark.parametrize("case", sorted(COMPARE_CASES) + ["nested-100000-deep"])
+def test_compare_regression_cases_exit_2(case, tmp_path, cli):
+    good, bad = tmp_path / "a" / "results.json", tmp_path / "b" / "results.json"
+    good.parent.mkdir()
+    bad.parent.mkdir()
+    good.write_text(json.dumps(_results_doc()), encoding="utf-8")
+    text = DEEP if case not in COMPARE_CASES else json.dumps(_results_doc(**COMPARE_CASES[case]))
+    bad.write_text(text, encoding="utf-8")
+    out = tmp_path / "out"
+    assert_one_line_input_error(cli(["compare", str(good), str(bad), "--out", str(out)]), out)
+
+
+RUN_CASES = {
+    "device-cuda-on-cpu-torch": ('device = "cuda"\n', "no CUDA GPU"),
+    "dp-sgd-epsilon-1e-300": ('[[defenses]]\nname = "dp-sgd"\nepsilon = 1e-300\n', "[0.01, 50]"),
+    "dp-sgd-epsilon-1e308": ('[[defenses]]\nname = "dp-sgd"\nepsilon = 1e308\n', "calibrate"),
+    "dp-sgd-rdp-epsilon-1e308": (
+        '[[defenses]]\nname = "dp-sgd"\naccountant = "rdp"\nepsilon = 1e308\n',
+        "[0.01, 1e+09]",
+    ),
+    "dp-sgd-delta-0.5": ('[[defenses]]\nname = "dp-sgd"\ndelta = 0.5\n', "δ in"),
+    "sweep-epsilon-1e308": (
+        '[[defenses]]\nname = "dp-sgd"\n[sweep]\nepsilons = [1.0, 1e308]\n',
+        "calibrate",
+    ),
+    "dp-attention-layer-99": ('[[defenses]]\nname = "dp-attention"\nlayers = [99]\n', "layer 99"),
+    "report-bench-missing": ('[report]\nbench = "nope.json"\n', "does not exist"),
+    "report-bench-not-a-bench": ('[report]\nbench = "bench.json"\n', "cost-of-privacy"),
+    "report-bench-nested-deep": ('[report]\nbench = "deep.json"\n', "nested"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(RUN_CASES))
+def test_run_regression_cases_exit_2_before_any_work(case, tmp_path, cli):
+    toml, words = RUN_CASES[case]
+    (tmp_path / "bench.json").write_text('{"schema": "x", "benchmarks": []}', encoding="utf-8")
+    (tmp_path / "deep.json").write_text(DEEP, encoding="utf-8")
+    cfg = tmp_path / "audit.toml"
+    cfg.write_text(toml, encoding="utf-8")
+    out = tmp_path / "out"
+    outcome = cli(["run", str(cfg), "--out", str(out)])
+    assert_one_line_input_error(outcome, out)
+    assert words in outcome.stderr, outcome.stderr
+    _no_out_state(out)
+
+
+def test_run_dir_that_is_a_file_exit_2(tmp_path, cli):
+    f = tmp_path / "afile"
+    f.write_text("x", encoding="utf-8")
+    out = tmp_path / "out"
+    outcome = cli(["run", "--out", str(out), "--run-dir", str(f)])
+    assert_one_line_input_error(outcome, out)
+    assert "is a file" in outcome.stderr
+    outcome = cli(["run", "--out", str(f / "sub")])
+    assert outcome.code == 2 and "is a file" in outcome.stderr
+
+
+def test_resumed_run_with_an_emptied_task_file_exit_2(tmp_path, cli, tiny_config_path):
+    """A task file replaced by ``{}`` is reported before any training (was a KeyError)."""
+    from audit.scaleout import plan
+
+    cfg = load_config(tiny_config_path)
+    first = plan(cfg, False).trial_tasks[0]
+    out = tmp_path / "out"
+    task_file = out / "run" / "tasks" / f"{first.key}.json"
+    task_file.parent.mkdir(parents=True)
+    task_file.write_text("{}", encoding="utf-8")
+    outcome = cli(["run", str(tiny_config_path), "--out", str(out), "--resume", "--quiet"])
+    assert outcome.code == 2, outcome.stderr
+    assert len(outcome.stderr.splitlines()) == 1 and "Traceback" not in outcome.stderr
+    assert "not a finished audit-trial result" in outcome.stderr
+    assert not (out / "results.json").exists() and not (out / "report.html").exists()
+    assert task_file.read_text() == "{}"
+
+
+# generated inputs: structurally random results files for gate and compare
+result_leaves = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.floats(),
+    st.integers(-5, 5),
+    st.sampled_from([10**30, "0.5", "", "NaN", [], {}, [0.5]]),
+)
+
+
+@st.composite
+def mutated_results(draw) -> str:
+    doc = _results_doc()
+    paths = [
+        "runs",
+        "runs/0",
+        "runs/0/name",
+        "runs/0/attacks",
+        "runs/0/attacks/0",
+        "runs/0/attacks/0/status",
+        "runs/0/attacks/0/attack",
+        "runs/0/attacks/0/metrics",
+        "runs/0/attacks/0/metrics/auc",
+        "runs/0/attacks/0/metrics/auc/value",
+        "runs/0/attacks/0/metrics/auc/ci_high",
+        "runs/0/attacks/0/metrics/tpr_at_fpr_0.01/value",
+        "runs/0/attacks/0/metrics/epsilon_lower_bound/value",
+        "runs/0/claim",
+        "runs/0/leakage",
+        "runs/0/epsilon_audit",
+        "runs/0/utility",
+        "schema_version",
+    ]
+    for path in draw(st.lists(st.sampled_from(paths), max_size=3, unique=True)):
+        try:
+            doc = _results_doc(
+                **{path: draw(st.one_of(result_leaves, st.lists(result_leaves, max_size=2)))}
+            )
+        except (KeyError, IndexError, TypeError):
+            pass
+    text = json.dumps(doc, allow_nan=True)
+    return draw(mutated(text.encode("utf-8"))).decode("utf-8", "replace")
+
+
+GATE_ARGS = st.sampled_from(
+    [
+        ["--max-auc", "0.9"],
+        ["--max-tpr-at-1pct-fpr", "0.5", "--strict"],
+        ["--max-epsilon-lb", "2"],
+        ["--max-leakage", "extraction-rate=0.1"],
+        ["--max-auc", "60"],
+    ]
+)
+
+
+@settings(FUZZ, max_examples=200)
+@given(text=mutated_results(), args=GATE_ARGS, as_baseline=st.booleans())
+def test_gate_on_generated_results(text, args, as_baseline, cli):
+    """exit 0 or 1 (a decision, printed on stdout) or 2 (one stderr line); never 3."""
+    with _workdir() as d:
+        bad, good = d / "r.json", d / "good.json"
+        bad.write_text(text, encoding="utf-8")
+        good.write_text(json.dumps(_results_doc()), encoding="utf-8")
+        argv = (
+            ["gate", str(good), "--baseline", str(bad)]
+            if as_baseline
+            else ["gate", str(bad), *args]
+        )
+        outcome = cli(argv)
+        event(f"gate exit {outcome.code}")
+        assert outcome.code in (0, 1, 2), outcome.stderr
+        assert "Traceback" not in outcome.stdout + outcome.stderr
+        if outcome.code == 2:
+            assert_one_line_input_error(outcome, d / "none")
+        else:
+            assert outcome.stderr == "" and "privacy gate" in outcome.stdout
+
+
+@settings(FUZZ, max_examples=60)
+@given(text=mutated_results())
+def test_compare_on_generated_results(text, cli):
+    """Generated inputs that compare rejects: exit 2, one line, nothing written. (Accepted
+    ones render plots, seconds each, so they are only counted, not rendered, here.)"""
+    from reports.compare import check_schemas, load_for_compare
+
+    with _workdir() as d:
+        a, b = d / "a" / "results.json", d / "b" / "results.json"
+        a.parent.mkdir()
+        b.parent.mkdir()
+        a.write_text(json.dumps(_results_doc()), encoding="utf-8")
+        b.write_text(text, encoding="utf-8")
+        try:
+            check_schemas([load_for_compare(a), load_for_compare(b)])
+        except AuditError as exc:
+            assert "\n" not in str(exc)
+            event("compare exit 2")
+            out = d / "out"
+            assert_one_line_input_error(cli(["compare", str(a), str(b), "--out", str(out)]), out)
+        else:
+            event("compare accepted")
+
+
+# --------------------------------------------------------------------------- #
+# 5. issue 17: bounded work on a 20 MB line (max_length tokens, not megabytes)
+# --------------------------------------------------------------------------- #
+def test_a_20_mb_line_is_cut_before_tokenizing(tmp_path):
+    import time
+
+    import fixtures
+    from audit.textcap import CHARS_PER_TOKEN, cap_text
+    from defenses.targets.lm import build_tokenizer
+
+    bert = fixtures.load_tokenizer()
+    word = build_tokenizer("word")
+    normal = " ".join(r["text"] for r in fixtures.load_corpus()[:200])
+    assert len(normal) > 64 * 64
+    for max_length in (8, 16, 64):
+        # the cut never changes what a tokenizer keeps of an ordinary text
+        a = bert(normal, truncation=True, max_length=max_length)["input_ids"]
+        b = bert(cap_text(normal, max_length), truncation=True, max_length=max_length)["input_ids"]
+        assert a == b
+        a = word.encode([normal], max_length)[0].tolist()
+        b = word.encode([cap_text(normal, max_length)], max_length)[0].tolist()
+        assert a == b
+    huge = ("word " * 4_000_000)[:20_000_000]
+    members = tmp_path / "members.jsonl"
+    members.write_text(json.dumps({"text": huge, "label": "a"}) + "\n", encoding="utf-8")
+    start = time.perf_counter()
+    (row,) = read_table(members, "text", "label", "id")
+    capped = cap_text(row["text"], 16)
+    assert len(capped) == 16 * CHARS_PER_TOKEN
+    ids = bert([capped], truncation=True, max_length=16, padding="max_length")["input_ids"][0]
+    assert len(ids) == 16
+    assert time.perf_counter() - start < 30

@@ -426,8 +426,10 @@ def test_verdict_low():
     assert "includes 0.5" in v["text"]
     assert "not proof of privacy" in v["text"]
     assert "500 members" in v["text"]
-    # Boundary: AUC ci_low exactly 0.5 is not above chance.
-    assert verdict_for_run(_run((0.53, 0.5, 0.56)))["level"] == "low"
+    # Boundary: AUC ci_low exactly 0.5 is not above chance; without a measured TPR@1%FPR
+    # the attacks could not have seen a high leak, so it is inconclusive, not low.
+    assert verdict_for_run(_run((0.53, 0.5, 0.56)))["level"] == "inconclusive"
+    assert verdict_for_run(_run((0.53, 0.5, 0.56), (0.01, 0.0, 0.03)))["level"] == "low"
 
 
 def test_verdict_not_measured():

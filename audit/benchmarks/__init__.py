@@ -17,6 +17,7 @@ BENCHMARKS: dict[str, str] = {
     "dp-attention": "audit.benchmarks.dp_attention:run",
     "ray-scaling": "audit.benchmarks.ray_scaling:run",
     "split-n-denoise": "audit.benchmarks.split_n_denoise:run",
+    "byo-lm": "audit.benchmarks.byo_lm:run",
 }
 
 __all__ = ["BENCHMARKS"]

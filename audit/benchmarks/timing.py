@@ -20,6 +20,8 @@ class BenchSettings:
     seed: int = 0
     device: str = "cpu"
     threads: int | None = None  # torch intra-op threads (None: torch's default)
+    # benchmark-specific sizes from the command line (e.g. byo-lm --sequences/--seq-len)
+    extra: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass

@@ -8,4 +8,7 @@ Flow: target (this package) -> defense (``defenses.*``) -> release (surfaces) ->
   classifiers.
 - :mod:`defenses.targets.lm`: the causal-LM target, its tokenizers, training loop and
   released surfaces.
+- :mod:`defenses.targets.scoring`: a user's Hugging Face tokenizer and causal LM behind
+  the same interfaces; one forward pass per text feeds every LM signal.
+- :mod:`defenses.targets.distributed`: that scoring sharded over Ray actors.
 """

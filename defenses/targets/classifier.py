@@ -16,7 +16,6 @@ from typing import Any
 import numpy as np
 import torch
 from torch.utils.data import DataLoader, TensorDataset
-from tqdm.auto import tqdm
 
 from defenses.base import Examples, PrivacyClaim, ReleasedModel, Surface
 from defenses.gradient_mechanism import GaussianGradientMechanism, SamplingSchedule
@@ -80,12 +79,9 @@ def train_loop(
     start = time.perf_counter()
     steps = 0
     last_loss = math.nan
-    bar = tqdm(
-        total=cfg.epochs * len(loader),
-        desc=desc,
-        disable=None if cfg.progress else True,
-        leave=False,
-    )
+    from audit.progress import progress_bar
+
+    bar = progress_bar(cfg.epochs * len(loader), desc, cfg.progress, cfg.epochs, leave=False)
     for epoch in range(cfg.epochs):
         running, count = 0.0, 0
         for input_ids, mask, labels in loader:

@@ -193,11 +193,20 @@ def is_tied(model) -> bool:
 def is_lm_target(target) -> bool:
     """Whether a defense's ``target`` (``defenses.targets.loading.Target``) is an LM preset."""
     spec = getattr(target, "spec", None)
+    if hasattr(spec, "is_causal_lm"):
+        return bool(spec.is_causal_lm)  # an LM preset or a user's local causal LM
     return getattr(spec, "preset", None) in LM_PRESETS and not getattr(spec, "model_dir", None)
 
 
 def context_length(model) -> int:
-    return int(model.config.n_positions)
+    """Longest sequence the model takes (GPT-2 ``n_positions``, Llama / GPT-NeoX / OPT
+    ``max_position_embeddings``)."""
+    cfg = model.config
+    for key in ("n_positions", "max_position_embeddings", "n_ctx", "seq_length"):
+        value = getattr(cfg, key, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    raise ValueError(f"cannot tell the context length of {type(model).__name__} from its config")
 
 
 def check_context(model, input_ids: torch.Tensor) -> None:
@@ -240,24 +249,55 @@ def token_statistics(
     check_context(model, input_ids)
     if attention_mask is None:
         attention_mask = torch.ones_like(input_ids)
-    logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, :-1]
-    logq = torch.log_softmax(logits.double(), dim=-1)
+    logits = model(input_ids=input_ids, attention_mask=attention_mask).logits
+    return token_statistics_from_logits(logits, input_ids, attention_mask)
+
+
+def token_statistics_from_logits(
+    logits: torch.Tensor, input_ids: torch.Tensor, attention_mask: torch.Tensor
+) -> list[TokenStats]:
+    """:func:`token_statistics` from a forward pass's logits [B, L, V] (so a caller that
+    also wants hidden states from the same pass need not run the model again)."""
     targets = input_ids[:, 1:]
     valid = attention_mask[:, 1:].bool()
-    lp = logq.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
-    prob = logq.exp()
-    mu = (prob * logq).sum(-1)
-    # E[(log p)^2] - mu^2, clamped: the difference can round slightly below zero
-    var = ((prob * logq.square()).sum(-1) - mu.square()).clamp(min=0.0)
     out = []
+    # One row at a time, valid positions only: float64 over [T, V] per row instead of
+    # [B, L, V] at once (a 50k vocabulary makes the batch-wide tensors gigabytes). Two
+    # float64 buffers, reused across rows: x = logits - max, e = exp(x). With S = sum e and
+    # log Z = log S (x is already shifted by the max):
+    #   log p(x_t) = x_t - log Z,  mu = sum(e x)/S - log Z,
+    #   sigma^2 = Var_p(log p) = Var_p(x) = sum(e x^2)/S - (sum(e x)/S)^2;
+    # the two weighted sums are dot products (BLAS), not elementwise temporaries.
+    width = logits.shape[-1]
+    buf_x = torch.empty((0, width), dtype=torch.float64, device=logits.device)
+    buf_e = torch.empty_like(buf_x)
     for i in range(len(input_ids)):
         v = valid[i]
+        n = int(v.sum())
+        rows = logits[i, :n] if bool(v[:n].all()) else logits[i, :-1][v]  # right padding: a view
+        tgt = targets[i][v]
+        if buf_x.shape[0] < n:
+            buf_x = torch.empty((n, width), dtype=torch.float64, device=logits.device)
+            buf_e = torch.empty_like(buf_x)
+        x, e = buf_x[:n], buf_e[:n]
+        rows = rows.detach()
+        x.copy_(rows)
+        x.sub_(rows.max(dim=-1, keepdim=True).values)  # the max of the float32 rows is exact
+        torch.exp(x, out=e)
+        total = e.sum(-1)
+        log_z = total.log()
+        lp = x.gather(-1, tgt.unsqueeze(-1)).squeeze(-1) - log_z
+        first = torch.bmm(e.unsqueeze(1), x.unsqueeze(2)).view(-1) / total  # sum(e x)/S
+        x.square_()
+        second = torch.bmm(e.unsqueeze(1), x.unsqueeze(2)).view(-1) / total  # sum(e x^2)/S
+        mu = first - log_z
+        var = (second - first.square()).clamp(min=0.0)  # rounding can dip below zero
         out.append(
             TokenStats(
-                token_ids=targets[i][v].cpu().numpy(),
-                log_probs=lp[i][v].cpu().numpy(),
-                mean_log_prob=mu[i][v].cpu().numpy(),
-                var_log_prob=var[i][v].cpu().numpy(),
+                token_ids=tgt.cpu().numpy(),
+                log_probs=lp.cpu().numpy(),
+                mean_log_prob=mu.cpu().numpy(),
+                var_log_prob=var.cpu().numpy(),
             )
         )
     return out
@@ -289,8 +329,6 @@ def train_lm(
     desc: str = "train lm",
 ) -> dict[str, Any]:
     """Plain (non-private) AdamW training on ``texts`` with shuffled minibatches."""
-    from tqdm.auto import tqdm
-
     from defenses.targets.classifier import resolve_device
 
     dev = resolve_device(device)
@@ -300,9 +338,9 @@ def train_lm(
     g = torch.Generator().manual_seed(seed)
     n = len(texts)
     steps, last, start = 0, math.nan, time.perf_counter()
-    bar = tqdm(
-        total=epochs * math.ceil(n / batch_size), desc=desc, disable=None if progress else True
-    )
+    from audit.progress import progress_bar
+
+    bar = progress_bar(epochs * math.ceil(n / batch_size), desc, progress, epochs)
     for _ in range(epochs):
         perm = torch.randperm(n, generator=g)
         running, count = 0.0, 0
@@ -481,7 +519,8 @@ class LMRelease(ReleasedModel):
         gen = torch.Generator(device="cpu").manual_seed(seed)
         results = []
         for prompt in prompts:
-            ids = [BOS, *self.tokenizer.token_ids(prompt)]
+            tok = self.tokenizer
+            ids = [tok.bos_id, *tok.token_ids(prompt)]
             if len(ids) + max_new_tokens > n_ctx:
                 raise ValueError(
                     f"prompt of {len(ids)} tokens plus {max_new_tokens} new tokens exceeds the "
@@ -491,7 +530,10 @@ class LMRelease(ReleasedModel):
             new: list[int] = []
             for _ in range(max_new_tokens):
                 logits = self.model(input_ids=x).logits[0, -1].double().cpu()
-                logits[PAD] = logits[BOS] = -math.inf
+                if tok.pad_id != tok.eos_id:
+                    logits[tok.pad_id] = -math.inf
+                if tok.bos_id != tok.eos_id:
+                    logits[tok.bos_id] = -math.inf
                 if greedy:
                     nxt = int(logits.argmax())
                 else:
@@ -500,7 +542,7 @@ class LMRelease(ReleasedModel):
                         kth = torch.topk(logits, min(top_k, len(logits))).values[-1]
                         logits[logits < kth] = -math.inf
                     nxt = int(torch.multinomial(torch.softmax(logits, -1), 1, generator=gen))
-                if nxt == EOS:
+                if nxt == tok.eos_id:
                     break
                 new.append(nxt)
                 x = torch.cat([x, torch.tensor([[nxt]], device=self.device)], dim=1)
@@ -586,5 +628,6 @@ __all__ = [
     "sequence_loss",
     "token_nll",
     "token_statistics",
+    "token_statistics_from_logits",
     "train_lm",
 ]

@@ -1,0 +1,165 @@
+"""``privacy-audit bench byo-lm``: scoring a user's causal LM with the suite vs a plain loop.
+
+A GPT-2-small-shaped model (124M parameters: 12 layers, d = 768, 12 heads, a 50,257-token
+vocabulary; built from a config, random weights -- the speed does not depend on them)
+scores ``--sequences`` texts of ``--seq-len`` tokens (issue 15: 2,000 x 256). Two cases on
+the same model, texts and batch size, timed side by side in one run:
+
+- ``suite``: what ``privacy-audit run --model DIR`` does for the LM membership attacks --
+  tokenize, one forward pass per text (length-bucketed batches) giving every text's
+  :class:`~defenses.base.TokenStats` (log p, mean and variance of log p per token) and its
+  pooled hidden state, then the ``lm-loss``, ``zlib`` and ``min-k`` scores from them;
+- ``plain``: a batched ``model(input_ids=..., attention_mask=...)`` loop over the same
+  token tensors, already tokenized and padded (the cheapest way to get the logits; it
+  computes no statistic).
+
+The texts are split into chunks; the two cases alternate chunk by chunk (and which goes
+first alternates too), so load drifts on a shared machine hit both alike. Reported:
+tokens per second of each case and the throughput ratio suite / plain (target >= 0.9).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+import torch
+
+from audit.benchmarks.timing import BenchResult, BenchSettings, CaseTiming
+
+TARGET_RATIO = 0.9
+DEFAULTS = {"sequences": 2000, "seq_len": 256, "batch_size": 8}
+QUICK = {"sequences": 16, "seq_len": 32, "batch_size": 4}
+
+
+def _word_tokenizer(vocab_size: int):
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {"<|endoftext|>": 0, "<unk>": 1}
+    vocab.update({f"w{i}": i for i in range(2, vocab_size)})
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok, bos_token="<|endoftext|>", eos_token="<|endoftext|>"
+    )
+
+
+def _model(quick: bool, vocab: int):
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    if quick:
+        cfg = GPT2Config(
+            vocab_size=vocab,
+            n_embd=64,
+            n_layer=2,
+            n_head=2,
+            n_positions=64,
+            bos_token_id=0,
+            eos_token_id=0,
+        )
+    else:  # GPT-2 small
+        cfg = GPT2Config(
+            vocab_size=vocab,
+            n_embd=768,
+            n_layer=12,
+            n_head=12,
+            n_positions=1024,
+            bos_token_id=0,
+            eos_token_id=0,
+        )
+    return GPT2LMHeadModel(cfg).eval()
+
+
+def run(settings: BenchSettings) -> BenchResult:
+    from attacks.llm_membership import loss_scores, min_k_scores, zlib_scores
+    from defenses.base import PrivacyClaim
+    from defenses.targets.scoring import HFLMRelease, HFTokenizer
+
+    sizes = {**(QUICK if settings.quick else DEFAULTS), **(settings.extra or {})}
+    n, seq_len, batch = int(sizes["sequences"]), int(sizes["seq_len"]), int(sizes["batch_size"])
+    vocab = 500 if settings.quick else 50257
+    torch.manual_seed(settings.seed)
+    model = _model(settings.quick, vocab)
+    hf_tok = _word_tokenizer(vocab)
+    tok = HFTokenizer(hf_tok)
+    rng = np.random.default_rng(settings.seed)
+    # seq_len tokens with <bos> and <eos>: seq_len - 2 words
+    texts = [
+        " ".join(f"w{int(i)}" for i in rng.integers(2, vocab, size=seq_len - 2)) for _ in range(n)
+    ]
+    single = torch.get_num_threads() == 1
+    clock = time.process_time if single else time.perf_counter
+    claim = PrivacyClaim.none("bench")
+
+    def plain(chunk_ids):
+        with torch.no_grad():
+            for ids, mask in chunk_ids:
+                model(input_ids=ids, attention_mask=mask)
+
+    def suite(chunk_texts):
+        rel = HFLMRelease(model, tok, seq_len, claim, batch_size=batch)
+        logp = [-s.nll for s in rel.token_stats(chunk_texts)]
+        loss_scores(logp), zlib_scores(logp, chunk_texts), min_k_scores(logp)
+
+    chunk = batch * 4
+    chunks = [texts[i : i + chunk] for i in range(0, n, chunk)]
+    encoded = []
+    for c in chunks:  # the plain loop gets its tensors for free (outside the clock)
+        ids, mask = tok.encode(c, seq_len)
+        encoded.append([(ids[i : i + batch], mask[i : i + batch]) for i in range(0, len(c), batch)])
+    assert encoded[0][0][0].shape[1] == seq_len
+    plain(encoded[0][:1]), suite(chunks[0][:batch])  # warm-up, untimed
+    times = {"plain": CaseTiming("plain", []), "suite": CaseTiming("suite", [])}
+    wall = {"plain": 0.0, "suite": 0.0}
+    for k, (c, e) in enumerate(zip(chunks, encoded, strict=True)):
+        order = [("plain", lambda e=e: plain(e)), ("suite", lambda c=c: suite(c))]
+        for name, fn in order if k % 2 == 0 else order[::-1]:
+            t0, w0 = clock(), time.perf_counter()
+            fn()
+            times[name].times_s.append(clock() - t0)
+            wall[name] += time.perf_counter() - w0
+    tokens = n * seq_len
+    total = {k: sum(t.times_s) for k, t in times.items()}
+    tps = {k: tokens / v for k, v in total.items()}
+    ratio = tps["suite"] / tps["plain"]
+    params = sum(p.numel() for p in model.parameters())
+    setup = {
+        "model": "GPT-2 small shape from GPT2Config (random weights)"
+        if not settings.quick
+        else "tiny GPT-2",
+        "parameters": int(params),
+        "sequences": n,
+        "seq_len": seq_len,
+        "batch_size": batch,
+        "tokens": tokens,
+        "clock": "process CPU time (1 thread)" if single else "wall time",
+        "threads": torch.get_num_threads(),
+        "seconds": total,
+        "wall_seconds": wall,
+        "tokens_per_second": tps,
+        "throughput_ratio_suite_over_plain": ratio,
+        "signals": ["lm-loss", "zlib", "min-k"],
+        "full_size": (n, seq_len) == (DEFAULTS["sequences"], DEFAULTS["seq_len"]),
+    }
+    notes = [
+        "suite: tokenize + one forward pass per text giving TokenStats (float64 log p, mean "
+        "and variance of log p over the vocabulary) and pooled hidden states, then lm-loss, "
+        "zlib and min-k; plain: model(**batch) on pre-tokenized tensors, no statistics.",
+        "Ratio = suite tokens/s over plain tokens/s (>= 0.9 is the target).",
+    ]
+    if not setup["full_size"]:
+        notes.append(
+            f"REDUCED SIZE: {n} x {seq_len} tokens instead of the issue's "
+            f"{DEFAULTS['sequences']} x {DEFAULTS['seq_len']}."
+        )
+    return BenchResult(
+        name="byo-lm",
+        reference="plain",
+        cases={k: t.summary() for k, t in times.items()},
+        ratios={"suite": total["suite"] / total["plain"], "plain": 1.0},
+        setup=setup,
+        targets={"suite": f"throughput >= {TARGET_RATIO}x plain"},
+        notes=notes + ([] if math.isfinite(ratio) else ["ratio is not finite"]),
+    )

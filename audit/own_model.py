@@ -1,0 +1,211 @@
+"""Auditing the user's own trained model as it is (``[target] audit_dir``; no training).
+
+The model (a local causal LM or sequence classifier, optionally with a PEFT adapter) is
+loaded by :func:`defenses.targets.loading.load_audit_target`, which refuses weights the
+checkpoint does not hold unless ``allow_uninitialized``; then the membership attacks that
+fit its kind run on the members / non-members, and one run record comes back. For a
+causal LM every text is first cut to the prefix that ``max_length`` tokens cover, so every
+signal (loss, zlib, min-k, ...) sees exactly the scored text, and the token statistics of
+all texts are computed once (locally or sharded over Ray actors) before any attack runs.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from audit.data import AuditData, load_audit_data
+from audit.errors import AuditError
+from defenses.base import Examples, PrivacyClaim
+
+
+def _log(msg: str, progress: bool) -> None:
+    if progress:
+        print(msg, file=sys.stderr, flush=True)
+
+
+def _claim(cfg) -> PrivacyClaim:
+    c = cfg.claim or {}
+    if not c:
+        return PrivacyClaim.none("No claim stated for this model.")
+    return PrivacyClaim(
+        c["epsilon"], c["delta"], c["unit"], c["notion"], None, c["proven"], c["note"]
+    )
+
+
+def _cut(ex: Examples | None, tokenizer, max_length: int) -> Examples | None:
+    if ex is None:
+        return None
+    return Examples(
+        ids=list(ex.ids),
+        texts=[tokenizer.truncate_text(t, max_length) for t in ex.texts],
+        labels=ex.labels,
+        members=ex.members,
+        attributes=ex.attributes,
+    )
+
+
+def cut_to_max_length(data: AuditData, tokenizer, max_length: int) -> tuple[AuditData, int]:
+    """The data with every text cut to what ``max_length`` tokens cover; and how many
+    texts were cut."""
+    out = AuditData(
+        _cut(data.members, tokenizer, max_length),
+        _cut(data.nonmembers, tokenizer, max_length),
+        _cut(data.test, tokenizer, max_length),
+        data.label_names,
+        _cut(data.public, tokenizer, max_length),
+    )
+    n_cut = sum(
+        a != b
+        for old, new in ((data.members, out.members), (data.nonmembers, out.nonmembers))
+        for a, b in zip(old.texts, new.texts, strict=True)
+    )
+    return out, int(n_cut)
+
+
+def load_reference(cfg, target_tokenizer, max_length: int):
+    """The user's reference LM (``[target] reference_dir``) as a release; exit 2 when its
+    tokenizer differs from the target's (the loss difference would compare different
+    token sequences)."""
+    from defenses.targets.loading import load_audit_target, load_causal_lm_release
+    from defenses.targets.scoring import same_tokenizer
+
+    opts = cfg.audit
+    ref = load_audit_target(
+        opts["reference_dir"],
+        "causal-lm",
+        device=cfg.device,
+        dtype=opts["dtype"],
+        device_map=opts["device_map"],
+    )
+    release = load_causal_lm_release(
+        ref,
+        max_length,
+        PrivacyClaim.none("reference model"),
+        cfg.device,
+        batch_size=opts["batch_size"],
+    )
+    diff = same_tokenizer(target_tokenizer, release.tokenizer)
+    if diff is not None:
+        raise AuditError(
+            f"target.reference_dir {opts['reference_dir']!r} has a different tokenizer from the "
+            f"target ({diff}); the reference attack needs the same tokenizer"
+        )
+    return release
+
+
+def prefill_token_stats(release, texts: list[str], executor=None, progress: bool = True) -> str:
+    """Compute every text's token statistics once, before any attack: in-process, or on
+    Ray actors (one model replica each) with ``executor.kind == 'ray'``. Returns where."""
+    texts = list(dict.fromkeys(texts))
+    if executor is not None and getattr(executor, "kind", "local") == "ray":
+        from defenses.targets.distributed import ray_token_stats
+
+        stats, hidden = ray_token_stats(release, texts, executor)
+        release.__dict__.setdefault("_token_stats_cache", {}).update(zip(texts, stats, strict=True))
+        release._hidden_cache.update(zip(texts, hidden, strict=True))
+        return "ray"
+    release.show_progress = progress  # a tqdm bar in a terminal / CI log
+    try:
+        release.token_stats(texts)
+    finally:
+        release.show_progress = False
+    return "local"
+
+
+def audit_own_model(
+    cfg,
+    settings,
+    progress: bool = True,
+    id_salt: bytes | None = None,
+    executor=None,
+) -> tuple[dict[str, Any], Any]:
+    """Load and audit ``cfg.audit_dir``; returns ``(run record, release)``."""
+    from attacks import ATTACKS
+    from audit.runner import _byo_label_names, evaluate_release
+    from defenses.targets.classifier import ClassifierRelease
+    from defenses.targets.loading import load_audit_target, load_causal_lm_release
+
+    opts = cfg.audit
+    kind = opts.get("kind", "classifier")
+    loaded = load_audit_target(
+        cfg.audit_dir,
+        kind,
+        opts.get("adapter_dir"),
+        opts.get("allow_uninitialized", False),
+        cfg.device,
+        opts.get("dtype", "auto"),
+        opts.get("device_map", "none"),
+    )
+    claim = _claim(cfg)
+    name = Path(cfg.audit_dir).name or "model"
+    if opts.get("adapter_dir"):
+        name = f"{name}+{Path(opts['adapter_dir']).name}"
+    attack_kwargs: dict[str, dict[str, Any]] = {}
+    notes: dict[str, Any] = {}
+    if kind == "classifier":
+        tok = loaded.tokenizer
+        if tok.pad_token_id is None and tok.eos_token_id is not None:
+            tok.pad_token = tok.eos_token  # GPT-2-style classifiers have no pad token
+            loaded.model.config.pad_token_id = tok.eos_token_id
+        label_names = _byo_label_names(loaded.model, cfg.data)
+        data = load_audit_data(cfg.data, cfg.seed, train=False, label_names=label_names)
+        release = ClassifierRelease(
+            loaded.model, tok, cfg.target.max_length, claim, label_names, cfg.device
+        )
+    else:
+        data = load_audit_data(cfg.data, cfg.seed, train=False, labels=False)
+        release = load_causal_lm_release(
+            loaded, cfg.target.max_length, claim, cfg.device, batch_size=opts["batch_size"]
+        )
+        data, n_cut = cut_to_max_length(data, release.tokenizer, release.max_length)
+        notes["texts_cut_to_max_length"] = n_cut
+        if n_cut:
+            _log(f"  {n_cut} text(s) cut to max_length = {release.max_length} tokens", progress)
+        if opts.get("reference_dir") and "reference" in cfg.attacks:
+            _log(f"  reference model {opts['reference_dir']}", progress)
+            ref = load_reference(cfg, release.tokenizer, release.max_length)
+            attack_kwargs["reference"] = {"reference": ref}
+            texts = data.members.texts + data.nonmembers.texts
+            prefill_token_stats(ref, texts, executor, progress)
+        texts = data.members.texts + data.nonmembers.texts + data.test.texts
+        _log(f"  scoring {len(set(texts))} texts (one forward pass each)", progress)
+        notes["scoring"] = prefill_token_stats(release, texts, executor, progress)
+        notes["batch_size"] = release.batch_size
+    for attack_name in cfg.attacks:
+        cls = ATTACKS.get(attack_name)
+        wanted = "lm" if kind == "causal-lm" else "classifier"
+        if cls is not None and getattr(cls, "target_kind", "classifier") != wanted:
+            _log(f"  note: attack {attack_name} is meant for a {cls.target_kind} target", progress)
+    if loaded.uninitialized:
+        _log(
+            f"  WARNING: {len(loaded.uninitialized)} weight(s) were not in the checkpoint and are "
+            "random (allow_uninitialized = true): " + ", ".join(loaded.uninitialized[:8]),
+            progress,
+        )
+    _log(f"auditing {cfg.audit_dir} as it is (no training)", progress)
+    run = evaluate_release(
+        name,
+        "as-is",
+        release,
+        data,
+        cfg.attacks,
+        settings,
+        {"trained_by_suite": False},
+        cfg.aggregate_only,
+        progress,
+        id_salt,
+        cfg.attack_options,
+        attack_kwargs=attack_kwargs,
+    )
+    run["target"] = {
+        "path": loaded.path,
+        "kind": kind,
+        **loaded.info,
+        **notes,
+        "uninitialized_weights": list(loaded.uninitialized),
+    }
+    if loaded.uninitialized:
+        run["uninitialized_weights"] = list(loaded.uninitialized)
+    return run, release

@@ -1,0 +1,107 @@
+"""Scoring a large example set across Ray workers, one model replica per worker.
+
+Data parallelism with Ray's own machinery: a :class:`ray.util.ActorPool` of scoring
+actors, each loading the model once (from the same local directory and options as the
+driver; one GPU per actor when the cluster has GPUs). The driver plans the length-bucketed
+batches exactly as a local run does (:func:`~defenses.targets.scoring.length_batches`) and
+the pool maps them over the actors in order, so each batch is the same forward pass as in
+a local run and the results are the same.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from defenses.base import TokenStats
+
+
+class _Scorer:
+    """One model replica (a Ray actor)."""
+
+    def __init__(self, recipe: dict[str, Any], threads: int) -> None:
+        import torch
+
+        torch.set_num_threads(threads)  # same summation order as the driver's local run
+        from defenses.base import PrivacyClaim
+        from defenses.targets.loading import load_audit_target, load_causal_lm_release
+
+        device = recipe["device"]
+        if torch.cuda.is_available() and recipe["device"] == "cuda":
+            device = "cuda"
+        loaded = load_audit_target(
+            recipe["path"],
+            "causal-lm",
+            recipe.get("adapter_dir"),
+            True,  # the driver already checked (or allowed) uninitialised weights
+            device,
+            recipe.get("dtype", "auto"),
+            recipe.get("device_map", "none"),
+        )
+        self.release = load_causal_lm_release(
+            loaded, recipe["max_length"], PrivacyClaim.none("scoring replica"), device
+        )
+
+    def score(self, texts: list[str]) -> list[tuple]:
+        from defenses.targets.scoring import encode_lengths, score_batch
+
+        rel = self.release
+        rows, _ = encode_lengths(rel.tokenizer, texts, rel.max_length)
+        stats, hidden = score_batch(rel.model, rel.tokenizer, rows, hidden=True)
+        return [
+            (s.token_ids, s.log_probs, s.mean_log_prob, s.var_log_prob, hidden[k])
+            for k, s in enumerate(stats)
+        ]
+
+
+def ray_token_stats(release, texts: list[str], executor) -> tuple[list[TokenStats], list]:
+    """Token statistics and pooled hidden states of ``texts`` for ``release`` (an
+    :class:`~defenses.targets.scoring.HFLMRelease` built by ``load_causal_lm_release``),
+    computed on Ray actors. ``executor`` is an ``audit.executors.ExecutorSpec``."""
+    import torch
+
+    from audit.errors import AuditError
+    from audit.executors import RayExecutor
+    from defenses.targets.scoring import encode_lengths, length_batches
+
+    recipe = getattr(release, "recipe", None)
+    if recipe is None:
+        raise AuditError("--executor ray scoring needs a model loaded from a local directory")
+    if not texts:
+        return [], []
+    _, lengths = encode_lengths(release.tokenizer, texts, release.max_length)
+    batches = list(length_batches(lengths, release.batch_size, release.token_budget))
+    ray_exec = RayExecutor(executor)  # ray.init as the training executor does it
+    ray = ray_exec.ray
+    try:
+        from ray.util import ActorPool
+
+        gpus = int(ray.cluster_resources().get("GPU", 0))
+        cpus = int(ray.cluster_resources().get("CPU", 1))
+        per = max(1, int(getattr(executor, "cpus_per_task", 1) or 1))
+        n = executor.workers or (gpus if gpus else max(1, cpus // per))
+        n = max(1, min(n, len(batches)))
+        options: dict[str, Any] = {"num_cpus": per}
+        if gpus and recipe["device"] == "cuda":
+            options["num_gpus"] = 1
+        actor_cls = ray.remote(**options)(_Scorer)
+        threads = torch.get_num_threads()
+        actors = [actor_cls.remote(recipe, threads) for _ in range(n)]
+        pool = ActorPool(actors)
+        chunks = [[texts[i] for i in b] for b in batches]
+        out_stats: list[TokenStats | None] = [None] * len(texts)
+        out_hidden: list[np.ndarray | None] = [None] * len(texts)
+        try:
+            results = list(pool.map(lambda a, v: a.score.remote(v), chunks))
+        except ray.exceptions.RayActorError as exc:
+            raise AuditError(f"a Ray scoring worker failed: {exc}") from None
+        for b, res in zip(batches, results, strict=True):
+            for i, (tid, lp, mu, var, h) in zip(b, res, strict=True):
+                out_stats[i] = TokenStats(tid, lp, mu, var)
+                out_hidden[i] = h
+        for a in actors:
+            ray.kill(a)
+        return out_stats, out_hidden
+    finally:
+        ray_exec.close()

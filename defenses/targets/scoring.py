@@ -1,0 +1,477 @@
+"""Scoring a user's causal LM: one forward pass per text feeds every LM signal.
+
+- :class:`HFTokenizer` puts a user's Hugging Face tokenizer behind the suite's LM
+  tokenizer interface (``encode`` / ``token_ids`` / ``decode``), so the suite's LM code
+  (releases, training loops, DP engines) runs on the user's model unchanged. Each text is
+  ``<bos> tokens <eos>`` with ``<bos>`` the tokenizer's BOS token or, when it has none,
+  its EOS token (GPT-2's ``<|endoftext|>`` document separator), so the first real token is
+  scored too. A tokenizer without a pad token pads with EOS; padding is masked out of
+  every statistic by the attention mask, never by the token id.
+- Padding side: right for scoring (positions 0..L-1 stay where training put them; the
+  padding lies after every real token, so causal attention never sees it), left for
+  batched generation (every prompt ends at the last column, where new tokens are
+  appended; position ids follow the attention mask).
+- :func:`score_texts` runs texts through the model in batches of similar length (longest
+  first, so an out-of-memory error shows up on the first batch), with a batch size that
+  halves on CUDA out-of-memory instead of failing, and returns per text the
+  :class:`~defenses.base.TokenStats` and the mean-pooled last hidden state of the *same*
+  forward pass.
+- :class:`HFLMRelease` is the released causal LM built on them: per-token / per-sequence
+  loss, next-token distributions, generation, gradients and hidden states.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import torch
+
+from defenses.base import PrivacyClaim, Surface, TokenStats
+from defenses.targets.lm import LMRelease, token_statistics_from_logits
+
+#: The batch size a CUDA out-of-memory error halves down to before giving up.
+MIN_BATCH = 1
+
+
+class HFTokenizer:
+    """A Hugging Face tokenizer with the interface of :class:`defenses.targets.lm.LMTokenizer`."""
+
+    kind = "hf"
+
+    def __init__(self, tokenizer) -> None:
+        eos = tokenizer.eos_token_id
+        if eos is None:
+            eos = tokenizer.pad_token_id
+        if eos is None:
+            raise ValueError(
+                "the tokenizer has neither an EOS nor a pad token; a causal LM needs one to "
+                "end and pad sequences"
+            )
+        self.hf = tokenizer
+        self.eos_id = int(eos)
+        self.pad_id = int(tokenizer.pad_token_id) if tokenizer.pad_token_id is not None else eos
+        self.bos_id = int(tokenizer.bos_token_id) if tokenizer.bos_token_id is not None else eos
+        self.unk_id = tokenizer.unk_token_id
+        self._vocab: list[str] | None = None
+        # The longest token string bounds how many characters max_length tokens can
+        # cover; texts are cut to that many characters before they are tokenized.
+        self.max_token_chars = max(
+            (len(t) for t in tokenizer.get_vocab()), default=1
+        )  # byte-level markers (e.g. GPT-2's 'Ġ') only make the bound looser
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.hf)
+
+    def __len__(self) -> int:
+        return len(self.hf)
+
+    @property
+    def vocab(self) -> list[str]:
+        """Token strings by id (for cache keys and comparing tokenizers)."""
+        if self._vocab is None:
+            inv = {i: t for t, i in self.hf.get_vocab().items()}
+            self._vocab = [inv.get(i, "") for i in range(len(self.hf))]
+        return self._vocab
+
+    def char_cap(self, max_tokens: int) -> int:
+        """Characters that can never produce more than ``max_tokens`` tokens' worth of
+        prefix: anything beyond is cut before tokenizing (work stays O(max_length))."""
+        return (max_tokens + 1) * self.max_token_chars
+
+    def token_ids(self, text: str, max_tokens: int | None = None) -> list[int]:
+        """Ids of ``text`` without special tokens (at most ``max_tokens``)."""
+        if max_tokens is not None:
+            text = text[: self.char_cap(max_tokens)]
+        ids = self.hf(text, add_special_tokens=False)["input_ids"]
+        return list(ids[:max_tokens] if max_tokens is not None else ids)
+
+    def truncate_text(self, text: str, max_length: int) -> str:
+        """The prefix of ``text`` that :meth:`encode` keeps under ``max_length`` (room for
+        ``<bos>`` and ``<eos>``): the data is cut to it once, so zlib and every other
+        per-example signal see exactly the scored text."""
+        budget = max(max_length - 2, 1)
+        capped = text[: self.char_cap(budget)]
+        if not getattr(self.hf, "is_fast", False):
+            ids = self.token_ids(capped, None)
+            return capped if len(ids) <= budget else self.hf.decode(ids[:budget])
+        enc = self.hf(capped, add_special_tokens=False, return_offsets_mapping=True)
+        offsets = enc["offset_mapping"]
+        if len(offsets) <= budget:
+            return capped
+        return capped[: offsets[budget - 1][1]]
+
+    def encode(
+        self, texts: Sequence[str], max_length: int, add_eos: bool = True, left_pad: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(input_ids, attention_mask)`` of ``<bos> tokens [<eos>]`` rows, cut to
+        ``max_length`` tokens, padded with the pad (or EOS) id on the right (scoring and
+        training) or on the left (``left_pad``, batched generation)."""
+        if max_length < 2:
+            raise ValueError(f"max_length must be at least 2, got {max_length}")
+        rows = []
+        for text in texts:
+            ids = [self.bos_id, *self.token_ids(text, max_length)]
+            if add_eos:
+                ids.append(self.eos_id)
+            rows.append(ids[:max_length])
+        longest = max((len(r) for r in rows), default=1)
+        out = torch.full((len(rows), longest), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(rows), longest), dtype=torch.long)
+        for i, r in enumerate(rows):
+            sl = slice(longest - len(r), longest) if left_pad else slice(0, len(r))
+            out[i, sl] = torch.as_tensor(r, dtype=torch.long)
+            mask[i, sl] = 1
+        return out, mask
+
+    def decode(self, ids) -> str:
+        special = {self.bos_id, self.eos_id, self.pad_id}
+        return self.hf.decode([int(i) for i in ids if int(i) not in special])
+
+
+def same_tokenizer(a: HFTokenizer, b: HFTokenizer) -> str | None:
+    """None when ``a`` and ``b`` map text to the same ids; else what differs."""
+    if a.vocab_size != b.vocab_size:
+        return f"vocabulary sizes differ ({a.vocab_size} vs {b.vocab_size})"
+    if a.hf.get_vocab() != b.hf.get_vocab():
+        return "the vocabularies map tokens to different ids"
+    for name in ("bos_id", "eos_id"):
+        if getattr(a, name) != getattr(b, name):
+            return f"special token {name[:3]} differs ({getattr(a, name)} vs {getattr(b, name)})"
+    probe = "The quick brown fox, 1234 jumps! Über naïve café."
+    if a.token_ids(probe) != b.token_ids(probe):
+        return "the tokenizers split the same text differently"
+    return None
+
+
+def is_cuda_oom(exc: BaseException) -> bool:
+    oom = getattr(torch.cuda, "OutOfMemoryError", None)
+    return (oom is not None and isinstance(exc, oom)) or (
+        isinstance(exc, RuntimeError) and "CUDA out of memory" in str(exc)
+    )
+
+
+def with_oom_backoff(run: Callable[[int], object], batch_size: int, on_backoff=None):
+    """``run(batch_size)``; on a CUDA out-of-memory error the CUDA cache is emptied and it
+    is retried with half the batch size, down to :data:`MIN_BATCH` (then the error
+    propagates). Returns ``(result, batch size that worked)``."""
+    b = int(batch_size)
+    while True:
+        try:
+            return run(b), b
+        except Exception as exc:  # noqa: BLE001 - only CUDA OOM is retried
+            if not is_cuda_oom(exc) or b <= MIN_BATCH:
+                raise
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+            b = max(MIN_BATCH, b // 2)
+            if on_backoff is not None:
+                on_backoff(b)
+
+
+def length_batches(lengths: Sequence[int], batch_size: int, token_budget: int | None = None):
+    """Index batches over texts sorted by length, longest first; each batch holds at most
+    ``batch_size`` rows and (when given) ``token_budget`` padded tokens."""
+    order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
+    batch: list[int] = []
+    for i in order:
+        width = lengths[batch[0]] if batch else lengths[i]
+        if batch and (
+            len(batch) >= batch_size
+            or (token_budget is not None and width * (len(batch) + 1) > token_budget)
+        ):
+            yield batch
+            batch = []
+        batch.append(i)
+    if batch:
+        yield batch
+
+
+def _input_device(model) -> torch.device:
+    emb = model.get_input_embeddings()
+    return emb.weight.device if emb is not None else next(model.parameters()).device
+
+
+@torch.no_grad()
+def forward_stats(model, ids: torch.Tensor, mask: torch.Tensor, hidden: bool = True):
+    """One forward pass -> (TokenStats per row, mean-pooled last hidden state [B, d])."""
+    dev = _input_device(model)
+    ids, mask = ids.to(dev), mask.to(dev)
+    out = model(input_ids=ids, attention_mask=mask, output_hidden_states=hidden)
+    stats = token_statistics_from_logits(out.logits, ids, mask)
+    pooled = None
+    if hidden:
+        h = out.hidden_states[-1].float()
+        m = mask.unsqueeze(-1).to(h.dtype)
+        pooled = ((h * m).sum(1) / m.sum(1).clamp(min=1)).cpu().numpy().astype(np.float64)
+    return stats, pooled
+
+
+def encode_lengths(tokenizer, texts: Sequence[str], max_length: int):
+    """Per text: its encoded row (``<bos> tokens <eos>``, cut to ``max_length``) and length."""
+    rows = [tokenizer.encode([t], max_length)[0][0] for t in texts]
+    return rows, [int(r.numel()) for r in rows]
+
+
+def score_batch(model, tokenizer, rows: Sequence[torch.Tensor], hidden: bool = True):
+    """One right-padded forward pass over encoded ``rows``: (TokenStats list, pooled hidden)."""
+    width = max(int(r.numel()) for r in rows)
+    pad = getattr(tokenizer, "pad_id", 0)
+    ids = torch.full((len(rows), width), pad, dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for k, r in enumerate(rows):
+        ids[k, : r.numel()] = r
+        mask[k, : r.numel()] = 1
+    return forward_stats(model, ids, mask, hidden)
+
+
+def score_texts(
+    model,
+    tokenizer,
+    texts: Sequence[str],
+    max_length: int,
+    batch_size: int = 32,
+    token_budget: int | None = None,
+    hidden: bool = True,
+    progress=None,
+):
+    """TokenStats and pooled hidden states for ``texts``, one forward pass each, batched
+    by length with CUDA out-of-memory backoff. Returns ``(stats, hidden or None, batch)``
+    with ``batch`` the batch size that was finally used."""
+    texts = list(texts)
+    rows, lengths = encode_lengths(tokenizer, texts, max_length)
+    stats: list[TokenStats | None] = [None] * len(texts)
+    pooled: list[np.ndarray | None] = [None] * len(texts)
+
+    def run_all(b: int):
+        for idx in length_batches(lengths, b, token_budget):
+            idx = [i for i in idx if stats[i] is None]  # done before a backoff
+            if not idx:
+                continue
+            s, h = score_batch(model, tokenizer, [rows[i] for i in idx], hidden)
+            for k, i in enumerate(idx):
+                stats[i] = s[k]
+                pooled[i] = None if h is None else h[k]
+            if progress is not None:
+                progress(len(idx))
+
+    _, used = with_oom_backoff(run_all, batch_size)
+    hid = np.stack(pooled) if hidden and texts else None
+    return stats, hid, used
+
+
+class HFLMRelease(LMRelease):
+    """A user's causal LM (any ``AutoModelForCausalLM``) with the suite's LM surfaces.
+
+    Adds to :class:`LMRelease`: ``hidden`` (the mean-pooled last-layer hidden state of the
+    same forward pass that gives the token statistics, so attribute inference runs on an
+    LM); ``token_hidden`` (the per-token output of the input embedding layer, what a client
+    of split inference would send for the first layer, with the public embedding table as
+    ``vocabulary_embeddings``, so the embedding-inversion attacks run on an LM); length-bucketed batching with CUDA out-of-memory backoff, and batched
+    left-padded generation through ``model.generate``.
+    """
+
+    surfaces = frozenset(
+        {
+            Surface.PROBABILITIES,
+            Surface.LOSS,
+            Surface.GENERATION,
+            Surface.GRADIENTS,
+            Surface.HIDDEN,
+            Surface.TOKEN_HIDDEN,
+        }
+    )
+
+    def __init__(
+        self,
+        model,
+        tokenizer: HFTokenizer,
+        max_length: int,
+        claim: PrivacyClaim,
+        device: str = "cpu",
+        gradient_mechanism=None,
+        schedule=None,
+        batch_size: int = 32,
+        label_names: list[str] | None = None,
+        token_budget: int | None = None,
+        place_model: bool = True,
+    ) -> None:
+        from defenses.gradient_mechanism import GaussianGradientMechanism
+        from defenses.targets.classifier import resolve_device
+        from defenses.targets.lm import context_length
+
+        self.model = model
+        self.tokenizer = tokenizer
+        self.max_length = min(int(max_length), context_length(model))
+        self.claim = claim
+        self.device = resolve_device(device)
+        self.gradient_mechanism = gradient_mechanism or GaussianGradientMechanism(None)
+        self.schedule = schedule
+        self.batch_size = batch_size
+        self.token_budget = token_budget
+        self.label_names = list(label_names or [])
+        if place_model:  # a device_map-sharded model is already placed
+            self.model.to(self.device)
+        self.model.eval()
+        self._hidden_cache: dict[str, np.ndarray] = {}
+
+    def _input_device(self) -> torch.device:
+        return _input_device(self.model)
+
+    @torch.no_grad()
+    def token_stats(self, texts: list[str]) -> list[TokenStats]:
+        """:class:`TokenStats` per text; each distinct text runs through the model once per
+        release, and the same pass fills :meth:`hidden`'s cache."""
+        cache = self.__dict__.setdefault("_token_stats_cache", {})
+        todo = list(dict.fromkeys(t for t in texts if t not in cache))
+        if todo:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(
+                total=len(todo),
+                desc="scoring (one forward pass per text)",
+                unit="text",
+                disable=None if getattr(self, "show_progress", False) else True,
+                leave=False,
+            )
+            stats, hid, used = score_texts(
+                self.model,
+                self.tokenizer,
+                todo,
+                self.max_length,
+                self.batch_size,
+                self.token_budget,
+                hidden=True,
+                progress=bar.update,
+            )
+            bar.close()
+            self.batch_size = used  # keep what fitted
+            cache.update(zip(todo, stats, strict=True))
+            self._hidden_cache.update(zip(todo, hid, strict=True))
+        return [cache[t] for t in texts]
+
+    def hidden(self, texts: list[str]) -> np.ndarray:
+        """Mean-pooled last-layer hidden state over each text's tokens, shape (n, d)."""
+        texts = list(texts)
+        self.token_stats(texts)
+        if not texts:
+            return np.zeros((0, int(self.model.config.hidden_size)))
+        return np.stack([self._hidden_cache[t] for t in texts])
+
+    def token_ids(self, texts: list[str]) -> list[np.ndarray]:
+        """Input token ids of each text (``<bos> tokens <eos>``), aligned with token_hidden."""
+        out = []
+        for t in texts:
+            ids, _ = self.tokenizer.encode([t], self.max_length)
+            out.append(ids[0].numpy())
+        return out
+
+    @torch.no_grad()
+    def token_hidden(self, texts: list[str]) -> list[np.ndarray]:
+        """Input-embedding output per token, shape (L_i, d) per text."""
+        emb = self.model.get_input_embeddings()
+        dev = emb.weight.device
+        return [
+            emb(torch.as_tensor(ids, device=dev)).float().cpu().numpy()
+            for ids in self.token_ids(texts)
+        ]
+
+    def vocabulary_embeddings(self) -> np.ndarray:
+        return self.model.get_input_embeddings().weight.detach().float().cpu().numpy()
+
+    def decode_tokens(self, ids) -> list[str]:
+        hf = getattr(self.tokenizer, "hf", None)
+        if hf is None:  # the suite's own LM tokenizer
+            return [self.tokenizer.decode([int(i)]) for i in ids]
+        return hf.convert_ids_to_tokens([int(i) for i in ids])
+
+    @torch.no_grad()
+    def probabilities(self, texts: list[str]) -> np.ndarray:
+        """Next-token distribution after each text (no ``<eos>``), shape (n, V)."""
+        rows = []
+        dev = self._input_device()
+        for i in range(0, len(texts), self.batch_size):
+            ids, mask = self.tokenizer.encode(
+                texts[i : i + self.batch_size], self.max_length, add_eos=False
+            )
+            logits = self.model(input_ids=ids.to(dev), attention_mask=mask.to(dev)).logits
+            last = (mask.sum(1) - 1).to(logits.device)
+            rows.append(
+                torch.softmax(logits[torch.arange(len(ids)), last].double(), -1).cpu().numpy()
+            )
+        return np.concatenate(rows) if rows else np.zeros((0, self.tokenizer.vocab_size))
+
+    next_token_probabilities = probabilities
+
+    @torch.no_grad()
+    def generate_ids(
+        self,
+        prompts: list[str],
+        max_new_tokens: int = 32,
+        greedy: bool = True,
+        temperature: float = 1.0,
+        top_k: int | None = None,
+        seed: int = 0,
+    ) -> list[list[int]]:
+        """Continuation token ids per prompt (stopping at EOS), batched with left padding."""
+        if max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+        from defenses.targets.lm import context_length
+
+        n_ctx = context_length(self.model)
+        room = n_ctx - max_new_tokens
+        if room < 2:
+            raise ValueError(
+                f"max_new_tokens = {max_new_tokens} leaves no room for a prompt in the "
+                f"model's context length {n_ctx}"
+            )
+        dev = self._input_device()
+        results: list[list[int]] = []
+        tok = self.tokenizer
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            for i in range(0, len(prompts), self.batch_size):
+                chunk = list(prompts[i : i + self.batch_size])
+                ids, mask = tok.encode(chunk, min(room, self.max_length), False, left_pad=True)
+                kw = dict(
+                    input_ids=ids.to(dev),
+                    attention_mask=mask.to(dev),
+                    max_new_tokens=max_new_tokens,
+                    do_sample=not greedy,
+                    pad_token_id=tok.pad_id,
+                    eos_token_id=tok.eos_id,
+                )
+                if not greedy:
+                    kw.update(temperature=temperature, top_k=top_k or 0)
+                else:
+                    kw.update(temperature=None, top_k=None, top_p=None)
+                out = self.model.generate(**kw)[:, ids.shape[1] :].cpu()
+                for row in out.tolist():
+                    new = []
+                    for t in row:
+                        if t == tok.eos_id:
+                            break
+                        new.append(int(t))
+                    results.append(new)
+        return results
+
+    def perplexity(self, texts: list[str]) -> float:
+        nll = self._token_nll(list(texts))
+        total = sum(float(x.sum()) for x in nll)
+        count = sum(x.size for x in nll)
+        return math.exp(total / max(count, 1))
+
+
+__all__ = [
+    "HFLMRelease",
+    "HFTokenizer",
+    "forward_stats",
+    "is_cuda_oom",
+    "length_batches",
+    "same_tokenizer",
+    "score_batch",
+    "score_texts",
+    "with_oom_backoff",
+]

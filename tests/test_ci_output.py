@@ -1,0 +1,53 @@
+"""`run` in a CI log (stderr not a terminal): one progress line per epoch and per task
+with elapsed time and ETA, one VERDICT line per run on stdout, no raw ANSI or warnings;
+`--quiet` keeps only the verdict lines (issue 17). Reads the shared tiny run."""
+
+from __future__ import annotations
+
+import json
+import re
+
+
+def test_progress_lines_per_epoch_and_task_with_eta(tiny_run):
+    _, outcome = tiny_run
+    assert outcome.code == 0, outcome.stderr[-2000:]
+    err = outcome.stderr.splitlines()
+    epochs = [line for line in err if re.search(r": epoch 1/1 \(100%\) elapsed \d+:\d\d ETA", line)]
+    assert len(epochs) >= 2, err  # one per trained model (non-private and dp-sgd)
+    tasks = [line for line in err if re.match(r"\[\d/2\] audit-trial: .* \(elapsed .*, ETA ", line)]
+    assert len(tasks) == 2, err
+    assert "\x1b[" not in outcome.stderr and "\r" not in outcome.stderr
+    assert not [line for line in err if "Warning" in line], err
+
+
+def test_one_verdict_line_per_run(tiny_run):
+    out_dir, outcome = tiny_run
+    res = json.loads((out_dir / "results.json").read_text(encoding="utf-8"))
+    lines = [line for line in outcome.stdout.splitlines() if line.startswith("VERDICT ")]
+    assert len(lines) == len(res["runs"]) == 2
+    for run, line in zip(res["runs"], lines, strict=True):
+        assert line.startswith(f"VERDICT {run['name']}: {run['verdict']['level'].upper()}; ")
+        for part in ("strongest ", "AUC ", "TPR@1%FPR", "ε_lb", "claim "):
+            assert part in line, (part, line)
+
+
+def test_quiet_keeps_only_verdict_lines(tiny_run_dir, tiny_config_path, tmp_path, cli):
+    """A resumed run (every task reused, nothing trained) with --quiet."""
+    out = tmp_path / "out"
+    outcome = cli(
+        [
+            "run",
+            str(tiny_config_path),
+            "--out",
+            str(out),
+            "--run-dir",
+            str(tiny_run_dir / "run"),
+            "--resume",
+            "--quiet",
+        ]
+    )
+    assert outcome.code == 0, outcome.stderr
+    assert outcome.stderr == ""
+    lines = outcome.stdout.splitlines()
+    assert len(lines) == 2 and all(line.startswith("VERDICT ") for line in lines), lines
+    assert (out / "results.json").is_file() and (out / "report.html").is_file()
