@@ -205,9 +205,8 @@ def audit_scores(scores, cs: CanarySet, delta: float, confidence: float, claimed
     return {
         "epsilon_lb": b["epsilon"],
         "ceiling": b["ceiling"],
-        "method": "one-run (Steinke et al. 2023)"
-        + (f", group privacy r={cs.repeat}" if cs.repeat > 1 else "")
-        + (f", estimator {b['estimator']}" if b.get("estimator") else ""),
+        "method": b.get("method") or "one-run (Steinke et al. 2023)",
+        "estimator": b.get("estimator"),
         "guesses": b["guesses"],
         "correct": b["correct"],
         "tpr_at_1pct_fpr": t["tpr"],
