@@ -249,6 +249,10 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--seq-len", type=int, help="byo-lm: tokens per text (default 256)")
     b.add_argument("--lm-batch", type=int, help="byo-lm: scoring batch size (default 8)")
     _add_experiment_and_claims(sub)
+
+    from audit.pipeline_canaries import add_parser as _canaries_parser
+
+    _canaries_parser(sub)
     return p
 
 
@@ -778,6 +782,12 @@ def _cmd_claims(args) -> int:
     return EXIT_OK
 
 
+def _cmd_canaries(args) -> int:
+    from audit.pipeline_canaries import run
+
+    return run(args)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -790,6 +800,7 @@ def main(argv: list[str] | None = None) -> int:
         "compare": _cmd_compare,
         "experiment": _cmd_experiment,
         "claims": _cmd_claims,
+        "canaries": _cmd_canaries,
     }[args.command]
     try:
         return handler(args)

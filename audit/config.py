@@ -19,10 +19,11 @@ except ModuleNotFoundError:  # Python 3.10
 
 from attacks import ATTACKS, DEFAULT_ATTACKS, LEAKAGE_ATTACKS
 from attacks.shadow import SHADOW_ATTACKS
-from audit.canaries import CANARY_KINDS
+from audit.canaries import CANARY_KINDS, LM_CANARY_DESIGNS
 from audit.errors import ConfigError
 from defenses import DEFENSES
 from defenses.base import NOTIONS, UNITS
+from defenses.targets.lm import LM_PRESETS
 from defenses.targets.loading import DEVICE_MAPS, DTYPES, KINDS, PRESETS, TargetSpec
 
 _NUM = (int, float)
@@ -109,9 +110,22 @@ SCHEMA: dict[str, dict[str, tuple]] = {
         "canary_kind": (
             str,
             "random-token",
-            lambda x: x in CANARY_KINDS,
-            f"one of {', '.join(CANARY_KINDS)}",
+            lambda x: x in (*CANARY_KINDS, *LM_CANARY_DESIGNS),
+            f"one of {', '.join(dict.fromkeys((*CANARY_KINDS, *LM_CANARY_DESIGNS)))}",
         ),
+        # LM canary designs (audit/lm_canaries.py): insert each included canary r times;
+        # the one-run bound accounts for the group size (attacks/canary_bounds.py)
+        "canary_repeat": (int, 1, lambda x: 1 <= x <= 64, "an integer in 1..64"),
+        # one-run white-box audit of the run's updates: Dirac canaries (0 = off)
+        "white_box_canaries": (
+            int,
+            1000,
+            lambda x: x == 0 or x >= 20,
+            "0 (off) or an integer >= 20",
+        ),
+        # audit of a model trained outside the suite (`privacy-audit canaries audit --config`)
+        "canaries_dir": (str, None, None, ""),
+        "model_dir": (str, None, None, ""),
     },
     # [shadow]: shadow-model membership attacks (attacks/shadow.py); on when the section is given
     "shadow": {
@@ -415,6 +429,14 @@ def parse_config(
     top["device"] = resolve_device(top["device"])
     audit_dir, audit_opts = _audit_target(target)
     report["bench"] = resolve(report["bench"])
+    for key in ("canaries_dir", "model_dir"):
+        epsilon[key] = resolve(epsilon[key])
+    kind = epsilon["canary_kind"]
+    if kind not in CANARY_KINDS and target["preset"] not in LM_PRESETS:
+        raise ConfigError(
+            f"'epsilon.canary_kind' = {kind!r} is an LM canary design; it needs an LM target "
+            f"('target.preset' one of {', '.join(LM_PRESETS)})"
+        )
 
     names = attacks_sec["names"]
     known = [*ATTACKS, *LEAKAGE_ATTACKS]

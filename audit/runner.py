@@ -250,6 +250,8 @@ def epsilon_settings(cfg: AuditConfig):
         gradient_trials=cfg.epsilon.get("gradient_trials", 100_000),
         canaries=cfg.epsilon.get("canaries", 200),
         canary_kind=cfg.epsilon.get("canary_kind", "random-token"),
+        canary_repeat=cfg.epsilon.get("canary_repeat", 1),
+        white_box_canaries=cfg.epsilon.get("white_box_canaries", 1000),
         delta=float(cfg.metrics["delta"]),
         confidence=float(cfg.metrics["confidence"]),
         seed=cfg.seed,

@@ -437,6 +437,8 @@ def _audit_row(audit: dict, run_status: Any, eps: float | None) -> dict:
     else:
         key = "consistent"
     label, cls = _AUDIT_ROW_BADGE[key]
+    if audit.get("asymptotic") and status == "ok":  # shown for comparison, never a verdict
+        label, cls = "asymptotic · informational", "muted"
     conf = as_float(audit.get("confidence"))
     bound_detail = []
     if conf is not None:
@@ -456,6 +458,8 @@ def _audit_row(audit: dict, run_status: Any, eps: float | None) -> dict:
         "bound_detail": " · ".join(bound_detail),
         "method": " · ".join(method) or DASH,
         "ceiling": num(ceiling) if ceiling is not None else DASH,
+        "threat_model": _text(audit.get("threat_model"), DASH),
+        "cost": _text(audit.get("cost"), ""),
         "samples": _audit_samples(audit),
         "status": key,
         "badge": label,
@@ -493,6 +497,8 @@ def _tradeoff_row(tr: dict, run_status: Any, eps: float | None, delta: float | N
         "bound": bound,
         "bound_detail": f"{100 * conf:g}% confidence" if conf is not None else "",
         "method": " · ".join(method),
+        "threat_model": "black-box: the strongest membership attack's scores on members and non-members",
+        "cost": "no extra training (reuses the attack's scores)",
         "ceiling": DASH,
         "samples": [f"{len(tr['roc']['fpr'])} ROC points"]
         if isinstance(tr.get("roc"), dict) and isinstance(tr["roc"].get("fpr"), list)
