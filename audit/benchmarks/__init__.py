@@ -19,6 +19,7 @@ BENCHMARKS: dict[str, str] = {
     "split-n-denoise": "audit.benchmarks.split_n_denoise:run",
     "byo-lm": "audit.benchmarks.byo_lm:run",
     "metrics": "audit.benchmarks.metrics:run",
+    "re-attention-recsys": "audit.benchmarks.re_attention_recsys:run",
 }
 
 __all__ = ["BENCHMARKS"]
