@@ -6,10 +6,16 @@ independently with probability 1/2 (the one-run design); after training, each ca
 scored with the loss attack and the one-run estimator turns the guesses into a lower
 bound on ε that is valid for one training run.
 
-Kinds:
+Kinds (whole text scored, any target):
 - ``random-token``: a sequence of words drawn uniformly from the audit data's vocabulary;
 - ``pii``: a PII-shaped sentence (fictional name, e-mail, phone and account number), the
   kind of record a real leak would expose.
+
+Designs for causal LMs (Panda, Tang, Nasr, Choquette-Choo & Mittal, "Privacy Auditing of
+Large Language Models", ICLR 2025; Mitchell & Andrew 2026): each canary is a short
+*prefix* (the first tokens of a training text, or random vocabulary tokens) followed by a
+*secret*, and only the secret's tokens are scored (mean log-probability given the
+prefix), as in the paper. See :mod:`audit.lm_canaries`.
 """
 
 from __future__ import annotations
@@ -22,6 +28,8 @@ import numpy as np
 from defenses.base import Examples
 
 CANARY_KINDS = ("random-token", "pii")
+#: LM canary designs (audit/lm_canaries.py); ``random-token`` there is the LM baseline.
+LM_CANARY_DESIGNS = ("random-token", "new-token", "search-token", "bigram", "synthetic")
 _SYLLABLES = (
     "ka",
     "lo",
@@ -46,9 +54,22 @@ class CanarySet:
     examples: Examples  # canary texts with their (random) labels
     included: np.ndarray  # 1 = inserted into the training set
     kind: str
+    # LM designs only: the prefix of each text (the rest is the scored secret), how many
+    # times an included canary is inserted (the one-run group size) and new vocabulary.
+    prefixes: list[str] | None = None
+    repeat: int = 1
+    new_tokens: tuple[str, ...] = ()
 
     def inserted(self) -> Examples:
-        return self.examples.subset(np.flatnonzero(self.included == 1))
+        """The included canaries, each ``repeat`` times (copies get ``#k`` id suffixes)."""
+        ex = self.examples.subset(np.flatnonzero(self.included == 1))
+        if self.repeat == 1:
+            return ex
+        return Examples(
+            ids=[f"{i}#{k}" for i in ex.ids for k in range(self.repeat)],
+            texts=[t for t in ex.texts for _ in range(self.repeat)],
+            labels=np.repeat(ex.labels, self.repeat),
+        )
 
 
 def _name(rng: np.random.Generator) -> str:

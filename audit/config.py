@@ -19,10 +19,11 @@ except ModuleNotFoundError:  # Python 3.10
 
 from attacks import ATTACKS, DEFAULT_ATTACKS, LEAKAGE_ATTACKS
 from attacks.shadow import SHADOW_ATTACKS
-from audit.canaries import CANARY_KINDS
+from audit.canaries import CANARY_KINDS, LM_CANARY_DESIGNS
 from audit.errors import ConfigError
 from defenses import DEFENSES
 from defenses.base import NOTIONS, UNITS
+from defenses.targets.lm import LM_PRESETS
 from defenses.targets.loading import DEVICE_MAPS, DTYPES, KINDS, PRESETS, TargetSpec
 
 _NUM = (int, float)
@@ -109,9 +110,22 @@ SCHEMA: dict[str, dict[str, tuple]] = {
         "canary_kind": (
             str,
             "random-token",
-            lambda x: x in CANARY_KINDS,
-            f"one of {', '.join(CANARY_KINDS)}",
+            lambda x: x in (*CANARY_KINDS, *LM_CANARY_DESIGNS),
+            f"one of {', '.join(dict.fromkeys((*CANARY_KINDS, *LM_CANARY_DESIGNS)))}",
         ),
+        # LM canary designs (audit/lm_canaries.py): insert each included canary r times;
+        # the one-run bound accounts for the group size (attacks/canary_bounds.py)
+        "canary_repeat": (int, 1, lambda x: 1 <= x <= 64, "an integer in 1..64"),
+        # one-run white-box audit of the run's updates: Dirac canaries (0 = off)
+        "white_box_canaries": (
+            int,
+            1000,
+            lambda x: x == 0 or x >= 20,
+            "0 (off) or an integer >= 20",
+        ),
+        # audit of a model trained outside the suite (`privacy-audit canaries audit --config`)
+        "canaries_dir": (str, None, None, ""),
+        "model_dir": (str, None, None, ""),
     },
     # [shadow]: shadow-model membership attacks (attacks/shadow.py); on when the section is given
     "shadow": {
@@ -334,21 +348,25 @@ def _parse_defense(i: int, raw: Any) -> DefenseConfig:
 
 
 def _attack_options(raw: dict[str, Any], names: list[str]) -> dict[str, dict[str, Any]]:
-    """Validate ``[attacks.options.<name>]`` tables against each leakage attack's OPTIONS."""
+    """Validate ``[attacks.options.<name>]`` tables against each attack's OPTIONS (every
+    leakage attack, and the membership attacks that declare OPTIONS)."""
+    optioned = {**{n: c for n, c in ATTACKS.items() if getattr(c, "OPTIONS", None)}}
+    optioned.update(LEAKAGE_ATTACKS)
     out: dict[str, dict[str, Any]] = {}
     for name, opts in raw.items():
         path = f"attacks.options.{name}"
-        if name not in LEAKAGE_ATTACKS:
-            allowed = ", ".join(n for n in names if n in LEAKAGE_ATTACKS) or "none"
+        if name not in optioned:
+            allowed = ", ".join(n for n in names if n in optioned) or "none"
             raise ConfigError(
-                f"config key {path!r} names no leakage attack in 'attacks.names'; "
+                f"config key {path!r} names no leakage attack (nor a membership attack with options) in "
+                f"'attacks.names'; "
                 f"options are allowed for: {allowed}"
             )
         if name not in names:
             raise ConfigError(f"config key {path!r}: attack {name!r} is not in 'attacks.names'")
         if not isinstance(opts, dict):
             raise ConfigError(f"config key {path!r} must be a table")
-        cls = LEAKAGE_ATTACKS[name]
+        cls = optioned[name]
         for key, value in opts.items():
             if key not in cls.OPTIONS:
                 raise ConfigError(
@@ -411,6 +429,14 @@ def parse_config(
     top["device"] = resolve_device(top["device"])
     audit_dir, audit_opts = _audit_target(target)
     report["bench"] = resolve(report["bench"])
+    for key in ("canaries_dir", "model_dir"):
+        epsilon[key] = resolve(epsilon[key])
+    kind = epsilon["canary_kind"]
+    if kind not in CANARY_KINDS and target["preset"] not in LM_PRESETS:
+        raise ConfigError(
+            f"'epsilon.canary_kind' = {kind!r} is an LM canary design; it needs an LM target "
+            f"('target.preset' one of {', '.join(LM_PRESETS)})"
+        )
 
     names = attacks_sec["names"]
     known = [*ATTACKS, *LEAKAGE_ATTACKS]

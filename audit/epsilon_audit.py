@@ -23,13 +23,9 @@ from typing import Any
 
 import numpy as np
 
-from attacks.epsilon import (
-    one_run_best,
-    one_run_ceiling,
-    one_run_fdp_epsilon,
-    tradeoff_violations,
-)
-from attacks.gradient_canary import GradientCanaryAudit
+from attacks.canary_bounds import one_run_group_best, tpr_at_1pct_fpr
+from attacks.epsilon import tradeoff_violations
+from attacks.gradient_canary import GradientCanaryAudit, OneRunWhiteBoxAudit
 from audit.canaries import CanarySet
 from defenses.base import ReleasedModel, Surface
 
@@ -42,6 +38,9 @@ class EpsilonAuditSettings:
     gradient_trials: int = 100_000
     canaries: int = 200
     canary_kind: str = "random-token"
+    canary_repeat: int = 1  # each included canary inserted this many times (group size)
+    # white-box one-run audit: Dirac canaries in the run's released updates (0 = off)
+    white_box_canaries: int = 1000
     delta: float = 1e-5
     confidence: float = 0.95
     seed: int = 0
@@ -57,6 +56,14 @@ def claim_is_comparable(claim: dict[str, Any]) -> bool:
     )
 
 
+THREAT_MODELS = {
+    "gradient-canary": "white-box: every released update; adversary crafts a gradient",
+    "input-canaries (one-run)": "black-box: loss / log-probabilities of the released model",
+    "one-run white-box (thresholded)": "white-box: every released update of ONE run",
+    "one-run Gaussian (asymptotic)": "white-box: every released update of ONE run",
+}
+
+
 def input_canary_audit(
     release: ReleasedModel,
     canaries: CanarySet,
@@ -64,12 +71,19 @@ def input_canary_audit(
     claimed: float | None,
 ) -> dict[str, Any]:
     name = "input-canaries (one-run)"
+    lm_design = canaries.prefixes is not None
+    repeat = f", each repeated {canaries.repeat}x (group privacy)" if canaries.repeat > 1 else ""
     description = (
         f"{len(canaries.included)} {canaries.kind} canaries, each inserted into training with "
-        "probability 1/2 and scored by their loss; the larger of the one-run bounds of "
-        "Steinke et al. (2023) and the f-DP audit of Mahloujifar et al. (2024) on the same "
-        "guesses, Bonferroni over the guess-count grid; tied scores ordered by seeded "
-        "random jitter."
+        f"probability 1/2{repeat} and scored by their "
+        + ("secret tokens' log-probability" if lm_design else "loss")
+        + (
+            "; one-run bound of Steinke et al. (2023) with group privacy"
+            if canaries.repeat > 1
+            else "; the larger of the one-run bounds of Steinke et al. (2023) and the f-DP "
+            "audit of Mahloujifar et al. (2024) on the same guesses"
+        )
+        + ", Bonferroni over the guess-count grid; tied scores ordered by seeded random jitter."
     )
     if Surface.LOSS not in release.surfaces:
         return {
@@ -79,16 +93,22 @@ def input_canary_audit(
             "reason": "not applicable: needs loss",
         }
     ex = canaries.examples
-    scores = -release.loss(ex.texts, ex.labels)
-    best = one_run_best(
+    if lm_design and hasattr(release, "token_stats"):
+        from audit.lm_canaries import release_secret_scores
+
+        scores = release_secret_scores(release, canaries)
+    else:
+        scores = -release.loss(ex.texts, ex.labels)
+    m = len(scores)
+    best = one_run_group_best(
         scores,
         canaries.included,
         settings.delta,
-        confidence=settings.confidence,
+        canaries.repeat,
+        settings.confidence,
         seed=settings.seed,
     )
-    m = len(scores)
-    conf_k = best["confidence_per_k"]
+    tpr = tpr_at_1pct_fpr(scores, canaries.included, confidence=settings.confidence)
     return {
         "name": name,
         "description": description,
@@ -96,13 +116,13 @@ def input_canary_audit(
         "reason": None,
         "epsilon_lb": best["epsilon"],
         # the most this design could certify: every guess right, at the best grid entry
-        "ceiling": max(
-            max(
-                one_run_ceiling(m, kp + km, settings.delta, conf_k),
-                one_run_fdp_epsilon(kp + km, kp + km, m, settings.delta, conf_k),
-            )
-            for kp, km in best["k_grid"]
-        ),
+        "ceiling": best["ceiling"],
+        "design": canaries.kind,
+        "repeat": canaries.repeat,
+        "tpr_at_1pct_fpr": tpr["tpr"],
+        "tpr_at_1pct_fpr_ci": tpr["ci"],
+        "threat_model": THREAT_MODELS[name],
+        "cost": "one training run; canaries share it with the real data",
         "point_estimate": None,
         "method": best["method"],
         "estimator": best["estimator"],
@@ -156,13 +176,31 @@ def epsilon_audit(
                 release, settings.delta, settings.confidence, claimed
             )
         ]
+    if (
+        settings.white_box_canaries
+        and getattr(release, "schedule", None) is not None
+        and getattr(release, "gradient_mechanism", None) is not None
+        and Surface.GRADIENTS in release.surfaces
+    ):
+        audits.extend(
+            OneRunWhiteBoxAudit(canaries=settings.white_box_canaries, seed=settings.seed).run(
+                release, settings.delta, settings.confidence, claimed
+            )
+        )
     if canaries is not None:
         audits.append(input_canary_audit(release, canaries, settings, claimed))
     tradeoff = tradeoff_check(run, claim, settings)
 
     evidence = []
     for a in audits:
-        if a.get("status") == "ok" and a.get("exceeds_claim"):
+        a.setdefault("threat_model", THREAT_MODELS.get(a["name"]))
+        if a["name"] == "gradient-canary" and a.get("n_in"):
+            a.setdefault(
+                "cost",
+                f"{a['n_in'] + a['n_out']} simulated runs of the mechanism (no model training)",
+            )
+        # asymptotic bounds (the Gaussian one-run audit) are shown, never used as evidence
+        if a.get("status") == "ok" and a.get("exceeds_claim") and not a.get("asymptotic"):
             evidence.append(
                 f"{a['name']}: ε ≥ {a['epsilon_lb']:.3g} ({a['confidence']:.0%} confidence, δ={a['delta']:g}) "
                 f"exceeds the claimed ε = {claimed:.3g}"
@@ -178,7 +216,9 @@ def epsilon_audit(
         status = "no-claim"
     elif evidence:
         status = "violated"
-    elif all(a.get("status") != "ok" or a["ceiling"] <= claimed for a in audits):
+    elif all(
+        a.get("status") != "ok" or a.get("asymptotic") or a["ceiling"] <= claimed for a in audits
+    ):
         status = "untestable"
     else:
         status = "consistent"

@@ -268,6 +268,7 @@ def _aggregate_only(runs: list[dict]) -> None:
 
     salt = new_id_salt()  # never written anywhere
     for run in runs:
+        run.pop("example_texts", None)  # training text
         for att in run["attacks"]:
             if "examples" in att:
                 att["examples"]["ids"] = pseudonymise_ids(att["examples"]["ids"], salt)

@@ -136,8 +136,26 @@ def shadow_pool(data, population: int, seed: int):
     return pool, np.arange(len(attack), len(pool), dtype=np.int64)
 
 
+def _lm_canaries(target, data, eps_settings, seed: int):
+    """Designed LM canaries made from the target before training (its init at the audit's
+    seed, or the public-pretrained model), and the target that adds new tokens if any."""
+    from audit.lm_canaries import CanaryTarget, make_lm_canaries
+
+    base_model, tokenizer = target.build(seed)
+    canaries = make_lm_canaries(
+        eps_settings.canaries,
+        eps_settings.canary_kind,
+        tokenizer,
+        texts=list(data.members.texts),
+        base_model=base_model,
+        seed=seed,
+        repeat=eps_settings.canary_repeat,
+    )
+    return canaries, (CanaryTarget(target, canaries.new_tokens) if canaries.new_tokens else target)
+
+
 def audit_trial(payload: dict[str, Any], deps: list[dict]) -> dict[str, Any]:
-    from audit.canaries import make_canaries, with_canaries
+    from audit.canaries import CANARY_KINDS, make_canaries, with_canaries
     from audit.epsilon_audit import epsilon_audit
     from audit.runner import epsilon_settings, evaluate_release, metric_settings
     from defenses.base import Surface
@@ -148,16 +166,19 @@ def audit_trial(payload: dict[str, Any], deps: list[dict]) -> dict[str, Any]:
     eps_settings = epsilon_settings(cfg)
     settings = metric_settings(cfg)
     canaries = None
-    if payload["epsilon"] and eps_settings.canaries:
-        canaries = make_canaries(
-            eps_settings.canaries,
-            eps_settings.canary_kind,
-            len(data.label_names),
-            data.members.texts + data.nonmembers.texts,
-            cfg.seed,
-        )
-    train_set = with_canaries(data.members, canaries) if canaries is not None else data.members
     target = _CachedTarget(_target(cfg, data))
+    if payload["epsilon"] and eps_settings.canaries:
+        if eps_settings.canary_kind in CANARY_KINDS and eps_settings.canary_repeat == 1:
+            canaries = make_canaries(
+                eps_settings.canaries,
+                eps_settings.canary_kind,
+                len(data.label_names),
+                data.members.texts + data.nonmembers.texts,
+                cfg.seed,
+            )
+        else:  # LM canary designs (audit/lm_canaries.py), from the model before training
+            canaries, target = _lm_canaries(target, data, eps_settings, cfg.seed)
+    train_set = with_canaries(data.members, canaries) if canaries is not None else data.members
     start = time.perf_counter()
     release, report = defense.fit(target, train_set, _training(cfg, dcfg), payload["seed"])
     info = {**report.info, "wall_seconds": time.perf_counter() - start}

@@ -1,0 +1,355 @@
+"""``privacy-audit canaries make | audit``: one-run ε audit of a training pipeline the suite
+does not run (make canaries -> the user trains -> audit the trained model).
+
+``make`` writes, into ``--out``:
+
+- ``train_canaries.txt``: the included canaries (each canary included independently with
+  probability 1/2, then repeated ``--repeat`` times), one per line, shuffled: mix these
+  lines into the training text;
+- ``canaries.json``: every canary (prefix and secret), the design and settings; no
+  inclusion information;
+- ``inclusion.secret.json`` (mode 0600): which canaries were included. Keep it from the
+  training pipeline; ``audit`` reads it and never prints or writes any of it;
+- ``tokenizer/`` (``new-token`` only): the tokenizer with the new tokens added; train with
+  it and call ``model.resize_token_embeddings(len(tokenizer))`` first.
+
+``audit`` scores every canary on the trained model (mean log-probability of its secret
+tokens given its prefix) and writes ``results.json`` and ``report.html`` holding only
+aggregates: the one-run ε lower bound (Steinke et al. 2023, with group privacy when
+repeated) with its ceiling, TPR at 1 % FPR with a bootstrap CI, AUC, and the claim
+comparison (VIOLATED / consistent / untestable).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import html
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from audit.canaries import LM_CANARY_DESIGNS, CanarySet
+from audit.errors import AuditError
+from defenses.base import Examples
+
+SCHEMA = "privacy-audit-canaries/1"
+FILES = ("canaries.json", "inclusion.secret.json", "train_canaries.txt")
+
+
+def _log(msg: str, quiet: bool = False) -> None:
+    if not quiet:
+        print(msg, file=sys.stderr, flush=True)
+
+
+def _atomic_write(path: Path, text: str, mode: int | None = None) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode if mode is not None else 0o644)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def _read_lines(path: str | None) -> list[str] | None:
+    if path is None:
+        return None
+    p = Path(path)
+    if not p.is_file():
+        raise AuditError(f"--data {path!r} is not a file")
+    lines = [ln.strip() for ln in p.read_text(encoding="utf-8").splitlines() if ln.strip()]
+    if not lines:
+        raise AuditError(f"--data {path!r} holds no text")
+    return lines
+
+
+def _load_tokenizer(path: str):
+    p = Path(path)
+    if not p.is_dir():
+        raise AuditError(
+            f"--tokenizer {path!r} is not a local directory (hub names are not fetched)"
+        )
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(str(p), local_files_only=True)
+    except (OSError, ValueError) as exc:
+        raise AuditError(f"cannot load a tokenizer from {path!r}: {exc}") from exc
+
+
+def make(args) -> int:
+    from audit.lm_canaries import load_user_lm, make_lm_canaries
+
+    design = args.design
+    if design not in LM_CANARY_DESIGNS:
+        raise AuditError(f"unknown design {design!r}; allowed: {', '.join(LM_CANARY_DESIGNS)}")
+    if args.n < 20:
+        raise AuditError(f"--n must be at least 20, got {args.n}")
+    if not 1 <= args.repeat <= 64:
+        raise AuditError(f"--repeat must be in 1..64, got {args.repeat}")
+    if args.temperature <= 0:
+        raise AuditError(f"--temperature must be positive, got {args.temperature}")
+    out = Path(args.out)
+    if out.exists() and any((out / f).exists() for f in FILES) and not args.force:
+        raise AuditError(f"{out} already holds canaries; use --force to replace them")
+    if design == "bigram" and args.data is None:
+        raise AuditError("--design bigram needs --data (the training text, one example per line)")
+    base_dir = args.base_model
+    if design in ("search-token", "synthetic") and base_dir is None:
+        raise AuditError(f"--design {design} needs --base-model DIR (the model before training)")
+    texts = _read_lines(args.data)
+    tokenizer = _load_tokenizer(args.tokenizer)
+    base_model = load_user_lm(base_dir, args.tokenizer)[0] if base_dir is not None else None
+    try:
+        cs = make_lm_canaries(
+            args.n,
+            design,
+            tokenizer,
+            texts=texts,
+            base_model=base_model,
+            seed=args.seed,
+            secret_tokens=args.secret_tokens,
+            prefix_tokens=args.prefix_tokens,
+            repeat=args.repeat,
+            temperature=args.temperature,
+        )
+    except ValueError as exc:
+        raise AuditError(str(exc)) from exc
+    out.mkdir(parents=True, exist_ok=True)
+    if cs.new_tokens:
+        tokenizer.add_tokens(list(cs.new_tokens))
+        tokenizer.save_pretrained(str(out / "tokenizer"))
+    record = {
+        "schema": SCHEMA,
+        "design": design,
+        "n": args.n,
+        "repeat": args.repeat,
+        "seed": args.seed,
+        "secret_tokens": args.secret_tokens,
+        "prefix_tokens": args.prefix_tokens,
+        "new_tokens": len(cs.new_tokens),
+        "canaries": [
+            {"id": i, "prefix": p, "text": t}
+            for i, p, t in zip(cs.examples.ids, cs.prefixes or [], cs.examples.texts, strict=True)
+        ],
+    }
+    canaries_text = json.dumps(record, indent=1, ensure_ascii=False)
+    digest = hashlib.sha256(canaries_text.encode("utf-8")).hexdigest()
+    rng = np.random.default_rng([args.seed, 0x5EC])
+    lines = [t for t in cs.inserted().texts]
+    lines = [lines[i] for i in rng.permutation(len(lines))]
+    _atomic_write(out / "canaries.json", canaries_text)
+    _atomic_write(
+        out / "inclusion.secret.json",
+        json.dumps({"canaries_sha256": digest, "included": cs.included.tolist()}),
+        mode=0o600,
+    )
+    _atomic_write(out / "train_canaries.txt", "\n".join(lines) + "\n")
+    print(
+        f"wrote {args.n} {design} canaries to {out}: mix the {len(lines)} lines of "
+        f"{out / 'train_canaries.txt'} into your training text"
+        + (
+            f"; train with the tokenizer in {out / 'tokenizer'} (resize the embeddings)"
+            if cs.new_tokens
+            else ""
+        )
+        + f". Keep {out / 'inclusion.secret.json'} away from training."
+    )
+    return 0
+
+
+def load_canaries(path: str | Path) -> CanarySet:
+    d = Path(path)
+    if not d.is_dir() or not all((d / f).is_file() for f in FILES[:2]):
+        raise AuditError(
+            f"{str(d)!r} is not a canaries directory (run 'privacy-audit canaries make')"
+        )
+    text = (d / "canaries.json").read_text(encoding="utf-8")
+    try:
+        rec = json.loads(text)
+        secret = json.loads((d / "inclusion.secret.json").read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise AuditError(f"{d}: malformed canaries file: {exc}") from exc
+    if rec.get("schema") != SCHEMA:
+        raise AuditError(f"{d}/canaries.json is not a {SCHEMA} file")
+    if secret.get("canaries_sha256") != hashlib.sha256(text.encode("utf-8")).hexdigest():
+        raise AuditError(f"{d}: the inclusion record does not belong to these canaries.json")
+    inc = np.asarray(secret["included"], dtype=np.int64)
+    rows = rec["canaries"]
+    if len(inc) != len(rows) or not np.isin(inc, (0, 1)).all():
+        raise AuditError(f"{d}: the inclusion record does not match the canaries")
+    ex = Examples([r["id"] for r in rows], [r["text"] for r in rows], np.zeros(len(rows)))
+    cs = CanarySet(ex, inc, rec["design"], [r["prefix"] for r in rows], int(rec["repeat"]))
+    return cs
+
+
+def _claim_status(eps_lb: float, ceiling: float, claimed: float | None) -> str:
+    if claimed is None:
+        return "no-claim"
+    if eps_lb > claimed:
+        return "VIOLATED"
+    if ceiling <= claimed:
+        return "untestable"
+    return "consistent"
+
+
+def audit_scores(scores, cs: CanarySet, delta: float, confidence: float, claimed, seed=0) -> dict:
+    from attacks.canary_bounds import one_run_group_best, tpr_at_1pct_fpr
+    from attacks.metrics import auc
+
+    b = one_run_group_best(scores, cs.included, delta, cs.repeat, confidence)
+    t = tpr_at_1pct_fpr(scores, cs.included, confidence=confidence, seed=seed)
+    both = cs.included.any() and not cs.included.all()
+    return {
+        "epsilon_lb": b["epsilon"],
+        "ceiling": b["ceiling"],
+        "method": b.get("method") or "one-run (Steinke et al. 2023)",
+        "estimator": b.get("estimator"),
+        "guesses": b["guesses"],
+        "correct": b["correct"],
+        "tpr_at_1pct_fpr": t["tpr"],
+        "tpr_at_1pct_fpr_ci": t["ci"],
+        "auc": auc(scores, cs.included) if both else float("nan"),
+        "claim_status": _claim_status(b["epsilon"], b["ceiling"], claimed),
+    }
+
+
+def _report_html(res: dict) -> str:
+    e = html.escape
+    rows = [
+        ("design", res["design"]),
+        (
+            "canaries",
+            f"{res['canaries']} ({res['n_in']} in / {res['n_out']} out), repeat {res['repeat']}",
+        ),
+        ("threat model", res["threat_model"]),
+        (
+            "ε lower bound",
+            f"{res['epsilon_lb']:.3f} ({res['confidence']:.0%}, δ = {res['delta']:g})",
+        ),
+        ("ceiling of this design", f"{res['ceiling']:.3f}"),
+        ("method", res["method"]),
+        (
+            "TPR at 1% FPR",
+            f"{res['tpr_at_1pct_fpr']:.3f} [{res['tpr_at_1pct_fpr_ci'][0]:.3f}, "
+            f"{res['tpr_at_1pct_fpr_ci'][1]:.3f}]",
+        ),
+        ("AUC", f"{res['auc']:.3f}"),
+        ("claimed ε", "none" if res["claimed_epsilon"] is None else f"{res['claimed_epsilon']:g}"),
+        ("claim", res["claim_status"]),
+        ("aggregate-only", "yes" if res["aggregate_only"] else "no"),
+    ]
+    body = "".join(f"<tr><th>{e(k)}</th><td>{e(str(v))}</td></tr>" for k, v in rows)
+    return (
+        "<!doctype html><html><head><meta charset='utf-8'><title>canary audit</title></head>"
+        f"<body><h1>One-run canary audit of {e(res['model'])}</h1><table>{body}</table>"
+        f"<p>{e(res['note'])}</p></body></html>\n"
+    )
+
+
+def audit(args) -> int:
+    from audit.lm_canaries import hf_secret_scores, load_user_lm
+
+    model_dir, canaries_dir = args.model, args.canaries
+    delta, confidence = args.delta, args.confidence
+    if args.config is not None:
+        from audit.config import load_config
+
+        cfg = load_config(args.config)
+        model_dir = model_dir or cfg.epsilon.get("model_dir")
+        canaries_dir = canaries_dir or cfg.epsilon.get("canaries_dir")
+        delta = delta if delta is not None else float(cfg.metrics["delta"])
+        confidence = confidence if confidence is not None else float(cfg.metrics["confidence"])
+    if delta is None:  # the bound's δ: the claim's when stated
+        delta = args.claimed_delta if args.claimed_delta is not None else 1e-5
+    confidence = 0.95 if confidence is None else confidence
+    if model_dir is None or canaries_dir is None:
+        raise AuditError("need --model and --canaries (or [epsilon] model_dir / canaries_dir)")
+    if not 0 < delta < 1 or not 0 < confidence < 1:
+        raise AuditError("--delta and --confidence must be in (0, 1)")
+    if args.claimed_epsilon is not None and not args.claimed_epsilon > 0:
+        raise AuditError("--claimed-epsilon must be positive")
+    if args.claimed_delta is not None and not delta >= args.claimed_delta:
+        # a bound at a smaller δ tests (ε, δ)-DP, which an (ε, claimed δ) claim never promised
+        raise AuditError("--delta must be at least --claimed-delta to test the claim")
+    cs = load_canaries(canaries_dir)
+    tok_dir = args.tokenizer
+    if tok_dir is None and (Path(canaries_dir) / "tokenizer").is_dir():
+        if not (Path(model_dir) / "tokenizer_config.json").is_file():
+            tok_dir = str(Path(canaries_dir) / "tokenizer")
+    out = Path(args.out)
+    model, tokenizer = load_user_lm(model_dir, tok_dir)
+    _log(f"scoring {len(cs.included)} canaries on {model_dir}", args.quiet)
+    try:
+        scores = hf_secret_scores(model, tokenizer, cs)
+    except ValueError as exc:
+        raise AuditError(str(exc)) from exc
+    res: dict[str, Any] = {
+        "schema": SCHEMA,
+        "model": Path(model_dir).name,
+        "design": cs.kind,
+        "canaries": len(cs.included),
+        "n_in": int(cs.included.sum()),
+        "n_out": int(len(cs.included) - cs.included.sum()),
+        "repeat": cs.repeat,
+        "delta": delta,
+        "confidence": confidence,
+        "claimed_epsilon": args.claimed_epsilon,
+        "claimed_delta": args.claimed_delta,
+        "aggregate_only": bool(args.aggregate_only),
+        "threat_model": "black-box: log-probabilities of the released model; canaries in ONE training run",
+        **audit_scores(scores, cs, delta, confidence, args.claimed_epsilon),
+        "note": "A lower bound can contradict a claim but never confirm it; 'untestable' means "
+        "this design's ceiling is at or below the claim, so no outcome could contradict it.",
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    _atomic_write(out / "results.json", json.dumps(res, indent=1, ensure_ascii=False))
+    _atomic_write(out / "report.html", _report_html(res))
+    lo, hi = res["tpr_at_1pct_fpr_ci"]
+    print(
+        f"{cs.kind} canaries: ε ≥ {res['epsilon_lb']:.3f} ({confidence:.0%}, δ={delta:g}; ceiling "
+        f"{res['ceiling']:.3f}); TPR@1%FPR {res['tpr_at_1pct_fpr']:.3f} [{lo:.3f}, {hi:.3f}]; "
+        f"claim: {res['claim_status']}. Report: {out / 'report.html'}"
+    )
+    return 0
+
+
+def add_parser(sub) -> None:
+    c = sub.add_parser(
+        "canaries",
+        help="one-run ε audit of your own training pipeline: make canaries, train, audit",
+    )
+    csub = c.add_subparsers(dest="canaries_command", required=True, parser_class=type(c))
+    m = csub.add_parser("make", help="write canaries to mix into your training text")
+    m.add_argument("--design", required=True, help=f"one of {', '.join(LM_CANARY_DESIGNS)}")
+    m.add_argument("--n", type=int, default=1000, help="number of canaries (default 1000)")
+    m.add_argument("--tokenizer", required=True, help="local tokenizer directory of your model")
+    m.add_argument("--out", required=True, help="output directory")
+    m.add_argument("--data", help="your training text, one example per line (prefixes; bigram)")
+    m.add_argument("--base-model", help="local model before training (search-token, synthetic)")
+    m.add_argument("--repeat", type=int, default=1, help="copies of each included canary")
+    m.add_argument("--secret-tokens", type=int, default=8)
+    m.add_argument("--prefix-tokens", type=int, default=4)
+    m.add_argument("--temperature", type=float, default=2.0, help="synthetic sampling temperature")
+    m.add_argument("--seed", type=int, default=0)
+    m.add_argument("--force", action="store_true", help="replace canaries already in --out")
+    a = csub.add_parser("audit", help="score the canaries on the trained model; ε lower bound")
+    a.add_argument("--model", help="local directory of the trained causal LM")
+    a.add_argument("--canaries", help="the directory written by 'canaries make'")
+    a.add_argument("--tokenizer", help="tokenizer directory (default: the model's)")
+    a.add_argument("--config", help="TOML config with [epsilon] model_dir / canaries_dir")
+    a.add_argument("--claimed-epsilon", type=float)
+    a.add_argument("--claimed-delta", type=float)
+    a.add_argument("--delta", type=float, help="δ of the bound (default 1e-5)")
+    a.add_argument("--confidence", type=float, help="confidence (default 0.95)")
+    a.add_argument("--out", default="canary-audit", help="output directory")
+    a.add_argument(
+        "--aggregate-only", action="store_true", help="aggregates only (always true here)"
+    )
+    a.add_argument("--quiet", action="store_true")
+
+
+def run(args) -> int:
+    return make(args) if args.canaries_command == "make" else audit(args)
