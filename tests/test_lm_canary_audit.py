@@ -44,7 +44,7 @@ def test_builtin_trainers_insert_designed_canaries_and_report_every_audit():
         assert 0 <= ic["epsilon_lb"] <= ic["ceiling"]
         lo, hi = ic["tpr_at_1pct_fpr_ci"]
         assert lo <= ic["tpr_at_1pct_fpr"] <= hi
-        assert "group privacy r=2" in ic["method"] and ic["threat_model"].startswith("black-box")
+        assert "group privacy, r = 2" in ic["method"] and ic["threat_model"].startswith("black-box")
     assert runs["none"]["epsilon_audit"]["audits"][-1]["tpr_at_1pct_fpr"] >= 0.5
     dp = {a["name"]: a for a in runs["dp-sgd"]["epsilon_audit"]["audits"]}
     thr, gauss = dp["one-run white-box (thresholded)"], dp["one-run Gaussian (asymptotic)"]
