@@ -18,12 +18,20 @@ from attacks.base import (
     run_attack,
     run_leakage_attack,
 )
+from attacks.dc_pdd import DCPDDAttack
 from attacks.embedding_inversion import NearestNeighbourInversion, RelaxedInversion
 from attacks.extraction import EXTRACTION_ATTACKS
+from attacks.extraction_untargeted import UntargetedExtraction
+from attacks.grad_norm import GradNormAttack
 from attacks.gradient_inversion import GradientInversionAttack
 from attacks.llm_membership import LLM_ATTACKS
+from attacks.lowercase import LowercaseAttack
 from attacks.membership import ConfidenceAttack, EntropyAttack, LossAttack, ModifiedEntropyAttack
+from attacks.min_k_pp import MinKPlusPlusAttack
 from attacks.mutual_info import TokenMutualInformationAttack
+from attacks.neighbourhood import NeighbourhoodAttack
+from attacks.pii_extraction import PIIExtraction
+from attacks.recall import RecallAttack
 from attacks.stacked import StackedAttack
 
 ATTACKS: dict[str, type[Attack]] = {
@@ -31,6 +39,19 @@ ATTACKS: dict[str, type[Attack]] = {
 }
 DEFAULT_ATTACKS = tuple(ATTACKS)
 ATTACKS.update({cls.name: cls for cls in (*LLM_ATTACKS, StackedAttack)})  # causal-LM signals
+ATTACKS.update(
+    {
+        cls.name: cls
+        for cls in (
+            MinKPlusPlusAttack,
+            RecallAttack,
+            NeighbourhoodAttack,
+            DCPDDAttack,
+            LowercaseAttack,
+            GradNormAttack,
+        )
+    }
+)
 
 LEAKAGE_ATTACKS: dict[str, type[LeakageAttack]] = {
     cls.name: cls
@@ -43,7 +64,9 @@ LEAKAGE_ATTACKS: dict[str, type[LeakageAttack]] = {
         TokenMutualInformationAttack,
     )
 }
-LEAKAGE_ATTACKS.update({cls.name: cls for cls in EXTRACTION_ATTACKS})
+LEAKAGE_ATTACKS.update(
+    {cls.name: cls for cls in (*EXTRACTION_ATTACKS, UntargetedExtraction, PIIExtraction)}
+)
 
 ALL_ATTACK_NAMES = (*ATTACKS, *LEAKAGE_ATTACKS)
 

@@ -233,6 +233,37 @@ def _counts_at(thresholds, s_in_sorted, s_out_sorted):
     return fp, fn
 
 
+#: Thresholds of half A whose exact (Clopper-Pearson) selection bound is computed.
+SPLIT_CANDIDATES = 256
+
+
+def _wilson_upper(k, n: int, q: float) -> np.ndarray:
+    """Wilson score upper limit of k / n at quantile q (cheap; only ranks candidates)."""
+    z = float(ndtri(q))
+    p = np.asarray(k, dtype=np.float64) / n
+    centre = p + z * z / (2 * n)
+    half = z * np.sqrt(p * (1 - p) / n + z * z / (4.0 * n * n))
+    return np.minimum((centre + half) / (1 + z * z / n), 1.0)
+
+
+def _split_candidates(fp, n_out, fn, n_in, delta, q, method) -> np.ndarray:
+    """Indices of the thresholds whose exact selection bound is computed.
+
+    All of them when there are at most :data:`SPLIT_CANDIDATES`; otherwise the
+    SPLIT_CANDIDATES best by the same bound with Wilson instead of Clopper-Pearson
+    limits (one ``betaincinv`` per distinct count is what made the split slow).
+    Which threshold half A picks affects power only: the bound is counted on half B.
+    """
+    if fp.size <= SPLIT_CANDIDATES:
+        return np.arange(fp.size)
+    fpr_hi, fnr_hi = _wilson_upper(fp, n_out, q), _wilson_upper(fn, n_in, q)
+    if method == "gdp":
+        approx = _mu_from_rate_bounds(fpr_hi, fnr_hi)
+    else:
+        approx = _eps_from_rate_bounds(fpr_hi, fnr_hi, delta)
+    return np.sort(np.argpartition(-approx, SPLIT_CANDIDATES)[:SPLIT_CANDIDATES])
+
+
 def _split_bound(s, m, delta, alpha, method, seed) -> float:
     n_in, n_out = int(m.sum()), int((~m).sum())
     _check_split_sizes(n_in, n_out)
@@ -248,9 +279,10 @@ def _split_bound(s, m, delta, alpha, method, seed) -> float:
     ss, tp, fp, ends = _roc_counts_1d(sa, ma)
     tp_e, fp_e, ss_e = tp[ends], fp[ends], ss[ends]
     q_sel = 1.0 - alpha / (2.0 * ss_e.size)
-    vals = _bound_from_counts(fp_e, na_out, na_in - tp_e, na_in, delta, q_sel, method)
-    best = int(np.argmax(vals))
-    if vals[best] > 0.0:
+    cand = _split_candidates(fp_e, na_out, na_in - tp_e, na_in, delta, q_sel, method)
+    vals = _bound_from_counts(fp_e[cand], na_out, na_in - tp_e[cand], na_in, delta, q_sel, method)
+    best = int(cand[np.argmax(vals)])
+    if vals.max() > 0.0:
         below = ss_e[best + 1] if best + 1 < ss_e.size else -np.inf
         thr = ss_e[best] / 2.0 + below / 2.0 if np.isfinite(below) else -np.inf
     else:  # no signal on A: fall back to the best balanced-accuracy threshold
@@ -413,7 +445,11 @@ def epsilon_point_estimate(scores, members, delta: float, min_count: int = 10) -
         raise ValueError(f"min_count must be a positive integer, got {min_count!r}.")
     n_in, n_out = int(m.sum()), int((~m).sum())
     _, tp, fp, ends = _roc_counts_1d(s, m)
-    tp, fp = tp[ends], fp[ends]
+    return _point_estimate_from_counts(tp[ends], fp[ends], n_in, n_out, delta, int(min_count))
+
+
+def _point_estimate_from_counts(tp, fp, n_in: int, n_out: int, delta: float, min_count: int):
+    """:func:`epsilon_point_estimate` from cumulative (TP, FP) at the tie-group ends."""
     tp = np.concatenate([[0], tp])
     fp = np.concatenate([[0], fp])
     tpr, fpr = tp / n_in, fp / n_out

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from attacks.base import Attack
-from defenses.base import Examples, ReleasedModel, Surface
+from defenses.base import Examples, ReleasedModel, Surface, TokenStats
 
 #: Reference models by (architecture, tokenizer, public data, recipe, seed): one per run.
 _REFERENCE_CACHE: dict[str, Any] = {}
@@ -32,16 +32,37 @@ _REFERENCE_CACHE: dict[str, Any] = {}
 REFERENCE_RECIPE = dict(epochs=5, batch_size=32, learning_rate=3e-3, max_texts=500)
 
 
-def _token_log_probs(release: ReleasedModel, texts: list[str]) -> list[np.ndarray]:
-    fn = getattr(release, "token_log_probs", None)
+def token_stats(release: ReleasedModel, texts: list[str]) -> list[TokenStats]:
+    """The release's one cached forward pass per text (``ReleasedModel.token_stats``)."""
+    fn = getattr(release, "token_stats", None)
     if fn is None:
-        raise ValueError(
-            "this attack needs a causal language model release (per-token log-probabilities)"
-        )
+        raise ValueError("this attack needs a causal language model release (per-token statistics)")
     return fn(list(texts))
 
 
+def _token_log_probs(release: ReleasedModel, texts: list[str]) -> list[np.ndarray]:
+    """log p(x_t | x_<t) per text, read from the shared forward pass."""
+    return [s.log_probs for s in token_stats(release, texts)]
+
+
+def text_token_ids(release: ReleasedModel, text: str) -> list[int]:
+    """Token ids of ``text`` without special tokens, from the release's tokenizer (the
+    suite's ``LMTokenizer`` or a Hugging Face tokenizer); no forward pass."""
+    tok = getattr(release, "tokenizer", None)
+    if hasattr(tok, "token_ids"):
+        return list(tok.token_ids(text))
+    if hasattr(tok, "encode"):
+        return list(tok.encode(text, add_special_tokens=False))
+    raise ValueError("this attack needs the release's tokenizer")
+
+
+def count_tokens(release: ReleasedModel, text: str) -> int:
+    """Number of tokens of ``text`` without special tokens (no forward pass)."""
+    return len(text_token_ids(release, text))
+
+
 def loss_scores(logp: list[np.ndarray]) -> np.ndarray:
+    """−mean NLL = mean log p(x_t | x_<t) per sequence."""
     return np.array([x.mean() if x.size else 0.0 for x in logp])
 
 
@@ -50,12 +71,14 @@ def zlib_bits(text: str) -> float:
 
 
 def zlib_scores(logp: list[np.ndarray], texts: list[str]) -> np.ndarray:
+    """Σ_t log2 p(x_t | x_<t) / zlib bits(text): −(NLL in bits) / (zlib length in bits)."""
     return np.array(
         [x.sum() / np.log(2.0) / zlib_bits(t) for x, t in zip(logp, texts, strict=True)]
     )
 
 
 def min_k_scores(logp: list[np.ndarray], k: float = 0.2) -> np.ndarray:
+    """Mean of the ⌈k·T⌉ *smallest* log p(x_t | x_<t) per sequence (Shi et al. 2024)."""
     if not 0 < k <= 1:
         raise ValueError(f"min-k fraction must be in (0, 1], got {k}")
     out = []

@@ -81,17 +81,9 @@ def _position_features(release, texts: list[str]) -> np.ndarray:
 
 
 def _gradient_norms(release, texts: list[str]) -> np.ndarray:
-    from defenses.targets.lm import sequence_loss
+    from attacks.grad_norm import gradient_norms
 
-    model = release.model
-    params = [p for p in model.parameters() if p.requires_grad]
-    out = []
-    for t in texts:
-        ids, mask = release.encode([t])
-        loss = sequence_loss(model, ids, mask)[0]
-        grads = torch.autograd.grad(loss, params, allow_unused=True)
-        out.append(float(torch.sqrt(sum((g.double() ** 2).sum() for g in grads if g is not None))))
-    return np.array(out)
+    return gradient_norms(release, texts)
 
 
 def membership_features(

@@ -191,19 +191,24 @@ def _label_names(model: torch.nn.Module, n_labels: int) -> list[str]:
     return [str(i) for i in range(n_labels)]
 
 
+def _logged(value) -> float:
+    """A metric value for a logger; NaN when there is none (TPR below resolution)."""
+    return math.nan if value is None else float(value)
+
+
 def _flatten(results: dict[str, AttackResult]) -> dict[str, float]:
     flat: dict[str, float] = {}
     ok = {name: r for name, r in results.items() if r.status == "ok"}
     for name, r in ok.items():
         for metric in _PER_ATTACK:
-            flat[f"privacy/{name}/{metric}"] = float(r.metrics[metric]["value"])
+            flat[f"privacy/{name}/{metric}"] = _logged(r.metrics[metric]["value"])
         flat[f"privacy/{name}/auc_ci_low"] = float(r.metrics["auc"]["ci_low"])
         flat[f"privacy/{name}/auc_ci_high"] = float(r.metrics["auc"]["ci_high"])
     if ok:
         for metric, _ in GATED.values():
-            flat[f"privacy/max_{metric}"] = max(
-                float(r.metrics[metric]["value"]) for r in ok.values()
-            )
+            vals = [_logged(r.metrics[metric]["value"]) for r in ok.values()]
+            vals = [v for v in vals if not math.isnan(v)]
+            flat[f"privacy/max_{metric}"] = max(vals) if vals else math.nan
     return flat
 
 

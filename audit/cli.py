@@ -1,4 +1,4 @@
-"""Command line: ``privacy-audit run | epsilon | score | gate | bench | compare``.
+"""Command line: ``privacy-audit run | epsilon | score | gate | bench | compare | experiment | claims``.
 
 Exit codes: 0 success; 1 the gate found a threshold exceeded or a regression against the
 baseline; 2 bad input (one line on stderr naming the problem, nothing written); 3 an
@@ -248,11 +248,42 @@ def build_parser() -> argparse.ArgumentParser:
     )
     b.add_argument("--seq-len", type=int, help="byo-lm: tokens per text (default 256)")
     b.add_argument("--lm-batch", type=int, help="byo-lm: scoring batch size (default 8)")
+    _add_experiment_and_claims(sub)
 
     from audit.pipeline_canaries import add_parser as _canaries_parser
 
     _canaries_parser(sub)
     return p
+
+
+def _add_experiment_and_claims(sub) -> None:
+    """``experiment`` (long utility runs behind the paper-claims table, resumable) and
+    ``claims`` (the table itself, read from recorded JSON under docs/)."""
+    from audit.benchmarks.experiments import EXPERIMENTS
+
+    e = sub.add_parser(
+        "experiment",
+        help="train and evaluate one paper-claim experiment (resumable per cell); writes JSON",
+    )
+    e.add_argument("name", choices=list(EXPERIMENTS), help="the experiment to run")
+    e.add_argument("--out", required=True, help="JSON output file")
+    e.add_argument(
+        "--checkpoint-dir",
+        help="directory for finished cells; a rerun with the same settings resumes from it",
+    )
+    e.add_argument("--seeds", type=int, default=3, help="training seeds per cell (default 3)")
+    e.add_argument("--n-train", type=int, help="training examples (default: the experiment's)")
+    e.add_argument("--n-test", type=int, help="test examples (default: the experiment's)")
+    e.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
+    e.add_argument("--quick", action="store_true", help="tiny shapes (smoke run, not reported)")
+    c = sub.add_parser(
+        "claims",
+        help="print the paper-claims table (paper's number, ours with CI, verdict, command) "
+        "from the recorded results under docs/",
+    )
+    c.add_argument("--docs", default=None, help="folder of recorded results (default: docs/)")
+    c.add_argument("--json", metavar="FILE", help="also write the rows as JSON")
+    c.add_argument("--markdown", metavar="FILE", help="also write the table as Markdown")
 
 
 def _cmd_run(args, epsilon: bool | None = None) -> int:
@@ -441,9 +472,12 @@ def _cmd_score(args) -> int:
     )
     html, js = write_outputs(results, args.out)
     m = results["runs"][0]["attacks"][0]["metrics"]
+    tpr = m["tpr_at_fpr_0.01"]
+    tpr_text = "below resolution" if tpr.get("value") is None else f"{tpr['value']:.3f}"
+    # the bound only: epsilon_point_estimate is no bound and is not printed here
     print(
         f"AUC {m['auc']['value']:.3f} [{m['auc']['ci_low']:.3f}, {m['auc']['ci_high']:.3f}]  "
-        f"TPR@1%FPR {m['tpr_at_fpr_0.01']['value']:.3f}  "
+        f"TPR@1%FPR {tpr_text}  "
         f"ε lower bound {m['epsilon_lower_bound']['value']:.3f} (δ={args.delta:g}, 95%)"
     )
     print(f"report:  {html}")
@@ -695,6 +729,59 @@ def _cmd_bench(args) -> int:
     return EXIT_OK
 
 
+def _cmd_experiment(args) -> int:
+    import torch
+
+    from audit.benchmarks.experiments import ExperimentSettings, run_experiment
+    from audit.io import atomic_write_text, dumps_json
+
+    for flag, value in (
+        ("--seeds", args.seeds),
+        ("--n-train", args.n_train),
+        ("--n-test", args.n_test),
+        ("--threads", args.threads),
+    ):
+        if value is not None and value < 1:
+            raise AuditError(f"{flag} must be at least 1, got {value}")
+    _check_writable(args.out, "--out")
+    if args.checkpoint_dir is not None:
+        ck = Path(args.checkpoint_dir)
+        if ck.exists() and not ck.is_dir():
+            raise AuditError(f"--checkpoint-dir {args.checkpoint_dir!r} is not a directory")
+        _check_writable(str(ck / args.name / "check"), "--checkpoint-dir")
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
+    settings = ExperimentSettings(args.seeds, args.quick, args.n_train, args.n_test, args.threads)
+    print(f"experiment {args.name} ...", file=sys.stderr, flush=True)
+    payload = run_experiment(args.name, settings, args.checkpoint_dir)
+    atomic_write_text(Path(args.out), dumps_json(payload))
+    print(f"results: {args.out}")
+    return EXIT_OK
+
+
+def _cmd_claims(args) -> int:
+    from reports.claims import build_claims, format_table, to_markdown
+
+    docs = Path(args.docs) if args.docs else None
+    if docs is not None and not docs.is_dir():
+        raise AuditError(f"--docs {str(docs)!r} is not a folder")
+    if args.json:
+        _check_writable(args.json, "--json")
+    if args.markdown:
+        _check_writable(args.markdown, "--markdown")
+    rows = build_claims(docs)
+    print(format_table(rows))
+    if args.json:
+        from audit.io import atomic_write_text, dumps_json
+
+        atomic_write_text(Path(args.json), dumps_json({"claims": rows}))
+    if args.markdown:
+        from audit.io import atomic_write_text
+
+        atomic_write_text(Path(args.markdown), to_markdown(rows))
+    return EXIT_OK
+
+
 def _cmd_canaries(args) -> int:
     from audit.pipeline_canaries import run
 
@@ -711,6 +798,8 @@ def main(argv: list[str] | None = None) -> int:
         "gate": _cmd_gate,
         "bench": _cmd_bench,
         "compare": _cmd_compare,
+        "experiment": _cmd_experiment,
+        "claims": _cmd_claims,
         "canaries": _cmd_canaries,
     }[args.command]
     try:

@@ -348,21 +348,25 @@ def _parse_defense(i: int, raw: Any) -> DefenseConfig:
 
 
 def _attack_options(raw: dict[str, Any], names: list[str]) -> dict[str, dict[str, Any]]:
-    """Validate ``[attacks.options.<name>]`` tables against each leakage attack's OPTIONS."""
+    """Validate ``[attacks.options.<name>]`` tables against each attack's OPTIONS (every
+    leakage attack, and the membership attacks that declare OPTIONS)."""
+    optioned = {**{n: c for n, c in ATTACKS.items() if getattr(c, "OPTIONS", None)}}
+    optioned.update(LEAKAGE_ATTACKS)
     out: dict[str, dict[str, Any]] = {}
     for name, opts in raw.items():
         path = f"attacks.options.{name}"
-        if name not in LEAKAGE_ATTACKS:
-            allowed = ", ".join(n for n in names if n in LEAKAGE_ATTACKS) or "none"
+        if name not in optioned:
+            allowed = ", ".join(n for n in names if n in optioned) or "none"
             raise ConfigError(
-                f"config key {path!r} names no leakage attack in 'attacks.names'; "
+                f"config key {path!r} names no leakage attack (nor a membership attack with options) in "
+                f"'attacks.names'; "
                 f"options are allowed for: {allowed}"
             )
         if name not in names:
             raise ConfigError(f"config key {path!r}: attack {name!r} is not in 'attacks.names'")
         if not isinstance(opts, dict):
             raise ConfigError(f"config key {path!r} must be a table")
-        cls = LEAKAGE_ATTACKS[name]
+        cls = optioned[name]
         for key, value in opts.items():
             if key not in cls.OPTIONS:
                 raise ConfigError(
@@ -675,15 +679,7 @@ def check_runnable(cfg: AuditConfig) -> None:
     the device against the installed torch, each defense's ε and δ against what its
     accountant can calibrate, layer indices against the model config, and the
     ``[report] bench`` file. Raises :class:`ConfigError` (exit 2)."""
-    if cfg.device == "cuda":
-        import torch
-
-        if not torch.cuda.is_available():
-            build = "a CPU-only build" if torch.version.cuda is None else "a CUDA build"
-            raise ConfigError(
-                f"config key 'device' is 'cuda' but no CUDA GPU is available (torch "
-                f'{torch.__version__} is {build}); use device = "cpu" or "auto"'
-            )
+    resolve_device(cfg.device)  # also checked at parse time; kept for configs built in code
     sweep_eps = (cfg.sweep or {}).get("epsilons") or []
     for i, d in enumerate(cfg.defenses):
         _check_eps_delta(i, d, DEFENSES[d.name].PARAMS)
@@ -763,9 +759,10 @@ def resolve_device(name: str) -> str:
     if name == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     if name == "cuda" and not torch.cuda.is_available():
+        build = "a CPU-only build" if torch.version.cuda is None else "a CUDA build"
         raise ConfigError(
-            "device = 'cuda' but this torch build has no usable CUDA device "
-            f"(torch {torch.__version__}); use device = 'auto' or 'cpu'"
+            "device = 'cuda' but this torch build has no CUDA GPU available "
+            f"(torch {torch.__version__} is {build}); use device = 'auto' or 'cpu'"
         )
     return name
 

@@ -284,8 +284,8 @@ def load_results(path: str | Path, what: str = "results file") -> dict[str, Any]
                     if x is not None and (isinstance(x, bool) or not isinstance(x, (int, float))):
                         raise DataError(
                             f"{what} {str(p)!r}: {field_} of metric {key!r} of attack "
-                            f"{a.get('attack')!r} of run {run['name']!r} is {x!r}, not a number "
-                            "or null"
+                            f"{a.get('attack')!r} of run {run['name']!r} must be a number or null, "
+                            f"got {x!r}"
                         )
         leakage = run.get("leakage", [])
         if not isinstance(leakage, list) or not all(
@@ -660,8 +660,15 @@ def check_all(
 def check(
     results: dict[str, Any], thresholds: dict[str, float | None], strict: bool = False
 ) -> list[Violation]:
-    """Threshold violations only (see :func:`check_all` for everything the gate fails on)."""
-    return check_all(results, thresholds, strict, allow_empty=True)[0]
+    """Threshold violations (see :func:`check_all` for everything the gate fails on). A
+    requested metric that was not measured raises :class:`DataError`, so a caller that
+    reads only the violations (the pytest plugin) cannot pass it silently."""
+    violations, failures = check_all(results, thresholds, strict, allow_empty=True)
+    unmeasured = [f for f in failures if f.kind == "unmeasured"]
+    if unmeasured:
+        more = f" (and {len(unmeasured) - 1} more)" if len(unmeasured) > 1 else ""
+        raise DataError(f"results file: {unmeasured[0].message}{more}")
+    return violations
 
 
 def classify(metric: str, base: Estimate, new: Estimate, tolerance: float = 0.0) -> str:

@@ -125,7 +125,11 @@ def evaluate_release(
             )
             leakage.append(run_leakage_attack(leak, release, context))
             continue
-        attack = ATTACKS[attack_name](**(attack_kwargs or {}).get(attack_name, {}))
+        kwargs = {
+            **(attack_options or {}).get(attack_name, {}),  # [attacks.options.<name>]
+            **(attack_kwargs or {}).get(attack_name, {}),
+        }
+        attack = ATTACKS[attack_name](**kwargs)
         if hasattr(attack, "prepare"):  # attacks that need side data (a reference model, ...)
             attack.prepare(public=data.public, seed=settings.seed)
         _log(f"  attack {attack_name} on {name}", progress)
@@ -141,9 +145,12 @@ def evaluate_release(
                     str(exc),
                 )
             )
-    return run_record(
+    run = run_record(
         name, defense, release.claim, utility, results, training, aggregate_only, id_salt, leakage
     )
+    if not aggregate_only:  # the report's most-exposed table shows each example's text
+        run["example_texts"] = dict(zip(examples.ids, examples.texts, strict=True))
+    return run
 
 
 def run_record(

@@ -268,6 +268,7 @@ def _aggregate_only(runs: list[dict]) -> None:
 
     salt = new_id_salt()  # never written anywhere
     for run in runs:
+        run.pop("example_texts", None)  # training text
         for att in run["attacks"]:
             if "examples" in att:
                 att["examples"]["ids"] = pseudonymise_ids(att["examples"]["ids"], salt)
@@ -344,8 +345,38 @@ def run_planned(
     out = assemble_results(runs, cfg.title, cfg.seed, cfg.to_dict(), cfg.aggregate_only)
     if cfg.sweep is not None:
         out["sweep"] = sweep_summary(cfg, the_plan.trials, runs)
+    _lm_utility_floor(cfg, data, out)
     if cfg.bench:
         from audit.benchmarks.cost_of_privacy import cost_table_from_bench_json
 
         out["cost_of_privacy"] = cost_table_from_bench_json(cfg.bench)
     return out
+
+
+def _lm_utility_floor(cfg, data, out: dict) -> None:
+    """For an LM target the suite trains: the unigram perplexity floor on the test texts
+    (defenses/lm_baselines.py) and, per run, whether its perplexity CI is below it."""
+    from defenses.targets.lm import LM_PRESETS, build_lm_target
+
+    if cfg.target.preset not in LM_PRESETS or cfg.target.model_dir:
+        return
+    from defenses.lm_baselines import beats_floor, utility_floor
+
+    _, tokenizer = build_lm_target(cfg.target.preset, cfg.seed)
+    public = list(data.public.texts) if data.public is not None else []
+    floor = utility_floor(
+        tokenizer, public, list(data.members.texts), list(data.test.texts), cfg.target.max_length
+    )
+    floor["public_pretraining_epochs"] = cfg.target.public_epochs
+    floor["claims_scope"] = (
+        "DP claims cover the private fine-tuning data (members) only; the public pretraining "
+        "data is not covered and needs no protection"
+        if cfg.target.public_epochs > 0
+        else "no public pretraining: DP models are trained from random initialisation"
+    )
+    out["utility_floor"] = floor
+    for run in out["runs"]:
+        u = run.get("utility")
+        if isinstance(u, dict):
+            u["unigram_floor"] = floor["floor"]
+            u["beats_unigram_floor"] = beats_floor(u, floor["floor"])

@@ -251,6 +251,49 @@ def poisson_schedule(n: int, batch_size: int, epochs: int) -> tuple[float, int]:
     return q, max(1, int(round(epochs / q)))
 
 
+def train_private_ids(
+    engine: DPSGDEngine,
+    ids: Tensor,
+    mask: Tensor,
+    steps: int,
+    sample_rate: float,
+    learning_rate: float,
+    weight_decay: float = 0.0,
+    seed: int = 0,
+    device=None,
+    progress: bool = False,
+    desc: str = "train dp",
+    optimizer=None,
+) -> dict[str, Any]:
+    """Poisson-sampled private training of ``engine.model`` on token tensors with AdamW
+    (each row is one privacy unit); returns steps, seconds and the fraction clipped."""
+    from tqdm.auto import tqdm
+
+    from defenses.targets.lm import trim
+
+    dev = device or ids.device
+    opt = optimizer or torch.optim.AdamW(engine.params, lr=learning_rate, weight_decay=weight_decay)
+    sampler = torch.Generator().manual_seed(seed)
+    noise = torch.Generator().manual_seed(seed + 1)
+    start = time.perf_counter()
+    clipped = []
+    n = len(ids)
+    for _ in tqdm(range(steps), desc=desc, disable=None if progress else True, leave=False):
+        pick = torch.rand(n, generator=sampler) < sample_rate
+        if pick.any():
+            b_ids, b_mask = trim(ids[pick], mask[pick])
+            engine.step(opt, b_ids.to(dev), b_mask.to(dev), noise)
+            if engine.last_norms is not None:
+                clipped.append(float((engine.last_norms > engine.max_grad_norm).float().mean()))
+        else:
+            engine.step(opt, None, None, noise)
+    return {
+        "steps": steps,
+        "seconds": time.perf_counter() - start,
+        "fraction_clipped": sum(clipped) / max(len(clipped), 1),
+    }
+
+
 def train_lm_private(
     engine: DPSGDEngine,
     tokenizer,
@@ -266,40 +309,48 @@ def train_lm_private(
     desc: str = "train dp",
 ) -> dict[str, Any]:
     """Poisson-sampled private training of ``engine.model`` with AdamW."""
-    from tqdm.auto import tqdm
-
     from defenses.targets.classifier import resolve_device
-    from defenses.targets.lm import context_length, trim
+    from defenses.targets.lm import context_length, sequence_loss, trim
 
     model = engine.model
     dev = resolve_device(device)
     model.to(dev).train()
     ids, mask = tokenizer.encode(texts, min(max_length, context_length(model)))
-    opt = torch.optim.AdamW(engine.params, lr=learning_rate, weight_decay=weight_decay)
-    sampler = torch.Generator().manual_seed(seed)
-    noise = torch.Generator().manual_seed(seed + 1)
-    start, last = time.perf_counter(), math.nan
-    clipped = []
-    for _ in tqdm(range(steps), desc=desc, disable=None if progress else True, leave=False):
-        pick = torch.rand(len(texts), generator=sampler) < sample_rate
-        if pick.any():
-            b_ids, b_mask = trim(ids[pick], mask[pick])
-            engine.step(opt, b_ids.to(dev), b_mask.to(dev), noise)
-            if engine.last_norms is not None:
-                clipped.append(float((engine.last_norms > engine.max_grad_norm).float().mean()))
-        else:
-            engine.step(opt, None, None, noise)
+    info = train_private_ids(
+        engine,
+        ids,
+        mask,
+        steps,
+        sample_rate,
+        learning_rate,
+        weight_decay,
+        seed,
+        dev,
+        progress,
+        desc,
+    )
     with torch.no_grad():
-        from defenses.targets.lm import sequence_loss
-
         sub_ids, sub_mask = trim(ids[:64], mask[:64])
         last = float(sequence_loss(model, sub_ids.to(dev), sub_mask.to(dev)).mean())
     return {
         "steps": steps,
         "final_train_loss": last,
-        "seconds": time.perf_counter() - start,
-        "fraction_clipped": sum(clipped) / max(len(clipped), 1),
+        "seconds": info["seconds"],
+        "fraction_clipped": info["fraction_clipped"],
     }
+
+
+def _scope_note(target) -> str:
+    """What the claim covers when the target was pretrained on public data first."""
+    epochs = getattr(getattr(target, "spec", None), "public_epochs", 0) or 0
+    if epochs <= 0:
+        return ""
+    n = len(target.public) if getattr(target, "public", None) is not None else 0
+    return (
+        f" Scope: private fine-tuning only. The model was first pretrained without privacy on "
+        f"{n} public sequences ({epochs} epochs); the claim covers the private training data, "
+        "not the public data."
+    )
 
 
 def fit_lm_dp(
@@ -377,9 +428,15 @@ def fit_lm_dp(
             f"{name}: DP-SGD on a tied GPT-2 LM, per-sequence {engine.clipping} to C={clip:g} "
             f"({engine.norms} norms), Poisson q={q:.4g}, σ={sigma:.4g}, {steps} steps; "
             "add/remove-one sequence. ε is the larger of Opacus "
-            f"{accountant.upper()} and dp-accounting PLD."
+            f"{accountant.upper()} and dp-accounting PLD." + _scope_note(target)
         ),
-        details={"norms": engine.norms, **({} if acc is None else acc)},
+        details={
+            "norms": engine.norms,
+            "public_pretraining_epochs": getattr(target.spec, "public_epochs", 0)
+            if hasattr(target, "spec")
+            else 0,
+            **({} if acc is None else acc),
+        },
     )
     release = LMRelease(
         model,
@@ -485,9 +542,15 @@ def fit_lm_opacus(target, train, training, seed: int, params: dict[str, Any]):
         note=(
             f"Opacus DP-SGD on the GPT-2 LM with an UNTIED output embedding (Opacus cannot clip "
             f"a tied weight), Poisson q={q:.4g}, σ={sigma:.4g}, C={clip:g}, {steps} steps; "
-            "add/remove-one sequence; ε = max(Opacus, dp-accounting PLD)."
+            "add/remove-one sequence; ε = max(Opacus, dp-accounting PLD)." + _scope_note(target)
         ),
-        details={"untied": True, **acc},
+        details={
+            "untied": True,
+            "public_pretraining_epochs": getattr(target.spec, "public_epochs", 0)
+            if hasattr(target, "spec")
+            else 0,
+            **acc,
+        },
     )
     release = LMRelease(
         model,
@@ -500,3 +563,101 @@ def fit_lm_opacus(target, train, training, seed: int, params: dict[str, Any]):
         label_names=list(getattr(target, "label_names", [])),
     )
     return release, info
+
+
+# --------------------------------------------------------------------------- #
+# Opacus Ghost Clipping baseline (Li et al. 2022b, as shipped in Opacus >= 1.5)
+# --------------------------------------------------------------------------- #
+def conv1d_to_linear(model):
+    """Replace every ``transformers`` ``Conv1D`` (GPT-2's projections, weight ``[in, out]``)
+    by an ``nn.Linear`` with the transposed weight, in place; the function computed is
+    unchanged. Opacus registers Ghost-Clipping norm samplers for ``nn.Linear`` and
+    ``nn.Embedding`` only: left as ``Conv1D`` the projections would fall back to per-sample
+    gradients built by functorch (fast gradient clipping), so the baseline would not be
+    Ghost Clipping."""
+    from transformers.pytorch_utils import Conv1D
+
+    for module in list(model.modules()):
+        for name, child in list(module.named_children()):
+            if isinstance(child, Conv1D):
+                d_in, d_out = child.weight.shape
+                lin = torch.nn.Linear(d_in, d_out, bias=child.bias is not None)
+                lin = lin.to(child.weight.device, child.weight.dtype)
+                with torch.no_grad():
+                    lin.weight.copy_(child.weight.t())
+                    if child.bias is not None:
+                        lin.bias.copy_(child.bias)
+                setattr(module, name, lin)
+    return model
+
+
+class OpacusGhostStep:
+    """One DP-SGD step with Opacus's Ghost Clipping (``grad_sample_mode="ghost"``):
+    ``GradSampleModuleFastGradientClipping`` computes per-sample norms from ghost norms
+    (``nn.Linear``, ``nn.Embedding``) without per-sample gradients, then
+    ``DPTensorFastGradientClipping.backward`` runs the second backward of ``Σ_i c_i L_i``
+    and ``DPOptimizerFastGradientClipping`` adds N(0, σ²C²) and divides by the expected
+    batch size. Opacus rejects a parameter used twice, so ``model`` must be **untied**
+    (it raises ``NotImplementedError`` on a tied embedding); its ``Conv1D`` layers are
+    converted to ``nn.Linear`` (:func:`conv1d_to_linear`)."""
+
+    def __init__(
+        self,
+        model,
+        max_grad_norm: float,
+        noise_multiplier: float,
+        expected_batch_size: int,
+        learning_rate: float = 1e-3,
+        generator: torch.Generator | None = None,
+        optimizer: str = "sgd",
+    ) -> None:
+        from opacus.grad_sample import GradSampleModuleFastGradientClipping
+        from opacus.optimizers import DPOptimizerFastGradientClipping
+
+        from defenses.targets.lm import is_tied
+
+        if is_tied(model):
+            raise ValueError(
+                "Opacus Ghost Clipping cannot clip a tied embedding (a weight used twice); "
+                "build the model with tie=False"
+            )
+        conv1d_to_linear(model)
+        self.gsm = GradSampleModuleFastGradientClipping(
+            model,
+            max_grad_norm=max_grad_norm,
+            use_ghost_clipping=True,
+            loss_reduction="mean",
+        )
+        params = [p for p in self.gsm.parameters() if p.requires_grad]
+        base = (
+            torch.optim.SGD(params, lr=learning_rate)
+            if optimizer == "sgd"
+            else torch.optim.AdamW(params, lr=learning_rate)
+        )
+        self.optimizer = DPOptimizerFastGradientClipping(
+            base,
+            noise_multiplier=noise_multiplier,
+            max_grad_norm=max_grad_norm,
+            expected_batch_size=expected_batch_size,
+            loss_reduction="mean",
+            generator=generator,
+        )
+        self.params = params
+
+    def __call__(self, input_ids: Tensor, attention_mask: Tensor | None = None) -> Tensor:
+        """One step; returns the per-sample gradient norms (before clipping)."""
+        from opacus.utils.fast_gradient_clipping_utils import DPTensorFastGradientClipping
+
+        mask = torch.ones_like(input_ids) if attention_mask is None else attention_mask
+        b, t = input_ids.shape
+        # contiguous: Opacus's embedding norm sampler views the indices
+        pos = torch.arange(t, device=input_ids.device).expand(b, t).contiguous()
+        self.optimizer.zero_grad(set_to_none=True)
+        with warnings.catch_warnings():  # Opacus's full-backward-hook notice
+            warnings.simplefilter("ignore")
+            logits = self.gsm(input_ids=input_ids, attention_mask=mask, position_ids=pos).logits
+            loss = per_sample_token_loss(logits, input_ids, mask)
+            DPTensorFastGradientClipping(self.gsm, self.optimizer, loss, "mean").backward()
+        norms = self.gsm.per_sample_gradient_norms.detach()
+        self.optimizer.step()
+        return norms

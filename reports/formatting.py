@@ -85,8 +85,12 @@ def small(x: Any) -> str:
 def ci(metric: Any, sig: int = 3) -> str:
     """``"0.712 [0.681, 0.744]"`` from ``{"value", "ci_low", "ci_high"}``.
 
-    A missing bound is shown as ``—``; a missing metric as ``—``.
+    A missing bound is shown as ``—``; a missing metric as ``—``; a TPR at an FPR
+    below the data's resolution (1 / non-members) as ``below resolution (1/n = …)``.
     """
+    if isinstance(metric, dict) and metric.get("below_resolution"):
+        res = as_float(metric.get("resolution"))
+        return "below resolution" + (f" (1/n = {num(res, 2)})" if res is not None else "")
     if not isinstance(metric, dict) or as_float(metric.get("value")) is None:
         return DASH
     value = num(metric.get("value"), sig)

@@ -259,7 +259,7 @@ def _eps_lb_full(attack: dict) -> str:
         return ""
     parts = []
     if lb.get("point_estimate") is not None:
-        parts.append(f"point estimate {num(lb.get('point_estimate'))}")
+        parts.append(f"point estimate, not a bound: {num(lb.get('point_estimate'))}")
     if lb.get("method"):
         parts.append(f"{lb.get('method')} bounds")
     if lb.get("threshold"):
@@ -322,8 +322,38 @@ def _attack_rows(run: dict, best: dict | None) -> list[dict]:
     return rows
 
 
-def _exposed_examples(attack: dict | None) -> list[dict]:
-    """Highest-scoring members of ``attack`` with their per-example FPR."""
+#: An attack "flags" an example when at most this fraction of non-members score as high.
+FLAG_FPR = 0.05
+_MAX_TEXT_CHARS = 400
+
+
+def _flagging_attacks(run: dict) -> dict[str, list[str]]:
+    """Example id -> the ok attacks under which at most FLAG_FPR of the non-members score
+    at least as high as that example."""
+    out: dict[str, list[str]] = {}
+    for att in run.get("attacks") or []:
+        ex = att.get("examples") if isinstance(att, dict) and att.get("status") == "ok" else None
+        if not isinstance(ex, dict):
+            continue
+        try:
+            s = np.asarray([np.nan if v is None else v for v in ex["scores"]], dtype=float)
+            m = np.asarray(ex["members"], dtype=float) > 0.5
+            ids = [str(i) for i in ex["ids"]]
+        except (KeyError, TypeError, ValueError):
+            continue
+        non = np.sort(s[~m & ~np.isnan(s)])
+        if non.size == 0 or len(ids) != s.size:
+            continue
+        fpr = (non.size - np.searchsorted(non, s, side="left")) / non.size
+        for i in np.flatnonzero(m & ~np.isnan(s) & (fpr <= FLAG_FPR)):
+            out.setdefault(ids[i], []).append(str(att.get("attack")))
+    return out
+
+
+def _exposed_examples(attack: dict | None, run: dict | None = None) -> list[dict]:
+    """Highest-scoring members of ``attack`` with their per-example FPR, their text (when
+    the run carries ``example_texts``: never in aggregate-only runs) and the attacks that
+    flag them (see :data:`FLAG_FPR`)."""
     ex = attack.get("examples") if isinstance(attack, dict) else None
     if not isinstance(ex, dict):
         return []
@@ -341,6 +371,9 @@ def _exposed_examples(attack: dict | None) -> list[dict]:
     non = np.sort(s[valid & ~m])
     if non.size == 0:
         return []
+    texts = (run or {}).get("example_texts")
+    texts = texts if isinstance(texts, dict) else {}
+    flags = _flagging_attacks(run) if run else {}
     cand = np.flatnonzero(valid & m)
     top = cand[np.argsort(-s[cand], kind="mergesort")][:_TOP_EXPOSED]
     rows = []
@@ -350,7 +383,18 @@ def _exposed_examples(attack: dict | None) -> list[dict]:
         ident = str(ids[i])
         if len(ident) > _MAX_ID_CHARS:
             ident = ident[: _MAX_ID_CHARS - 1] + "\u2026"
-        rows.append({"id": ident, "score": num(float(s[i])), "fpr": num(float(fpr))})
+        text = texts.get(str(ids[i]))
+        if isinstance(text, str) and len(text) > _MAX_TEXT_CHARS:
+            text = text[: _MAX_TEXT_CHARS - 1] + "\u2026"
+        rows.append(
+            {
+                "id": ident,
+                "score": num(float(s[i])),
+                "fpr": num(float(fpr)),
+                "text": text if isinstance(text, str) else None,
+                "flagged_by": ", ".join(flags.get(str(ids[i]), [])) or DASH,
+            }
+        )
     return rows
 
 
@@ -400,7 +444,7 @@ def _audit_row(audit: dict, run_status: Any, eps: float | None) -> dict:
     if conf is not None:
         bound_detail.append(f"{100 * conf:g}% confidence")
     if audit.get("point_estimate") is not None:
-        bound_detail.append(f"point estimate {num(audit.get('point_estimate'))}")
+        bound_detail.append(f"point estimate, not a bound: {num(audit.get('point_estimate'))}")
     method = [_text(audit.get("method"), "")] if audit.get("method") else []
     if audit.get("delta") is not None:
         method.append(f"δ = {small(audit.get('delta'))}")
@@ -618,7 +662,7 @@ def build_context(results: dict) -> dict:
                 else None,
                 "histograms": histograms,
                 "strongest": _text(best.get("attack")) if best else None,
-                "exposed": [] if aggregate_only else _exposed_examples(best),
+                "exposed": [] if aggregate_only else _exposed_examples(best, run),
             }
         )
 
@@ -720,6 +764,7 @@ def build_context(results: dict) -> dict:
         "seed": _text(results.get("seed")),
         "schema_version": _text(schema),
         "aggregate_only": aggregate_only,
+        "flag_fpr_pct": num(100 * FLAG_FPR),
         "warnings": warnings,
         "dangers": dangers,
         "summary": summary,

@@ -52,3 +52,13 @@ def test_bench_cli_bad_input(argv, message, capsys, tmp_path):
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "b.json").exists()
+
+
+def test_bench_metrics_quick_records_both_ratios(tmp_path):
+    out = tmp_path / "bench.json"
+    assert main(["bench", "metrics", "--quick", "--repeats", "1", "--out", str(out)]) == 0
+    (res,) = json.loads(out.read_text())["benchmarks"]
+    assert res["reference"] == "sklearn-auc"
+    assert set(res["cases"]) == {"sklearn-auc", "membership_metrics", "one-sort", "epsilon-split"}
+    assert res["ratios"]["membership_metrics"] > 0 and res["ratios"]["epsilon-split / one-sort"] > 0
+    assert res["setup"]["n_boot"] == 100 and len(res["setup"]["load_average_before"]) == 3

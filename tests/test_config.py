@@ -76,7 +76,7 @@ def test_default_defense_label_lists_its_parameters():
 
 def test_relative_paths_resolve_against_the_config_folder(tmp_path):
     sub = tmp_path / "cfgdir"
-    sub.mkdir()
+    (sub / "models" / "m").mkdir(parents=True)  # an existing relative dir, not a hub name
     cfg = _load(
         sub,
         '[data]\nmembers = "in.jsonl"\nnonmembers = "/abs/out.jsonl"\npublic = "fixtures"\n'

@@ -384,3 +384,19 @@ def test_validation_errors():
         gaussian_mechanism_epsilon(-1.0, DELTA)
     with pytest.raises(ValueError, match="mu"):
         gaussian_mechanism_epsilon(float("inf"), DELTA)
+
+
+def test_split_selection_candidates_keep_the_exhaustive_choice():
+    # Above SPLIT_CANDIDATES thresholds, half A's exact bound is computed only for the
+    # best candidates by a Wilson-limit ranking (power only; counting stays on half B).
+    from attacks import epsilon as E
+
+    scores, members = gaussian_scores(2.0, 3000, 3000, seed=11)
+    fast = epsilon_lower_bound(scores, members, DELTA, seed=4)
+    old = E.SPLIT_CANDIDATES
+    try:
+        E.SPLIT_CANDIDATES = 10**9  # exhaustive
+        slow = epsilon_lower_bound(scores, members, DELTA, seed=4)
+    finally:
+        E.SPLIT_CANDIDATES = old
+    assert fast == slow > 0

@@ -11,8 +11,9 @@ from scipy.stats import norm
 from sklearn.metrics import roc_auc_score
 from sklearn.metrics import roc_curve as sk_roc_curve
 
-from attacks.epsilon import epsilon_ceiling, epsilon_lower_bound
+from attacks.epsilon import epsilon_ceiling, epsilon_lower_bound, epsilon_point_estimate
 from attacks.metrics import (
+    CI_METHODS,
     advantage,
     auc,
     balanced_accuracy_split,
@@ -21,6 +22,7 @@ from attacks.metrics import (
     roc_curve,
     tpr_at_fpr,
 )
+from attacks.scores import _POISSON, SortedScores, poisson_bootstrap
 
 
 def gaussian_scores(mu: float, n_in: int, n_out: int, seed: int):
@@ -185,19 +187,6 @@ def test_gaussian_large_sample_known_answers():
     assert abs(balanced_accuracy_split(scores, members, seed=0) - norm.cdf(mu / 2.0)) < 0.012
 
 
-def test_bootstrap_auc_coverage():
-    mu = 0.5
-    true_auc = norm.cdf(mu / math.sqrt(2.0))
-    hits = 0
-    reps = 200
-    for rep in range(reps):
-        scores, members = gaussian_scores(mu, 120, 120, seed=10_000 + rep)
-        lo, hi = bootstrap_ci("auc", scores, members, n_boot=400, seed=rep)
-        hits += lo <= true_auc <= hi
-    coverage = hits / reps
-    assert 0.88 <= coverage <= 0.99, coverage
-
-
 def test_balanced_accuracy_split_is_out_of_sample():
     # No signal: the in-sample optimum is > 0.5, the split estimate is not biased up.
     vals = []
@@ -218,20 +207,40 @@ def test_balanced_accuracy_split_seeded():
 # --------------------------------------------------------------------------- bootstrap
 
 
-@pytest.mark.parametrize(
-    "name, fn",
-    [
-        ("auc", auc),
-        ("advantage", advantage),
-        ("tpr_at_fpr_0.01", lambda s, m: tpr_at_fpr(s, m, 0.01)),
-        ("tpr_at_fpr_0.001", lambda s, m: tpr_at_fpr(s, m, 0.001)),
-    ],
-)
-def test_vectorised_bootstrap_equals_callable(name, fn):
-    scores, members = gaussian_scores(1.0, 150, 250, seed=4)
-    fast = bootstrap_ci(name, scores, members, n_boot=150, seed=9)
-    slow = bootstrap_ci(fn, scores, members, n_boot=150, seed=9)
-    assert fast == pytest.approx(slow, abs=1e-12)
+@pytest.mark.parametrize("ties", [False, True])
+def test_poisson_bootstrap_equals_weighted_resamples(ties):
+    # Each replicate equals the statistic recomputed (by sklearn and by the plain
+    # functions) on the resample it stands for: every example repeated by its weight.
+    scores, members = gaussian_scores(1.0, 60, 90, seed=4)
+    if ties:
+        scores = np.round(scores, 1)
+    ss = SortedScores(scores, members)
+    n_boot = 40
+    names = ("auc", "advantage", "tpr_at_fpr_0.01", "tpr_at_fpr_0.05")
+    reps = poisson_bootstrap(
+        ss.labels,
+        n_boot,
+        np.random.default_rng(9),
+        fprs=(0.01, 0.05),
+        group_starts=ss.group_starts if ss.has_ties else None,
+    )
+    w = _POISSON[np.random.default_rng(9).integers(0, 65536, (n_boot, 150), dtype=np.uint16)]
+    for b in range(n_boot):
+        s_b = np.repeat(ss.scores, w[b])
+        m_b = np.repeat(ss.labels, w[b])
+        assert reps["auc"][b] == pytest.approx(roc_auc_score(m_b, s_b), abs=1e-12)
+        assert reps["advantage"][b] == pytest.approx(advantage(s_b, m_b), abs=1e-12)
+        for x in (0.01, 0.05):
+            got = reps[f"tpr_at_fpr_{x:g}"][b]
+            assert got == pytest.approx(tpr_at_fpr(s_b, m_b, x), abs=1e-12)
+    assert set(reps) == set(names)
+
+
+def test_poisson_table_is_poisson_one():
+    counts = np.bincount(_POISSON, minlength=16) / _POISSON.size
+    k = np.arange(16)
+    pmf = np.exp(-1.0) / np.array([math.factorial(int(i)) for i in k])
+    assert np.max(np.abs(counts - pmf)) <= 2.0**-16
 
 
 def test_bootstrap_is_stratified_and_seeded():
@@ -320,19 +329,20 @@ def test_membership_metrics_keys_and_values():
     scores, members = gaussian_scores(1.5, 300, 400, seed=21)
     out = membership_metrics(scores, members, delta=1e-5, n_boot=200, seed=3)
     assert set(out) == set(CI_KEYS) | {"epsilon_lower_bound", "n_members", "n_nonmembers"}
-    for key in CI_KEYS:
-        assert set(out[key]) == {"value", "ci_low", "ci_high"}
+    for key in ("auc", "tpr_at_fpr_0.01", "advantage", "balanced_accuracy"):
+        assert {"value", "ci_low", "ci_high", "method"} <= set(out[key])
         assert all(isinstance(out[key][k], float) for k in ("value", "ci_low", "ci_high"))
-        assert out[key]["ci_low"] <= out[key]["ci_high"]
+        assert out[key]["ci_low"] <= out[key]["value"] <= out[key]["ci_high"]
     assert out["auc"]["value"] == auc(scores, members)
-    assert out["auc"]["ci_low"] <= out["auc"]["value"] <= out["auc"]["ci_high"]
+    assert out["auc"]["method"] == CI_METHODS["auc"]
     assert out["advantage"]["value"] == advantage(scores, members)
     assert out["tpr_at_fpr_0.01"]["value"] == tpr_at_fpr(scores, members, 0.01)
-    assert out["tpr_at_fpr_0.001"]["value"] == tpr_at_fpr(scores, members, 0.001)
+    assert out["tpr_at_fpr_0.01"]["below_resolution"] is False
+    # 0.1 % FPR with 400 non-members is below the resolution 1/400: no number at all.
+    low = out["tpr_at_fpr_0.001"]
+    assert low["below_resolution"] is True and low["resolution"] == 1 / 400
+    assert low["value"] is None and low["ci_low"] is None and low["ci_high"] is None
     assert out["balanced_accuracy"]["value"] == balanced_accuracy_split(scores, members, seed=3)
-    for key in ("auc", "advantage", "tpr_at_fpr_0.01"):
-        ci = bootstrap_ci(key, scores, members, n_boot=200, seed=3)
-        assert (out[key]["ci_low"], out[key]["ci_high"]) == pytest.approx(ci)
     eps = out["epsilon_lower_bound"]
     assert set(eps) == {
         "value",
@@ -344,7 +354,9 @@ def test_membership_metrics_keys_and_values():
         "threshold",
         "ceiling",
         "point_estimate",
+        "point_estimate_note",
     }
+    assert eps["point_estimate_note"] == "point estimate, not a bound"
     assert eps["value"] == epsilon_lower_bound(scores, members, 1e-5, seed=3)
     assert eps["ci_low"] == eps["value"]
     assert eps["ci_high"] is None
@@ -352,9 +364,10 @@ def test_membership_metrics_keys_and_values():
     assert (eps["delta"], eps["confidence"]) == (1e-5, 0.95)
     assert eps["ceiling"] == epsilon_ceiling(300, 400, 1e-5)
     assert 0.0 < eps["value"] <= eps["ceiling"]
-    assert eps["point_estimate"] >= 0.0
+    assert eps["point_estimate"] == epsilon_point_estimate(scores, members, 1e-5) >= 0.0
     assert out["n_members"] == 300 and type(out["n_members"]) is int
     assert out["n_nonmembers"] == 400 and type(out["n_nonmembers"]) is int
+    assert out == membership_metrics(scores, members, delta=1e-5, n_boot=200, seed=3)
     json.dumps(out)  # plain Python types only
 
 
@@ -368,3 +381,29 @@ def test_membership_metrics_n2000_nboot1000():
     true_auc = norm.cdf(0.5 / math.sqrt(2))
     assert out["auc"]["ci_low"] < true_auc < out["auc"]["ci_high"]
     assert out["auc"]["ci_high"] - out["auc"]["ci_low"] < 0.05
+
+
+def test_advantage_bootstrap_on_runs_equals_the_general_path():
+    from attacks.scores import advantage_bootstrap
+
+    scores, members = gaussian_scores(0.7, 300, 500, seed=12)
+    ss = SortedScores(scores, members)
+    general = poisson_bootstrap(ss.labels, 250, np.random.default_rng(2), want_auc=False)
+    runs = advantage_bootstrap(ss.labels, 250, np.random.default_rng(2))
+    np.testing.assert_allclose(runs, general["advantage"], rtol=0, atol=1e-14)
+
+
+def test_known_answers_at_one_million_scores_and_n_equals_two():
+    scores, members = gaussian_scores(0.5, 500_000, 500_000, seed=3)
+    scores = np.round(scores, 3)  # many ties
+    assert auc(scores, members) == pytest.approx(roc_auc_score(members, scores), abs=1e-12)
+    ss = SortedScores(scores, members)
+    assert ss.auc() == auc(scores, members)
+    fpr, tpr, _ = sk_roc_curve(members, scores, drop_intermediate=False)
+    for x in (0.001, 0.01):
+        assert ss.tpr_at_fpr(x) == pytest.approx(np.max(tpr[fpr <= x]), abs=1e-12)
+    assert ss.advantage() == pytest.approx(np.max(tpr - fpr), abs=1e-12)
+    two = membership_metrics([0.2, 0.9, 0.1, 0.8], [0, 1, 0, 1], n_boot=100)
+    assert two["auc"]["value"] == roc_auc_score([0, 1, 0, 1], [0.2, 0.9, 0.1, 0.8]) == 1.0
+    assert two["auc"]["ci_low"] < 1.0 == two["auc"]["ci_high"]
+    assert two["tpr_at_fpr_0.01"]["below_resolution"] is True

@@ -18,6 +18,8 @@ BENCHMARKS: dict[str, str] = {
     "ray-scaling": "audit.benchmarks.ray_scaling:run",
     "split-n-denoise": "audit.benchmarks.split_n_denoise:run",
     "byo-lm": "audit.benchmarks.byo_lm:run",
+    "metrics": "audit.benchmarks.metrics:run",
+    "re-attention-recsys": "audit.benchmarks.re_attention_recsys:run",
 }
 
 __all__ = ["BENCHMARKS"]

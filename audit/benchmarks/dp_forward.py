@@ -9,6 +9,13 @@ normalization and noise at one position for dp-forward, per-sample gradients (Op
 GradSampleModule), clipping and noise for DP-SGD.
 
 Targets (DP-Forward paper, Fig. 4): dp-forward ≤ 1.1× non-private, and DP-SGD ≥ 3× dp-forward.
+
+Memory (Fig. 4 also claims DP-Forward's memory ≈ non-private and ≈ 3× below DP-SGD): after
+timing, one more step of each case runs alone and its peak resident memory above the
+resident memory just before it is read from /proc (``peak_step_memory_mib``: VmHWM after
+resetting it through clear_refs, Linux only; None elsewhere). It counts activations,
+gradients, per-sample gradients and optimizer work; the model weights, shared by all
+cases, are reported separately.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ import time
 
 import torch
 
+from audit.benchmarks.cost_of_privacy import peak_step_memory_mib
 from audit.benchmarks.dp_sgd import classifier_batch, opacus_dp_sgd_step, plain_step
 from audit.benchmarks.timing import BenchResult, BenchSettings, time_cases
 
@@ -41,8 +49,11 @@ def run(settings: BenchSettings) -> BenchResult:
     cases: dict[str, dict] = {}
     ratios: dict[str, float] = {}
     targets: dict[str, str] = {}
+    memory: dict[str, object] = {}
     setup: dict = {"position": "encoder.1 (add-norm-2)", "optimizer": "SGD", "models": {}}
     notes = [
+        "memory: peak resident memory of one step above the memory before it (MiB), "
+        "Linux /proc VmHWM; ratios dp-forward/non-private and dp-sgd/dp-forward.",
         "All cases train every parameter; dp-forward with the pre-noise layers frozen "
         "(its default, for a proven local-DP claim) is cheaper still.",
         "Ratios are per model, against that model's non-private step; "
@@ -63,11 +74,16 @@ def run(settings: BenchSettings) -> BenchResult:
             ids[:, : max(int(mask.sum(1).max()), 1)],
             mask[:, : max(int(mask.sum(1).max()), 1)],
         )
-        timings = time_cases(
-            _cases(model, ids, mask, y, settings.seed, "encoder.1"),
-            settings.repeats,
-            settings.warmup,
-            clock=clock,
+        steps = _cases(model, ids, mask, y, settings.seed, "encoder.1")
+        timings = time_cases(steps, settings.repeats, settings.warmup, clock=clock)
+        peaks = {name: peak_step_memory_mib(fn) for name, fn in steps.items()}
+        for name, mib in peaks.items():
+            memory[f"{preset}/{name}"] = mib
+        if peaks["non-private"] and peaks["dp-forward"] and peaks["dp-sgd"]:
+            memory[f"{preset}/dp-forward/non-private"] = peaks["dp-forward"] / peaks["non-private"]
+            memory[f"{preset}/dp-sgd/dp-forward"] = peaks["dp-sgd"] / peaks["dp-forward"]
+        memory[f"{preset}/weights_mib"] = (
+            sum(p.numel() * p.element_size() for p in model.parameters()) / 2**20
         )
         ref = timings["non-private"].median_s
         for name, t in timings.items():
@@ -95,6 +111,7 @@ def run(settings: BenchSettings) -> BenchResult:
         cases=cases,
         ratios=ratios,
         setup=setup,
+        memory=memory,
         targets=targets,
         notes=notes,
     )
