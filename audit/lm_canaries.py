@@ -43,6 +43,8 @@ class TokenView:
     """Token ids <-> text for canary construction, whatever the tokenizer."""
 
     def __init__(self, tokenizer) -> None:
+        if getattr(tokenizer, "kind", None) == "hf":  # the suite's wrapper of a user's LM
+            tokenizer = tokenizer.hf
         self.tok = tokenizer
         self.builtin = hasattr(tokenizer, "index") and hasattr(tokenizer, "kind")
 
@@ -234,7 +236,7 @@ def make_lm_canaries(
     if design == "random-token":
         secrets = [view.text(rng.choice(cand, size=secret_tokens)) for _ in range(n)]
     elif design == "new-token":
-        vocab = set(tokenizer.vocab) if view.builtin else set(tokenizer.get_vocab())
+        vocab = set(view.tok.vocab) if view.builtin else set(view.tok.get_vocab())
         names = _new_token_names(n * secret_tokens, vocab, rng)
         new_tokens = tuple(names)
         secrets = [" ".join(names[i * secret_tokens : (i + 1) * secret_tokens]) for i in range(n)]
@@ -265,12 +267,19 @@ def make_lm_canaries(
 # new-token canaries in the built-in trainers
 # --------------------------------------------------------------------------- #
 def extend_builtin(model, tokenizer, new_tokens):
-    """The suite's (model, LMTokenizer) with ``new_tokens`` appended to the vocabulary and
-    the embedding (and untied head) resized; new rows use the model's own init."""
+    """The suite's (model, tokenizer) with ``new_tokens`` appended to the vocabulary and
+    the embedding (and untied head) resized; new rows use the model's own init. Works for
+    the word-level LMTokenizer and for a user's base LM (``HFTokenizer``)."""
     from defenses.targets.lm import LMTokenizer
 
     if not new_tokens:
         return model, tokenizer
+    if getattr(tokenizer, "kind", None) == "hf":  # a user's base LM (defenses.targets)
+        from defenses.targets.scoring import HFTokenizer
+
+        tokenizer.hf.add_tokens(list(new_tokens))
+        model.resize_token_embeddings(len(tokenizer.hf), mean_resizing=False)
+        return model, HFTokenizer(tokenizer.hf)
     bad = [t for t in new_tokens if not re.fullmatch(r"[a-z]+", t)]
     if bad or tokenizer.kind != "word":
         raise ValueError("new tokens need a word-level tokenizer and lowercase letter tokens")
