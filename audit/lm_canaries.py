@@ -369,23 +369,25 @@ def hf_secret_scores(model, tokenizer, canaries: CanarySet) -> np.ndarray:
 def load_user_lm(model_dir: str | Path, tokenizer_dir: str | Path | None = None):
     """``(model, tokenizer)`` of a local Hugging Face causal LM directory, offline.
 
-    The one place a user's LM is loaded (to be swapped for ``defenses.targets`` loading
-    when it lands). A missing directory or a hub-style name is an AuditError (exit 2)."""
-    from defenses.targets.loading import check_model_dir
+    The one place ``canaries make | audit`` load a user's LM: through issue 15's
+    :func:`defenses.targets.loading.load_audit_target` (safe checkpoints only; weights the
+    checkpoint lacks stop the audit, so random weights are never scored). ``tokenizer_dir``
+    overrides the model's tokenizer (e.g. ``canaries/tokenizer`` for new-token canaries).
+    A missing directory or a hub-style name is an AuditError (one line, exit 2)."""
+    from transformers import AutoTokenizer
 
-    path = check_model_dir(model_dir, "model directory")
-    tok_path = Path(tokenizer_dir) if tokenizer_dir is not None else path
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from audit.safe_load import checkpoint_kwargs
+    from defenses.targets.loading import load_audit_target
 
     try:
-        tokenizer = AutoTokenizer.from_pretrained(str(tok_path), local_files_only=True)
-        model = AutoModelForCausalLM.from_pretrained(
-            str(path), local_files_only=True, **checkpoint_kwargs(path)
-        )
-    except (OSError, ValueError) as exc:
-        raise AuditError(f"cannot load a causal LM from {str(path)!r}: {exc}") from exc
+        loaded = load_audit_target(model_dir, "causal-lm", dtype="float32")
+    except AuditError as exc:
+        raise AuditError(f"--model {str(model_dir)!r}: {exc}") from None
+    model, tokenizer = loaded.model, loaded.tokenizer
+    if tokenizer_dir is not None:
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_dir), local_files_only=True)
+        except (OSError, ValueError) as exc:
+            raise AuditError(f"cannot load a tokenizer from {str(tokenizer_dir)!r}: {exc}") from exc
     if len(tokenizer) > model.get_input_embeddings().weight.shape[0]:
         raise AuditError(
             f"the tokenizer has {len(tokenizer)} tokens but the model's embedding only "
