@@ -118,3 +118,22 @@ def test_new_token_canaries_on_a_users_base_lm(tmp_path):
     (ic,) = [a for a in run["epsilon_audit"]["audits"] if a["name"].startswith("input-canaries")]
     assert ic["status"] == "ok" and ic["design"] == "new-token"
     assert ic["epsilon_lb"] > 0.5 and ic["tpr_at_1pct_fpr"] >= 0.5
+
+
+def test_gate_and_verdict_ignore_the_asymptotic_gaussian_bound():
+    from reports.verdict import epsilon_audit_bounds
+
+    run = {
+        "epsilon_audit": {
+            "audits": [
+                {"name": "one-run white-box (thresholded)", "status": "ok", "epsilon_lb": 0.9},
+                {
+                    "name": "one-run Gaussian (asymptotic)",
+                    "status": "ok",
+                    "epsilon_lb": 2.8,
+                    "asymptotic": True,
+                },
+            ]
+        }
+    }
+    assert epsilon_audit_bounds(run) == [("one-run white-box (thresholded)", 0.9)]
