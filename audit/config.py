@@ -432,7 +432,8 @@ def parse_config(
     for key in ("canaries_dir", "model_dir"):
         epsilon[key] = resolve(epsilon[key])
     kind = epsilon["canary_kind"]
-    if kind not in CANARY_KINDS and target["preset"] not in LM_PRESETS:
+    # a model_dir may be a causal LM (checked when it is loaded, before training)
+    if kind not in CANARY_KINDS and target["preset"] not in LM_PRESETS and not target["model_dir"]:
         raise ConfigError(
             f"'epsilon.canary_kind' = {kind!r} is an LM canary design; it needs an LM target "
             f"('target.preset' one of {', '.join(LM_PRESETS)})"

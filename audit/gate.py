@@ -371,7 +371,12 @@ LEAKAGE_GATES: dict[str, tuple[tuple[str, ...], str, str]] = {
         "rate",
         "inversion token recall",
     ),
-    "extraction-rate": (("prompt-extraction",), "rate", "extraction rate"),
+    "extraction-rate": (
+        ("prompt-extraction", "extraction-untargeted"),
+        "rate",
+        "extraction rate",
+    ),
+    "pii-extraction-rate": (("pii-extraction",), "rate", "PII extraction rate"),
     "exposure": (("canary-exposure",), "nonnegative", "canary exposure (bits)"),
     "mi": (("mutual-information",), "nonnegative", "mutual information (nats/token)"),
     "attribute-accuracy": (("attribute-inference",), "rate", "attribute-inference accuracy"),

@@ -43,6 +43,8 @@ class TokenView:
     """Token ids <-> text for canary construction, whatever the tokenizer."""
 
     def __init__(self, tokenizer) -> None:
+        if getattr(tokenizer, "kind", None) == "hf":  # the suite's wrapper of a user's LM
+            tokenizer = tokenizer.hf
         self.tok = tokenizer
         self.builtin = hasattr(tokenizer, "index") and hasattr(tokenizer, "kind")
 
@@ -234,7 +236,7 @@ def make_lm_canaries(
     if design == "random-token":
         secrets = [view.text(rng.choice(cand, size=secret_tokens)) for _ in range(n)]
     elif design == "new-token":
-        vocab = set(tokenizer.vocab) if view.builtin else set(tokenizer.get_vocab())
+        vocab = set(view.tok.vocab) if view.builtin else set(view.tok.get_vocab())
         names = _new_token_names(n * secret_tokens, vocab, rng)
         new_tokens = tuple(names)
         secrets = [" ".join(names[i * secret_tokens : (i + 1) * secret_tokens]) for i in range(n)]
@@ -265,12 +267,19 @@ def make_lm_canaries(
 # new-token canaries in the built-in trainers
 # --------------------------------------------------------------------------- #
 def extend_builtin(model, tokenizer, new_tokens):
-    """The suite's (model, LMTokenizer) with ``new_tokens`` appended to the vocabulary and
-    the embedding (and untied head) resized; new rows use the model's own init."""
+    """The suite's (model, tokenizer) with ``new_tokens`` appended to the vocabulary and
+    the embedding (and untied head) resized; new rows use the model's own init. Works for
+    the word-level LMTokenizer and for a user's base LM (``HFTokenizer``)."""
     from defenses.targets.lm import LMTokenizer
 
     if not new_tokens:
         return model, tokenizer
+    if getattr(tokenizer, "kind", None) == "hf":  # a user's base LM (defenses.targets)
+        from defenses.targets.scoring import HFTokenizer
+
+        tokenizer.hf.add_tokens(list(new_tokens))
+        model.resize_token_embeddings(len(tokenizer.hf), mean_resizing=False)
+        return model, HFTokenizer(tokenizer.hf)
     bad = [t for t in new_tokens if not re.fullmatch(r"[a-z]+", t)]
     if bad or tokenizer.kind != "word":
         raise ValueError("new tokens need a word-level tokenizer and lowercase letter tokens")
@@ -360,23 +369,25 @@ def hf_secret_scores(model, tokenizer, canaries: CanarySet) -> np.ndarray:
 def load_user_lm(model_dir: str | Path, tokenizer_dir: str | Path | None = None):
     """``(model, tokenizer)`` of a local Hugging Face causal LM directory, offline.
 
-    The one place a user's LM is loaded (to be swapped for ``defenses.targets`` loading
-    when it lands). A missing directory or a hub-style name is an AuditError (exit 2)."""
-    from defenses.targets.loading import check_model_dir
+    The one place ``canaries make | audit`` load a user's LM: through issue 15's
+    :func:`defenses.targets.loading.load_audit_target` (safe checkpoints only; weights the
+    checkpoint lacks stop the audit, so random weights are never scored). ``tokenizer_dir``
+    overrides the model's tokenizer (e.g. ``canaries/tokenizer`` for new-token canaries).
+    A missing directory or a hub-style name is an AuditError (one line, exit 2)."""
+    from transformers import AutoTokenizer
 
-    path = check_model_dir(model_dir, "model directory")
-    tok_path = Path(tokenizer_dir) if tokenizer_dir is not None else path
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from audit.safe_load import checkpoint_kwargs
+    from defenses.targets.loading import load_audit_target
 
     try:
-        tokenizer = AutoTokenizer.from_pretrained(str(tok_path), local_files_only=True)
-        model = AutoModelForCausalLM.from_pretrained(
-            str(path), local_files_only=True, **checkpoint_kwargs(path)
-        )
-    except (OSError, ValueError) as exc:
-        raise AuditError(f"cannot load a causal LM from {str(path)!r}: {exc}") from exc
+        loaded = load_audit_target(model_dir, "causal-lm", dtype="float32")
+    except AuditError as exc:
+        raise AuditError(f"--model {str(model_dir)!r}: {exc}") from None
+    model, tokenizer = loaded.model, loaded.tokenizer
+    if tokenizer_dir is not None:
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_dir), local_files_only=True)
+        except (OSError, ValueError) as exc:
+            raise AuditError(f"cannot load a tokenizer from {str(tokenizer_dir)!r}: {exc}") from exc
     if len(tokenizer) > model.get_input_embeddings().weight.shape[0]:
         raise AuditError(
             f"the tokenizer has {len(tokenizer)} tokens but the model's embedding only "

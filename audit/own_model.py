@@ -17,6 +17,7 @@ from typing import Any
 
 from audit.data import AuditData, load_audit_data
 from audit.errors import AuditError
+from audit.textcap import cap_audit_data
 from defenses.base import Examples, PrivacyClaim
 
 
@@ -150,12 +151,17 @@ def audit_own_model(
             tok.pad_token = tok.eos_token  # GPT-2-style classifiers have no pad token
             loaded.model.config.pad_token_id = tok.eos_token_id
         label_names = _byo_label_names(loaded.model, cfg.data)
-        data = load_audit_data(cfg.data, cfg.seed, train=False, label_names=label_names)
+        data = cap_audit_data(  # bounded work: never tokenize megabytes (audit/textcap.py)
+            load_audit_data(cfg.data, cfg.seed, train=False, label_names=label_names),
+            cfg.target.max_length,
+        )
         release = ClassifierRelease(
             loaded.model, tok, cfg.target.max_length, claim, label_names, cfg.device
         )
     else:
-        data = load_audit_data(cfg.data, cfg.seed, train=False, labels=False)
+        data = cap_audit_data(
+            load_audit_data(cfg.data, cfg.seed, train=False, labels=False), cfg.target.max_length
+        )
         release = load_causal_lm_release(
             loaded, cfg.target.max_length, claim, cfg.device, batch_size=opts["batch_size"]
         )

@@ -139,8 +139,15 @@ def shadow_pool(data, population: int, seed: int):
 def _lm_canaries(target, data, eps_settings, seed: int):
     """Designed LM canaries made from the target before training (its init at the audit's
     seed, or the public-pretrained model), and the target that adds new tokens if any."""
+    from audit.errors import ConfigError
     from audit.lm_canaries import CanaryTarget, make_lm_canaries
+    from defenses.targets.lm import is_lm_target
 
+    if not is_lm_target(target):
+        raise ConfigError(
+            f"'epsilon.canary_kind' = {eps_settings.canary_kind!r} is an LM canary design; "
+            "the target is not a causal LM"
+        )
     base_model, tokenizer = target.build(seed)
     canaries = make_lm_canaries(
         eps_settings.canaries,

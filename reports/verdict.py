@@ -246,14 +246,16 @@ def tradeoff_epsilon_lb(tradeoff: dict[str, Any]) -> float | None:
 
 
 def epsilon_audit_bounds(run: dict[str, Any]) -> list[tuple[str, Any]]:
-    """``(name, ε lower bound)`` of every ``ok`` ε audit of a run (gradient canaries,
-    one-run input canaries, ...) and of the trade-off test when it found a violation."""
+    """``(name, ε lower bound)`` of every ``ok``, non-asymptotic ε audit of a run (gradient
+    canaries, one-run input canaries, ...) and of the trade-off test when it found a
+    violation."""
     ea = run.get("epsilon_audit")
     if not isinstance(ea, dict):
         return []
     out: list[tuple[str, Any]] = []
     for a in ea.get("audits") or []:
-        if isinstance(a, dict) and a.get("status") == "ok":
+        # asymptotic bounds (the Gaussian one-run audit) are informational: never gated on
+        if isinstance(a, dict) and a.get("status") == "ok" and not a.get("asymptotic"):
             out.append((str(a.get("name") or "unnamed audit"), a.get("epsilon_lb")))
     tr = ea.get("tradeoff")
     if isinstance(tr, dict) and tr.get("violated"):

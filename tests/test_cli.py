@@ -287,8 +287,6 @@ def test_gate_passes_when_thresholds_are_above_every_metric(tiny_run_dir, cli):
             str(tiny_run_dir / "results.json"),
             "--max-auc",
             "1.0",
-            "--max-tpr-at-1pct-fpr",
-            "1.0",
             "--max-epsilon-lb",
             "1000",
         ]
@@ -296,6 +294,9 @@ def test_gate_passes_when_thresholds_are_above_every_metric(tiny_run_dir, cli):
     assert outcome.code == 0, outcome.stdout + outcome.stderr
     assert "privacy gate passed: 8 attack result(s)" in outcome.stdout
     assert "FAIL" not in outcome.stdout
+    # 40 non-members cannot resolve 1% FPR: a TPR@1%FPR threshold is not measured, not passed
+    outcome = cli(["gate", str(tiny_run_dir / "results.json"), "--max-tpr-at-1pct-fpr", "1.0"])
+    assert outcome.code == 1 and "below the resolution" in outcome.stdout
 
 
 def test_gate_fails_and_names_every_exceeded_threshold(tiny_run_dir, cli):
@@ -308,8 +309,6 @@ def test_gate_fails_and_names_every_exceeded_threshold(tiny_run_dir, cli):
             "0.0",
             "--max-epsilon-lb",
             "0",  # thresholds are range-checked: ε >= 0 (a negative one is exit 2)
-            "--max-tpr-at-1pct-fpr",
-            "1.0",  # cannot be exceeded: must not be named
         ]
     )
     assert outcome.code == 1, outcome.stdout + outcome.stderr

@@ -369,6 +369,13 @@ def test_summary_json(base, tmp_path, cli):
     baseline = _set(copy.deepcopy(base), "auc", 0.55, 0.50, 0.60)
     new = _set(copy.deepcopy(base), "auc", 0.75, 0.70, 0.80)
     new["runs"][1]["attacks"].pop()  # modified-entropy of dp-sgd
+    # The tiny run's 40 non-members cannot resolve 1% FPR ("below resolution"); give the
+    # new results measured TPR@1%FPR values so that the threshold has numbers to check.
+    for r in new["runs"]:
+        for a in r["attacks"]:
+            a["metrics"]["tpr_at_fpr_0.01"].update(
+                value=0.05, ci_low=0.01, ci_high=0.1, below_resolution=False
+            )
     summary = tmp_path / "summary.json"
     out = _gate(
         cli, tmp_path, baseline, new, "--summary", str(summary), "--max-tpr-at-1pct-fpr", "0.0"

@@ -56,3 +56,23 @@ def test_untargeted_extraction_runs_on_a_users_hf_model(release):
     assert r.status == "ok", r.reason
     assert r.metrics["extracted_rate"]["n"] >= 1
     assert "reference" in r.details["rankings_skipped"]  # no public split given
+
+
+def test_neighbourhood_reads_a_users_neighbour_file(release, tmp_path):
+    import json
+
+    from attacks.neighbourhood import NeighbourhoodAttack
+
+    mem, non = _ex(random_texts(6, 1), 1), _ex(random_texts(6, 2), 0)
+    texts = mem.texts + non.texts
+    table = {t: [" ".join(reversed(t.split())), t.replace("w1", "w2")] for t in texts}
+    path = tmp_path / "nb.json"
+    path.write_text(json.dumps(table), encoding="utf-8")
+    attack = NeighbourhoodAttack(source="file", neighbour_file=str(path))
+    scores = attack.score(release, mem.concat(non))
+    nll = [float(s.nll.mean()) for s in release.token_stats(texts)]
+    nb = [np.mean([float(s.nll.mean()) for s in release.token_stats(table[t])]) for t in texts]
+    np.testing.assert_allclose(scores, np.array(nb) - np.array(nll))
+    path.write_text(json.dumps({texts[0]: ["x"]}), encoding="utf-8")
+    with pytest.raises(ValueError, match="no neighbour list"):
+        attack.score(release, mem.concat(non))

@@ -44,7 +44,7 @@ def test_builtin_trainers_insert_designed_canaries_and_report_every_audit():
         assert 0 <= ic["epsilon_lb"] <= ic["ceiling"]
         lo, hi = ic["tpr_at_1pct_fpr_ci"]
         assert lo <= ic["tpr_at_1pct_fpr"] <= hi
-        assert "group privacy r=2" in ic["method"] and ic["threat_model"].startswith("black-box")
+        assert "group privacy, r = 2" in ic["method"] and ic["threat_model"].startswith("black-box")
     assert runs["none"]["epsilon_audit"]["audits"][-1]["tpr_at_1pct_fpr"] >= 0.5
     dp = {a["name"]: a for a in runs["dp-sgd"]["epsilon_audit"]["audits"]}
     thr, gauss = dp["one-run white-box (thresholded)"], dp["one-run Gaussian (asymptotic)"]
@@ -82,3 +82,58 @@ def test_lm_designs_need_an_lm_target_and_bundled_lm_uses_new_token():
     with pytest.raises(ConfigError, match="canary_repeat"):
         parse_config(raw)
     assert load_config("lm").epsilon["canary_kind"] == "new-token"
+
+
+@pytest.mark.slow
+def test_new_token_canaries_on_a_users_base_lm(tmp_path):
+    """target.model_dir = a local HF causal LM: the built-in trainer adds the new tokens
+    to its tokenizer and embedding, trains, and the secret-part audit scores them."""
+    import torch
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
+
+    import fixtures
+
+    texts = [r["text"].lower() for r in fixtures.load_corpus("private")[:200]]
+    words = sorted({w for t in texts for w in t.split()})
+    vocab = {w: i for i, w in enumerate(["<pad>", "<bos>", "<eos>", "<unk>", *words])}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    hf = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        bos_token="<bos>",
+        eos_token="<eos>",
+        unk_token="<unk>",
+        pad_token="<pad>",
+    )
+    hf.save_pretrained(str(tmp_path))
+    cfg = GPT2Config(vocab_size=len(hf), n_positions=64, n_embd=32, n_layer=1, n_head=2)
+    torch.manual_seed(0)
+    GPT2LMHeadModel(cfg).save_pretrained(str(tmp_path))
+    raw = _raw()
+    raw["target"] = {"model_dir": str(tmp_path), "max_length": 40}
+    raw["defenses"] = [{"name": "none"}]
+    raw["epsilon"]["white_box_canaries"] = 0
+    run = run_audit(parse_config(raw), progress=False)["runs"][0]
+    (ic,) = [a for a in run["epsilon_audit"]["audits"] if a["name"].startswith("input-canaries")]
+    assert ic["status"] == "ok" and ic["design"] == "new-token"
+    assert ic["epsilon_lb"] > 0.5 and ic["tpr_at_1pct_fpr"] >= 0.5
+
+
+def test_gate_and_verdict_ignore_the_asymptotic_gaussian_bound():
+    from reports.verdict import epsilon_audit_bounds
+
+    run = {
+        "epsilon_audit": {
+            "audits": [
+                {"name": "one-run white-box (thresholded)", "status": "ok", "epsilon_lb": 0.9},
+                {
+                    "name": "one-run Gaussian (asymptotic)",
+                    "status": "ok",
+                    "epsilon_lb": 2.8,
+                    "asymptotic": True,
+                },
+            ]
+        }
+    }
+    assert epsilon_audit_bounds(run) == [("one-run white-box (thresholded)", 0.9)]

@@ -149,7 +149,11 @@ def test_memorising_model_is_detected(name):
     assert res.status == "ok"
     assert res.metrics["auc"]["value"] > 0.9
     assert res.metrics["auc"]["ci_low"] > 0.8
-    assert res.metrics["tpr_at_fpr_0.01"]["value"] > 0.5
+    tpr = res.metrics["tpr_at_fpr_0.01"]
+    if res.n_nonmembers < 100:  # 1% FPR is below the resolution 1/n_nonmembers: no number
+        assert tpr["below_resolution"] is True and tpr["value"] is None
+    else:
+        assert tpr["value"] > 0.5
 
 
 @pytest.mark.parametrize("name", CLASSIFIER_ATTACKS)

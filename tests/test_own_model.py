@@ -101,7 +101,8 @@ def test_users_gpt2_and_llama_end_to_end(users_models, cli):
     assert run["examples"] if "examples" in run else True
     ids = loss["examples"]["ids"]
     assert ids[0] == "members:1" and "nonmembers:2" in ids  # file stem : line number
-    assert (out / "report.html").is_file()  # --quiet: stdout holds only the verdict line
+    # --quiet keeps only the one VERDICT line per run (issue 17); the report is written
+    assert outcome.stdout.startswith("VERDICT gpt2: ") and (out / "report.html").is_file()
 
     # the one-liner, on the Llama-shaped model
     out = root / "out-llama"
