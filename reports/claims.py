@@ -266,7 +266,9 @@ def _ghost(kind: str) -> Callable[[Any], Measure]:
             v,
             ["benchmarks", i, "setup", "cost_of_privacy_table", j, key],
             ci_kind="medians of interleaved steps" if kind == "time" else "peak RSS",
-            text=f"vocab {r.get('vocab')}, B = {r.get('batch_size')}, T = {r.get('seq_len')}",
+            text=f"largest vocabulary measured ({r.get('vocab')}, B = {r.get('batch_size')}, "
+            f"T = {r.get('seq_len')}); over all {len(rows)} shapes "
+            f"{min(x[key] for _, x in rows):.2f}–{max(x[key] for _, x in rows):.2f}×",
         )
         lo = 4.0 if kind == "time" else 10.0
         m.verdict = REPRODUCED if v >= lo else REFUTED
