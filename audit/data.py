@@ -86,7 +86,9 @@ def _parquet_records(p: Path) -> list[tuple[int, dict]]:
 
         table = pq.read_table(p)
     except ImportError:  # pragma: no cover - pyarrow comes with datasets
-        raise DataError(f"reading {str(p)!r} needs pyarrow (pip install pyarrow)") from None
+        raise DataError(
+            f"reading {str(p)!r} needs pyarrow (pip install 'privacy-audit[hf]')"
+        ) from None
     except Exception as exc:  # noqa: BLE001 - pyarrow raises many types for a bad file
         first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
         raise DataError(f"data file {str(p)!r} is not a readable parquet file: {first}") from None
@@ -106,7 +108,9 @@ def _dataset_records(p: Path) -> list[tuple[int, dict]]:
 
         ds = datasets.load_from_disk(str(p))
     except ImportError:  # pragma: no cover
-        raise DataError(f"reading {str(p)!r} needs the 'datasets' package") from None
+        raise DataError(
+            f"reading {str(p)!r} needs the 'datasets' package (pip install 'privacy-audit[hf]')"
+        ) from None
     except Exception as exc:  # noqa: BLE001 - datasets/pyarrow raise many types
         first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
         raise DataError(f"saved dataset {str(p)!r} cannot be read: {first}") from None

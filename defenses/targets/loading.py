@@ -458,7 +458,9 @@ def _apply_adapter(model, adapter: Path):
     try:
         from peft import PeftModel
     except ImportError as exc:  # pragma: no cover - peft ships with the suite's LM extra
-        raise AuditError("target.adapter_dir needs the 'peft' package (pip install peft)") from exc
+        raise AuditError(
+            "target.adapter_dir needs the 'peft' package (pip install 'privacy-audit[hf]')"
+        ) from exc
     if not any((adapter / f).is_file() for f in ("adapter_model.safetensors",)):
         raise AuditError(
             f"target.adapter_dir {str(adapter)!r} has no adapter_model.safetensors; only "
