@@ -28,6 +28,14 @@ from typing import Any
 import numpy as np
 import torch
 
+from audit.benchmarks.dp_forward_common import (
+    DELTA,
+    PAPER_CLAIM_MATCHED,
+    calibrate_dp_sgd,
+    dp_forward_cell,
+    frozen_head_setup,
+    verdict,
+)
 from audit.benchmarks.dp_forward_table4 import _features, _train_head
 from audit.benchmarks.experiments import (
     CellStore,
@@ -37,31 +45,9 @@ from audit.benchmarks.experiments import (
     seed_summary,
 )
 
-DELTA = 1e-5
-
 
 def _setup(settings: ExperimentSettings) -> dict[str, Any]:
-    if settings.quick:
-        return {
-            "preset": "tiny",
-            "n_train": settings.n_train or 64,
-            "n_test": settings.n_test or 64,
-            "epochs": 3,
-            "batch_size": 16,
-            "learning_rate": 1e-2,
-            "max_length": 16,
-            "epsilons": [8.0],
-        }
-    return {
-        "preset": "minilm",
-        "n_train": settings.n_train or 2000,
-        "n_test": settings.n_test or 1000,
-        "epochs": 3,
-        "batch_size": 32,
-        "learning_rate": 1e-2,
-        "max_length": 32,
-        "epsilons": [1.0, 3.0, 8.0],
-    }
+    return frozen_head_setup(settings, [1.0, 3.0, 8.0])
 
 
 def _dp_forward(tr, y, te, yte, setup, n_classes, seed, eps) -> dict[str, Any]:
@@ -76,27 +62,13 @@ def _dp_forward(tr, y, te, yte, setup, n_classes, seed, eps) -> dict[str, Any]:
     local = epsilon_for_noise_multiplier(z, DELTA)
     defense = DPForward(epsilon=local, delta=DELTA, position="pooled")
     claim = defense.claim(len(tr), setup["epochs"], n_classes)
-    d = claim.details
-    acc = _train_head(tr, y, d["sigma"], setup, n_classes, seed, te, yte)
-    return {
-        "accuracy": acc,
-        "noise_multiplier_z": z,
-        "local_epsilon_per_release": local,
-        "sigma": d["sigma"],
-        "central_epsilon_claimed": d["central_epsilon_shuffled"],
-        "central_epsilon_pld": d["central_epsilon_pld"],
-        "central_epsilon_prv": d["central_epsilon_prv"],
-        "central_epsilon_rdp_not_claimed": d["central_epsilon_rdp_not_claimed"],
-        "claim_proven": claim.proven,
-        "seconds": time.perf_counter() - start,
-    }
+    acc = _train_head(tr, y, claim.details["sigma"], setup, n_classes, seed, te, yte)
+    return dp_forward_cell(acc, z, local, claim, start)
 
 
 def _dp_sgd(tr, y, te, yte, setup, n_classes, seed, eps) -> dict[str, Any]:
     from opacus import PrivacyEngine
     from torch.utils.data import DataLoader, TensorDataset
-
-    from defenses.dp_engine import account, calibrate_noise
 
     start = time.perf_counter()
     torch.manual_seed(seed)
@@ -107,11 +79,7 @@ def _dp_sgd(tr, y, te, yte, setup, n_classes, seed, eps) -> dict[str, Any]:
     gen = torch.Generator().manual_seed(seed)
     loader = DataLoader(data, batch_size=setup["batch_size"], shuffle=True, generator=gen)
     q, steps = 1 / len(loader), setup["epochs"] * len(loader)
-    sigma = calibrate_noise(eps, DELTA, q, steps, "prv")
-    acct = account(sigma, q, steps, DELTA, "prv")
-    while acct["claimed"] > eps:
-        sigma *= 1.005
-        acct = account(sigma, q, steps, DELTA, "prv")
+    sigma, acct = calibrate_dp_sgd(eps, q, steps)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         opt = torch.optim.AdamW(head.parameters(), lr=setup["learning_rate"], weight_decay=0.0)
@@ -146,17 +114,6 @@ def _dp_sgd(tr, y, te, yte, setup, n_classes, seed, eps) -> dict[str, Any]:
         "central_epsilon_pld": acct["epsilon_dp_accounting_pld"],
         "seconds": time.perf_counter() - start,
     }
-
-
-def _verdict(diff: dict[str, Any]) -> str:
-    lo, hi = diff["ci_low"], diff["ci_high"]
-    if lo is None:
-        return "inconclusive (one seed)"
-    if lo > 0:
-        return "dp-forward better"
-    if hi < 0:
-        return "dp-sgd better"
-    return "no significant difference"
 
 
 def run(settings: ExperimentSettings, cells: CellStore) -> dict[str, Any]:
@@ -216,7 +173,7 @@ def run(settings: ExperimentSettings, cells: CellStore) -> dict[str, Any]:
                 "dp_forward_accuracy": float(np.mean(acc_dpf)),
                 "dp_sgd_accuracy": float(np.mean(acc_sgd)),
                 "difference": diff,
-                "verdict": _verdict(diff),
+                "verdict": verdict(diff),
             }
         )
     return {
@@ -237,8 +194,7 @@ def run(settings: ExperimentSettings, cells: CellStore) -> dict[str, Any]:
             "comparisons": len(comparisons),
             "dp_forward_better": sum(c["verdict"] == "dp-forward better" for c in comparisons),
             "dp_sgd_better": sum(c["verdict"] == "dp-sgd better" for c in comparisons),
-            "paper_claim": "DP-Forward (most positions) beats DP-SGD at matched central ε "
-            "(SST-2 ε≈8: Output .9055 vs DP-SGD .8759)",
+            "paper_claim": PAPER_CLAIM_MATCHED,
         },
         "notes": [
             "CPU scale: frozen encoder, linear head, N = 2000 fixture texts (the paper "

@@ -28,6 +28,15 @@ from typing import Any
 
 import torch
 
+from audit.benchmarks.dp_forward_common import (
+    DELTA,
+    PAPER_CLAIM_MATCHED,
+    build_target,
+    calibrate_dp_sgd,
+    dp_forward_cell,
+    sized_setup,
+    verdict,
+)
 from audit.benchmarks.experiments import (
     CellStore,
     ExperimentSettings,
@@ -36,40 +45,32 @@ from audit.benchmarks.experiments import (
     seed_summary,
 )
 
-DELTA = 1e-5
-
 
 def _setup(settings: ExperimentSettings) -> dict[str, Any]:
     if settings.quick:
-        return {
-            "preset": "tiny",
-            "n_train": settings.n_train or 64,
-            "n_test": settings.n_test or 64,
-            "epochs": 1,
-            "batch_size": 16,
-            "learning_rate": 1e-3,
-            "max_length": 16,
-            "positions": ["pooled"],
-            "epsilons": [8.0],
-        }
-    return {
-        "preset": "minilm",
-        "n_train": settings.n_train or 320,
-        "n_test": settings.n_test or 400,
-        "epochs": 3,
-        "batch_size": 32,
-        "learning_rate": 1e-4,
-        "max_length": 32,
-        "positions": ["pooled"],
-        "epsilons": [8.0],
-    }
-
-
-def _target(setup, labels):
-    from defenses.targets.loading import Target, TargetSpec
-
-    return Target(
-        TargetSpec(setup["preset"], None, setup["max_length"], 0), labels, None, "cpu", False
+        return sized_setup(
+            settings,
+            "tiny",
+            64,
+            64,
+            epochs=1,
+            batch_size=16,
+            learning_rate=1e-3,
+            max_length=16,
+            positions=["pooled"],
+            epsilons=[8.0],
+        )
+    return sized_setup(
+        settings,
+        "minilm",
+        320,
+        400,
+        epochs=3,
+        batch_size=32,
+        learning_rate=1e-4,
+        max_length=32,
+        positions=["pooled"],
+        epsilons=[8.0],
     )
 
 
@@ -89,7 +90,7 @@ def _nonprivate(setup, train, test, labels, seed):
     from defenses.none import NonPrivate
 
     start = time.perf_counter()
-    release, _ = NonPrivate().fit(_target(setup, labels), train, _training(setup), seed)
+    release, _ = NonPrivate().fit(build_target(setup, labels), train, _training(setup), seed)
     acc = accuracy_estimate(release.probabilities(test.texts), test.labels)
     return {"accuracy": acc, "seconds": time.perf_counter() - start}
 
@@ -107,21 +108,9 @@ def _dp_forward(setup, train, test, labels, seed, position, target_eps):
     defense = DPForward(
         epsilon=local, delta=DELTA, position=position, freeze_pre_noise=False, C=1.0
     )
-    release, _ = defense.fit(_target(setup, labels), train, _training(setup), seed)
+    release, _ = defense.fit(build_target(setup, labels), train, _training(setup), seed)
     acc = accuracy_estimate(release.probabilities(test.texts), test.labels)
-    d = release.claim.details
-    return {
-        "accuracy": acc,
-        "noise_multiplier_z": z,
-        "local_epsilon_per_release": local,
-        "sigma": d["sigma"],
-        "central_epsilon_claimed": d["central_epsilon_shuffled"],
-        "central_epsilon_pld": d["central_epsilon_pld"],
-        "central_epsilon_prv": d["central_epsilon_prv"],
-        "central_epsilon_rdp_not_claimed": d["central_epsilon_rdp_not_claimed"],
-        "claim_proven": release.claim.proven,
-        "seconds": time.perf_counter() - start,
-    }
+    return dp_forward_cell(acc, z, local, release.claim, start)
 
 
 def _dp_sgd(setup, train, test, labels, seed, target_eps):
@@ -129,21 +118,16 @@ def _dp_sgd(setup, train, test, labels, seed, target_eps):
     with PRV alone, which can leave PLD a hair above the target)."""
     from opacus import PrivacyEngine
 
-    from defenses.dp_engine import account, calibrate_noise
     from defenses.targets.classifier import ClassifierRelease, make_loader, train_loop
 
     start = time.perf_counter()
     training = _training(setup)
-    model, tokenizer = _target(setup, labels).build(seed)
+    model, tokenizer = build_target(setup, labels).build(seed)
     model.train()  # from_pretrained returns eval mode; Opacus validates training mode
     torch.manual_seed(seed)
     loader = make_loader(tokenizer, train, training, seed)
     q, steps = 1 / len(loader), training.epochs * len(loader)
-    sigma = calibrate_noise(target_eps, DELTA, q, steps, "prv")
-    acct = account(sigma, q, steps, DELTA, "prv")
-    while acct["claimed"] > target_eps:
-        sigma *= 1.005
-        acct = account(sigma, q, steps, DELTA, "prv")
+    sigma, acct = calibrate_dp_sgd(target_eps, q, steps)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         optimizer = torch.optim.AdamW(model.parameters(), lr=training.learning_rate)
@@ -222,16 +206,6 @@ def run(settings: ExperimentSettings, cells: CellStore) -> dict[str, Any]:
                 "accuracy": seed_summary([acc(c) for c in dpf]),
                 "minus_dp_sgd": diff,
             }
-            lo, hi = diff["ci_low"], diff["ci_high"]
-            verdict = (
-                "inconclusive (one seed)"
-                if lo is None
-                else "dp-forward better"
-                if lo > 0
-                else "dp-sgd better"
-                if hi < 0
-                else "no significant difference"
-            )
             comparisons.append(
                 {
                     "central_epsilon": eps,
@@ -241,7 +215,7 @@ def run(settings: ExperimentSettings, cells: CellStore) -> dict[str, Any]:
                     ]["mean"],
                     "dp_sgd_accuracy": rows[f"dp-sgd @ central eps {eps:g}"]["accuracy"]["mean"],
                     "difference": diff,
-                    "verdict": verdict,
+                    "verdict": verdict(diff),
                 }
             )
     n_better = sum(c["verdict"] == "dp-forward better" for c in comparisons)
@@ -262,8 +236,7 @@ def run(settings: ExperimentSettings, cells: CellStore) -> dict[str, Any]:
             "comparisons": len(comparisons),
             "dp_forward_better": n_better,
             "dp_sgd_better": sum(c["verdict"] == "dp-sgd better" for c in comparisons),
-            "paper_claim": "DP-Forward (most positions) beats DP-SGD at matched central ε "
-            "(SST-2 ε≈8: Output .9055 vs DP-SGD .8759)",
+            "paper_claim": PAPER_CLAIM_MATCHED,
         },
         "notes": [
             "CPU scale: a subset of the fixture corpus, 3 epochs, max length 32; the paper "

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from audit.benchmarks.dp_forward_common import DELTA, build_target, frozen_head_setup
 from audit.benchmarks.experiments import (
     CellStore,
     ExperimentSettings,
@@ -32,33 +33,12 @@ from audit.benchmarks.experiments import (
     seed_summary,
 )
 
-DELTA = 1e-5
 MECHS = ("gm", "mvg", "amgm")
 
 
 def _setup(settings: ExperimentSettings) -> dict[str, Any]:
-    if settings.quick:
-        return {
-            "preset": "tiny",
-            "n_train": settings.n_train or 64,
-            "n_test": settings.n_test or 64,
-            "epochs": 3,
-            "batch_size": 16,
-            "learning_rate": 1e-2,
-            "max_length": 16,
-            "epsilons": [8.0],
-        }
-    return {
-        "preset": "minilm",
-        "n_train": settings.n_train or 2000,
-        "n_test": settings.n_test or 1000,
-        "epochs": 3,
-        "batch_size": 32,
-        "learning_rate": 1e-2,
-        "max_length": 32,
-        # the paper's grid (0.5–8) plus 16 and 32, where a frozen f starts to leave chance
-        "epsilons": [0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0],
-    }
+    # the paper's grid (0.5–8) plus 16 and 32, where a frozen f starts to leave chance
+    return frozen_head_setup(settings, [0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0])
 
 
 @torch.no_grad()
@@ -67,12 +47,8 @@ def _features(setup, labels, texts) -> tuple[np.ndarray, dict]:
     with its noise switched off, and the freshly initialised model's head state."""
     from defenses.dp_forward import DPForward
     from defenses.targets.classifier import encode, forward_kwargs, trim_padding
-    from defenses.targets.loading import Target, TargetSpec
 
-    target = Target(
-        TargetSpec(setup["preset"], None, setup["max_length"], 0), labels, None, "cpu", False
-    )
-    model, tokenizer = target.build(0)
+    model, tokenizer = build_target(setup, labels).build(0)
     model.eval()
     ctl = DPForward(position="pooled").install(model, 0)
     ctl.active, ctl.capture = False, True
