@@ -309,13 +309,10 @@ def train_lm_private(
     desc: str = "train dp",
 ) -> dict[str, Any]:
     """Poisson-sampled private training of ``engine.model`` with AdamW."""
-    from defenses.targets.classifier import resolve_device
-    from defenses.targets.lm import context_length, sequence_loss, trim
+    from defenses.targets.lm import sequence_loss, training_tensors, trim
 
     model = engine.model
-    dev = resolve_device(device)
-    model.to(dev).train()
-    ids, mask = tokenizer.encode(texts, min(max_length, context_length(model)))
+    dev, ids, mask = training_tensors(model, tokenizer, texts, max_length, device)
     info = train_private_ids(
         engine,
         ids,
@@ -459,8 +456,7 @@ def fit_lm_opacus(target, train, training, seed: int, params: dict[str, Any]):
 
     from defenses.base import PrivacyClaim
     from defenses.gradient_mechanism import GaussianGradientMechanism, SamplingSchedule
-    from defenses.targets.classifier import resolve_device
-    from defenses.targets.lm import LMRelease, context_length, trim
+    from defenses.targets.lm import LMRelease, training_tensors, trim
 
     model, tokenizer = target.build(seed)
     head = model.get_output_embeddings()  # any causal LM, not only GPT-2's lm_head
@@ -472,14 +468,14 @@ def fit_lm_opacus(target, train, training, seed: int, params: dict[str, Any]):
     accountant = params.get("accountant", "prv")
     clip = float(params["max_grad_norm"])
     sigma = calibrate_noise(float(params["epsilon"]), delta, q, steps, accountant)
-    dev = resolve_device(training.device)
-    model.to(dev).train()
+    dev, ids, mask = training_tensors(
+        model, tokenizer, list(train.texts), training.max_length, training.device
+    )
     gsm = GradSampleModule(model)
     trainable = [p for p in gsm.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(
         trainable, lr=training.learning_rate, weight_decay=training.weight_decay
     )
-    ids, mask = tokenizer.encode(list(train.texts), min(training.max_length, context_length(model)))
     sampler = torch.Generator().manual_seed(seed)
     noise = torch.Generator().manual_seed(seed + 1)
     start = time.perf_counter()

@@ -314,6 +314,19 @@ def sequence_loss(
 # --------------------------------------------------------------------------- #
 # non-private training
 # --------------------------------------------------------------------------- #
+def training_tensors(model, tokenizer, texts: list[str], max_length: int, device):
+    """``(device, input_ids, attention_mask)`` for training ``model`` on ``texts``: the model
+    moved to the resolved device in train mode, the texts encoded to at most ``max_length``
+    tokens and never past the model's context length. Private and non-private training
+    share it so that both see exactly the same sequences."""
+    from defenses.targets.classifier import resolve_device
+
+    dev = resolve_device(device)
+    model.to(dev).train()
+    ids, mask = tokenizer.encode(texts, min(max_length, context_length(model)))
+    return dev, ids, mask
+
+
 def train_lm(
     model,
     tokenizer: LMTokenizer,
@@ -329,11 +342,7 @@ def train_lm(
     desc: str = "train lm",
 ) -> dict[str, Any]:
     """Plain (non-private) AdamW training on ``texts`` with shuffled minibatches."""
-    from defenses.targets.classifier import resolve_device
-
-    dev = resolve_device(device)
-    model.to(dev).train()
-    ids, mask = tokenizer.encode(texts, min(max_length, context_length(model)))
+    dev, ids, mask = training_tensors(model, tokenizer, texts, max_length, device)
     opt = torch.optim.AdamW(model.parameters(), lr=learning_rate, weight_decay=weight_decay)
     g = torch.Generator().manual_seed(seed)
     n = len(texts)
@@ -630,4 +639,5 @@ __all__ = [
     "token_statistics",
     "token_statistics_from_logits",
     "train_lm",
+    "training_tensors",
 ]
