@@ -78,7 +78,13 @@ class HFTokenizer:
 
     def char_cap(self, max_tokens: int) -> int:
         """Characters that can never produce more than ``max_tokens`` tokens' worth of
-        prefix: anything beyond is cut before tokenizing (work stays O(max_length))."""
+        prefix: anything beyond is cut before tokenizing (work stays O(max_length)).
+
+        Deliberately not ``audit.textcap.char_cap``: that one is tokenizer-agnostic (a
+        fixed 64 characters per token, applied to the data at loading), while this bound
+        comes from this tokenizer's own longest token; and :meth:`truncate_text` returns
+        the capped prefix as the scored text, so a different cap would change which text
+        zlib and the other per-example signals see."""
         return (max_tokens + 1) * self.max_token_chars
 
     def token_ids(self, text: str, max_tokens: int | None = None) -> list[int]:
