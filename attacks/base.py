@@ -109,7 +109,7 @@ class AttackResult:
 
     def to_dict(self) -> dict[str, Any]:
         """The record as stored in results.json (aggregate-only pseudonymisation of the
-        ids happens in ``audit.runner.run_record``, with a per-run secret salt)."""
+        ids happens in ``audit.results.run_record``, with a per-run secret salt)."""
         d: dict[str, Any] = {
             "attack": self.attack,
             "description": self.description,

@@ -1,5 +1,5 @@
 import sys
 
-from audit.cli import main
+from audit.integrations.cli import main
 
 sys.exit(main())

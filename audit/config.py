@@ -19,7 +19,7 @@ except ModuleNotFoundError:  # Python 3.10
 
 from attacks import ATTACKS, DEFAULT_ATTACKS, LEAKAGE_ATTACKS
 from attacks.shadow import SHADOW_ATTACKS
-from audit.canaries import CANARY_KINDS, LM_CANARY_DESIGNS
+from audit.epsilon.canaries import CANARY_KINDS, LM_CANARY_DESIGNS
 from audit.errors import ConfigError
 from defenses import DEFENSES
 from defenses.base import NOTIONS, UNITS
@@ -113,7 +113,7 @@ SCHEMA: dict[str, dict[str, tuple]] = {
             lambda x: x in (*CANARY_KINDS, *LM_CANARY_DESIGNS),
             f"one of {', '.join(dict.fromkeys((*CANARY_KINDS, *LM_CANARY_DESIGNS)))}",
         ),
-        # LM canary designs (audit/lm_canaries.py): insert each included canary r times;
+        # LM canary designs (audit/epsilon/lm_canaries.py): insert each included canary r times;
         # the one-run bound accounts for the group size (attacks/canary_bounds.py)
         "canary_repeat": (int, 1, lambda x: 1 <= x <= 64, "an integer in 1..64"),
         # one-run white-box audit of the run's updates: Dirac canaries (0 = off)
@@ -136,13 +136,13 @@ SCHEMA: dict[str, dict[str, tuple]] = {
         "rmia_offline_a": (_NUM, 0.3, lambda x: 0 <= x <= 1, "a number in [0, 1]"),
         "rmia_gamma": (_NUM, 1.0, _positive, "a positive number"),
     },
-    # [sweep]: defenses x epsilon values x seeds (audit/scaleout.py)
+    # [sweep]: defenses x epsilon values x seeds (audit/scale/plan.py)
     "sweep": {
         "defenses": (list, None, None, ""),
         "epsilons": (list, None, None, ""),
         "seeds": (list, None, None, ""),
     },
-    # [executor]: where tasks run (audit/executors.py); never changes a number
+    # [executor]: where tasks run (audit/scale/executors.py); never changes a number
     "executor": {
         "kind": (str, "local", lambda x: x in EXECUTORS, f"one of {', '.join(EXECUTORS)}"),
         "workers": (int, None, lambda x: x >= 1, "an integer >= 1"),
@@ -521,8 +521,6 @@ def parse_config(
         audit=audit_opts,
     )
     if cfg.sweep is not None:
-        from audit.scaleout import expand_sweep
-
         expand_sweep(cfg)  # a sweep that expands to zero tasks fails here, before any work
     return cfg
 
@@ -546,11 +544,69 @@ def _parse_shadow(raw: dict[str, Any]) -> dict[str, Any]:
     return shadow
 
 
+@dataclass(frozen=True)
+class Trial:
+    defense: int  # index into cfg.defenses
+    label: str
+    params: dict[str, Any]  # overrides of the defense's params (the sweep's epsilon)
+    seed: int  # training seed
+    group: str  # the defense label this trial belongs to (sweep curves)
+    epsilon: float | None  # the sweep's ε, or None
+
+
+def expand_sweep(cfg: AuditConfig) -> list[Trial]:
+    """One trial per defense without ``[sweep]``; else defenses × ε × seeds.
+
+    Raises ConfigError when the sweep expands to zero tasks."""
+    from defenses import DEFENSES
+
+    if cfg.sweep is None:
+        return [Trial(i, d.label, {}, cfg.seed, d.label, None) for i, d in enumerate(cfg.defenses)]
+    sw = cfg.sweep
+    seeds = list(sw["seeds"])
+    trials: list[Trial] = []
+    for i, d in enumerate(cfg.defenses):
+        if d.label not in sw["defenses"]:
+            continue
+        takes_eps = "epsilon" in DEFENSES[d.name].PARAMS
+        eps_values: list[float | None] = (
+            list(sw["epsilons"]) if takes_eps and sw["epsilons"] is not None else [None]
+        )
+        for eps in eps_values:
+            params = {"epsilon": eps} if eps is not None else {}
+            if params:
+                try:
+                    DEFENSES[d.name](**{**d.params, **params})
+                except ValueError as exc:
+                    raise ConfigError(
+                        f"sweep: defense {d.label!r} at epsilon={eps:g}: {exc}"
+                    ) from None
+            for seed in seeds:
+                label = d.label if eps is None else f"{d.label} @ eps={eps:g}"
+                if len(seeds) > 1:
+                    label += f" seed={seed}"
+                trials.append(Trial(i, label, params, seed, d.label, eps))
+    if not trials:
+        raise ConfigError(
+            "the sweep expands to zero tasks: "
+            f"{len(sw['defenses'])} defense(s) × "
+            f"{'no' if sw['epsilons'] is None else len(sw['epsilons'])} ε value(s) × "
+            f"{len(seeds)} seed(s); list at least one of each"
+        )
+    labels = [t.label for t in trials]
+    if len(set(labels)) != len(labels):
+        dup = next(lab for lab in labels if labels.count(lab) > 1)
+        raise ConfigError(
+            f"the sweep gives two runs the label {dup!r}; give defenses distinct labels"
+        )
+    return trials
+
+
 def _check_sweep(
     sweep: dict[str, Any], defenses: tuple[DefenseConfig, ...], seed: int
 ) -> dict[str, Any]:
     """Validate ``[sweep]`` and fill its defaults (all defenses, no ε grid, the config's seed);
-    the expansion itself (and its zero-task error) is in ``audit.scaleout.expand_sweep``."""
+    the expansion itself (and its zero-task error) is in :func:`expand_sweep`."""
     if not defenses:
         raise ConfigError("'sweep' needs defenses to train; it does not apply to 'classifier_dir'")
     labels = [d.label for d in defenses]

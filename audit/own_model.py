@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from audit.data import AuditData, load_audit_data
-from audit.errors import AuditError
+from audit.errors import AuditError, DataError
 from audit.textcap import cap_audit_data
 from defenses.base import Examples, PrivacyClaim
 
@@ -124,7 +124,7 @@ def audit_own_model(
 ) -> tuple[dict[str, Any], Any]:
     """Load and audit ``cfg.audit_dir``; returns ``(run record, release)``."""
     from attacks import ATTACKS
-    from audit.runner import _byo_label_names, evaluate_release
+    from audit.evaluate import evaluate_release
     from defenses.targets.classifier import ClassifierRelease
     from defenses.targets.loading import load_audit_target, load_causal_lm_release
 
@@ -215,3 +215,22 @@ def audit_own_model(
     if loaded.uninitialized:
         run["uninitialized_weights"] = list(loaded.uninitialized)
     return run, release
+
+
+def _byo_label_names(model, data_cfg: dict[str, Any]) -> list[str]:
+    """Map data labels onto the model's output indices: by name, or as integer indices."""
+    from audit.data import read_table
+
+    n = int(model.config.num_labels)
+    id2label = {int(k): str(v) for k, v in (model.config.id2label or {}).items()}
+    names = [id2label.get(i, str(i)) for i in range(n)]
+    cols = (data_cfg["text_column"], data_cfg["label_column"], data_cfg["id_column"])
+    seen = {r["label"] for r in read_table(data_cfg["members"], *cols)}
+    if seen <= set(names):
+        return names
+    if all(s.lstrip("-").isdigit() and 0 <= int(s) < n for s in seen):
+        return [str(i) for i in range(n)]
+    bad = sorted(seen - set(names))[0]
+    raise DataError(
+        f"label {bad!r} matches neither the model's label names ({', '.join(names)}) nor an index 0..{n - 1}"
+    )

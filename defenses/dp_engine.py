@@ -185,7 +185,7 @@ def calibrate_noise(
     target_epsilon: float, delta: float, sample_rate: float, steps: int, accountant: str = "prv"
 ) -> float:
     """Smallest σ (conservative end of Opacus's bisection) with ε(σ) ≤ target."""
-    from audit.calibration import bounded_noise_multiplier
+    from defenses.calibration import bounded_noise_multiplier
 
     if accountant not in ACCOUNTANTS:
         raise ValueError(f"unknown accountant {accountant!r}; allowed: {', '.join(ACCOUNTANTS)}")

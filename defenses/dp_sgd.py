@@ -77,7 +77,7 @@ class DPSGD(Defense):
     def fit(self, target, train: Examples, training: TrainingConfig, seed: int):
         from opacus import PrivacyEngine
 
-        from audit.calibration import bounded_noise_multiplier
+        from defenses.calibration import bounded_noise_multiplier
         from defenses.targets.lm import is_lm_target
 
         if is_lm_target(target):  # causal LM: Opacus with an untied head (defenses/dp_engine.py)

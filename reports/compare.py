@@ -37,7 +37,7 @@ def load_for_compare(path: str | Path) -> tuple[str, dict]:
 
 def check_schemas(named: list[tuple[str, dict]]) -> None:
     """All inputs must be privacy-audit results of the schema this version reads."""
-    from audit.runner import SCHEMA_VERSION
+    from audit.results import SCHEMA_VERSION
 
     seen = []
     for name, res in named:
@@ -438,7 +438,7 @@ def render_compare(named: list[tuple[str, dict]]) -> tuple[str, list[dict]]:
 
 def compare_runs_cli(paths: list[str], out_dir: str | Path) -> tuple[Path, Path]:
     from audit.io import atomic_write_text, dumps_json
-    from audit.runner import check_output_dir
+    from audit.results import check_output_dir
 
     if len(paths) < 2:
         raise AuditError("compare needs at least two runs (RUN_A RUN_B ...)")

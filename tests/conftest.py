@@ -61,8 +61,8 @@ class CliOutcome:
 
 
 def invoke_cli(argv: list[str]) -> CliOutcome:
-    """Run ``audit.cli.main(argv)`` in-process, capturing stdout/stderr and SystemExit."""
-    from audit.cli import main
+    """Run ``audit.integrations.cli.main(argv)`` in-process, capturing stdout/stderr and SystemExit."""
+    from audit.integrations.cli import main
 
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):

@@ -161,7 +161,7 @@ def test_lrt_attack_on_a_dp_attention_release_and_not_applicable_elsewhere(dp_re
 
 
 def test_report_states_the_enormous_realistic_privacy_loss(dp_release):
-    from audit.runner import assemble_results, run_record
+    from audit.results import assemble_results, run_record
     from reports.html import render_html
 
     release, _, ctx, *_ = dp_release

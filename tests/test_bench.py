@@ -7,7 +7,7 @@ import json
 import pytest
 
 from audit.benchmarks.timing import CaseTiming, ratios_to, time_cases
-from audit.cli import main
+from audit.integrations.cli import main
 
 
 def test_time_cases_interleaves_and_counts_calls():

@@ -92,7 +92,7 @@ def hostile_results() -> tuple[dict, int]:
     """Results with payloads in every user-controlled string; and the number of plots
     the report must show."""
     from attacks.base import AttackResult, MetricSettings
-    from audit.runner import assemble_results, run_record
+    from audit.results import assemble_results, run_record
     from defenses.base import PrivacyClaim
 
     rng = np.random.default_rng(0)
@@ -591,7 +591,7 @@ def test_untrained_weights_banner_is_red_and_visible(tmp_path):
     """A run audited with ``allow_uninitialized`` (weights the checkpoint did not hold)
     shows a red banner at the top of the page, its weight names escaped."""
     from attacks.base import AttackResult, MetricSettings
-    from audit.runner import assemble_results, run_record
+    from audit.results import assemble_results, run_record
     from defenses.base import PrivacyClaim
     from reports import write_report
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import fixtures
-from audit.callbacks import PrivacyAuditCallback, PrivacyMonitor
+from audit.integrations.callbacks import PrivacyAuditCallback, PrivacyMonitor
 from defenses.base import Examples
 from defenses.targets.classifier import encode, forward_kwargs, trim_padding
 from defenses.targets.loading import TargetSpec

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from audit.cli import build_parser, main
+from audit.integrations.cli import build_parser, main
 from reports.claims import (
     CLAIMS,
     NOT_MEASURED,

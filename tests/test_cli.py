@@ -1,7 +1,7 @@
 """The command line end to end: ``privacy-audit run | score | gate``.
 
 Exit codes: 0 ok, 1 gate failed, 2 bad input (one ``privacy-audit: error:`` line on
-stderr), 3 internal error. Most tests call ``audit.cli.main`` in-process; one runs the
+stderr), 3 internal error. Most tests call ``audit.integrations.cli.main`` in-process; one runs the
 real module in a subprocess to check what a shell sees.
 """
 
@@ -411,7 +411,7 @@ def test_score_report_escapes_ids_and_file_name(tmp_path, cli):
 
 def test_rendered_title_is_escaped():
     from attacks import AttackResult, MetricSettings
-    from audit.runner import assemble_results, run_record
+    from audit.results import assemble_results, run_record
     from defenses.base import PrivacyClaim
     from reports import render_html
 

@@ -99,7 +99,7 @@ def test_generation_attack_on_classifier_release_is_not_applicable(tiny_model, f
 def test_evaluate_release_never_raises_and_records_errors():
     """A missing surface is not_applicable, a NaN surface is an error; the run goes on."""
     from audit.data import AuditData
-    from audit.runner import evaluate_release
+    from audit.evaluate import evaluate_release
 
     ex, table = _examples()
     table[ex.texts[0]] = [math.nan, 0.5, 0.5]
@@ -160,7 +160,7 @@ def test_from_scores_rejects_mismatched_ids():
 
 
 def test_aggregate_only_pseudonymises_ids_with_a_secret_salt():
-    from audit.runner import new_id_salt, pseudonymise_ids, run_record
+    from audit.results import new_id_salt, pseudonymise_ids, run_record
 
     ids = ["alice@example.com", "bob-secret", "carol", "dave"]
     res = AttackResult.from_scores("x", [3.0, 2.0, 1.0, 0.0], [1, 1, 0, 0], ids)

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from audit.cli import main
+from audit.integrations.cli import main
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from audit.cli import main
+from audit.integrations.cli import main
 from defenses import DEFENSES
 from defenses.dp_sgd import DPSGD
 from defenses.gradient_mechanism import GaussianGradientMechanism

@@ -26,9 +26,9 @@ from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
 from attacks import ATTACKS
-from audit.canaries import CANARY_KINDS
 from audit.config import DEVICES, SCHEMA, TOP_SECTIONS, TRAIN_OVERRIDES, AuditConfig, load_config
 from audit.data import read_table
+from audit.epsilon.canaries import CANARY_KINDS
 from audit.errors import AuditError, ConfigError, DataError
 from audit.io import dumps_json
 from audit.runner import score_file
@@ -820,7 +820,7 @@ def test_run_dir_that_is_a_file_exit_2(tmp_path, cli):
 
 def test_resumed_run_with_an_emptied_task_file_exit_2(tmp_path, cli, tiny_config_path):
     """A task file replaced by ``{}`` is reported before any training (was a KeyError)."""
-    from audit.scaleout import plan
+    from audit.scale.plan import plan
 
     cfg = load_config(tiny_config_path)
     first = plan(cfg, False).trial_tasks[0]

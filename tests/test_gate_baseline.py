@@ -2,7 +2,7 @@
 
 The baseline and the new results start from the shared tiny run's ``results.json`` (a
 real audit); each test edits a copy's metric values and CIs to create exactly the
-situation it checks. The regression rule under test (see ``audit/gate.py``):
+situation it checks. The regression rule under test (see ``audit/integrations/gate.py``):
 
 - two-sided metrics: regression iff ``new - base > tolerance`` and ``new.ci_low >
   base.ci_high``;
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from audit.gate import (
+from audit.integrations.gate import (
     BASELINE_METRICS,
     IMPROVED,
     NOT_COMPARABLE,

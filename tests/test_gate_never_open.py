@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from audit.gate import LEAKAGE_GATES
+from audit.integrations.gate import LEAKAGE_GATES
 from reports.verdict import tradeoff_epsilon_lb
 
 DATA = Path(__file__).parent / "data"

@@ -57,7 +57,7 @@ def test_kill_between_the_two_renames_never_leaves_new_results_beside_an_old_rep
     tmp_path,
 ):
     from audit.io import publish_together
-    from audit.runner import check_output_dir
+    from audit.results import check_output_dir
 
     out = tmp_path / "out"
     publish_together(out, [("report.html", "OLD REPORT"), ("results.json", "OLD RESULTS")])
@@ -105,7 +105,7 @@ NAP = textwrap.dedent(
 DRIVER = textwrap.dedent(
     """
     import sys
-    from audit.executors import ExecutorSpec, LocalExecutor, Task
+    from audit.scale.executors import ExecutorSpec, LocalExecutor, Task
 
     ex = LocalExecutor(ExecutorSpec(workers=2))
     batch = [(Task("nap", "kill_nap:nap", {"dir": sys.argv[1], "i": i}), []) for i in range(2)]

@@ -17,7 +17,7 @@ from attacks.base import (
 )
 from audit.config import parse_config
 from audit.errors import ConfigError
-from audit.runner import assemble_results, run_record
+from audit.results import assemble_results, run_record
 from defenses.base import Examples, PrivacyClaim, ReleasedModel, Surface
 from reports import render_html
 

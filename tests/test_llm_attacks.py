@@ -157,7 +157,7 @@ def test_prompt_extraction_and_context_errors(memorising, data):
 
 
 def test_dp_blogs_defense_claim_and_violated_audit(data):
-    from audit.epsilon_audit import EpsilonAuditSettings, epsilon_audit
+    from audit.epsilon.audit import EpsilonAuditSettings, epsilon_audit
     from defenses import DEFENSES
     from defenses.targets.classifier import TrainingConfig
     from defenses.targets.loading import Target, TargetSpec

@@ -280,8 +280,8 @@ def test_device_and_dtype_resolution(monkeypatch):
 @pytest.mark.slow
 def test_ray_sharded_scoring_equals_local(tmp_path):
     """``--executor ray``: an ActorPool of scoring replicas gives the local numbers."""
-    from audit.executors import ExecutorSpec
     from audit.own_model import prefill_token_stats
+    from audit.scale.executors import ExecutorSpec
     from defenses.base import PrivacyClaim
     from defenses.targets.loading import load_audit_target, load_causal_lm_release
 
@@ -313,7 +313,7 @@ def test_privacy_monitor_and_trainer_callback_on_a_causal_lm(tmp_path):
     without labels, and the member signal grows as the model memorises the members."""
     from transformers import Trainer, TrainingArguments
 
-    from audit.callbacks import PrivacyAuditCallback, PrivacyMonitor
+    from audit.integrations.callbacks import PrivacyAuditCallback, PrivacyMonitor
 
     tok = word_tokenizer()
     members, nonmembers = random_texts(16, 11), random_texts(16, 12)

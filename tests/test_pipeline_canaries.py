@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import fixtures
-from audit.cli import main
+from audit.integrations.cli import main
 
 TEXTS = [r["text"] for r in fixtures.load_corpus("private")[:160]]
 
@@ -245,8 +245,8 @@ def test_tampered_inclusion_record_is_refused(tmp_path):
     )
     rec = can_dir / "canaries.json"
     rec.write_text(rec.read_text().replace('"n": 40', '"n": 41'))
+    from audit.epsilon.pipeline import load_canaries
     from audit.errors import AuditError
-    from audit.pipeline_canaries import load_canaries
 
     with pytest.raises(AuditError, match="does not belong"):
         load_canaries(can_dir)

@@ -1,4 +1,4 @@
-"""The pytest plugin (audit/pytest_plugin.py): fixture, marker, results wrapper, sample project.
+"""The pytest plugin (audit/integrations/pytest_plugin.py): fixture, marker, results wrapper, sample project.
 
 The sample project in tests/sample_project is run here, in a pytester copy, as shipped
 (it must pass) and pointed at its deliberately regressed config (it must fail, naming the
@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from audit.pytest_plugin import AuditResults
+from audit.integrations.pytest_plugin import AuditResults
 
 pytest_plugins = ["pytester"]
 
@@ -45,8 +45,8 @@ def _warm_up_scoring(tmp_path_factory):
     (The sample project, which trains a model, runs in a subprocess instead.)
     """
     from attacks.base import AttackResult, MetricSettings
-    from audit.gate import check
-    from audit.runner import assemble_results, run_record, write_outputs
+    from audit.integrations.gate import check
+    from audit.results import assemble_results, run_record, write_outputs
     from defenses.base import PrivacyClaim
 
     scores, members = separable(n=50)
@@ -207,7 +207,7 @@ def test_marker_is_registered_and_plugin_can_be_disabled(pytester):
 
 
 def test_assert_within_lists_every_violation(privacy_audit):
-    from audit.gate import check
+    from audit.integrations.gate import check
 
     scores, members = separable()
     results = privacy_audit.score(scores, members, bootstrap=100)
@@ -225,7 +225,7 @@ def test_assert_within_lists_every_violation(privacy_audit):
 
 def test_results_span_every_run(privacy_audit):
     from attacks.base import AttackResult, MetricSettings
-    from audit.runner import assemble_results, run_record
+    from audit.results import assemble_results, run_record
     from defenses.base import PrivacyClaim
 
     def run(name, shift):
@@ -277,7 +277,8 @@ CALLS = []
 def fake_run_audit(monkeypatch):
     import numpy as np
     from attacks.base import AttackResult, MetricSettings
-    from audit import runner
+    from audit import results, runner
+    from defenses.base import PrivacyClaim
 
     def run_audit(cfg, progress=True, epsilon=None):
         assert progress is False
@@ -287,8 +288,8 @@ def fake_run_audit(monkeypatch):
         res = AttackResult.from_scores(
             "loss", scores, [1] * 50 + [0] * 50, settings=MetricSettings(n_boot=100)
         )
-        run = runner.run_record("dp-sgd", "dp-sgd", runner.PrivacyClaim.none(), None, [res])
-        return runner.assemble_results([run], cfg.title, cfg.seed, cfg.to_dict())
+        run = results.run_record("dp-sgd", "dp-sgd", PrivacyClaim.none(), None, [res])
+        return results.assemble_results([run], cfg.title, cfg.seed, cfg.to_dict())
 
     monkeypatch.setattr(runner, "run_audit", run_audit)
     return CALLS

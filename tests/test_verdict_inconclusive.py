@@ -101,8 +101,8 @@ def test_tpr_below_resolution_is_not_measured():
 
 def test_inconclusive_in_results_report_and_stdout(tmp_path, cli):
     """results.json (via assemble_results), the report's badge and the CLI verdict line."""
-    from audit.cli import verdict_line
-    from audit.runner import assemble_results
+    from audit.integrations.cli import verdict_line
+    from audit.results import assemble_results
 
     rng = np.random.default_rng(0)
     run = _run_from_scores(rng.normal(0, 1, 60), [1] * 30 + [0] * 30)

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from audit.canaries import LM_CANARY_DESIGNS, CanarySet
+from audit.epsilon.canaries import LM_CANARY_DESIGNS, CanarySet
 from defenses.base import Examples
 
 
@@ -46,9 +46,9 @@ def _union(sets: list[CanarySet]) -> CanarySet:
 def run_defense(cfg, defense_index: int, designs, n_per_design, repeat, seed, log) -> dict:
     from attacks.canary_bounds import one_run_group_best, tpr_at_1pct_fpr
     from attacks.metrics import auc
-    from audit.canaries import with_canaries
-    from audit.lm_canaries import CanaryTarget, make_lm_canaries, release_secret_scores
-    from audit.tasks import _data, _defense, _target, _training
+    from audit.epsilon.canaries import with_canaries
+    from audit.epsilon.lm_canaries import CanaryTarget, make_lm_canaries, release_secret_scores
+    from audit.scale.tasks import _data, _defense, _target, _training
 
     data = _data(cfg)
     dcfg, defense = _defense(cfg, {"defense": defense_index})

@@ -44,8 +44,8 @@ def run(settings: BenchSettings) -> BenchResult:
 
     from audit.config import parse_config
     from audit.data import load_audit_data
-    from audit.executors import ExecutorSpec, RayExecutor, import_ray
-    from audit.scaleout import plan
+    from audit.scale.executors import ExecutorSpec, RayExecutor, import_ray
+    from audit.scale.plan import plan
 
     ray = import_ray()
     load_start = os.getloadavg()[0] if hasattr(os, "getloadavg") else None

@@ -79,7 +79,7 @@ def train_loop(
     start = time.perf_counter()
     steps = 0
     last_loss = math.nan
-    from audit.progress import progress_bar
+    from audit.integrations.progress import progress_bar
 
     bar = progress_bar(cfg.epochs * len(loader), desc, cfg.progress, cfg.epochs, leave=False)
     for epoch in range(cfg.epochs):

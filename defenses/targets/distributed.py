@@ -58,11 +58,11 @@ class _Scorer:
 def ray_token_stats(release, texts: list[str], executor) -> tuple[list[TokenStats], list]:
     """Token statistics and pooled hidden states of ``texts`` for ``release`` (an
     :class:`~defenses.targets.scoring.HFLMRelease` built by ``load_causal_lm_release``),
-    computed on Ray actors. ``executor`` is an ``audit.executors.ExecutorSpec``."""
+    computed on Ray actors. ``executor`` is an ``audit.scale.executors.ExecutorSpec``."""
     import torch
 
     from audit.errors import AuditError
-    from audit.executors import RayExecutor
+    from audit.scale.executors import RayExecutor
     from defenses.targets.scoring import encode_lengths, length_batches
 
     recipe = getattr(release, "recipe", None)

@@ -26,7 +26,7 @@ import numpy as np
 from attacks.canary_bounds import one_run_group_best, tpr_at_1pct_fpr
 from attacks.epsilon import tradeoff_violations
 from attacks.gradient_canary import GradientCanaryAudit, OneRunWhiteBoxAudit
-from audit.canaries import CanarySet
+from audit.epsilon.canaries import CanarySet
 from defenses.base import ReleasedModel, Surface
 
 COMPARABLE_UNITS = ("example", "sequence", "user")
@@ -94,7 +94,7 @@ def input_canary_audit(
         }
     ex = canaries.examples
     if lm_design and hasattr(release, "token_stats"):
-        from audit.lm_canaries import release_secret_scores
+        from audit.epsilon.lm_canaries import release_secret_scores
 
         scores = release_secret_scores(release, canaries)
     else:

@@ -250,7 +250,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--lm-batch", type=int, help="byo-lm: scoring batch size (default 8)")
     _add_experiment_and_claims(sub)
 
-    from audit.pipeline_canaries import add_parser as _canaries_parser
+    from audit.epsilon.pipeline import add_parser as _canaries_parser
 
     _canaries_parser(sub)
     return p
@@ -288,7 +288,8 @@ def _add_experiment_and_claims(sub) -> None:
 
 def _cmd_run(args, epsilon: bool | None = None) -> int:
     from audit.config import load_config
-    from audit.runner import check_output_dir, run_audit, write_outputs
+    from audit.results import check_output_dir, write_outputs
+    from audit.runner import run_audit
 
     one_line = any(
         getattr(args, k, None) not in (None, False)
@@ -301,7 +302,7 @@ def _cmd_run(args, epsilon: bool | None = None) -> int:
     cfg = resolve_targets(cfg)  # model directories checked before any work or output
     if args.aggregate_only:
         cfg = dataclasses.replace(cfg, aggregate_only=True)
-    from audit.executors import ExecutorSpec
+    from audit.scale.executors import ExecutorSpec
 
     if args.workers is not None and args.workers < 1:
         raise AuditError(f"--workers must be at least 1, got {args.workers}")
@@ -311,7 +312,7 @@ def _cmd_run(args, epsilon: bool | None = None) -> int:
     if spec.address and spec.kind != "ray":
         raise AuditError("--address applies only with --executor ray")
     if spec.kind == "ray":
-        from audit.executors import import_ray
+        from audit.scale.executors import import_ray
 
         import_ray()  # the missing extra is named before any work
     run_dir = args.run_dir
@@ -349,7 +350,7 @@ RUN_LOG = "run.log"
 def verdict_line(run: dict) -> str:
     """One line per run for CI logs: verdict, strongest attack, AUC with CI, TPR@1%FPR,
     the largest certified ε lower bound (attack or ε audit) and the claim status."""
-    from audit.gate import one_line
+    from audit.integrations.gate import one_line
     from reports.formatting import as_finite, ci
     from reports.verdict import (
         EPS_LB,
@@ -462,7 +463,8 @@ def _cmd_compare(args) -> int:
 
 
 def _cmd_score(args) -> int:
-    from audit.runner import check_output_dir, score_file, write_outputs
+    from audit.results import check_output_dir, write_outputs
+    from audit.runner import score_file
 
     check_output_dir(args.out)
     if args.bootstrap < 100:
@@ -512,7 +514,7 @@ def _check_writable(path: str, option: str) -> None:
 
 
 def _cmd_gate(args) -> int:
-    from audit.gate import (
+    from audit.integrations.gate import (
         RATE_THRESHOLDS,
         Failure,
         GateOutcome,
@@ -783,7 +785,7 @@ def _cmd_claims(args) -> int:
 
 
 def _cmd_canaries(args) -> int:
-    from audit.pipeline_canaries import run
+    from audit.epsilon.pipeline import run
 
     return run(args)
 

@@ -41,7 +41,7 @@ from transformers import PreTrainedTokenizerBase, TrainerCallback
 
 from attacks import ATTACKS
 from attacks.base import AttackResult, MetricSettings, run_attack
-from audit.gate import GATED
+from audit.integrations.gate import GATED
 from defenses.base import Examples, PrivacyClaim, Surface
 from defenses.targets.classifier import ClassifierRelease
 

@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from audit.canaries import LM_CANARY_DESIGNS, CanarySet
+from audit.epsilon.canaries import LM_CANARY_DESIGNS, CanarySet
 from audit.errors import AuditError
 from defenses.base import Examples
 

@@ -409,7 +409,7 @@ def run_tasks(
         results[task.key] = json.loads(text)
         done[0] += 1
         if progress:
-            from audit.progress import fmt_seconds
+            from audit.integrations.progress import fmt_seconds
 
             elapsed = time.perf_counter() - started
             eta = elapsed / done[0] * (total - done[0])

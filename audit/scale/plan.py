@@ -3,7 +3,7 @@
 The config expands into independent *audit trials* (one per defense, per sweep point
 ε × seed) and, with ``[shadow]``, ``n_models`` *shadow trainings* per trial; a second
 stage *scores* each shadow attack from a trial's and its shadow models' outputs. All of
-them are :class:`audit.executors.Task` objects keyed by a hash of their inputs, so a run
+them are :class:`audit.scale.executors.Task` objects keyed by a hash of their inputs, so a run
 directory resumes them and any executor runs them.
 
 Sweeps: ``[sweep] defenses`` (labels), ``epsilons`` and ``seeds``. A defense that takes an
@@ -23,69 +23,11 @@ from typing import Any
 
 import numpy as np
 
-from audit.config import AuditConfig
-from audit.errors import AuditError, ConfigError
-from audit.executors import ExecutorSpec, RunDir, Task, make_executor, run_tasks
+from audit.config import AuditConfig, Trial, expand_sweep
+from audit.errors import AuditError
+from audit.scale.executors import ExecutorSpec, RunDir, Task, make_executor, run_tasks
 
 _NOT_IN_TASKS = ("executor", "sweep", "shadow")  # never change what one task computes
-
-
-@dataclass(frozen=True)
-class Trial:
-    defense: int  # index into cfg.defenses
-    label: str
-    params: dict[str, Any]  # overrides of the defense's params (the sweep's epsilon)
-    seed: int  # training seed
-    group: str  # the defense label this trial belongs to (sweep curves)
-    epsilon: float | None  # the sweep's ε, or None
-
-
-def expand_sweep(cfg: AuditConfig) -> list[Trial]:
-    """One trial per defense without ``[sweep]``; else defenses × ε × seeds.
-
-    Raises ConfigError when the sweep expands to zero tasks."""
-    from defenses import DEFENSES
-
-    if cfg.sweep is None:
-        return [Trial(i, d.label, {}, cfg.seed, d.label, None) for i, d in enumerate(cfg.defenses)]
-    sw = cfg.sweep
-    seeds = list(sw["seeds"])
-    trials: list[Trial] = []
-    for i, d in enumerate(cfg.defenses):
-        if d.label not in sw["defenses"]:
-            continue
-        takes_eps = "epsilon" in DEFENSES[d.name].PARAMS
-        eps_values: list[float | None] = (
-            list(sw["epsilons"]) if takes_eps and sw["epsilons"] is not None else [None]
-        )
-        for eps in eps_values:
-            params = {"epsilon": eps} if eps is not None else {}
-            if params:
-                try:
-                    DEFENSES[d.name](**{**d.params, **params})
-                except ValueError as exc:
-                    raise ConfigError(
-                        f"sweep: defense {d.label!r} at epsilon={eps:g}: {exc}"
-                    ) from None
-            for seed in seeds:
-                label = d.label if eps is None else f"{d.label} @ eps={eps:g}"
-                if len(seeds) > 1:
-                    label += f" seed={seed}"
-                trials.append(Trial(i, label, params, seed, d.label, eps))
-    if not trials:
-        raise ConfigError(
-            "the sweep expands to zero tasks: "
-            f"{len(sw['defenses'])} defense(s) × "
-            f"{'no' if sw['epsilons'] is None else len(sw['epsilons'])} ε value(s) × "
-            f"{len(seeds)} seed(s); list at least one of each"
-        )
-    labels = [t.label for t in trials]
-    if len(set(labels)) != len(labels):
-        dup = next(lab for lab in labels if labels.count(lab) > 1)
-        raise ConfigError(
-            f"the sweep gives two runs the label {dup!r}; give defenses distinct labels"
-        )
-    return trials
 
 
 def _task_config(cfg: AuditConfig) -> dict[str, Any]:
@@ -142,7 +84,7 @@ def plan(cfg: AuditConfig, epsilon: bool, data=None) -> Plan:
             "epsilon": bool(epsilon),
             "shadow": None if shadow is None else {"population": shadow["population"]},
         }
-        t = Task("audit-trial", "audit.tasks:audit_trial", payload, label=tr.label)
+        t = Task("audit-trial", "audit.scale.tasks:audit_trial", payload, label=tr.label)
         p.trial_tasks.append(t)
         if shadow is None:
             continue
@@ -159,7 +101,7 @@ def plan(cfg: AuditConfig, epsilon: bool, data=None) -> Plan:
             shadows.append(
                 Task(
                     "train-shadow",
-                    "audit.tasks:train_shadow",
+                    "audit.scale.tasks:train_shadow",
                     sp,
                     label=f"{tr.label} shadow {i + 1}/{shadow['n_models']}",
                 )
@@ -183,7 +125,7 @@ def plan(cfg: AuditConfig, epsilon: bool, data=None) -> Plan:
             scores.append(
                 Task(
                     "score-attack",
-                    "audit.tasks:score_shadow_attack",
+                    "audit.scale.tasks:score_shadow_attack",
                     sp,
                     deps=(t.key, *(s.key for s in shadows)),
                     label=f"{tr.label} {name}",
@@ -264,7 +206,7 @@ def _finish_run(run: dict, shadow_attacks: list[dict]) -> dict:
 
 
 def _aggregate_only(runs: list[dict]) -> None:
-    from audit.runner import new_id_salt, pseudonymise_ids
+    from audit.results import new_id_salt, pseudonymise_ids
 
     salt = new_id_salt()  # never written anywhere
     for run in runs:
@@ -288,9 +230,9 @@ def run_planned(
     """Run a training audit as tasks; return the results dictionary."""
     import sys
 
-    from audit import tasks as task_module
     from audit.data import load_audit_data
-    from audit.runner import assemble_results
+    from audit.results import assemble_results
+    from audit.scale import tasks as task_module
 
     def log(msg: str) -> None:
         if progress:

@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from audit.canaries import LM_CANARY_DESIGNS, CanarySet
+from audit.epsilon.canaries import LM_CANARY_DESIGNS, CanarySet
 from audit.errors import AuditError
 from defenses.base import Examples
 
@@ -80,7 +80,7 @@ def _load_tokenizer(path: str):
 
 
 def make(args) -> int:
-    from audit.lm_canaries import load_user_lm, make_lm_canaries
+    from audit.epsilon.lm_canaries import load_user_lm, make_lm_canaries
 
     design = args.design
     if design not in LM_CANARY_DESIGNS:
@@ -250,7 +250,7 @@ def _report_html(res: dict) -> str:
 
 
 def audit(args) -> int:
-    from audit.lm_canaries import hf_secret_scores, load_user_lm
+    from audit.epsilon.lm_canaries import hf_secret_scores, load_user_lm
 
     model_dir, canaries_dir = args.model, args.canaries
     delta, confidence = args.delta, args.confidence

@@ -1,4 +1,4 @@
-"""The task functions the executors run: ``fn(payload, deps) -> dict`` (audit/executors.py).
+"""The task functions the executors run: ``fn(payload, deps) -> dict`` (audit/scale/executors.py).
 
 - :func:`audit_trial`: train one target under one defense (one sweep point) and run its
   attacks and ε audits; returns the run record, plus the target's outputs on the shadow
@@ -139,8 +139,8 @@ def shadow_pool(data, population: int, seed: int):
 def _lm_canaries(target, data, eps_settings, seed: int):
     """Designed LM canaries made from the target before training (its init at the audit's
     seed, or the public-pretrained model), and the target that adds new tokens if any."""
+    from audit.epsilon.lm_canaries import CanaryTarget, make_lm_canaries
     from audit.errors import ConfigError
-    from audit.lm_canaries import CanaryTarget, make_lm_canaries
     from defenses.targets.lm import is_lm_target
 
     if not is_lm_target(target):
@@ -162,9 +162,9 @@ def _lm_canaries(target, data, eps_settings, seed: int):
 
 
 def audit_trial(payload: dict[str, Any], deps: list[dict]) -> dict[str, Any]:
-    from audit.canaries import CANARY_KINDS, make_canaries, with_canaries
-    from audit.epsilon_audit import epsilon_audit
-    from audit.runner import epsilon_settings, evaluate_release, metric_settings
+    from audit.epsilon.audit import epsilon_audit
+    from audit.epsilon.canaries import CANARY_KINDS, make_canaries, with_canaries
+    from audit.evaluate import epsilon_settings, evaluate_release, metric_settings
     from defenses.base import Surface
 
     cfg = _config(payload)
@@ -183,7 +183,7 @@ def audit_trial(payload: dict[str, Any], deps: list[dict]) -> dict[str, Any]:
                 data.members.texts + data.nonmembers.texts,
                 cfg.seed,
             )
-        else:  # LM canary designs (audit/lm_canaries.py), from the model before training
+        else:  # LM canary designs (audit/epsilon/lm_canaries.py), from the model before training
             canaries, target = _lm_canaries(target, data, eps_settings, cfg.seed)
     train_set = with_canaries(data.members, canaries) if canaries is not None else data.members
     start = time.perf_counter()

@@ -1,0 +1,169 @@
+"""Result assembly: the results dictionary (``results.json``), its run records, the
+environment it records, example-id pseudonyms, and writing it out.
+
+``write_outputs`` renders everything in memory first and then writes each file
+atomically, so a failure never leaves a half-written report.
+
+Aggregate-only mode (``[report] aggregate_only`` or ``--aggregate-only``): no training
+text is ever written, and every example id is replaced by a pseudonym,
+``HMAC-SHA256(salt, id)`` truncated to 16 hex digits, where ``salt`` is 32 random bytes
+drawn once per invocation (one ``run``/``epsilon``/``score``) and never written anywhere.
+Within one results file the same example has the same pseudonym in every run and attack;
+pseudonyms from two invocations cannot be joined with each other, nor with the raw ids
+(the salt is gone, so guessing an id and hashing it does not help). That is the point.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import hmac
+import platform
+import secrets
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from attacks import AttackResult, LeakageResult
+from audit import __version__
+from audit.errors import AuditError
+from audit.io import dumps_json
+from defenses.base import PrivacyClaim
+
+SCHEMA_VERSION = 1
+PACKAGES = (
+    "torch",
+    "transformers",
+    "opacus",
+    "dp-accounting",
+    "numpy",
+    "scipy",
+    "scikit-learn",
+    "matplotlib",
+    "jinja2",
+)
+
+
+def environment() -> dict[str, Any]:
+    versions = {}
+    for name in PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    return {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "packages": versions,
+    }
+
+
+def new_id_salt() -> bytes:
+    """A fresh random salt for :func:`pseudonymise_ids`; keep it in memory only."""
+    return secrets.token_bytes(32)
+
+
+def pseudonymise_ids(ids: list[str], salt: bytes) -> list[str]:
+    """``HMAC-SHA256(salt, id)`` as 16 hex digits, for aggregate-only outputs."""
+    return [hmac.new(salt, str(i).encode("utf-8"), hashlib.sha256).hexdigest()[:16] for i in ids]
+
+
+def run_record(
+    name: str,
+    defense: str,
+    claim: PrivacyClaim,
+    utility: dict[str, Any] | None,
+    results: list[AttackResult],
+    training: dict[str, Any] | None = None,
+    aggregate_only: bool = False,
+    id_salt: bytes | None = None,
+    leakage: list[LeakageResult] | None = None,
+) -> dict[str, Any]:
+    """One run's record. With ``aggregate_only`` the example ids are pseudonymised with
+    ``id_salt`` (a fresh random salt when not given; see the module docstring) and leakage
+    results drop their text samples."""
+    ok = [r for r in results if r.status == "ok"]
+    strongest = max(ok, key=lambda r: r.metrics["auc"]["value"]).attack if ok else None
+    attacks = [r.to_dict() for r in results]
+    if aggregate_only:
+        salt = id_salt if id_salt is not None else new_id_salt()
+        for att in attacks:
+            if "examples" in att:
+                att["examples"]["ids"] = pseudonymise_ids(att["examples"]["ids"], salt)
+    return {
+        "name": name,
+        "defense": defense,
+        "claim": claim.to_dict(),
+        "utility": utility,
+        "training": training or {},
+        "attacks": attacks,
+        "leakage": [r.to_dict(aggregate_only) for r in leakage or []],
+        "strongest_attack": strongest,
+    }
+
+
+def assemble_results(
+    runs: list[dict[str, Any]],
+    title: str,
+    seed: int,
+    config: dict[str, Any],
+    aggregate_only: bool = False,
+) -> dict[str, Any]:
+    """The results dictionary (results.json); verdicts are computed from the numbers in it."""
+    from reports.verdict import compare_runs, verdict_for_run
+
+    for run in runs:
+        run["verdict"] = verdict_for_run(run)
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "tool": {"name": "privacy-audit", "version": __version__},
+        "created": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "title": title,
+        "seed": seed,
+        "config": config,
+        "environment": environment(),
+        "aggregate_only": aggregate_only,
+        "runs": runs,
+        "comparison": compare_runs(runs),
+    }
+
+
+def write_outputs(results: dict[str, Any], out_dir: str | Path) -> tuple[Path, Path]:
+    """Render the report and JSON in memory, then publish them as a pair: both
+    temporaries are written first, then report.html is renamed into place and
+    results.json last, so **results.json marks a finished output** (see
+    :func:`audit.io.publish_together`)."""
+    from audit.io import publish_together
+    from reports import render_html
+    from reports.html import REPORT_FILENAME
+
+    out = Path(out_dir)
+    html = render_html(results)
+    payload = dumps_json(results)
+    try:
+        html_path, json_path = publish_together(
+            out, [(REPORT_FILENAME, html), ("results.json", payload)]
+        )
+    except OSError as exc:
+        raise AuditError(
+            f"cannot write to output directory {str(out)!r}: {exc.strerror or exc}"
+        ) from None
+    return html_path, json_path
+
+
+def check_output_dir(out_dir: str | Path) -> None:
+    """Fail before any work if the output directory cannot be created or written."""
+    import tempfile
+
+    from audit.io import remove_stale_temporaries
+
+    out = Path(out_dir)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        remove_stale_temporaries(out)  # left by a run killed while publishing
+        with tempfile.NamedTemporaryFile(dir=out, prefix=".write-check-"):
+            pass
+    except OSError as exc:
+        raise AuditError(
+            f"cannot write to output directory {str(out)!r}: {exc.strerror or exc}"
+        ) from None
