@@ -667,7 +667,13 @@ def verdict_for_run(run: dict) -> dict:
     lb_v = as_float(lb.get("value")) if lb else None
 
     auc_txt = f"AUC {ci(auc)}"
-    tpr_txt = f"identifies {pct_ci(tpr)} of members at 1% false positives" if tpr else ""
+    if tpr and tpr.get("below_resolution"):
+        # 1% FPR is finer than 1/n_nonmembers: no TPR is measured there (never a number)
+        tpr_txt = "its TPR at 1% false positives is below this sample's resolution"
+    elif tpr and as_float(tpr.get("value")) is not None:
+        tpr_txt = f"identifies {pct_ci(tpr)} of members at 1% false positives"
+    else:
+        tpr_txt = ""
 
     level, undecided = verdict_level(run)
     if level == "high":

@@ -115,3 +115,14 @@ def test_inconclusive_in_results_report_and_stdout(tmp_path, cli):
     line = verdict_line(res["runs"][0])
     assert line.startswith("VERDICT r: INCONCLUSIVE; strongest loss; AUC ")
     assert "TPR@1%FPR" in line and "ε_lb" in line and "claim no-claim" in line
+
+
+def test_verdict_text_says_below_resolution_instead_of_a_dash():
+    """60 non-members cannot resolve 1% FPR: the sentence says so, with no number or dash."""
+    rng = np.random.default_rng(0)
+    scores = np.concatenate([rng.normal(3, 1, 60), rng.normal(0, 1, 60)])
+    run = _run_from_scores(scores, [1] * 60 + [0] * 60)
+    v = verdict_for_run(run)
+    assert v["level"] == "high"
+    assert "below this sample's resolution" in v["text"], v["text"]
+    assert "identifies" not in v["text"] and "—" not in v["text"], v["text"]
