@@ -49,26 +49,13 @@ def _word_tokenizer(vocab_size: int):
 def _model(quick: bool, vocab: int):
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    if quick:
-        cfg = GPT2Config(
-            vocab_size=vocab,
-            n_embd=64,
-            n_layer=2,
-            n_head=2,
-            n_positions=64,
-            bos_token_id=0,
-            eos_token_id=0,
-        )
-    else:  # GPT-2 small
-        cfg = GPT2Config(
-            vocab_size=vocab,
-            n_embd=768,
-            n_layer=12,
-            n_head=12,
-            n_positions=1024,
-            bos_token_id=0,
-            eos_token_id=0,
-        )
+    # quick: a tiny smoke-test shape; otherwise GPT-2 small (124M parameters)
+    dims = (
+        dict(n_embd=64, n_layer=2, n_head=2, n_positions=64)
+        if quick
+        else dict(n_embd=768, n_layer=12, n_head=12, n_positions=1024)
+    )
+    cfg = GPT2Config(vocab_size=vocab, bos_token_id=0, eos_token_id=0, **dims)
     return GPT2LMHeadModel(cfg).eval()
 
 
