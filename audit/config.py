@@ -116,6 +116,9 @@ SCHEMA: dict[str, dict[str, tuple]] = {
         # LM canary designs (audit/epsilon/lm_canaries.py): insert each included canary r times;
         # the one-run bound accounts for the group size (attacks/canary_bounds.py)
         "canary_repeat": (int, 1, lambda x: 1 <= x <= 64, "an integer in 1..64"),
+        # LM canary designs: score = log p(secret) after training − log p(secret) under the
+        # model before training (the run's init at its seed); docs/lm-canaries.md
+        "canary_reference": (bool, True, None, ""),
         # one-run white-box audit of the run's updates: Dirac canaries (0 = off)
         "white_box_canaries": (
             int,
@@ -126,6 +129,7 @@ SCHEMA: dict[str, dict[str, tuple]] = {
         # audit of a model trained outside the suite (`privacy-audit canaries audit --config`)
         "canaries_dir": (str, None, None, ""),
         "model_dir": (str, None, None, ""),
+        "reference_dir": (str, None, None, ""),  # the model before training (calibration)
     },
     # [shadow]: shadow-model membership attacks (attacks/shadow.py); on when the section is given
     "shadow": {

@@ -34,8 +34,9 @@ def _tokenizer(texts, path: Path):
     fast.save_pretrained(str(path))
 
 
-def _user_training(lines, tok_dir, model_dir, dp_sigma=None):
-    """What a user's script does: tokenize, build GPT-2 from a config, train, save."""
+def _user_training(lines, tok_dir, model_dir, dp_sigma=None, init_dir=None):
+    """What a user's script does: tokenize, build GPT-2 from a config, train, save
+    (``init_dir``: also the model before training, the audit's reference)."""
     from transformers import AutoTokenizer, GPT2Config, GPT2LMHeadModel
 
     tok = AutoTokenizer.from_pretrained(str(tok_dir), local_files_only=True)
@@ -53,6 +54,9 @@ def _user_training(lines, tok_dir, model_dir, dp_sigma=None):
     )
     cfg._attn_implementation = "eager"
     model = GPT2LMHeadModel(cfg)
+    if init_dir is not None:
+        model.save_pretrained(str(init_dir))
+        tok.save_pretrained(str(init_dir))
     enc = [
         [
             tok.bos_token_id,
@@ -146,41 +150,52 @@ def test_make_train_audit_end_to_end(tmp_path):
     results = {}
     for name, sigma in (("plain", None), ("dp", 1.0)):
         model_dir = tmp_path / name
-        eps = _user_training(lines, can_dir / "tokenizer", model_dir, sigma)
-        out = tmp_path / f"audit-{name}"
+        init = tmp_path / f"init-{name}"
+        eps = _user_training(lines, can_dir / "tokenizer", model_dir, sigma, init)
         claim = ["--claimed-epsilon", f"{eps:.6f}", "--claimed-delta", "1e-5"] if eps else []
-        assert (
-            main(
-                [
-                    "canaries",
-                    "audit",
-                    "--model",
-                    str(model_dir),
-                    "--canaries",
-                    str(can_dir),
-                    "--out",
-                    str(out),
-                    "--aggregate-only",
-                    "--quiet",
-                    *claim,
-                ]
+        # raw scores, then calibrated by the model before training (--reference)
+        for tag, ref in (("", []), ("-ref", ["--reference", str(init)])):
+            out = tmp_path / f"audit-{name}{tag}"
+            assert (
+                main(
+                    [
+                        "canaries",
+                        "audit",
+                        "--model",
+                        str(model_dir),
+                        "--canaries",
+                        str(can_dir),
+                        "--out",
+                        str(out),
+                        "--aggregate-only",
+                        "--quiet",
+                        *claim,
+                        *ref,
+                    ]
+                )
+                == 0
             )
-            == 0
-        )
-        res = json.loads((out / "results.json").read_text())
-        results[name] = (res, eps)
-        text = (out / "results.json").read_text() + (out / "report.html").read_text()
-        # no inclusion record, canary id or canary text in what the audit writes
-        record = json.loads((can_dir / "canaries.json").read_text())["canaries"]
-        assert "included" not in text and "canary-0" not in text
-        assert not any(c["text"] in text for c in record)
-        assert res["aggregate_only"] is True
-    plain, _ = results["plain"]
-    assert plain["epsilon_lb"] > 0.5 and plain["tpr_at_1pct_fpr"] >= 0.5
-    assert plain["claim_status"] == "no-claim"
-    dp, eps = results["dp"]
-    assert math.isfinite(eps) and 0 <= dp["epsilon_lb"] <= eps
-    assert dp["claim_status"] in ("consistent", "untestable")
+            res = json.loads((out / "results.json").read_text())
+            assert res["score"] == ("calibrated by the reference" if ref else "raw")
+            results[name + tag] = (res, eps)
+            text = (out / "results.json").read_text() + (out / "report.html").read_text()
+            # no inclusion record, canary id or canary text in what the audit writes
+            record = json.loads((can_dir / "canaries.json").read_text())["canaries"]
+            assert "included" not in text and "canary-0" not in text
+            assert not any(c["text"] in text for c in record)
+            assert res["aggregate_only"] is True
+    for tag in ("", "-ref"):
+        plain, _ = results["plain" + tag]
+        assert plain["epsilon_lb"] > 0.5 and plain["tpr_at_1pct_fpr"] >= 0.5
+        assert plain["claim_status"] == "no-claim"
+        dp, eps = results["dp" + tag]
+        assert math.isfinite(eps) and 0 <= dp["epsilon_lb"] <= eps
+        assert dp["claim_status"] in ("consistent", "untestable")
+    # a missing reference: one line, exit 2, nothing written
+    bad = tmp_path / "audit-bad-ref"
+    argv = ["canaries", "audit", "--model", str(tmp_path / "dp"), "--canaries", str(can_dir)]
+    assert main([*argv, "--out", str(bad), "--reference", str(tmp_path / "nope")]) == 2
+    assert not bad.exists()
 
 
 def test_bad_inputs_are_one_line_exit_2(tmp_path, capsys):

@@ -2,9 +2,14 @@
 
 One training run per defense of ``audit/configs/lm.toml``: the members plus the included
 canaries of every design (each design its own independent inclusion bits), trained by the
-suite's own trainer for that defense. Every design is then scored on the same run (mean
-log-probability of its secret tokens) and gets TPR at 1 % FPR with a bootstrap CI, AUC
-and the one-run ε lower bound with its ceiling (95 %, δ of the config).
+suite's own trainer for that defense. Every design is then scored on the same run with two
+black-box scores, each giving TPR at 1 % FPR with a bootstrap CI, AUC and the one-run ε
+lower bound with its ceiling (95 %, δ of the config):
+
+- ``raw``: the mean log-probability of its secret tokens under the released model;
+- ``calibrated``: that minus the same canary's score under the model before training (the
+  target at the training seed, new-token rows included), which the auditor knows and
+  which does not depend on the inclusion bits.
 
 Reproduce (writes JSON and prints a table)::
 
@@ -43,11 +48,39 @@ def _union(sets: list[CanarySet]) -> CanarySet:
     )
 
 
-def run_defense(cfg, defense_index: int, designs, n_per_design, repeat, seed, log) -> dict:
+def _secret_token_stats(release, canaries) -> dict:
+    """Per-canary, per-secret-token log p, E log p and Var log p (Min-K%++'s terms)."""
+    from audit.epsilon.lm_canaries import TokenView, _spans
+
+    stats = release.token_stats(list(canaries.examples.texts))
+    spans = _spans(TokenView(release.tokenizer), canaries)
+    return {
+        k: np.array([getattr(s, k)[a:b] for s, (a, b) in zip(stats, spans, strict=True)])
+        for k in ("log_probs", "mean_log_prob", "var_log_prob")
+    }
+
+
+def run_defense(
+    cfg,
+    defense_index: int,
+    designs,
+    n_per_design,
+    repeat,
+    seed,
+    log,
+    dump=None,
+    new_token_init="mean",
+) -> dict:
     from attacks.canary_bounds import one_run_group_best, tpr_at_1pct_fpr
     from attacks.metrics import auc
     from audit.epsilon.canaries import with_canaries
-    from audit.epsilon.lm_canaries import CanaryTarget, make_lm_canaries, release_secret_scores
+    from audit.epsilon.lm_canaries import (
+        CanaryTarget,
+        calibrated_scores,
+        make_lm_canaries,
+        reference_secret_scores,
+        release_secret_scores,
+    )
     from audit.scale.tasks import _data, _defense, _target, _training
 
     data = _data(cfg)
@@ -72,32 +105,52 @@ def run_defense(cfg, defense_index: int, designs, n_per_design, repeat, seed, lo
         log(f"  {d}: {n_per_design} canaries in {time.perf_counter() - t0:.1f}s")
     union = _union(sets)
     train = with_canaries(data.members, union)
-    target = CanaryTarget(target, union.new_tokens)
+    target = CanaryTarget(target, union.new_tokens, new_token_init)
     t0 = time.perf_counter()
     release, report = defense.fit(target, train, _training(cfg, dcfg), seed)
     train_s = time.perf_counter() - t0
     log(f"  trained {dcfg.label} on {len(train)} sequences in {train_s:.0f}s")
     delta = float(dcfg.params.get("delta", cfg.metrics["delta"]))
-    rows = {}
+    # the model before training: the same build (seed, new rows) the trainer started from
+    before_model, _ = target.build(seed)
+    rows: dict[str, dict] = {}
+    calibrated: dict[str, dict] = {}
     for s in sets:
-        scores = release_secret_scores(release, s)
-        b = one_run_group_best(scores, s.included, delta, group=repeat)
-        t = tpr_at_1pct_fpr(scores, s.included, n_boot=1000, seed=seed)
-        rows[s.kind] = {
-            "tpr_at_1pct_fpr": t["tpr"],
-            "tpr_ci95": t["ci"],
-            "auc": auc(scores, s.included),
-            "epsilon_lb": b["epsilon"],
-            "ceiling": b["ceiling"],
-            "guesses": b["guesses"],
-            "correct": b["correct"],
-            "n_in": int(s.included.sum()),
-            "n_out": int(len(s.included) - s.included.sum()),
-        }
-        log(
-            f"    {s.kind:<13} TPR@1%FPR {t['tpr']:.3f} [{t['ci'][0]:.3f}, {t['ci'][1]:.3f}]  "
-            f"AUC {rows[s.kind]['auc']:.3f}  eps_lb {b['epsilon']:.3f} (ceiling {b['ceiling']:.3f})"
-        )
+        after = release_secret_scores(release, s)
+        before = reference_secret_scores(release, before_model, s)
+        if dump is not None:  # per-token terms, for studying other scores offline
+            import copy
+
+            ref = copy.copy(release)
+            ref.__dict__.pop("_token_stats_cache", None)
+            ref.model = before_model
+            for tag, rel in (("after", release), ("before", ref)):
+                for k, v in _secret_token_stats(rel, s).items():
+                    dump[f"{dcfg.name}/{s.kind}/{tag}/{k}"] = v
+            dump[f"{dcfg.name}/{s.kind}/included"] = s.included
+        for table, scores, tag in (
+            (rows, after, "raw"),
+            (calibrated, calibrated_scores(after, before), "calibrated"),
+        ):
+            b = one_run_group_best(scores, s.included, delta, group=repeat)
+            t = tpr_at_1pct_fpr(scores, s.included, n_boot=1000, seed=seed)
+            table[s.kind] = {
+                "tpr_at_1pct_fpr": t["tpr"],
+                "tpr_ci95": t["ci"],
+                "auc": auc(scores, s.included),
+                "epsilon_lb": b["epsilon"],
+                "ceiling": b["ceiling"],
+                "estimator": b.get("estimator"),
+                "guesses": b["guesses"],
+                "correct": b["correct"],
+                "n_in": int(s.included.sum()),
+                "n_out": int(len(s.included) - s.included.sum()),
+            }
+            log(
+                f"    {s.kind:<13} {tag:<10} TPR@1%FPR {t['tpr']:.3f} "
+                f"[{t['ci'][0]:.3f}, {t['ci'][1]:.3f}]  AUC {table[s.kind]['auc']:.3f}  "
+                f"eps_lb {b['epsilon']:.3f} (ceiling {b['ceiling']:.3f})"
+            )
     white_box = []
     if getattr(release, "schedule", None) is not None and getattr(
         release, "gradient_mechanism", None
@@ -116,13 +169,57 @@ def run_defense(cfg, defense_index: int, designs, n_per_design, repeat, seed, lo
         "claimed_delta": claim.delta,
         "train_sequences": len(train),
         "train_seconds": train_s,
+        "noise_multiplier": report.info.get("noise_multiplier"),
         "designs": rows,
+        "designs_calibrated": calibrated,
         "white_box_one_run": white_box,
         "sampling": (
             {"sample_rate": release.schedule.sample_rate, "steps": release.schedule.steps}
             if getattr(release, "schedule", None) is not None
             else None
         ),
+    }
+
+
+def envelope(
+    n: int, batch_size: int, epochs: int, epsilon: float, delta: float, ms, seeds: int = 5
+) -> dict:
+    """What the one-run bound could reach with an *ideal* black-box score on this schedule.
+
+    Idealisation (stated, not proven for AdamW): the released model depends on a canary
+    only through the sum over the T steps of its clipped gradient (norm C) plus the noise
+    N(0, σ²C²) per step, all of it in directions no other example touches. The best score
+    is then that sum's projection, Gaussian with separation μ_sum = q·T / (σ·√T) = q√T/σ
+    between present and absent canaries (the same statistic as the white-box one-run
+    audit). The ε lower bound of ``m`` such scores (one_run_group_best: Steinke et al. and
+    the f-DP estimator) is simulated over ``seeds`` seeds. A real canary shares its clip
+    norm with the whole model and is read through log-probabilities, so it reaches less."""
+    import math
+
+    from attacks.canary_bounds import one_run_group_best
+    from defenses.dp_engine import calibrate_noise, poisson_schedule
+
+    q, steps = poisson_schedule(n, batch_size, epochs)
+    sigma = calibrate_noise(epsilon, delta, q, steps)
+    mu = q * math.sqrt(steps) / sigma
+    sims = {}
+    for m in ms:
+        eps = []
+        for s in range(seeds):
+            rng = np.random.default_rng([s, m])
+            b = rng.integers(0, 2, m)
+            eps.append(one_run_group_best(mu * b + rng.standard_normal(m), b, delta)["epsilon"])
+        sims[str(m)] = {"mean": float(np.mean(eps)), "min": min(eps), "max": max(eps)}
+    return {
+        "n": n,
+        "batch_size": batch_size,
+        "epochs": epochs,
+        "sample_rate": q,
+        "steps": steps,
+        "noise_multiplier": sigma,
+        "mu_sum": mu,
+        "epsilon_lb_ideal": sims,
+        "seeds": seeds,
     }
 
 
@@ -139,11 +236,59 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--epochs", type=int, help="override [train] epochs (a weaker-memorisation regime)"
     )
+    p.add_argument(
+        "--batch-size", type=int, help="override [train] batch_size (the Poisson rate q = b/n)"
+    )
+    p.add_argument("--learning-rate", type=float, help="override [train] learning_rate")
+    p.add_argument(
+        "--new-token-init",
+        default="mean",
+        choices=("mean", "random"),
+        help="new-token rows at init: the mean of the existing rows (default, as Hugging "
+        "Face's resize_token_embeddings) or a seeded N(0, 0.02²) draw",
+    )
     p.add_argument("--out", default="lm-canaries.json")
+    p.add_argument(
+        "--dump-scores",
+        metavar="NPZ",
+        help="also write per-token secret log-probs before/after and the inclusion bits "
+        "(a study file: it holds the secret bits, keep it out of reports)",
+    )
+    p.add_argument(
+        "--envelope",
+        metavar="N",
+        type=int,
+        help="no training: the ideal black-box score's bound for N training sequences over "
+        "epochs {2, 5, 10, 20, 40} x batch {config, 2x config} (see envelope())",
+    )
     args = p.parse_args(argv)
     cfg = load_config(args.config)
+    if args.envelope:
+        eps8 = next(d for d in cfg.defenses if d.name == "dp-sgd").params
+        b0 = int(cfg.train["batch_size"])
+        rows = [
+            envelope(args.envelope, b, e, eps8["epsilon"], eps8["delta"], (200, 1000, 2000))
+            for b in (b0, 2 * b0)
+            for e in (2, 5, 10, 20, 40)
+        ]
+        for r in rows:
+            print(
+                f"batch {r['batch_size']:>3} epochs {r['epochs']:>2}: q {r['sample_rate']:.4f} "
+                f"T {r['steps']:>4} sigma {r['noise_multiplier']:.3f} mu_sum {r['mu_sum']:.3f} "
+                + " ".join(
+                    f"m={m}: {v['mean']:.2f} [{v['min']:.2f}, {v['max']:.2f}]"
+                    for m, v in r["epsilon_lb_ideal"].items()
+                ),
+                file=sys.stderr,
+            )
+        Path(args.out).write_text(json.dumps({"envelope": rows}, indent=1))
+        return 0
     if args.epochs is not None:
         cfg.train["epochs"] = args.epochs
+    if args.batch_size is not None:
+        cfg.train["batch_size"] = args.batch_size
+    if args.learning_rate is not None:
+        cfg.train["learning_rate"] = args.learning_rate
     designs = [d for d in args.designs.split(",") if d]
     wanted = [d for d in args.defenses.split(",") if d]
 
@@ -156,7 +301,14 @@ def main(argv: list[str] | None = None) -> int:
         if not idx:
             raise SystemExit(f"no defense {name!r} in the config")
         log(f"{name}:")
-        runs.append(run_defense(cfg, idx[0], designs, args.n, args.repeat, args.seed, log))
+        dump: dict | None = {} if args.dump_scores else None
+        runs.append(
+            run_defense(
+                cfg, idx[0], designs, args.n, args.repeat, args.seed, log, dump, args.new_token_init
+            )
+        )
+        if dump is not None:
+            np.savez_compressed(f"{args.dump_scores}.{name}.npz", **dump)
         Path(args.out).write_text(
             json.dumps(
                 {
@@ -165,7 +317,10 @@ def main(argv: list[str] | None = None) -> int:
                     "config": args.config,
                     "n_per_design": args.n,
                     "repeat": args.repeat,
+                    "new_token_init": args.new_token_init,
                     "epochs": cfg.train["epochs"],
+                    "batch_size": cfg.train["batch_size"],
+                    "learning_rate": cfg.train["learning_rate"],
                     "seed": args.seed,
                     "confidence": 0.95,
                     "runs": runs,

@@ -39,6 +39,8 @@ class EpsilonAuditSettings:
     canaries: int = 200
     canary_kind: str = "random-token"
     canary_repeat: int = 1  # each included canary inserted this many times (group size)
+    # LM designs: calibrate each canary's score by the model before training
+    canary_reference: bool = True
     # white-box one-run audit: Dirac canaries in the run's released updates (0 = off)
     white_box_canaries: int = 1000
     delta: float = 1e-5
@@ -59,6 +61,10 @@ def claim_is_comparable(claim: dict[str, Any]) -> bool:
 THREAT_MODELS = {
     "gradient-canary": "white-box: every released update; adversary crafts a gradient",
     "input-canaries (one-run)": "black-box: loss / log-probabilities of the released model",
+    "input-canaries (one-run, calibrated)": (
+        "black-box: log-probabilities of the released model and of the model before "
+        "training (its public initialisation or base model)"
+    ),
     "one-run white-box (thresholded)": "white-box: every released update of ONE run",
     "one-run Gaussian (asymptotic)": "white-box: every released update of ONE run",
 }
@@ -72,11 +78,18 @@ def input_canary_audit(
 ) -> dict[str, Any]:
     name = "input-canaries (one-run)"
     lm_design = canaries.prefixes is not None
+    calibrate = lm_design and canaries.reference is not None and hasattr(release, "token_stats")
     repeat = f", each repeated {canaries.repeat}x (group privacy)" if canaries.repeat > 1 else ""
     description = (
         f"{len(canaries.included)} {canaries.kind} canaries, each inserted into training with "
         f"probability 1/2{repeat} and scored by their "
-        + ("secret tokens' log-probability" if lm_design else "loss")
+        + (
+            "secret tokens' log-probability minus the same under the model before training"
+            if calibrate
+            else "secret tokens' log-probability"
+            if lm_design
+            else "loss"
+        )
         + (
             "; one-run bound of Steinke et al. (2023) with group privacy"
             if canaries.repeat > 1
@@ -94,9 +107,16 @@ def input_canary_audit(
         }
     ex = canaries.examples
     if lm_design and hasattr(release, "token_stats"):
-        from audit.epsilon.lm_canaries import release_secret_scores
+        from audit.epsilon.lm_canaries import (
+            calibrated_scores,
+            reference_secret_scores,
+            release_secret_scores,
+        )
 
         scores = release_secret_scores(release, canaries)
+        if calibrate:
+            before = reference_secret_scores(release, canaries.reference, canaries)
+            scores = calibrated_scores(scores, before)
     else:
         scores = -release.loss(ex.texts, ex.labels)
     m = len(scores)
@@ -121,8 +141,12 @@ def input_canary_audit(
         "repeat": canaries.repeat,
         "tpr_at_1pct_fpr": tpr["tpr"],
         "tpr_at_1pct_fpr_ci": tpr["ci"],
-        "threat_model": THREAT_MODELS[name],
-        "cost": "one training run; canaries share it with the real data",
+        "score": "calibrated" if calibrate else "raw",
+        "threat_model": THREAT_MODELS[
+            "input-canaries (one-run, calibrated)" if calibrate else name
+        ],
+        "cost": "one training run; canaries share it with the real data"
+        + ("; one forward pass of the model before training" if calibrate else ""),
         "point_estimate": None,
         "method": best["method"],
         "estimator": best["estimator"],

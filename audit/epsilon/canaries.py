@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -59,6 +60,10 @@ class CanarySet:
     prefixes: list[str] | None = None
     repeat: int = 1
     new_tokens: tuple[str, ...] = ()
+    # LM designs: the model before training (the training run's exact init, or the user's
+    # base model); when set, each score is calibrated by the canary's score under it
+    # (lm_canaries.calibrated_scores). Built from the seed only: it never sees the bits.
+    reference: Any = None
 
     def inserted(self) -> Examples:
         """The included canaries, each ``repeat`` times (copies get ``#k`` id suffixes)."""

@@ -266,10 +266,46 @@ def make_lm_canaries(
 # --------------------------------------------------------------------------- #
 # new-token canaries in the built-in trainers
 # --------------------------------------------------------------------------- #
-def extend_builtin(model, tokenizer, new_tokens):
+NEW_TOKEN_INITS = ("mean", "random")
+
+
+def _init_new_rows(model, n_new: int, seed: int, init: str = "mean") -> None:
+    """Set the ``n_new`` last rows of the input embedding (and of an untied head).
+
+    - ``mean``: every new row is the mean of the existing rows, which is what Hugging
+      Face's ``resize_token_embeddings`` does by default (``mean_resizing=True``: the mean
+      plus noise of covariance 1e-9 × the rows' covariance), without that noise. All new
+      tokens then start identical, so a canary's score varies only through what training
+      did: no random initial row for the final hidden state to project on.
+    - ``random``: N(0, initializer_range²), GPT-2's own embedding init, from a generator
+      seeded by ``seed``.
+
+    Never the global RNG (``resize_token_embeddings(mean_resizing=False)``), whose state
+    after a cached build is not reproducible: the reference score (the model before
+    training, :func:`reference_secret_scores`) needs the training run's exact init."""
+    if init not in NEW_TOKEN_INITS:
+        raise ValueError(f"unknown new-token init {init!r}; allowed: {', '.join(NEW_TOKEN_INITS)}")
+    std = float(getattr(model.config, "initializer_range", 0.02) or 0.02)
+    gen = torch.Generator().manual_seed(int(seed) * 1_000_003 + 0xCA7)
+    mats = {}
+    for emb in (model.get_input_embeddings(), model.get_output_embeddings()):
+        if emb is not None:
+            mats[id(emb.weight)] = emb.weight  # a tied head is the same tensor: set once
+    with torch.no_grad():
+        for w in mats.values():
+            if init == "mean":
+                rows = w[:-n_new].double().mean(0).expand(n_new, -1)
+            else:
+                rows = torch.randn(n_new, w.shape[1], generator=gen, dtype=torch.float64) * std
+            w[-n_new:] = rows.to(dtype=w.dtype, device=w.device)
+
+
+def extend_builtin(model, tokenizer, new_tokens, seed: int = 0, init: str = "mean"):
     """The suite's (model, tokenizer) with ``new_tokens`` appended to the vocabulary and
-    the embedding (and untied head) resized; new rows use the model's own init. Works for
-    the word-level LMTokenizer and for a user's base LM (``HFTokenizer``)."""
+    the embedding (and untied head) resized; new rows are set by :func:`_init_new_rows`
+    (``init``: the mean of the existing rows, or a draw seeded by ``seed``), so the model
+    before training is reproducible. Works for the word-level LMTokenizer and for a user's
+    base LM (``HFTokenizer``)."""
     from defenses.targets.lm import LMTokenizer
 
     if not new_tokens:
@@ -279,28 +315,31 @@ def extend_builtin(model, tokenizer, new_tokens):
 
         tokenizer.hf.add_tokens(list(new_tokens))
         model.resize_token_embeddings(len(tokenizer.hf), mean_resizing=False)
+        _init_new_rows(model, len(new_tokens), seed, init)
         return model, HFTokenizer(tokenizer.hf)
     bad = [t for t in new_tokens if not re.fullmatch(r"[a-z]+", t)]
     if bad or tokenizer.kind != "word":
         raise ValueError("new tokens need a word-level tokenizer and lowercase letter tokens")
     tok = LMTokenizer(tokenizer.vocab[4:] + list(new_tokens), "word")
     model.resize_token_embeddings(len(tok), mean_resizing=False)
+    _init_new_rows(model, len(new_tokens), seed, init)
     return model, tok
 
 
 class CanaryTarget:
     """A target whose ``build`` also adds the canaries' new tokens (``new-token``)."""
 
-    def __init__(self, target, new_tokens):
+    def __init__(self, target, new_tokens, init: str = "mean"):
         self._t = target
         self.new_tokens = tuple(new_tokens)
+        self.init = init
 
     def __getattr__(self, name):
         return getattr(self._t, name)
 
     def build(self, seed: int):
         model, tokenizer = self._t.build(seed)
-        return extend_builtin(model, tokenizer, self.new_tokens)
+        return extend_builtin(model, tokenizer, self.new_tokens, seed, self.init)
 
 
 # --------------------------------------------------------------------------- #
@@ -328,6 +367,36 @@ def release_secret_scores(release, canaries: CanarySet) -> np.ndarray:
     view = TokenView(release.tokenizer)
     stats = release.token_stats(list(canaries.examples.texts))
     return _mean_over([s.log_probs for s in stats], _spans(view, canaries))
+
+
+def reference_secret_scores(release, model, canaries: CanarySet) -> np.ndarray:
+    """The same canaries' scores under ``model`` (the model before training: the target's
+    init at the training seed, or the user's base model), read through the release's own
+    scoring path (same tokenizer, context length and batching), so that the two scores
+    differ only by the trained weights. Uses the canary texts and prefixes only: never the
+    inclusion bits."""
+    import copy
+
+    ref = copy.copy(release)  # a new __dict__: the release's caches stay its own
+    for key in [k for k in vars(ref) if k.endswith("_cache")]:
+        del ref.__dict__[key]
+    ref.model = model.to(release.device).eval()
+    return release_secret_scores(ref, canaries)
+
+
+def calibrated_scores(after, before) -> np.ndarray:
+    """Reference-calibrated canary score: ``after − before``, the change of each canary's
+    secret log-probability from the model before training to the released model (higher =
+    member). The per-canary offset under the initial model (for new-token canaries, their
+    random initial rows) is common to the in and out cases and cancels; what remains is
+    what training moved. Both arrays are per canary, in the same order."""
+    a = np.asarray(after, dtype=np.float64)
+    b = np.asarray(before, dtype=np.float64)
+    if a.shape != b.shape or a.ndim != 1:
+        raise ValueError(f"need two 1-d score arrays of one length, got {a.shape} and {b.shape}")
+    if not (np.isfinite(a).all() and np.isfinite(b).all()):
+        raise ValueError("canary scores must be finite (before and after training)")
+    return a - b
 
 
 @torch.no_grad()

@@ -225,6 +225,7 @@ def _report_html(res: dict) -> str:
             f"{res['canaries']} ({res['n_in']} in / {res['n_out']} out), repeat {res['repeat']}",
         ),
         ("threat model", res["threat_model"]),
+        ("score", res.get("score", "raw")),
         (
             "ε lower bound",
             f"{res['epsilon_lb']:.3f} ({res['confidence']:.0%}, δ = {res['delta']:g})",
@@ -250,9 +251,10 @@ def _report_html(res: dict) -> str:
 
 
 def audit(args) -> int:
-    from audit.epsilon.lm_canaries import hf_secret_scores, load_user_lm
+    from audit.epsilon.lm_canaries import calibrated_scores, hf_secret_scores, load_user_lm
 
     model_dir, canaries_dir = args.model, args.canaries
+    reference_dir = args.reference
     delta, confidence = args.delta, args.confidence
     if args.config is not None:
         from audit.config import load_config
@@ -260,6 +262,7 @@ def audit(args) -> int:
         cfg = load_config(args.config)
         model_dir = model_dir or cfg.epsilon.get("model_dir")
         canaries_dir = canaries_dir or cfg.epsilon.get("canaries_dir")
+        reference_dir = reference_dir or cfg.epsilon.get("reference_dir")
         delta = delta if delta is not None else float(cfg.metrics["delta"])
         confidence = confidence if confidence is not None else float(cfg.metrics["confidence"])
     if delta is None:  # the bound's δ: the claim's when stated
@@ -281,9 +284,19 @@ def audit(args) -> int:
             tok_dir = str(Path(canaries_dir) / "tokenizer")
     out = Path(args.out)
     model, tokenizer = load_user_lm(model_dir, tok_dir)
+    reference = None
+    if reference_dir is not None:  # the model before training, same tokenizer
+        try:
+            reference = load_user_lm(reference_dir, tok_dir)[0]
+        except AuditError as exc:
+            raise AuditError(f"--reference: {exc}") from None
     _log(f"scoring {len(cs.included)} canaries on {model_dir}", args.quiet)
     try:
         scores = hf_secret_scores(model, tokenizer, cs)
+        if reference is not None:
+            # score = log p_after(secret) − log p_before(secret): the texts only, no bits
+            _log(f"scoring the same canaries on the reference {reference_dir}", args.quiet)
+            scores = calibrated_scores(scores, hf_secret_scores(reference, tokenizer, cs))
     except ValueError as exc:
         raise AuditError(str(exc)) from exc
     res: dict[str, Any] = {
@@ -299,7 +312,12 @@ def audit(args) -> int:
         "claimed_epsilon": args.claimed_epsilon,
         "claimed_delta": args.claimed_delta,
         "aggregate_only": bool(args.aggregate_only),
-        "threat_model": "black-box: log-probabilities of the released model; canaries in ONE training run",
+        "threat_model": (
+            "black-box: log-probabilities of the released model"
+            + (" and of the model before training (--reference)" if reference is not None else "")
+            + "; canaries in ONE training run"
+        ),
+        "score": "calibrated by the reference" if reference is not None else "raw",
         **audit_scores(scores, cs, delta, confidence, args.claimed_epsilon),
         "note": "A lower bound can contradict a claim but never confirm it; 'untestable' means "
         "this design's ceiling is at or below the claim, so no outcome could contradict it.",
@@ -339,6 +357,15 @@ def add_parser(sub) -> None:
     a.add_argument("--model", help="local directory of the trained causal LM")
     a.add_argument("--canaries", help="the directory written by 'canaries make'")
     a.add_argument("--tokenizer", help="tokenizer directory (default: the model's)")
+    a.add_argument(
+        "--reference",
+        "--base-model",
+        dest="reference",
+        metavar="DIR",
+        help="the model before training (new-token: saved right after "
+        "resize_token_embeddings; else the base model); each canary is then scored by "
+        "log p(secret) after training minus log p(secret) under it",
+    )
     a.add_argument("--config", help="TOML config with [epsilon] model_dir / canaries_dir")
     a.add_argument("--claimed-epsilon", type=float)
     a.add_argument("--claimed-delta", type=float)

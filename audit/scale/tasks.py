@@ -185,6 +185,9 @@ def audit_trial(payload: dict[str, Any], deps: list[dict]) -> dict[str, Any]:
             )
         else:  # LM canary designs (audit/epsilon/lm_canaries.py), from the model before training
             canaries, target = _lm_canaries(target, data, eps_settings, cfg.seed)
+            if eps_settings.canary_reference:
+                # the reference: the very init the trainer starts from (its seed, new rows)
+                canaries.reference = target.build(payload["seed"])[0]
     train_set = with_canaries(data.members, canaries) if canaries is not None else data.members
     start = time.perf_counter()
     release, report = defense.fit(target, train_set, _training(cfg, dcfg), payload["seed"])
