@@ -77,6 +77,7 @@ def run_defense(
     from audit.epsilon.lm_canaries import (
         CanaryTarget,
         calibrated_scores,
+        contrast_secret_scores,
         make_lm_canaries,
         reference_secret_scores,
         release_secret_scores,
@@ -115,6 +116,7 @@ def run_defense(
     before_model, _ = target.build(seed)
     rows: dict[str, dict] = {}
     calibrated: dict[str, dict] = {}
+    contrast: dict[str, dict] = {}
     for s in sets:
         after = release_secret_scores(release, s)
         before = reference_secret_scores(release, before_model, s)
@@ -128,10 +130,15 @@ def run_defense(
                 for k, v in _secret_token_stats(rel, s).items():
                     dump[f"{dcfg.name}/{s.kind}/{tag}/{k}"] = v
             dump[f"{dcfg.name}/{s.kind}/included"] = s.included
-        for table, scores, tag in (
+        variants = [
             (rows, after, "raw"),
             (calibrated, calibrated_scores(after, before), "calibrated"),
-        ):
+        ]
+        if s.new_tokens:
+            t0 = time.perf_counter()
+            variants.append((contrast, contrast_secret_scores(release, s), "contrast"))
+            log(f"    contrast score in {time.perf_counter() - t0:.0f}s")
+        for table, scores, tag in variants:
             b = one_run_group_best(scores, s.included, delta, group=repeat)
             t = tpr_at_1pct_fpr(scores, s.included, n_boot=1000, seed=seed)
             table[s.kind] = {
@@ -172,6 +179,7 @@ def run_defense(
         "noise_multiplier": report.info.get("noise_multiplier"),
         "designs": rows,
         "designs_calibrated": calibrated,
+        "designs_contrast": contrast,
         "white_box_one_run": white_box,
         "sampling": (
             {"sample_rate": release.schedule.sample_rate, "steps": release.schedule.steps}

@@ -384,6 +384,44 @@ def reference_secret_scores(release, model, canaries: CanarySet) -> np.ndarray:
     return release_secret_scores(ref, canaries)
 
 
+def contrast_secret_scores(release, canaries: CanarySet, chunk: int = 256) -> np.ndarray:
+    """New-token canaries, read from the next-token distribution (``probabilities``): at
+    each secret position, log p(secret token) minus the mean log p of all the design's new
+    tokens in the same context, averaged over the secret. Every new token starts from the
+    same row and is pushed down alike by the training text, so the contrast removes what
+    the context and that common drift do to all of them; a present canary's tokens stand
+    out from the rest. Uses the canary texts and the new-token list, never the bits."""
+    if not canaries.new_tokens:
+        raise ValueError("the contrast score needs new-token canaries")
+    view = TokenView(release.tokenizer)
+    new_ids = []
+    for t in canaries.new_tokens:
+        ids = view.ids(t)
+        if len(ids) != 1:
+            raise ValueError(f"new token {t!r} is not a single token of the release's tokenizer")
+        new_ids.append(ids[0])
+    cols = np.asarray(new_ids)
+    prefixes = canaries.prefixes or [""] * len(canaries.examples.texts)
+    ctx, tgt, owner = [], [], []
+    for i, (p, text) in enumerate(zip(prefixes, canaries.examples.texts, strict=True)):
+        ids = view.ids(text)
+        a, b = secret_span(view, p, text)
+        for k in range(max(a, 1), b):
+            ctx.append(view.text(ids[:k]))
+            tgt.append(ids[k])
+            owner.append(i)
+    contrast = np.empty(len(ctx))
+    for c in range(0, len(ctx), chunk):
+        lp = np.log(np.clip(release.probabilities(ctx[c : c + chunk]), 1e-300, None))
+        rows = np.arange(lp.shape[0])
+        contrast[c : c + chunk] = lp[rows, tgt[c : c + chunk]] - lp[:, cols].mean(1)
+    sums = np.bincount(owner, weights=contrast, minlength=len(prefixes))
+    counts = np.bincount(owner, minlength=len(prefixes))
+    if (counts == 0).any():
+        raise ValueError("a canary has no scored secret position")
+    return sums / counts
+
+
 def calibrated_scores(after, before) -> np.ndarray:
     """Reference-calibrated canary score: ``after − before``, the change of each canary's
     secret log-probability from the model before training to the released model (higher =
