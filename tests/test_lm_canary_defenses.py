@@ -10,6 +10,7 @@ input-canary record of the ε audit describes exactly those canaries.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 
 import numpy as np
@@ -217,10 +218,11 @@ def test_dp_blogs_trains_on_new_token_canaries_and_they_leak(monkeypatch, tmp_pa
     names = [a["name"] for a in run["epsilon_audit"]["audits"]]
     assert names == ["gradient-shuffle-canary", "input-canaries (one-run)"]
     _check_claim_comparison(run)
-    # no canary text or token reaches the outputs
+    # no canary id, text or token reaches report.html or results.json
     html, js = (p.read_text(encoding="utf-8") for p in write_outputs(res, tmp_path))
-    for token in sorted(new)[:40]:
-        assert token not in html and token not in js
+    for blob in (html, js):
+        assert not re.search(r"canary-\d{5}", blob)
+        assert not any(token in blob for token in new)
 
 
 @pytest.mark.slow
@@ -250,6 +252,9 @@ def test_dp_blogs_new_token_canaries_on_a_users_llama(monkeypatch, tmp_path):
     grown = len(hf) + N_CANARIES * SECRET_TOKENS
     assert trained.get_input_embeddings().weight.shape[0] == grown
     assert trained.get_output_embeddings().weight.shape[0] == grown
+    new = list(seen["target"].new_tokens)
+    ids = seen["release"].tokenizer.hf.convert_tokens_to_ids(new)
+    assert sorted(ids) == list(range(len(hf), grown))
     user_tok = AutoTokenizer.from_pretrained(str(tmp_path), local_files_only=True)
     assert len(user_tok) == len(hf)
     _check_claim_comparison(run)
