@@ -159,17 +159,20 @@ class GradientCanaryAudit:
 
 @dataclass(frozen=True)
 class OneRunWhiteBoxAudit:
-    """One-run white-box audit of the run's mechanism: ``canaries`` Dirac gradient canaries
-    in ONE training run, each included with probability 1/2 (Steinke et al. 2023 setting;
-    the Gaussian audit of Agrawal et al. 2026 on the same run).
+    """One-run white-box audit: ``canaries`` Dirac gradient canaries in ONE training run,
+    each included with probability 1/2 (Steinke et al. 2023 setting; the Gaussian audit of
+    Agrawal et al. 2026 on the same run).
 
-    Each canary owns one coordinate of the released update that no real example touches
-    (its gradient is 2C there, clipped to C). The run's sampling schedule (Poisson rate q
-    over T steps, or shuffled epochs) decides in which steps a present canary enters; the
-    release's own ``add_noise`` perturbs every step. The canary-aligned signal is the sum
-    over steps of its coordinate. Because the mechanism's noise is independent across
-    coordinates, these coordinates are distributed exactly as they would be inside the
-    run's real updates; collecting them from a training loop would give the same law.
+    **Recorded** (the suite's DP-SGD trainers, ``release.gradient_canary_record``): the
+    canaries are records of the real run (:mod:`defenses.gradient_canaries`). Each present
+    canary is Poisson-sampled like any record and adds C·e_j to the clipped sum; the
+    signal is the sum over the run's released updates of coordinate j, read out of the
+    training loop, real examples' gradients at j included.
+
+    **Simulated** (releases with a mechanism and schedule but no recorded canaries, e.g.
+    the non-private trainer): the same canaries are put through the release's own
+    ``add_noise`` under its sampling schedule, beside the run, each in a coordinate no
+    real example touches. The record's ``source`` says which.
 
     Two bounds from the SAME signals:
     - thresholded one-run (Steinke et al.): valid for any mechanism, used for verdicts;
@@ -185,6 +188,11 @@ class OneRunWhiteBoxAudit:
             raise ValueError(f"one-run white-box canaries must be at least 20, got {self.canaries}")
 
     def signals(self, release: ReleasedModel) -> tuple[np.ndarray, np.ndarray]:
+        """Canary-aligned signals and inclusion bits: the run's recorded ones when the
+        release carries them, else simulated from its mechanism."""
+        recorded = getattr(release, "gradient_canary_record", None)
+        if recorded is not None:
+            return np.asarray(recorded["signals"], float), np.asarray(recorded["included"])
         mechanism, schedule = release.gradient_mechanism, release.schedule
         q, steps = float(schedule.sample_rate), int(schedule.steps)
         bound = mechanism.clip_norm if mechanism.clip_norm is not None else 1.0
@@ -215,30 +223,52 @@ class OneRunWhiteBoxAudit:
         from attacks.canary_bounds import gaussian_one_run_epsilon, one_run_group_best
 
         scores, included = self.signals(release)
+        recorded = getattr(release, "gradient_canary_record", None)
+        m = len(scores)
         thr = one_run_group_best(scores, included, delta, 1, confidence)
         gauss = gaussian_one_run_epsilon(scores, included, delta, confidence)
         sched = {"sample_rate": release.schedule.sample_rate, "steps": release.schedule.steps}
+        if recorded is not None:
+            source = {
+                "source": "recorded in training",
+                "steps_recorded": int(recorded["steps"]),
+                "interference_sd": recorded["interference_sd"],
+                "cost": "none beyond the run: the canaries are records of the real training run",
+            }
+            how = (
+                f"{m} Dirac gradient canaries inserted into the real training run as records "
+                "(each present w.p. 1/2, Poisson-sampled like data); signal = sum of its "
+                "coordinate over the run's released noisy updates, read from the training loop"
+            )
+        else:
+            source = {
+                "source": "simulated from the mechanism",
+                "cost": "one simulated run of the mechanism beside the training (no canaries "
+                "were recorded in this run)",
+            }
+            how = (
+                f"{m} Dirac gradient canaries put through the release's own noise and sampling "
+                "schedule beside the run (not read from training), each present w.p. 1/2; "
+                "signal = sum of its coordinate over the steps"
+            )
         common = {
             "status": "ok",
             "reason": None,
             "confidence": confidence,
             "delta": delta,
-            "canaries": self.canaries,
+            "canaries": m,
             "n_in": int(included.sum()),
-            "n_out": int(self.canaries - included.sum()),
+            "n_out": int(m - included.sum()),
             "point_estimate": None,
             "sampling": sched,
-            "cost": "one training run (canary coordinates ride along in its updates)",
+            **source,
         }
         return [
             {
                 **common,
                 "name": "one-run white-box (thresholded)",
-                "description": (
-                    f"{self.canaries} Dirac gradient canaries in ONE run, each present w.p. 1/2; "
-                    "signal = sum of its coordinate over the released updates; one-run bound "
-                    "(Steinke et al. 2023), valid for any mechanism."
-                ),
+                "description": how + "; one-run bound (Steinke et al. 2023), valid for any "
+                "mechanism.",
                 "epsilon_lb": thr["epsilon"],
                 "ceiling": thr["ceiling"],
                 "method": "one-run (Steinke et al. 2023) on canary-aligned gradient sums",

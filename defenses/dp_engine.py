@@ -104,6 +104,8 @@ class DPSGDEngine:
         self.loss_fn = loss_fn or per_sample_token_loss
         self.params = [p for p in model.parameters() if p.requires_grad]
         self.last_norms: Tensor | None = None
+        # white-box audit: Dirac canaries added to the clipped sums, read after the noise
+        self.canaries = None  # defenses.gradient_canaries.GradientCanaries
 
     # 1. norms + weighted sums ------------------------------------------------
     def clipped_sum(
@@ -153,6 +155,8 @@ class DPSGDEngine:
             self.last_norms = None
         else:
             sums, self.last_norms = self.clipped_sum(input_ids, attention_mask)
+        if self.canaries is not None:
+            self.canaries.inject(sums)
         std = self.noise_multiplier * self.max_grad_norm
         out = {}
         for p in self.params:  # one draw per parameter, in parameter order
@@ -162,6 +166,8 @@ class DPSGDEngine:
                 g.add_(noise.to(p.device), alpha=std)
                 del noise
             out[p] = g.div_(self.expected_batch_size)
+        if self.canaries is not None:
+            self.canaries.observe(out, self.expected_batch_size)
         return out
 
     def step(self, optimizer, input_ids, attention_mask=None, generator=None) -> None:
@@ -384,6 +390,7 @@ def fit_lm_dp(
         norms=params.get("norms", "phantom"),
         clipping=params.get("clipping", "clip"),
     )
+    engine.canaries = gradient_canaries_for(training, engine.params, clip, q, seed, engine.clipping)
     torch.manual_seed(seed)
     info = train_lm_private(
         engine,
@@ -445,7 +452,30 @@ def fit_lm_dp(
         SamplingSchedule(q, steps),
         label_names=list(getattr(target, "label_names", [])),
     )
+    attach_canary_record(release, info, engine.canaries)
     return release, info
+
+
+def gradient_canaries_for(training, params, clip: float, q: float, seed: int, clipping="clip"):
+    """The run's white-box Dirac canaries when ``training.gradient_canaries`` asks for
+    them (the ``[epsilon] white_box_canaries`` audit), else ``None``."""
+    m = int(getattr(training, "gradient_canaries", 0) or 0)
+    if m <= 0:
+        return None
+    from defenses.gradient_canaries import GradientCanaries
+
+    return GradientCanaries(
+        params, m, clip, q, seed, clip_weight=lambda n: clip_weights(n, clip, clipping)
+    )
+
+
+def attach_canary_record(release, info: dict[str, Any], canaries) -> None:
+    """Hand the recorded canary signals to the release (for the one-run white-box audit);
+    ``info`` says how many rode along."""
+    if canaries is None:
+        return
+    release.gradient_canary_record = canaries.record()
+    info["white_box_canaries"] = canaries.m
 
 
 def fit_lm_opacus(target, train, training, seed: int, params: dict[str, Any]):
@@ -478,6 +508,7 @@ def fit_lm_opacus(target, train, training, seed: int, params: dict[str, Any]):
     )
     sampler = torch.Generator().manual_seed(seed)
     noise = torch.Generator().manual_seed(seed + 1)
+    canaries = gradient_canaries_for(training, trainable, clip, q, seed)
     start = time.perf_counter()
     from tqdm.auto import tqdm
 
@@ -502,15 +533,19 @@ def fit_lm_opacus(target, train, training, seed: int, params: dict[str, Any]):
                 dim=0
             )
             w = clip_weights(norms, clip)
+            sums = {p: torch.einsum("b,b...->...", w, p.grad_sample) for p in trainable}
             for p in trainable:
-                s = torch.einsum("b,b...->...", w, p.grad_sample)
-                p.grad = (s + sigma * clip * torch.randn(p.shape, generator=noise).to(dev)) / (
-                    q * n
-                )
                 p.grad_sample = None
         else:
-            for p in trainable:
-                p.grad = sigma * clip * torch.randn(p.shape, generator=noise).to(dev) / (q * n)
+            sums = {p: torch.zeros_like(p) for p in trainable}
+        if canaries is not None:
+            canaries.inject(sums)
+        for p in trainable:
+            p.grad = (sums[p] + sigma * clip * torch.randn(p.shape, generator=noise).to(dev)) / (
+                q * n
+            )
+        if canaries is not None:
+            canaries.observe({p: p.grad for p in trainable}, q * n)
         opt.step()
     gsm.remove_hooks() if hasattr(gsm, "remove_hooks") else None
     model = gsm._module
@@ -558,6 +593,7 @@ def fit_lm_opacus(target, train, training, seed: int, params: dict[str, Any]):
         SamplingSchedule(q, steps),
         label_names=list(getattr(target, "label_names", [])),
     )
+    attach_canary_record(release, info, canaries)
     return release, info
 
 

@@ -448,6 +448,8 @@ def _audit_row(audit: dict, run_status: Any, eps: float | None) -> dict:
     method = [_text(audit.get("method"), "")] if audit.get("method") else []
     if audit.get("delta") is not None:
         method.append(f"δ = {small(audit.get('delta'))}")
+    if audit.get("source"):  # white-box canaries: recorded in the run, or simulated beside it
+        method.append(f"signals {_text(audit.get('source'), '')}")
     return {
         "kind": "audit",
         "name": _text(audit.get("name"), "unnamed audit"),

@@ -223,6 +223,8 @@ def test_epsilon_aggregate_only_overrides_the_config(tmp_path, cli, secrets_of):
     res = json.loads((out / "results.json").read_text(encoding="utf-8"))
     assert res["aggregate_only"] is True and res["config"]["report"]["aggregate_only"] is True
     assert res["runs"][0]["epsilon_audit"]["audits"]  # the ε audits ran
+    (ic,) = [a for a in res["runs"][0]["epsilon_audit"]["audits"] if a["name"].startswith("input")]
+    assert ic["status"] == "ok" and "examples" not in ic  # no per-canary inclusion bits
     # the canaries inserted into training are training text too
     cfg = load_config(str(config))
     data = load_audit_data(cfg.data, cfg.seed, train=True)

@@ -50,6 +50,9 @@ def test_builtin_trainers_insert_designed_canaries_and_report_every_audit():
     thr, gauss = dp["one-run white-box (thresholded)"], dp["one-run Gaussian (asymptotic)"]
     claimed = runs["dp-sgd"]["claim"]["epsilon"]
     assert 0 < thr["epsilon_lb"] <= thr["ceiling"] and thr["epsilon_lb"] < claimed
+    # read out of the real Opacus run (the canaries were records of it), not simulated
+    assert thr["source"] == gauss["source"] == "recorded in training"
+    assert runs["dp-sgd"]["training"]["white_box_canaries"] == 400
     # Gaussian: shown with its assumption, never evidence; here its regime diagnostics
     # hold, and it stays below the accountant's ε
     assert gauss["asymptotic"] and gauss["exceeds_claim"] is False
@@ -69,6 +72,7 @@ def test_builtin_trainers_insert_designed_canaries_and_report_every_audit():
         "black-box: loss / log-probabilities",
         "simulated runs of the mechanism",
         "one training run",
+        "signals recorded in training",
     ):
         assert needle in page, needle
 

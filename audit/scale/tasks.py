@@ -17,6 +17,7 @@ pseudonymisation happens later, in the driver, under one per-invocation salt.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import hashlib
 import json
 import time
@@ -190,7 +191,11 @@ def audit_trial(payload: dict[str, Any], deps: list[dict]) -> dict[str, Any]:
                 canaries.reference = target.build(payload["seed"])[0]
     train_set = with_canaries(data.members, canaries) if canaries is not None else data.members
     start = time.perf_counter()
-    release, report = defense.fit(target, train_set, _training(cfg, dcfg), payload["seed"])
+    training = _training(cfg, dcfg)
+    if payload["epsilon"] and eps_settings.white_box_canaries:
+        # DP-SGD trainers carry Dirac gradient canaries in their real updates (one-run audit)
+        training = dataclasses.replace(training, gradient_canaries=eps_settings.white_box_canaries)
+    release, report = defense.fit(target, train_set, training, payload["seed"])
     info = {**report.info, "wall_seconds": time.perf_counter() - start}
     if payload.get("sweep_seed") is not None:
         info["training_seed"] = payload["seed"]

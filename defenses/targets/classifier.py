@@ -30,6 +30,8 @@ class TrainingConfig:
     max_length: int = 64
     device: str = "cpu"
     progress: bool = True
+    # white-box one-run audit: Dirac gradient canaries inserted by DP-SGD trainers (0 = none)
+    gradient_canaries: int = 0
 
 
 def resolve_device(name: str) -> torch.device:

@@ -1,0 +1,159 @@
+"""Dirac gradient canaries that ride inside a real DP-SGD training run.
+
+The white-box one-run audit (Steinke, Nasr & Jagielski 2023, §6; Agrawal et al. 2026,
+*Let's Ask Gauss*) needs, for each of m canaries, the *canary-aligned signal*: the sum
+over the T released (noisy) updates of the canary's direction. Here the canaries are
+records of the training set, not a simulation beside it:
+
+- each canary owns one coordinate j of the flattened trainable parameters. The m
+  coordinates are the ones with the smallest |real clipped gradient sum| at the first
+  step, among a seeded random pool of max(100·m, 10⁶) coordinates (ties broken at
+  random). Coordinates the data barely moves (a key bias, a position never reached)
+  keep the canary's signal clean. The choice is made before any canary enters and
+  does not look at the inclusion bits, so the one-run bound stays valid;
+- each canary is *present* with probability ½ (its secret inclusion bit);
+- at every step, each present canary is Poisson-sampled with the run's rate q, exactly
+  like a training record, and then contributes a gradient C·e_j of norm C (the clip
+  norm, so clipping keeps it whole; a clipping rule that rescales every example rescales
+  it too) to the clipped sum, before the mechanism's noise is added;
+- after the noise, the released value at j (in units of C, before the division by the
+  expected batch size) is added to the canary's signal.
+
+The released update at j also holds the real examples' clipped gradients there
+(``interference``). The bound stays valid, since any score computed from the release is
+allowed, but the interference costs power. It is recorded as a diagnostic, never used
+as a score. The privacy claim covers every record, canaries included: each one is one
+more row of the Poisson-sampled dataset (the accountant's ε does not depend on n).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+
+class GradientCanaries:
+    """``m`` Dirac gradient canaries for the trainable ``params`` of one run.
+
+    ``clip_weight(norm)`` is the clipping rule's per-example weight for a gradient of
+    the given norm (``1`` for plain clipping at the clip norm); the canary's contribution
+    is ``clip_weight(C)·C``."""
+
+    def __init__(
+        self,
+        params: list[torch.nn.Parameter],
+        m: int,
+        clip_norm: float,
+        sample_rate: float,
+        seed: int = 0,
+        clip_weight=None,
+    ) -> None:
+        if m < 2:
+            raise ValueError(f"gradient canaries must be at least 2, got {m}")
+        if not (0 < sample_rate <= 1):
+            raise ValueError(f"sample rate must be in (0, 1], got {sample_rate!r}")
+        sizes = [p.numel() for p in params]
+        total = sum(sizes)
+        if total < m:
+            raise ValueError(f"{m} gradient canaries need {m} coordinates; the model has {total}")
+        self.params = list(params)
+        self.m = int(m)
+        self.clip_norm = float(clip_norm)
+        self.sample_rate = float(sample_rate)
+        gen = torch.Generator().manual_seed(int(seed) * 7919 + 0x5CA)
+        self.included = torch.randint(0, 2, (m,), generator=gen).bool()
+        self._sampler = torch.Generator().manual_seed(int(seed) * 7919 + 0x5CB)
+        self._pick = torch.Generator().manual_seed(int(seed) * 7919 + 0x5CC)
+        self._sizes = sizes
+        self._total = total
+        self._slots: list[tuple[int, torch.Tensor, torch.Tensor]] | None = None
+        norm = torch.tensor([self.clip_norm], dtype=torch.float64)
+        weight = float(clip_weight(norm)[0]) if clip_weight is not None else 1.0
+        self.contribution = weight * self.clip_norm  # Σ_i w_i g_i at j, per present canary
+        self.signal = np.zeros(m)
+        self.interference = np.zeros(m)
+        self.appearances = np.zeros(m, dtype=np.int64)
+        self.steps = 0
+        self._pending: torch.Tensor | None = None
+
+    def _select(self, sums: dict) -> None:
+        """Choose the m coordinates from the first step's real clipped sums (see module)."""
+        pool_size = min(self._total, max(100 * self.m, 1_000_000))
+        pool = torch.empty(0, dtype=torch.int64)
+        while pool.numel() < pool_size:  # distinct, without a permutation of the model
+            draw = torch.randint(0, self._total, (2 * pool_size,), generator=self._pick)
+            pool = torch.unique(torch.cat([pool, draw]))
+        pool = pool[torch.randperm(pool.numel(), generator=self._pick)[:pool_size]]
+        bounds = torch.tensor(np.cumsum([0, *self._sizes]), dtype=torch.int64)
+        owner = torch.searchsorted(bounds, pool, right=True) - 1
+        mag = torch.empty(pool.numel(), dtype=torch.float64)
+        for k, p in enumerate(self.params):
+            sel = torch.nonzero(owner == k).flatten()
+            if sel.numel():
+                flat = sums[p].detach().reshape(-1)
+                local = (pool[sel] - bounds[k]).to(flat.device)
+                mag[sel] = flat[local].abs().to("cpu", torch.float64)
+        tie = torch.rand(pool.numel(), generator=self._pick, dtype=torch.float64)
+        order = np.lexsort((tie.numpy(), mag.numpy()))[: self.m]  # smallest |g|, random ties
+        coords = pool[torch.as_tensor(order)]
+        owner = owner[torch.as_tensor(order)]
+        self.selected_magnitude = float(mag[torch.as_tensor(order)].max()) / self.clip_norm
+        self._slots = []
+        for k in range(len(self.params)):
+            ids = torch.nonzero(owner == k).flatten()
+            if ids.numel():
+                self._slots.append((k, coords[ids] - bounds[k], ids))
+
+    def inject(self, sums: dict) -> None:
+        """Add this step's sampled present canaries to the clipped sums ``{param: tensor}``
+        (in place, before the noise)."""
+        if self._pending is not None:
+            raise RuntimeError("inject() called twice without observe()")
+        if self._slots is None:
+            self._select(sums)
+        sampled = (torch.rand(self.m, generator=self._sampler) < self.sample_rate) & self.included
+        self._pending = sampled
+        self.appearances += sampled.numpy()
+        for k, local, ids in self._slots:
+            p = self.params[k]
+            t = sums[p]
+            if not t.is_contiguous():
+                sums[p] = t = t.contiguous()
+            flat = t.view(-1)
+            idx = local.to(flat.device)
+            self.interference[ids.numpy()] += (
+                flat[idx].detach().to("cpu", torch.float64).numpy() / self.clip_norm
+            )
+            add = sampled[ids].to(flat.dtype).to(flat.device) * self.contribution
+            flat.index_add_(0, idx, add)
+
+    def observe(self, released: dict, scale: float = 1.0) -> None:
+        """Read the released (noisy) update at each canary's coordinate; ``scale`` undoes a
+        division already applied (the expected batch size)."""
+        if self._pending is None:
+            raise RuntimeError("observe() called without inject()")
+        for k, local, ids in self._slots:
+            flat = released[self.params[k]].detach().reshape(-1)
+            vals = flat[local.to(flat.device)].to("cpu", torch.float64).numpy()
+            self.signal[ids.numpy()] += vals * scale / self.clip_norm
+        self.steps += 1
+        self._pending = None
+
+    def record(self) -> dict[str, Any]:
+        """What the release carries: signals, secret inclusion bits and diagnostics."""
+        absent = ~self.included.numpy()
+        return {
+            "signals": self.signal.copy(),
+            "included": self.included.numpy().astype(np.int64),
+            "steps": self.steps,
+            "sample_rate": self.sample_rate,
+            "contribution": self.contribution / self.clip_norm,
+            "mean_appearances_present": float(self.appearances[~absent].mean())
+            if (~absent).any()
+            else 0.0,
+            "interference_sd": float(np.std(self.interference)),
+            # the largest |first-step real gradient sum| / C among the chosen coordinates
+            "selected_first_step_magnitude": getattr(self, "selected_magnitude", None),
+        }
