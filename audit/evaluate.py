@@ -113,7 +113,7 @@ def epsilon_settings(cfg: AuditConfig):
         canaries=cfg.epsilon.get("canaries", 200),
         canary_kind=cfg.epsilon.get("canary_kind", "random-token"),
         canary_repeat=cfg.epsilon.get("canary_repeat", 1),
-        canary_reference=cfg.epsilon.get("canary_reference", True),
+        canary_reference=cfg.epsilon.get("canary_reference", False),
         white_box_canaries=cfg.epsilon.get("white_box_canaries", 1000),
         delta=float(cfg.metrics["delta"]),
         confidence=float(cfg.metrics["confidence"]),

@@ -41,6 +41,7 @@ def test_builtin_trainers_insert_designed_canaries_and_report_every_audit():
         audits = {a["name"]: a for a in run["epsilon_audit"]["audits"]}
         ic = audits["input-canaries (one-run)"]
         assert ic["status"] == "ok" and ic["design"] == "new-token" and ic["repeat"] == 2
+        assert ic["score"] == "raw"  # [epsilon] canary_reference is off by default
         assert 0 <= ic["epsilon_lb"] <= ic["ceiling"]
         lo, hi = ic["tpr_at_1pct_fpr_ci"]
         assert lo <= ic["tpr_at_1pct_fpr"] <= hi
@@ -118,9 +119,11 @@ def test_new_token_canaries_on_a_users_base_lm(tmp_path):
     raw["target"] = {"model_dir": str(tmp_path), "max_length": 40}
     raw["defenses"] = [{"name": "none"}]
     raw["epsilon"]["white_box_canaries"] = 0
+    raw["epsilon"]["canary_reference"] = True  # scores calibrated by the model before training
     run = run_audit(parse_config(raw), progress=False)["runs"][0]
     (ic,) = [a for a in run["epsilon_audit"]["audits"] if a["name"].startswith("input-canaries")]
     assert ic["status"] == "ok" and ic["design"] == "new-token"
+    assert ic["score"] == "calibrated" and "before training" in ic["threat_model"]
     assert ic["epsilon_lb"] > 0.5 and ic["tpr_at_1pct_fpr"] >= 0.5
 
 

@@ -21,6 +21,7 @@ This is not registered in ``privacy-audit bench`` (which measures time, not powe
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import time
@@ -108,7 +109,9 @@ def run_defense(
     train = with_canaries(data.members, union)
     target = CanaryTarget(target, union.new_tokens, new_token_init)
     t0 = time.perf_counter()
-    release, report = defense.fit(target, train, _training(cfg, dcfg), seed)
+    # the white-box one-run canaries are recorded in this very run (defenses/gradient_canaries.py)
+    training = dataclasses.replace(_training(cfg, dcfg), gradient_canaries=1000)
+    release, report = defense.fit(target, train, training, seed)
     train_s = time.perf_counter() - t0
     log(f"  trained {dcfg.label} on {len(train)} sequences in {train_s:.0f}s")
     delta = float(dcfg.params.get("delta", cfg.metrics["delta"]))
@@ -165,7 +168,17 @@ def run_defense(
         from attacks.gradient_canary import OneRunWhiteBoxAudit
 
         for a in OneRunWhiteBoxAudit(canaries=1000, seed=seed).run(release, delta):
-            keep = ("name", "epsilon_lb", "ceiling", "n_in", "n_out", "mu_hat", "mu_lo", "regime")
+            keep = (
+                "name",
+                "source",
+                "epsilon_lb",
+                "ceiling",
+                "n_in",
+                "n_out",
+                "mu_hat",
+                "mu_lo",
+                "regime",
+            )
             white_box.append({k: a[k] for k in keep if k in a})
             log(f"    {a['name']:<34} eps_lb {a['epsilon_lb']:.3f} (ceiling {a['ceiling']})")
     claim = release.claim

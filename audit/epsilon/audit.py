@@ -40,7 +40,7 @@ class EpsilonAuditSettings:
     canary_kind: str = "random-token"
     canary_repeat: int = 1  # each included canary inserted this many times (group size)
     # LM designs: calibrate each canary's score by the model before training
-    canary_reference: bool = True
+    canary_reference: bool = False
     # white-box one-run audit: Dirac canaries in the run's released updates (0 = off)
     white_box_canaries: int = 1000
     delta: float = 1e-5
