@@ -30,7 +30,7 @@ def test_calibrated_score_known_answer():
         calibrated_scores([1.0, np.nan], [1.0, 2.0])
 
 
-def _canary_model(n=12, seed=0, init="mean"):
+def _canary_model(n=12, seed=0, init="random"):
     model, tok = build_lm_target("tiny-gpt2-word", seed=0)
     cs = make_lm_canaries(n, "new-token", tok, texts=TEXTS, seed=1, secret_tokens=3)
     return (*extend_builtin(model, tok, cs.new_tokens, seed, init), cs)
@@ -48,8 +48,8 @@ def test_new_token_rows_are_set_by_design_not_by_the_global_rng():
     assert not torch.equal(wa[-n_new:], wc[-n_new:])
     assert torch.equal(wa[:-n_new], wc[:-n_new])  # old rows untouched
     assert 0.015 < float(wa[-n_new:].std()) < 0.025  # GPT-2's embedding init, N(0, 0.02²)
-    # default: every new row is the old rows' mean (Hugging Face's mean resizing, noiseless)
-    m, _, _ = _canary_model(seed=3)
+    # "mean": every new row is the old rows' mean (Hugging Face's mean resizing, noiseless)
+    m, _, _ = _canary_model(seed=3, init="mean")
     w = m.get_input_embeddings().weight.detach()
     torch.testing.assert_close(w[-n_new:], w[:-n_new].double().mean(0).float().expand(n_new, -1))
     assert torch.equal(w[:-n_new], wa[:-n_new])
@@ -79,3 +79,38 @@ def test_reference_scores_read_the_release_path_and_calibrate_the_audit():
     raw = input_canary_audit(release, cs, EpsilonAuditSettings(), None)
     assert raw["score"] == "raw"
     np.testing.assert_allclose(raw["examples"]["scores"], after, atol=1e-12)
+
+
+def test_contrast_score_known_answer():
+    """log p(secret token) − mean log p(new tokens), same context, averaged over the secret."""
+    from audit.epsilon.lm_canaries import TokenView, contrast_secret_scores, secret_span
+
+    model, tok, cs = _canary_model(n=6)
+    view = TokenView(tok)
+    new_ids = [view.ids(t)[0] for t in cs.new_tokens]
+    a, b = 1e-4, 5e-3  # every new token gets a, the next secret token b (canary 0: 2b)
+
+    class Fake:
+        tokenizer = tok
+
+        def probabilities(self, texts):
+            out = np.full((len(texts), tok.vocab_size), 1e-6)
+            for r, t in enumerate(texts):
+                out[r, new_ids] = a
+                for i, full in enumerate(cs.examples.texts):
+                    ids = view.ids(full)
+                    lo, hi = secret_span(view, cs.prefixes[i], full)
+                    for k in range(lo, hi):
+                        if view.text(ids[:k]) == t:
+                            out[r, ids[k]] = 2 * b if i == 0 else b
+            return out
+
+    n = len(new_ids)
+    got = contrast_secret_scores(Fake(), cs, chunk=4)
+    for i in range(len(cs.included)):
+        p = 2 * b if i == 0 else b
+        want = np.log(p) - ((n - 1) * np.log(a) + np.log(p)) / n
+        assert got[i] == pytest.approx(want, rel=1e-9)
+    cs.new_tokens = ()
+    with pytest.raises(ValueError, match="new-token"):
+        contrast_secret_scores(Fake(), cs)

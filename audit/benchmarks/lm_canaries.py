@@ -70,7 +70,7 @@ def run_defense(
     seed,
     log,
     dump=None,
-    new_token_init="mean",
+    new_token_init="random",
 ) -> dict:
     from attacks.canary_bounds import one_run_group_best, tpr_at_1pct_fpr
     from attacks.metrics import auc
@@ -190,6 +190,12 @@ def run_defense(
         "train_sequences": len(train),
         "train_seconds": train_s,
         "noise_multiplier": report.info.get("noise_multiplier"),
+        # utility of this training choice: perplexity on the held-out test texts
+        "test_perplexity": (
+            float(release.perplexity(list(data.test.texts)))
+            if hasattr(release, "perplexity")
+            else None
+        ),
         "designs": rows,
         "designs_calibrated": calibrated,
         "designs_contrast": contrast,
@@ -263,10 +269,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--learning-rate", type=float, help="override [train] learning_rate")
     p.add_argument(
         "--new-token-init",
-        default="mean",
-        choices=("mean", "random"),
-        help="new-token rows at init: the mean of the existing rows (default, as Hugging "
-        "Face's resize_token_embeddings) or a seeded N(0, 0.02²) draw",
+        default="random",
+        choices=("random", "mean"),
+        help="new-token rows at init: a seeded N(0, 0.02²) draw (default, the suite's) or "
+        "the mean of the existing rows (Hugging Face's resize_token_embeddings default)",
     )
     p.add_argument("--out", default="lm-canaries.json")
     p.add_argument(

@@ -266,19 +266,19 @@ def make_lm_canaries(
 # --------------------------------------------------------------------------- #
 # new-token canaries in the built-in trainers
 # --------------------------------------------------------------------------- #
-NEW_TOKEN_INITS = ("mean", "random")
+NEW_TOKEN_INITS = ("random", "mean")
 
 
-def _init_new_rows(model, n_new: int, seed: int, init: str = "mean") -> None:
+def _init_new_rows(model, n_new: int, seed: int, init: str = "random") -> None:
     """Set the ``n_new`` last rows of the input embedding (and of an untied head).
 
+    - ``random`` (default): N(0, initializer_range²), GPT-2's own embedding init, from a
+      generator seeded by ``seed``;
     - ``mean``: every new row is the mean of the existing rows, which is what Hugging
       Face's ``resize_token_embeddings`` does by default (``mean_resizing=True``: the mean
       plus noise of covariance 1e-9 × the rows' covariance), without that noise. All new
-      tokens then start identical, so a canary's score varies only through what training
-      did: no random initial row for the final hidden state to project on.
-    - ``random``: N(0, initializer_range²), GPT-2's own embedding init, from a generator
-      seeded by ``seed``.
+      tokens then start identical. On the bundled lm audit at ε = 8 it did not measurably
+      raise the black-box bound (docs/lm-canaries.md), so it is not the default.
 
     Never the global RNG (``resize_token_embeddings(mean_resizing=False)``), whose state
     after a cached build is not reproducible: the reference score (the model before
@@ -300,7 +300,7 @@ def _init_new_rows(model, n_new: int, seed: int, init: str = "mean") -> None:
             w[-n_new:] = rows.to(dtype=w.dtype, device=w.device)
 
 
-def extend_builtin(model, tokenizer, new_tokens, seed: int = 0, init: str = "mean"):
+def extend_builtin(model, tokenizer, new_tokens, seed: int = 0, init: str = "random"):
     """The suite's (model, tokenizer) with ``new_tokens`` appended to the vocabulary and
     the embedding (and untied head) resized; new rows are set by :func:`_init_new_rows`
     (``init``: the mean of the existing rows, or a draw seeded by ``seed``), so the model
@@ -329,7 +329,7 @@ def extend_builtin(model, tokenizer, new_tokens, seed: int = 0, init: str = "mea
 class CanaryTarget:
     """A target whose ``build`` also adds the canaries' new tokens (``new-token``)."""
 
-    def __init__(self, target, new_tokens, init: str = "mean"):
+    def __init__(self, target, new_tokens, init: str = "random"):
         self._t = target
         self.new_tokens = tuple(new_tokens)
         self.init = init
