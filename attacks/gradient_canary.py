@@ -303,6 +303,7 @@ class OneRunWhiteBoxAudit:
                 "regime": gauss["regime"],
                 "mu_hat": gauss["mu_hat"],
                 "mu_lo": gauss["mu_lo"],
+                "sampling_confidence": gauss["sampling_confidence"],
                 "method": "Gaussian one-run (Agrawal et al. 2026), noncentral-t bound on μ",
                 "exceeds_claim": False,  # asymptotic: never evidence against a claim
                 "exceeds_claim_asymptotic": claimed_epsilon is not None

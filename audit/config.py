@@ -137,7 +137,14 @@ SCHEMA: dict[str, dict[str, tuple]] = {
         "n_models": (int, 16, lambda x: x >= 2 and x % 2 == 0, "an even integer >= 2"),
         "attacks": (list, list(SHADOW_ATTACKS), None, ""),
         "population": (int, 200, lambda x: x >= 0, "an integer >= 0"),
-        "fixed_variance": (bool, False, None, ""),
+        # LiRA's σ: per example, one median σ (true), or "auto" = median below 64 shadow
+        # models, where Carlini et al. (2022, §VI-A) find per-example σ too noisy
+        "fixed_variance": (
+            (bool, str),
+            "auto",
+            lambda x: isinstance(x, bool) or x == "auto",
+            'true, false or "auto"',
+        ),
         "rmia_offline_a": (_NUM, 0.3, lambda x: 0 <= x <= 1, "a number in [0, 1]"),
         "rmia_gamma": (_NUM, 1.0, _positive, "a positive number"),
     },
@@ -161,7 +168,7 @@ TRAIN_OVERRIDES = ("epochs", "batch_size", "learning_rate", "weight_decay")
 
 def _type_name(t) -> str:
     if isinstance(t, tuple):
-        return "a number"
+        return "a number" if t == _NUM else " or ".join(_type_name(x) for x in t)
     return {
         str: "a string",
         int: "an integer",
@@ -174,7 +181,9 @@ def _type_name(t) -> str:
 
 def _check_value(path: str, value: Any, types, check, allowed: str) -> Any:
     # bool is an int subclass in Python; a TOML true is never a valid number here.
-    if isinstance(value, bool) and types is not bool:
+    if isinstance(value, bool) and not (
+        types is bool or (isinstance(types, tuple) and bool in types)
+    ):
         raise ConfigError(f"config key '{path}' must be {_type_name(types)}, got {value!r}")
     if not isinstance(value, types):
         raise ConfigError(f"config key '{path}' must be {_type_name(types)}, got {value!r}")

@@ -273,8 +273,7 @@ def train_private_ids(
 ) -> dict[str, Any]:
     """Poisson-sampled private training of ``engine.model`` on token tensors with AdamW
     (each row is one privacy unit); returns steps, seconds and the fraction clipped."""
-    from tqdm.auto import tqdm
-
+    from audit.integrations.progress import progress_bar
     from defenses.targets.lm import trim
 
     dev = device or ids.device
@@ -284,7 +283,10 @@ def train_private_ids(
     start = time.perf_counter()
     clipped = []
     n = len(ids)
-    for _ in tqdm(range(steps), desc=desc, disable=None if progress else True, leave=False):
+    # a terminal bar, or one line per epoch (1/q steps) in a CI log
+    epochs = max(1, round(steps * sample_rate))
+    bar = progress_bar(steps, desc, progress, epochs, leave=False)
+    for _ in range(steps):
         pick = torch.rand(n, generator=sampler) < sample_rate
         if pick.any():
             b_ids, b_mask = trim(ids[pick], mask[pick])
@@ -293,6 +295,8 @@ def train_private_ids(
                 clipped.append(float((engine.last_norms > engine.max_grad_norm).float().mean()))
         else:
             engine.step(opt, None, None, noise)
+        bar.update(1)
+    bar.close()
     return {
         "steps": steps,
         "seconds": time.perf_counter() - start,
@@ -510,14 +514,12 @@ def fit_lm_opacus(target, train, training, seed: int, params: dict[str, Any]):
     noise = torch.Generator().manual_seed(seed + 1)
     canaries = gradient_canaries_for(training, trainable, clip, q, seed)
     start = time.perf_counter()
-    from tqdm.auto import tqdm
+    from audit.integrations.progress import progress_bar
 
-    for _ in tqdm(
-        range(steps),
-        desc="train dp-sgd (lm, opacus)",
-        disable=None if training.progress else True,
-        leave=False,
-    ):
+    bar = progress_bar(
+        steps, "train dp-sgd (lm, opacus)", training.progress, training.epochs, leave=False
+    )
+    for _ in range(steps):
         pick = torch.rand(n, generator=sampler) < q
         opt.zero_grad(set_to_none=True)
         if pick.any():
@@ -547,6 +549,8 @@ def fit_lm_opacus(target, train, training, seed: int, params: dict[str, Any]):
         if canaries is not None:
             canaries.observe({p: p.grad for p in trainable}, q * n)
         opt.step()
+        bar.update(1)
+    bar.close()
     gsm.remove_hooks() if hasattr(gsm, "remove_hooks") else None
     model = gsm._module
     acc = account(sigma, q, steps, delta, accountant)

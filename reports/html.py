@@ -443,6 +443,12 @@ def _audit_row(audit: dict, run_status: Any, eps: float | None) -> dict:
     bound_detail = []
     if conf is not None:
         bound_detail.append(f"{100 * conf:g}% confidence")
+    sampling = as_float(audit.get("sampling_confidence"))
+    if sampling is not None and conf is not None and sampling > conf:
+        bound_detail.append(
+            f"μ bound at {100 * sampling:g}%: the rest of the error budget is held back for "
+            "the asymptotic approximation"
+        )
     if audit.get("point_estimate") is not None:
         bound_detail.append(f"point estimate, not a bound: {num(audit.get('point_estimate'))}")
     method = [_text(audit.get("method"), "")] if audit.get("method") else []

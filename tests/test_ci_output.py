@@ -51,3 +51,30 @@ def test_quiet_keeps_only_verdict_lines(tiny_run_dir, tiny_config_path, tmp_path
     lines = outcome.stdout.splitlines()
     assert len(lines) == 2 and all(line.startswith("VERDICT ") for line in lines), lines
     assert (out / "results.json").is_file() and (out / "report.html").is_file()
+
+
+def test_dp_lm_trainers_print_one_line_per_epoch(capsys):
+    """The DP-SGD LM loops (own engine, Opacus-style) report progress in a CI log too:
+    stderr is not a terminal under pytest, so each prints one line per epoch."""
+    from audit.config import parse_config
+    from audit.scale.tasks import _data, _target
+    from defenses import DEFENSES
+    from defenses.targets.classifier import TrainingConfig
+
+    cfg = parse_config(
+        {
+            "data": {"n_members": 16, "n_nonmembers": 16, "n_test": 8},
+            "target": {"preset": "tiny-gpt2-word", "max_length": 16},
+            "defenses": [{"name": "none"}],
+        }
+    )
+    data = _data(cfg)
+    training = TrainingConfig(epochs=2, batch_size=8, max_length=16, progress=True)
+    for name in ("phantom-dp-sgd", "dp-sgd"):
+        DEFENSES[name](epsilon=8.0, accountant="rdp").fit(
+            _target(cfg, data), data.members, training, 0
+        )
+        err = capsys.readouterr().err.splitlines()
+        lines = [line for line in err if re.search(r": epoch \d/2 \(\d+%\) elapsed .* ETA", line)]
+        assert len(lines) == 2, err
+        assert "\r" not in "\n".join(err) and "\x1b[" not in "\n".join(err)

@@ -184,3 +184,45 @@ def test_a_release_without_a_record_is_labelled_simulated():
     thr, gauss = OneRunWhiteBoxAudit(200).run(Release(), DELTA)
     assert thr["source"] == gauss["source"] == "simulated from the mechanism"
     assert "not read from training" in thr["description"]
+
+
+@pytest.mark.slow
+def test_dp_sgd_on_a_users_llama_records_canaries_and_keeps_the_claim(tmp_path):
+    """target.model_dir = a user's untied Llama saved to disk: `dp-sgd` (ε = 8) fine-tunes
+    it through the config path with 300 white-box canaries recorded in the run; the claim
+    is proven, the one-run audits read the recorded signals and stay within the claim,
+    and the ε audit's status is never a false "consistent" from an untestable audit."""
+    import fixtures
+    from audit.config import parse_config
+    from audit.runner import run_audit
+    from tests.own_models import build_causal_lm, word_tokenizer
+
+    texts = [r["text"].lower() for r in fixtures.load_corpus("private")[:200]]
+    hf = word_tokenizer(sorted({w for t in texts for w in t.split()}))
+    build_causal_lm("llama", len(hf), d=32).save_pretrained(str(tmp_path))
+    hf.save_pretrained(str(tmp_path))
+    raw = {
+        "seed": 0,
+        "data": {"n_members": 32, "n_nonmembers": 32, "n_test": 12},
+        "target": {"model_dir": str(tmp_path), "max_length": 32},
+        "train": {"epochs": 2, "batch_size": 8, "learning_rate": 3e-3},
+        "defenses": [{"name": "dp-sgd", "epsilon": 8.0, "accountant": "rdp"}],
+        "attacks": {"names": ["loss"]},
+        "metrics": {"bootstrap": 100},
+        "epsilon": {"enabled": True, "canaries": 0, "white_box_canaries": 300},
+    }
+    (run,) = run_audit(parse_config(raw), progress=False)["runs"]
+    claim = run["claim"]
+    assert claim["proven"] and 7.5 < claim["epsilon"] <= 8.0 * 1.01
+    assert run["training"]["white_box_canaries"] == 300
+    audits = {a["name"]: a for a in run["epsilon_audit"]["audits"]}
+    thr = audits["one-run white-box (thresholded)"]
+    assert thr["source"] == "recorded in training" and thr["canaries"] == 300
+    assert 0 <= thr["epsilon_lb"] < claim["epsilon"]
+    ea = run["epsilon_audit"]
+    assert ea["status"] in ("consistent", "untestable") and not ea["evidence"]
+    if ea["status"] == "consistent":  # some non-asymptotic audit could have caught it
+        assert any(
+            a["status"] == "ok" and not a.get("asymptotic") and a["ceiling"] > claim["epsilon"]
+            for a in audits.values()
+        )

@@ -74,6 +74,7 @@ def test_builtin_trainers_insert_designed_canaries_and_report_every_audit():
         "simulated runs of the mechanism",
         "one training run",
         "signals recorded in training",
+        "μ bound at 97.5%",
     ):
         assert needle in page, needle
 

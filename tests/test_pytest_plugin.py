@@ -248,6 +248,33 @@ def test_results_span_every_run(privacy_audit):
     assert strict and all(v.run == "private" for v in strict)
 
 
+def test_assert_within_fails_on_a_violated_claim_even_within_thresholds(privacy_audit):
+    """Loose thresholds that every metric meets, but the run's ε audit contradicts its
+    claim: the gate would fail, so the plugin's assertion (and marker) fails too."""
+    import copy
+
+    results = privacy_audit.score(*separable(shift=0.3), bootstrap=100, report=False)
+    loose = {"max_auc": 0.999, "max_epsilon_lb": 100.0}
+    results.assert_within(**loose)  # no claim: passes
+    raw = copy.deepcopy(results.raw)
+    run = raw["runs"][0]
+    run["claim"] = {"epsilon": 0.5, "delta": 1e-5, "unit": "example", "notion": "central-dp"}
+    run["epsilon_audit"] = {
+        "status": "violated",
+        "claimed_epsilon": 0.5,
+        "evidence": [
+            "gradient-canary: ε ≥ 2.1 (95% confidence, δ=1e-5) exceeds the claimed ε = 0.5"
+        ],
+        "audits": [],
+    }
+    violated = AuditResults(raw)
+    found, failures = violated.problems(**loose)
+    assert not found and [f.kind for f in failures] == ["claim-violated"]
+    with pytest.raises(AssertionError, match="VIOLATED") as info:
+        violated.assert_within(**loose)
+    assert "gradient-canary: ε ≥ 2.1" in str(info.value)
+
+
 def test_assert_within_rejects_bad_thresholds(privacy_audit):
     results = privacy_audit.score(*separable(), bootstrap=100, report=False)
     assert results.report_path is None and results.results_path is None

@@ -144,3 +144,15 @@ def test_lira_known_answer_on_the_fixture_target(tmp_path, cli):
     assert "lira-online" in html and "LiRA online" in html
     # 1 target + 16 shadow trainings + 1 scoring task, each kept in the run directory
     assert len(list((out / "run" / "tasks").glob("*.json"))) == 18
+
+
+def test_lira_variance_default_is_global_below_64_shadow_models():
+    """``[shadow] fixed_variance = "auto"`` (the default): one median σ below 64 shadow
+    models, per-example σ from 64 on; an explicit true/false is kept."""
+    from audit.config import parse_config
+    from audit.scale.plan import lira_fixed_variance
+
+    cfg = parse_config({"data": {"n_members": 10}, "defenses": [{"name": "none"}], "shadow": {}})
+    assert cfg.shadow["fixed_variance"] == "auto"
+    assert lira_fixed_variance("auto", 16) is True and lira_fixed_variance("auto", 64) is False
+    assert lira_fixed_variance(False, 4) is False and lira_fixed_variance(True, 128) is True

@@ -151,6 +151,21 @@ class AuditResults:
         limits = _thresholds("thresholds", max_auc, max_tpr_at_1pct_fpr, max_epsilon_lb)
         return check(self.raw, limits, strict=strict)
 
+    def problems(
+        self,
+        max_auc: float | None = None,
+        max_tpr_at_1pct_fpr: float | None = None,
+        max_epsilon_lb: float | None = None,
+        *,
+        strict: bool = False,
+    ) -> tuple[list[Violation], list]:
+        """``(violations, failures)`` exactly as ``privacy-audit gate`` finds them
+        (:func:`audit.integrations.gate.check_all`)."""
+        from audit.integrations.gate import check_all
+
+        limits = _thresholds("thresholds", max_auc, max_tpr_at_1pct_fpr, max_epsilon_lb)
+        return check_all(self.raw, limits, strict=strict, allow_empty=True)
+
     def assert_within(
         self,
         max_auc: float | None = None,
@@ -160,13 +175,21 @@ class AuditResults:
         strict: bool = False,
     ) -> None:
         """Raise ``AssertionError`` listing every exceeded threshold (point values; with
-        ``strict`` the upper end of each CI, as ``gate --strict``). An audit in which no
-        attack produced a result also fails: nothing was measured."""
-        found = self.violations(max_auc, max_tpr_at_1pct_fpr, max_epsilon_lb, strict=strict)
-        if found:
-            raise AssertionError(
-                _format_violations(self.raw.get("title", "audit"), found, self.report_path)
-            )
+        ``strict`` the upper end of each CI, as ``gate --strict``) and every failure the
+        gate never lets pass: a violated privacy claim, a requested metric not measured,
+        an inconclusive verdict under ``strict``. An audit in which no attack produced a
+        result also fails: nothing was measured."""
+        found, failures = self.problems(max_auc, max_tpr_at_1pct_fpr, max_epsilon_lb, strict=strict)
+        if found or failures:
+            title = self.raw.get("title", "audit")
+            text = _format_violations(title, found, None) if found else ""
+            if failures:
+                lines = [f"privacy gate failures in {title!r}: {len(failures)}"]
+                lines += [f"  - {f}" for f in failures]
+                text = "\n".join([t for t in (text, "\n".join(lines)) if t])
+            if self.report_path is not None:
+                text += f"\n  report: {self.report_path}"
+            raise AssertionError(text)
         if not self._ok_attacks():
             raise AssertionError(
                 f"no attack produced a result in {self.raw.get('title', 'audit')!r}: "

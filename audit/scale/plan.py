@@ -30,6 +30,12 @@ from audit.scale.executors import ExecutorSpec, RunDir, Task, make_executor, run
 _NOT_IN_TASKS = ("executor", "sweep", "shadow")  # never change what one task computes
 
 
+def lira_fixed_variance(setting, n_models: int) -> bool:
+    """``[shadow] fixed_variance``: ``"auto"`` uses one median σ below 64 shadow models,
+    where per-example σ from n/2 models per side is too noisy (Carlini et al. 2022)."""
+    return bool(n_models < 64) if setting == "auto" else bool(setting)
+
+
 def _task_config(cfg: AuditConfig) -> dict[str, Any]:
     return {k: v for k, v in cfg.raw.items() if k not in _NOT_IN_TASKS}
 
@@ -67,7 +73,9 @@ def plan(cfg: AuditConfig, epsilon: bool, data=None) -> Plan:
             "n_models": cfg.shadow["n_models"],
             "population": cfg.shadow["population"],
             "design_seed": cfg.seed,
-            "fixed_variance": cfg.shadow["fixed_variance"],
+            "fixed_variance": lira_fixed_variance(
+                cfg.shadow["fixed_variance"], cfg.shadow["n_models"]
+            ),
             "rmia_offline_a": float(cfg.shadow["rmia_offline_a"]),
             "rmia_gamma": float(cfg.shadow["rmia_gamma"]),
         }
