@@ -16,6 +16,7 @@ import warnings
 import torch
 
 from defenses.base import Defense, Examples, PrivacyClaim, TrainingReport
+from defenses.dp_engine import attach_canary_record, gradient_canaries_for
 from defenses.gradient_mechanism import GaussianGradientMechanism, SamplingSchedule
 from defenses.targets.classifier import ClassifierRelease, TrainingConfig, make_loader, train_loop
 
@@ -114,6 +115,7 @@ class DPSGD(Defense):
                 max_grad_norm=clip,
                 poisson_sampling=True,
             )
+            canaries = record_canaries(dp_optimizer, training, clip, sample_rate, seed)
             info = train_loop(gsm, dp_optimizer, dp_loader, training, desc="train dp-sgd")
             spent = float(engine.get_epsilon(delta))
         steps = len(engine.accountant.history) and sum(n for _, _, n in engine.accountant.history)
@@ -154,4 +156,26 @@ class DPSGD(Defense):
             gradient_mechanism=GaussianGradientMechanism(clip, sigma),
             schedule=SamplingSchedule(sample_rate, int(steps)),
         )
+        attach_canary_record(release, info, canaries)
         return release, TrainingReport(info)
+
+
+def record_canaries(dp_optimizer, training, clip: float, sample_rate: float, seed: int):
+    """White-box Dirac canaries (``training.gradient_canaries``) inside Opacus's own
+    DPOptimizer: added to ``p.summed_grad`` (the clipped sum) before its ``add_noise``,
+    read from ``p.grad`` (sum + noise) right after, before ``scale_grad`` divides it."""
+    canaries = gradient_canaries_for(training, dp_optimizer.params, clip, sample_rate, seed)
+    if canaries is None:
+        return None
+    add_noise = dp_optimizer.add_noise
+
+    def add_noise_with_canaries():
+        sums = {p: p.summed_grad for p in dp_optimizer.params}
+        canaries.inject(sums)
+        for p, t in sums.items():
+            p.summed_grad = t
+        add_noise()
+        canaries.observe({p: p.grad for p in dp_optimizer.params})
+
+    dp_optimizer.add_noise = add_noise_with_canaries
+    return canaries

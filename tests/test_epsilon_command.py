@@ -90,6 +90,11 @@ def test_opacus_dp_sgd_bound_is_positive_below_the_claim_and_raises_no_alarm(aud
     grad = _audit(dp, "gradient-canary")
     assert 0 < grad["epsilon_lb"] < claimed
     assert _audit(dp, "input-canaries")["epsilon_lb"] < claimed
+    # the one-run white-box canaries rode inside Opacus's own DPOptimizer (its add_noise)
+    thr = _audit(dp, "one-run white-box (thresholded)")
+    assert thr["source"] == "recorded in training" and 0 <= thr["epsilon_lb"] < claimed
+    assert thr["steps_recorded"] == thr["sampling"]["steps"]  # one reading per noisy step
+    assert dp["training"]["white_box_canaries"] == 1000
     assert audit["status"] == "consistent" and audit["evidence"] == []
     assert audit["tradeoff"] is not None and audit["tradeoff"]["violated"] is False
 
