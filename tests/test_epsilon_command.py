@@ -95,6 +95,12 @@ def test_opacus_dp_sgd_bound_is_positive_below_the_claim_and_raises_no_alarm(aud
     assert thr["source"] == "recorded in training" and 0 <= thr["epsilon_lb"] < claimed
     assert thr["steps_recorded"] == thr["sampling"]["steps"]  # one reading per noisy step
     assert dp["training"]["white_box_canaries"] == 1000
+    # the signals carry the run's noise: their separation is near the mechanism's own
+    # q·√T/σ (read before the noise, or without it, it would be far above)
+    gauss = _audit(dp, "one-run Gaussian (asymptotic)")
+    q, steps = thr["sampling"]["sample_rate"], thr["sampling"]["steps"]
+    expected = q * steps**0.5 / dp["training"]["noise_multiplier"]
+    assert 0.5 * expected < gauss["mu_hat"] < 1.5 * expected
     assert audit["status"] == "consistent" and audit["evidence"] == []
     assert audit["tradeoff"] is not None and audit["tradeoff"]["violated"] is False
 

@@ -156,6 +156,10 @@ def test_dpsgd_trainers_record_canaries_and_the_audit_reads_them(defense):
     assert thr["steps_recorded"] == release.schedule.steps
     assert 0.0 <= thr["epsilon_lb"] <= claimed and not thr["exceeds_claim"]
     assert math.isfinite(gauss["epsilon_lb"]) and gauss["asymptotic"]
+    # the signals carry the run's noise: separation near the mechanism's q·√T/σ
+    q, steps = release.schedule.sample_rate, release.schedule.steps
+    expected = q * steps**0.5 / report.info["noise_multiplier"]
+    assert 0.5 * expected < gauss["mu_hat"] < 1.5 * expected, (gauss["mu_hat"], expected)
 
     if defense == "phantom-dp-sgd":  # σ = 0 through the same engine: nothing hides them
         plain, _ = DEFENSES[defense](noise_multiplier=0.0, accountant="rdp").fit(
