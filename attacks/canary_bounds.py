@@ -281,8 +281,8 @@ def gaussian_one_run_epsilon(
         "confidence": confidence,
         "sampling_confidence": sampling,
         "assumption": "asymptotic: canary signals Gaussian with a common variance (CLT over "
-        f"many steps); {approximation_share:.0%} of the {1 - confidence:.0%} error budget held "
-        "back for the approximation",
+        f"many steps); {approximation_share:.3g} of the error budget α = {1 - confidence:.3g} "
+        "held back for the approximation",
     }
 
 

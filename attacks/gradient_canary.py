@@ -232,7 +232,6 @@ class OneRunWhiteBoxAudit:
             source = {
                 "source": "recorded in training",
                 "steps_recorded": int(recorded["steps"]),
-                "interference_sd": recorded["interference_sd"],
                 "cost": "none beyond the run: the canaries are records of the real training run",
             }
             how = (

@@ -434,7 +434,7 @@ def parse_config(
     top["device"] = resolve_device(top["device"])
     audit_dir, audit_opts = _audit_target(target)
     report["bench"] = resolve(report["bench"])
-    for key in ("canaries_dir", "model_dir"):
+    for key in ("canaries_dir", "model_dir", "reference_dir"):
         epsilon[key] = resolve(epsilon[key])
     kind = epsilon["canary_kind"]
     # a model_dir may be a causal LM (checked when it is loaded, before training)

@@ -394,7 +394,9 @@ def fit_lm_dp(
         norms=params.get("norms", "phantom"),
         clipping=params.get("clipping", "clip"),
     )
-    engine.canaries = gradient_canaries_for(training, engine.params, clip, q, seed, engine.clipping)
+    engine.canaries = gradient_canaries_for(
+        training, engine.params, clip, q, seed, engine.clipping, model=model
+    )
     torch.manual_seed(seed)
     info = train_lm_private(
         engine,
@@ -460,16 +462,32 @@ def fit_lm_dp(
     return release, info
 
 
-def gradient_canaries_for(training, params, clip: float, q: float, seed: int, clipping="clip"):
+def gradient_canaries_for(
+    training, params, clip: float, q: float, seed: int, clipping="clip", model=None, kind=None
+):
     """The run's white-box Dirac canaries when ``training.gradient_canaries`` asks for
-    them (the ``[epsilon] white_box_canaries`` audit), else ``None``."""
+    them (the ``[epsilon] white_box_canaries`` audit), else ``None``. With ``model`` (not
+    yet trained, not yet wrapped by Opacus) and its ``kind`` (``"causal-lm"`` or
+    ``"classifier"``) the coordinates come from a pilot gradient on random tokens."""
     m = int(getattr(training, "gradient_canaries", 0) or 0)
     if m <= 0:
         return None
-    from defenses.gradient_canaries import GradientCanaries
+    from defenses.gradient_canaries import GradientCanaries, pilot_gradient
+    from defenses.targets.lm import context_length
 
+    pilot = None
+    if model is not None:
+        vocab = model.get_input_embeddings().weight.shape[0]
+        length = min(int(training.max_length), context_length(model))
+        pilot = pilot_gradient(model, params, vocab, length, kind or "causal-lm", seed)
     return GradientCanaries(
-        params, m, clip, q, seed, clip_weight=lambda n: clip_weights(n, clip, clipping)
+        params,
+        m,
+        clip,
+        q,
+        seed,
+        clip_weight=lambda n: clip_weights(n, clip, clipping),
+        pilot=pilot,
     )
 
 
@@ -505,6 +523,10 @@ def fit_lm_opacus(target, train, training, seed: int, params: dict[str, Any]):
     dev, ids, mask = training_tensors(
         model, tokenizer, list(train.texts), training.max_length, training.device
     )
+    # canary coordinates from a pilot on the plain model, before Opacus wraps it
+    canaries = gradient_canaries_for(
+        training, [p for p in model.parameters() if p.requires_grad], clip, q, seed, model=model
+    )
     gsm = GradSampleModule(model)
     trainable = [p for p in gsm.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(
@@ -512,7 +534,6 @@ def fit_lm_opacus(target, train, training, seed: int, params: dict[str, Any]):
     )
     sampler = torch.Generator().manual_seed(seed)
     noise = torch.Generator().manual_seed(seed + 1)
-    canaries = gradient_canaries_for(training, trainable, clip, q, seed)
     start = time.perf_counter()
     from audit.integrations.progress import progress_bar
 

@@ -106,6 +106,16 @@ class DPSGD(Defense):
             optimizer = torch.optim.AdamW(
                 model.parameters(), lr=training.learning_rate, weight_decay=training.weight_decay
             )
+            # white-box canaries: coordinates from a pilot on the plain model (no data)
+            canaries = gradient_canaries_for(
+                training,
+                [p for p in model.parameters() if p.requires_grad],
+                clip,
+                sample_rate,
+                seed,
+                model=model,
+                kind="classifier",
+            )
             engine = PrivacyEngine(accountant=accountant)
             gsm, dp_optimizer, dp_loader = engine.make_private(
                 module=model,
@@ -115,7 +125,7 @@ class DPSGD(Defense):
                 max_grad_norm=clip,
                 poisson_sampling=True,
             )
-            canaries = record_canaries(dp_optimizer, training, clip, sample_rate, seed)
+            record_canaries(dp_optimizer, canaries)
             info = train_loop(gsm, dp_optimizer, dp_loader, training, desc="train dp-sgd")
             spent = float(engine.get_epsilon(delta))
         steps = len(engine.accountant.history) and sum(n for _, _, n in engine.accountant.history)
@@ -160,13 +170,12 @@ class DPSGD(Defense):
         return release, TrainingReport(info)
 
 
-def record_canaries(dp_optimizer, training, clip: float, sample_rate: float, seed: int):
-    """White-box Dirac canaries (``training.gradient_canaries``) inside Opacus's own
-    DPOptimizer: added to ``p.summed_grad`` (the clipped sum) before its ``add_noise``,
-    read from ``p.grad`` (sum + noise) right after, before ``scale_grad`` divides it."""
-    canaries = gradient_canaries_for(training, dp_optimizer.params, clip, sample_rate, seed)
+def record_canaries(dp_optimizer, canaries) -> None:
+    """Put white-box Dirac ``canaries`` inside Opacus's own DPOptimizer: added to
+    ``p.summed_grad`` (the clipped sum) before its ``add_noise``, read from ``p.grad``
+    (sum + noise) right after, before ``scale_grad`` divides it."""
     if canaries is None:
-        return None
+        return
     add_noise = dp_optimizer.add_noise
 
     def add_noise_with_canaries():
@@ -178,4 +187,3 @@ def record_canaries(dp_optimizer, training, clip: float, sample_rate: float, see
         canaries.observe({p: p.grad for p in dp_optimizer.params})
 
     dp_optimizer.add_noise = add_noise_with_canaries
-    return canaries

@@ -5,12 +5,15 @@ The white-box one-run audit (Steinke, Nasr & Jagielski 2023, §6; Agrawal et al.
 over the T released (noisy) updates of the canary's direction. Here the canaries are
 records of the training set, not a simulation beside it:
 
-- each canary owns one coordinate j of the flattened trainable parameters. The m
-  coordinates are the ones with the smallest |real clipped gradient sum| at the first
-  step, among a seeded random pool of max(100·m, 10⁶) coordinates (ties broken at
-  random). Coordinates the data barely moves (a key bias, a position never reached)
-  keep the canary's signal clean. The choice is made before any canary enters and
-  does not look at the inclusion bits, so the one-run bound stays valid;
+- each canary owns one coordinate j of the flattened trainable parameters. With a
+  ``pilot`` (:func:`pilot_gradient`: the gradient of the *initial* model on uniformly
+  random token sequences, which looks at no training data) the m coordinates are those
+  with the smallest |pilot| among a seeded random pool of max(100·m, 10⁶) coordinates,
+  ties at random; without one they are a random m of the pool. Coordinates no input can
+  move (a key bias: softmax ignores a shift shared by every key; a position past the
+  training length) keep the canary's signal clean. The choice depends on neither the
+  training data nor the inclusion bits, so it reveals nothing outside the accountant
+  and the one-run bound stays valid;
 - each canary is *present* with probability ½ (its secret inclusion bit);
 - at every step, each present canary is Poisson-sampled with the run's rate q, exactly
   like a training record, and then contributes a gradient C·e_j of norm C (the clip
@@ -21,8 +24,9 @@ records of the training set, not a simulation beside it:
 
 The released update at j also holds the real examples' clipped gradients there
 (``interference``). The bound stays valid, since any score computed from the release is
-allowed, but the interference costs power. It is recorded as a diagnostic, never used
-as a score. The privacy claim covers every record, canaries included: each one is one
+allowed, but the interference costs power. Its spread is kept in :meth:`record` for tests and
+benchmarks only: it is an un-noised statistic of the training data, so no audit record,
+report or results file shows it. The privacy claim covers every record, canaries included: each one is one
 more row of the Poisson-sampled dataset (the accountant's ε does not depend on n).
 """
 
@@ -49,6 +53,7 @@ class GradientCanaries:
         sample_rate: float,
         seed: int = 0,
         clip_weight=None,
+        pilot: dict | None = None,
     ) -> None:
         if m < 2:
             raise ValueError(f"gradient canaries must be at least 2, got {m}")
@@ -68,7 +73,7 @@ class GradientCanaries:
         self._pick = torch.Generator().manual_seed(int(seed) * 7919 + 0x5CC)
         self._sizes = sizes
         self._total = total
-        self._slots: list[tuple[int, torch.Tensor, torch.Tensor]] | None = None
+        self._slots: list[tuple[int, torch.Tensor, torch.Tensor]] = []
         norm = torch.tensor([self.clip_norm], dtype=torch.float64)
         weight = float(clip_weight(norm)[0]) if clip_weight is not None else 1.0
         self.contribution = weight * self.clip_norm  # Σ_i w_i g_i at j, per present canary
@@ -77,9 +82,12 @@ class GradientCanaries:
         self.appearances = np.zeros(m, dtype=np.int64)
         self.steps = 0
         self._pending: torch.Tensor | None = None
+        self.selected_magnitude: float | None = None
+        self._select(pilot)
 
-    def _select(self, sums: dict) -> None:
-        """Choose the m coordinates from the first step's real clipped sums (see module)."""
+    def _select(self, pilot: dict | None) -> None:
+        """Choose the m coordinates (see the module docstring); ``pilot`` holds no
+        training data."""
         pool_size = min(self._total, max(100 * self.m, 1_000_000))
         pool = torch.empty(0, dtype=torch.int64)
         while pool.numel() < pool_size:  # distinct, without a permutation of the model
@@ -88,19 +96,19 @@ class GradientCanaries:
         pool = pool[torch.randperm(pool.numel(), generator=self._pick)[:pool_size]]
         bounds = torch.tensor(np.cumsum([0, *self._sizes]), dtype=torch.int64)
         owner = torch.searchsorted(bounds, pool, right=True) - 1
-        mag = torch.empty(pool.numel(), dtype=torch.float64)
+        mag = torch.zeros(pool.numel(), dtype=torch.float64)
         for k, p in enumerate(self.params):
             sel = torch.nonzero(owner == k).flatten()
-            if sel.numel():
-                flat = sums[p].detach().reshape(-1)
+            if sel.numel() and pilot is not None and pilot.get(p) is not None:
+                flat = pilot[p].detach().reshape(-1)
                 local = (pool[sel] - bounds[k]).to(flat.device)
                 mag[sel] = flat[local].abs().to("cpu", torch.float64)
         tie = torch.rand(pool.numel(), generator=self._pick, dtype=torch.float64)
         order = np.lexsort((tie.numpy(), mag.numpy()))[: self.m]  # smallest |g|, random ties
         coords = pool[torch.as_tensor(order)]
         owner = owner[torch.as_tensor(order)]
-        self.selected_magnitude = float(mag[torch.as_tensor(order)].max()) / self.clip_norm
-        self._slots = []
+        if pilot is not None:
+            self.selected_magnitude = float(mag[torch.as_tensor(order)].max())
         for k in range(len(self.params)):
             ids = torch.nonzero(owner == k).flatten()
             if ids.numel():
@@ -111,8 +119,6 @@ class GradientCanaries:
         (in place, before the noise)."""
         if self._pending is not None:
             raise RuntimeError("inject() called twice without observe()")
-        if self._slots is None:
-            self._select(sums)
         sampled = (torch.rand(self.m, generator=self._sampler) < self.sample_rate) & self.included
         self._pending = sampled
         self.appearances += sampled.numpy()
@@ -153,7 +159,50 @@ class GradientCanaries:
             "mean_appearances_present": float(self.appearances[~absent].mean())
             if (~absent).any()
             else 0.0,
+            # the largest |pilot gradient| among the chosen coordinates (None: no pilot)
+            "selected_pilot_magnitude": self.selected_magnitude,
+            # un-noised statistic of the training data: for tests and benchmarks, never
+            # copied into an audit record, report or results file
             "interference_sd": float(np.std(self.interference)),
-            # the largest |first-step real gradient sum| / C among the chosen coordinates
-            "selected_first_step_magnitude": getattr(self, "selected_magnitude", None),
         }
+
+
+def pilot_gradient(model, params, vocab_size: int, length: int, kind: str, seed: int = 0):
+    """|gradient| of ``model`` (as it is: call it before training) on 8 sequences of
+    uniformly random tokens, one value per parameter. ``kind``: ``"causal-lm"`` (summed
+    next-token loss) or ``"classifier"`` (summed cross-entropy against random labels).
+    Uses no training data, so coordinates chosen from it reveal nothing about it; the
+    model's gradients and training mode are left as they were."""
+    gen = torch.Generator().manual_seed(int(seed) * 7919 + 0x5CD)
+    dev = next(model.parameters()).device
+    ids = torch.randint(0, int(vocab_size), (8, int(length)), generator=gen).to(dev)
+    mask = torch.ones_like(ids)
+    saved = [p.grad for p in params]
+    was_training = model.training
+    model.train()
+    try:
+        for p in params:
+            p.grad = None
+        with torch.enable_grad():
+            if kind == "causal-lm":
+                logits = model(input_ids=ids, attention_mask=mask).logits
+                loss = torch.nn.functional.cross_entropy(
+                    logits[:, :-1].reshape(-1, logits.shape[-1]).float(),
+                    ids[:, 1:].reshape(-1),
+                    reduction="sum",
+                )
+            else:
+                from defenses.targets.classifier import forward_kwargs
+
+                logits = model(**forward_kwargs(model, ids, mask)).logits
+                labels = torch.randint(0, logits.shape[-1], (len(ids),), generator=gen).to(dev)
+                loss = torch.nn.functional.cross_entropy(logits.float(), labels, reduction="sum")
+            loss.backward()
+        return {
+            p: (p.grad.detach().abs() if p.grad is not None else torch.zeros_like(p))
+            for p in params
+        }
+    finally:
+        for p, g in zip(params, saved, strict=True):
+            p.grad = g
+        model.train(was_training)

@@ -74,6 +74,22 @@ def test_with_noise_the_canary_free_part_has_the_mechanisms_variance():
     assert lo <= float(np.mean(noise**2)) <= hi
 
 
+def test_gaussian_audit_in_its_regime_on_signals_recorded_in_training():
+    """A real training loop (tiny GPT-2, DPSGDEngine, σ = 1, q = 0.1, T = 150) with 400
+    recorded canaries: the diagnostics accept the Gaussian regime, the Gaussian bound
+    stays below the accountant's ε and above the thresholded bound on the same signals."""
+    from attacks.canary_bounds import gaussian_one_run_epsilon, one_run_group_best
+    from defenses.dp_engine import epsilon_pld
+
+    sigma, q, steps = 1.0, 0.1, 150
+    rec = _run(sigma=sigma, steps=steps, m=400, q=q).record()
+    s, inc = rec["signals"], rec["included"]
+    g = gaussian_one_run_epsilon(s, inc, DELTA)
+    thr = one_run_group_best(s, inc, DELTA)
+    assert g["regime"]["ok"], g["regime"]
+    assert thr["epsilon"] < g["epsilon"] < epsilon_pld(sigma, q, steps, DELTA)
+
+
 def test_canaries_are_distinct_seeded_and_validated():
     model = _tiny_lm()
     params = [p for p in model.parameters() if p.requires_grad]
@@ -97,18 +113,34 @@ def test_canaries_are_distinct_seeded_and_validated():
     assert gradient_canaries_for(TrainingConfig(), params, 1.0, 0.1, 0) is None
 
 
-def test_coordinates_are_the_ones_the_first_step_moves_least():
-    """A first-step sum that is zero on one parameter and large elsewhere: every canary
-    lands in the zero parameter (there are enough coordinates there)."""
+def test_coordinates_come_from_the_pilot_not_from_training_data():
+    """A pilot that is zero on one parameter and large elsewhere puts every canary there.
+    The pilot of a real GPT-2 (random tokens, no training data) finds coordinates no
+    input moves; the first real step plays no part in the choice (the same canaries come
+    out whatever is injected later), and the model's gradients are left as they were."""
+    from defenses.gradient_canaries import pilot_gradient
+
     model = _tiny_lm()
     params = [p for p in model.parameters() if p.requires_grad]
     quiet = max(params, key=lambda p: p.numel())  # the embedding: enough room for 300
-    sums = {p: (torch.zeros_like(p) if p is quiet else torch.full_like(p, 5.0)) for p in params}
-    can = GradientCanaries(params, 300, 1.0, 0.5, seed=1)
-    can.inject(sums)
-    can.observe(sums)
+    pilot = {p: (torch.zeros_like(p) if p is quiet else torch.full_like(p, 5.0)) for p in params}
+    can = GradientCanaries(params, 300, 1.0, 0.5, seed=1, pilot=pilot)
     assert [params[k] is quiet for k, _, _ in can._slots] == [True]
-    assert can.record()["selected_first_step_magnitude"] == 0.0
+    assert can.record()["selected_pilot_magnitude"] == 0.0
+
+    real = pilot_gradient(model, params, 40, 8, "causal-lm", seed=0)
+    assert all(p.grad is None for p in params)  # nothing left behind
+    key_bias = [  # c_attn.bias = [q | k | v]: the key part cannot move any output
+        p for n, p in model.named_parameters() if n.endswith("attn.c_attn.bias")
+    ][0]
+    assert float(real[key_bias][16:32].abs().max()) == pytest.approx(0.0, abs=1e-6)
+    a = GradientCanaries(params, 20, 1.0, 0.5, seed=2, pilot=real)
+    b = GradientCanaries(params, 20, 1.0, 0.5, seed=2, pilot=real)
+    a.inject({p: torch.randn_like(p) for p in params})  # a real step: no effect on the choice
+    assert [(k, loc.tolist()) for k, loc, _ in a._slots] == [
+        (k, loc.tolist()) for k, loc, _ in b._slots
+    ]
+    assert a.record()["selected_pilot_magnitude"] < 1e-5
 
 
 def _lm_target_and_data(n=48):
@@ -166,10 +198,11 @@ def test_dpsgd_trainers_record_canaries_and_the_audit_reads_them(defense):
             target, train, training, 0
         )
         rec0 = plain.gradient_canary_record
-        # the chosen coordinates are ones the data never moves here (key biases, unused
-        # positions): no interference, and every canary that entered a batch outranks
-        # every absent one; a present canary Poisson sampling never picked ties with them
-        assert rec0["interference_sd"] == 0.0
+        # the pilot (random tokens, no data) found coordinates no input moves here (key
+        # biases, positions past the training length): no interference, and every canary
+        # that entered a batch outranks every absent one; a present canary Poisson
+        # sampling never picked ties with them
+        assert rec0["interference_sd"] == pytest.approx(0.0, abs=1e-6)
         s0, inc0 = rec0["signals"], rec0["included"].astype(bool)
         entered = s0 > 0.5
         assert not (entered & ~inc0).any() and entered[inc0].mean() > 0.8
@@ -230,3 +263,25 @@ def test_dp_sgd_on_a_users_llama_records_canaries_and_keeps_the_claim(tmp_path):
             a["status"] == "ok" and not a.get("asymptotic") and a["ceiling"] > claim["epsilon"]
             for a in audits.values()
         )
+
+
+def test_report_row_states_the_gaussian_audits_sampling_level():
+    from reports.html import _audit_row
+
+    row = _audit_row(
+        {
+            "name": "one-run Gaussian (asymptotic)",
+            "status": "ok",
+            "asymptotic": True,
+            "epsilon_lb": 3.3,
+            "ceiling": None,
+            "confidence": 0.95,
+            "sampling_confidence": 0.975,
+            "source": "recorded in training",
+        },
+        "consistent",
+        8.0,
+    )
+    assert "μ bound at 97.5%" in row["bound_detail"]
+    assert "signals recorded in training" in row["method"]
+    assert row["badge"] == "asymptotic · informational"

@@ -58,8 +58,12 @@ def test_builtin_trainers_insert_designed_canaries_and_report_every_audit():
     # hold, and it stays below the accountant's ε
     assert gauss["asymptotic"] and gauss["exceeds_claim"] is False
     assert "asymptotic" in gauss["assumption"]
-    assert gauss["regime"]["ok"] and gauss["status"] == "ok"
-    assert 0 < gauss["epsilon_lb"] < claimed
+    # 24 steps at q = 0.125: each present canary's count is a small binomial, so the
+    # diagnostics may reject normality; the row is then "not applicable", never a number
+    if gauss["regime"]["ok"]:
+        assert gauss["status"] == "ok" and 0 < gauss["epsilon_lb"] < claimed
+    else:
+        assert gauss["status"] == "not_applicable" and "outside its regime" in gauss["reason"]
     assert runs["dp-sgd"]["epsilon_audit"]["status"] != "violated"
     # the report's comparison table: every audit with threat model, bound, ceiling, cost
     from reports.html import render_html
@@ -68,13 +72,11 @@ def test_builtin_trainers_insert_designed_canaries_and_report_every_audit():
     for needle in (
         "Threat model · cost",
         "one-run Gaussian (asymptotic)",
-        "asymptotic · informational",
         "one-run white-box (thresholded)",
         "black-box: loss / log-probabilities",
         "simulated runs of the mechanism",
         "one training run",
         "signals recorded in training",
-        "μ bound at 97.5%",
     ):
         assert needle in page, needle
 

@@ -33,7 +33,6 @@ def _row(a: dict) -> dict:
         "mu_hat",
         "mu_lo",
         "regime",
-        "interference_sd",
         "steps_recorded",
     )
     return {k: a[k] for k in keep if k in a}
@@ -70,7 +69,8 @@ def run_defense(cfg, index: int, canaries: int, seed: int, log) -> dict:
         "sampling": {"sample_rate": release.schedule.sample_rate, "steps": release.schedule.steps},
         "train_seconds": seconds,
         "mean_appearances_present": record["mean_appearances_present"],
-        "selected_first_step_magnitude": record["selected_first_step_magnitude"],
+        "selected_pilot_magnitude": record["selected_pilot_magnitude"],
+        "interference_sd": record["interference_sd"],
         "recorded": recorded,
         "simulated": simulated,
     }
