@@ -168,14 +168,23 @@ class GradientCanaries:
 
 
 def pilot_gradient(model, params, vocab_size: int, length: int, kind: str, seed: int = 0):
-    """|gradient| of ``model`` (as it is: call it before training) on 8 sequences of
-    uniformly random tokens, one value per parameter. ``kind``: ``"causal-lm"`` (summed
+    """|gradient| of ``model`` (as it is: call it before training) on sequences of random
+    tokens that hold every vocabulary entry at least once (so an input-embedding row
+    real data can reach is never mistaken for an unused one), one value per parameter. ``kind``: ``"causal-lm"`` (summed
     next-token loss) or ``"classifier"`` (summed cross-entropy against random labels).
     Uses no training data, so coordinates chosen from it reveal nothing about it; the
     model's gradients and training mode are left as they were."""
     gen = torch.Generator().manual_seed(int(seed) * 7919 + 0x5CD)
     dev = next(model.parameters()).device
-    ids = torch.randint(0, int(vocab_size), (8, int(length)), generator=gen).to(dev)
+    length = int(length)
+    rows = min(256, max(8, -(-int(vocab_size) // length)))  # ⌈V / L⌉, at least 8, at most 256
+    perm = torch.cat(
+        [
+            torch.randperm(int(vocab_size), generator=gen)
+            for _ in range(-(-rows * length // vocab_size))
+        ]
+    )
+    ids = perm[: rows * length].reshape(rows, length).to(dev)
     mask = torch.ones_like(ids)
     saved = [p.grad for p in params]
     was_training = model.training
