@@ -173,7 +173,7 @@ def pilot_gradient(model, params, vocab_size: int, length: int, kind: str, seed:
     real data can reach is never mistaken for an unused one), one value per parameter. ``kind``: ``"causal-lm"`` (summed
     next-token loss) or ``"classifier"`` (summed cross-entropy against random labels).
     Uses no training data, so coordinates chosen from it reveal nothing about it; the
-    model's gradients and training mode are left as they were."""
+    model's gradients, training mode and the global RNG are left as they were."""
     gen = torch.Generator().manual_seed(int(seed) * 7919 + 0x5CD)
     dev = next(model.parameters()).device
     length = int(length)
@@ -188,7 +188,7 @@ def pilot_gradient(model, params, vocab_size: int, length: int, kind: str, seed:
     mask = torch.ones_like(ids)
     saved = [p.grad for p in params]
     was_training = model.training
-    model.train()
+    model.eval()  # no dropout: the global RNG, and so the training run, is left untouched
     try:
         for p in params:
             p.grad = None

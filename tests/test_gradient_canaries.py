@@ -285,3 +285,16 @@ def test_report_row_states_the_gaussian_audits_sampling_level():
     assert "μ bound at 97.5%" in row["bound_detail"]
     assert "signals recorded in training" in row["method"]
     assert row["badge"] == "asymptotic · informational"
+
+
+def test_pilot_leaves_the_global_rng_and_training_mode_alone():
+    from defenses.gradient_canaries import pilot_gradient
+
+    model = _tiny_lm()
+    model.train()
+    params = [p for p in model.parameters() if p.requires_grad]
+    torch.manual_seed(123)
+    before = torch.rand(3)
+    torch.manual_seed(123)
+    pilot_gradient(model, params, 40, 8, "causal-lm", seed=0)
+    assert torch.equal(torch.rand(3), before) and model.training
