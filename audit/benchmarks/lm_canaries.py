@@ -25,11 +25,11 @@ import dataclasses
 import json
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
 from audit.epsilon.canaries import LM_CANARY_DESIGNS, CanarySet
+from audit.io import atomic_write_text
 from defenses.base import Examples
 
 
@@ -330,7 +330,7 @@ def main(argv: list[str] | None = None) -> int:
         rep = repetition_study(eps8["delta"])
         for k, v in rep["bounds"].items():
             print(f"repetition {k}: eps_lb mean {v['mean']:.3f}", file=sys.stderr)
-        Path(args.out).write_text(json.dumps({"envelope": rows, "repetition": rep}, indent=1))
+        atomic_write_text(args.out, json.dumps({"envelope": rows, "repetition": rep}, indent=1))
         return 0
     if args.epochs is not None:
         cfg.train["epochs"] = args.epochs
@@ -358,7 +358,8 @@ def main(argv: list[str] | None = None) -> int:
         )
         if dump is not None:
             np.savez_compressed(f"{args.dump_scores}.{name}.npz", **dump)
-        Path(args.out).write_text(
+        atomic_write_text(
+            args.out,
             json.dumps(
                 {
                     "command": "python -m audit.benchmarks.lm_canaries "
@@ -375,7 +376,7 @@ def main(argv: list[str] | None = None) -> int:
                     "runs": runs,
                 },
                 indent=1,
-            )
+            ),
         )
     return 0
 

@@ -18,7 +18,8 @@ import dataclasses
 import json
 import sys
 import time
-from pathlib import Path
+
+from audit.io import atomic_write_text
 
 
 def _row(a: dict) -> dict:
@@ -98,7 +99,8 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit(f"no defense {name!r} in the config")
         log(f"{name}:")
         runs.append(run_defense(cfg, idx[0], args.canaries, args.seed, log))
-        Path(args.out).write_text(
+        atomic_write_text(
+            args.out,
             json.dumps(
                 {
                     "command": "python -m audit.benchmarks.white_box_one_run "
@@ -110,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
                     "runs": runs,
                 },
                 indent=1,
-            )
+            ),
         )
     return 0
 
