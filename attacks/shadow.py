@@ -81,6 +81,16 @@ def _masked_mean_std(x: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.nd
     return mean, np.sqrt(var)
 
 
+def _one_sigma(sd: np.ndarray, count: np.ndarray) -> np.ndarray:
+    """LiRA's fixed variance: the median σ over examples. With one model on a side every
+    per-example σ is 0, and σ → 0 turns the Gaussian test into ties and ±inf; then the
+    σ is 1: for the one-sided test log Pr[Z ≤ φ] any common σ ranks the examples by
+    φ − μ_OUT alone, so its value changes no AUC or TPR."""
+    if np.all(count < 2):
+        return np.ones_like(sd)
+    return np.full_like(sd, np.median(sd[count >= 2]))
+
+
 def lira_scores(
     target_phi: np.ndarray,
     shadow_phi: np.ndarray,
@@ -94,15 +104,20 @@ def lira_scores(
     keep = np.asarray(keep, dtype=bool)
     _check(target_phi, shadow_phi, keep)
     mu_out, sd_out = _masked_mean_std(shadow_phi, ~keep)
-    if fixed_variance:
-        sd_out = np.full_like(sd_out, np.median(sd_out))
-    sd_out = sd_out + 1e-30
     if not online:
+        sd_out = _one_sigma(sd_out, (~keep).sum(axis=0)) if fixed_variance else sd_out + 1e-30
         return norm.logcdf(target_phi, mu_out, sd_out)
     mu_in, sd_in = _masked_mean_std(shadow_phi, keep)
     if fixed_variance:
-        sd_in = np.full_like(sd_in, np.median(sd_in))
-    sd_in = sd_in + 1e-30
+        if np.all(keep.sum(axis=0) < 2) or np.all((~keep).sum(axis=0) < 2):
+            # one model on a side: no σ to estimate; one common σ ranks the examples by
+            # (φ − μ_out)² − (φ − μ_in)², which does not depend on its value
+            sd_out = sd_in = np.ones_like(sd_out)
+        else:
+            sd_out = _one_sigma(sd_out, (~keep).sum(axis=0))
+            sd_in = _one_sigma(sd_in, keep.sum(axis=0))
+    else:
+        sd_out, sd_in = sd_out + 1e-30, sd_in + 1e-30
     return norm.logpdf(target_phi, mu_in, sd_in) - norm.logpdf(target_phi, mu_out, sd_out)
 
 

@@ -68,6 +68,8 @@ SCHEMA: dict[str, dict[str, tuple]] = {
         "kind": (str, "auto", lambda x: x in KINDS, f"one of {', '.join(KINDS)}"),
         "adapter_dir": (str, None, None, ""),
         "reference_dir": (str, None, None, ""),
+        # several reference LMs (RMIA and offline LiRA against them; reference_dir is one more)
+        "reference_dirs": (list, None, lambda x: len(x) >= 1, "a non-empty list of directories"),
         "allow_uninitialized": (bool, False, None, ""),
         "dtype": (str, "auto", lambda x: x in DTYPES, f"one of {', '.join(DTYPES)}"),
         "device_map": (str, "none", lambda x: x in DEVICE_MAPS, f"one of {', '.join(DEVICE_MAPS)}"),
@@ -136,7 +138,14 @@ SCHEMA: dict[str, dict[str, tuple]] = {
     "shadow": {
         "n_models": (int, 16, lambda x: x >= 2 and x % 2 == 0, "an even integer >= 2"),
         "attacks": (list, list(SHADOW_ATTACKS), None, ""),
-        "population": (int, 200, lambda x: x >= 0, "an integer >= 0"),
+        # an integer: that many public examples (data.public); with target.audit_dir also a
+        # text file of population texts the references may be trained on (audit/references.py)
+        "population": (
+            (int, str),
+            200,
+            lambda x: x >= 0 if isinstance(x, int) else bool(x),
+            "an integer >= 0 or a file of population texts",
+        ),
         # LiRA's σ: per example, one median σ (true), or "auto" = median below 64 shadow
         # models, where Carlini et al. (2022, §VI-A) find per-example σ too noisy
         "fixed_variance": (
@@ -147,6 +156,15 @@ SCHEMA: dict[str, dict[str, tuple]] = {
         ),
         "rmia_offline_a": (_NUM, 0.3, lambda x: 0 <= x <= 1, "a number in [0, 1]"),
         "rmia_gamma": (_NUM, 1.0, _positive, "a positive number"),
+        # with target.audit_dir: fine-tune the n_models references from this base model
+        "base_dir": (str, None, None, ""),
+        "finetune": (str, "lora", lambda x: x in ("lora", "full"), "one of lora, full"),
+        # the references' recipe (None: 1e-3 for LoRA, 5e-5 for full fine-tuning)
+        "learning_rate": (_NUM, None, _positive, "a positive number"),
+        "epochs": (int, 3, lambda x: x >= 1, "an integer >= 1"),
+        "batch_size": (int, 8, lambda x: x >= 1, "an integer >= 1"),
+        "lora_rank": (int, 8, lambda x: x >= 1, "an integer >= 1"),
+        "lora_alpha": (_NUM, 16, _positive, "a positive number"),
     },
     # [sweep]: defenses x epsilon values x seeds (audit/scale/plan.py)
     "sweep": {
@@ -431,6 +449,15 @@ def parse_config(
         data[key] = resolve(data[key])
     for key in ("model_dir", "audit_dir", "classifier_dir", "adapter_dir", "reference_dir"):
         target[key] = resolve(target[key])  # hub-style names are caught in resolve_targets
+    if target["reference_dirs"] is not None:
+        for i, d in enumerate(target["reference_dirs"]):
+            if not isinstance(d, str) or not d:
+                raise ConfigError(f"config key 'target.reference_dirs[{i}]' must be a directory")
+        target["reference_dirs"] = [resolve(d) for d in target["reference_dirs"]]
+    if shadow is not None:
+        shadow["base_dir"] = resolve(shadow["base_dir"])
+        if isinstance(shadow["population"], str):
+            shadow["population"] = resolve(shadow["population"])
     top["device"] = resolve_device(top["device"])
     audit_dir, audit_opts = _audit_target(target)
     report["bench"] = resolve(report["bench"])
@@ -494,10 +521,18 @@ def parse_config(
     if (data["members"] is None) != (data["nonmembers"] is None):
         raise ConfigError("set both 'data.members' and 'data.nonmembers', or neither")
 
-    if shadow is not None and as_is:
+    if shadow is not None and as_is and shadow["base_dir"] is None:
         raise ConfigError(
-            "'shadow' trains shadow models like the target; it does not apply to 'classifier_dir'"
+            f"'shadow' with '{key}' fine-tunes reference models from your base model: set "
+            "'shadow.base_dir' (references you already have go in 'target.reference_dirs')"
         )
+    if shadow is not None and not as_is:
+        for k in ("base_dir",) + (("population",) if isinstance(shadow["population"], str) else ()):
+            if shadow[k] is not None:
+                raise ConfigError(
+                    f"'shadow.{k}' = {shadow[k]!r} applies only when auditing your own model "
+                    "('target.audit_dir'); the suite's shadow models train like its target"
+                )
 
     claim = None
     if "claim" in raw:
@@ -553,7 +588,8 @@ def _parse_shadow(raw: dict[str, Any]) -> dict[str, Any]:
             )
     if len(set(names)) != len(names):
         raise ConfigError("config key 'shadow.attacks' lists an attack twice")
-    if any(n.startswith("rmia") for n in names) and shadow["population"] < 1:
+    pop = shadow["population"]
+    if any(n.startswith("rmia") for n in names) and isinstance(pop, int) and pop < 1:
         raise ConfigError("RMIA needs population samples: set 'shadow.population' >= 1")
     return shadow
 
@@ -846,7 +882,7 @@ def _audit_target(target: dict[str, Any]) -> tuple[str | None, dict[str, Any]]:
     audit_dir = target["audit_dir"] or target["classifier_dir"]
     adapter = target["adapter_dir"]
     if audit_dir is None and adapter is None:
-        for k in ("adapter_dir", "reference_dir", "allow_uninitialized"):
+        for k in ("adapter_dir", "reference_dir", "reference_dirs", "allow_uninitialized"):
             if target[k] not in (None, False):
                 raise ConfigError(
                     f"'target.{k}' applies only when auditing a trained model "
@@ -861,6 +897,7 @@ def _audit_target(target: dict[str, Any]) -> tuple[str | None, dict[str, Any]]:
         "kind": target["kind"],
         "adapter_dir": adapter,
         "reference_dir": target["reference_dir"],
+        "reference_dirs": _reference_list(target["reference_dir"], target["reference_dirs"]),
         "allow_uninitialized": target["allow_uninitialized"],
         "dtype": target["dtype"],
         "device_map": target["device_map"],
@@ -869,6 +906,17 @@ def _audit_target(target: dict[str, Any]) -> tuple[str | None, dict[str, Any]]:
         # names no head
         "_fallback_kind": "classifier" if target["classifier_dir"] is not None else None,
     }
+
+
+def _reference_list(one: str | None, many: list[str] | None) -> list[str]:
+    """``reference_dir`` then ``reference_dirs``, each directory once."""
+    out = ([one] if one else []) + list(many or [])
+    seen = set()
+    for d in out:
+        if d in seen:
+            raise ConfigError(f"reference model {d!r} is named twice")
+        seen.add(d)
+    return out
 
 
 def resolve_targets(cfg: AuditConfig) -> AuditConfig:
@@ -932,18 +980,47 @@ def resolve_targets(cfg: AuditConfig) -> AuditConfig:
                 if not opts.get("_fallback_kind"):
                     raise
                 kind = opts["_fallback_kind"]
-            if reference is not None:
-                check_local_dir(reference, "target.reference_dir", "reference_dir")
+            refs = list(opts.get("reference_dirs") or [])
+            for r in refs:
+                what = "target.reference_dir" if r == reference else "reference model"
+                check_local_dir(r, what, "reference_dir" if r == reference else None)
                 if kind != "causal-lm":
-                    raise ConfigError("'target.reference_dir' applies to causal LMs only")
-                if detect_kind(reference, "auto", "target.reference_dir") != "causal-lm":
-                    raise ConfigError("'target.reference_dir' must hold a causal LM")
+                    raise ConfigError(f"{what} {r!r}: reference models apply to causal LMs only")
+                if detect_kind(r, "auto", what) != "causal-lm":
+                    raise ConfigError(f"{what} {r!r} must hold a causal LM")
+            sources = ["given"] * len(refs)
+            if not refs and adapter is not None and kind == "causal-lm":
+                # LoRA-Leak (2025): the adapter's base model, before fine-tuning, is the
+                # natural reference for what the adapter learned
+                refs, sources = [base], ["the adapter's base model (default)"]
             if adapter is not None and kind != "causal-lm":
                 raise ConfigError("'target.adapter_dir' is supported for causal LMs only")
-            opts.update(kind=kind, resolved=True)
+            if cfg.shadow is not None:
+                sb = cfg.shadow["base_dir"]
+                check_local_dir(sb, "shadow.base_dir")
+                if kind != "causal-lm" or detect_kind(sb, "auto", "shadow.base_dir") != "causal-lm":
+                    raise ConfigError(
+                        "'shadow.base_dir' fine-tunes reference causal LMs: the audited model "
+                        "and the base must both be causal LMs"
+                    )
+                pop = cfg.shadow["population"]
+                if isinstance(pop, str) and not Path(pop).exists():
+                    raise ConfigError(f"shadow.population file {pop!r} does not exist")
+                if isinstance(pop, int) and pop > 0 and cfg.data.get("public") is None:
+                    raise ConfigError(
+                        f"shadow.population = {pop} draws from data.public, which is not set; "
+                        'give a file of population texts: shadow.population = "pop.txt"'
+                    )
+            opts.update(
+                kind=kind,
+                resolved=True,
+                reference_dirs=refs,
+                reference_dir=refs[0] if refs else None,
+                reference_sources=sources,
+            )
             attacks = cfg.attacks
             if kind == "causal-lm" and "names" not in (cfg.raw.get("attacks") or {}):
-                attacks = tuple(default_lm_attacks(reference is not None))
+                attacks = tuple(default_lm_attacks(bool(refs)))
             return dataclasses.replace(cfg, classifier_dir=base, audit=opts, attacks=attacks)
         spec = cfg.target
         if spec.model_dir is not None:

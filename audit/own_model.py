@@ -65,16 +65,17 @@ def cut_to_max_length(data: AuditData, tokenizer, max_length: int) -> tuple[Audi
     return out, int(n_cut)
 
 
-def load_reference(cfg, target_tokenizer, max_length: int):
-    """The user's reference LM (``[target] reference_dir``) as a release; exit 2 when its
-    tokenizer differs from the target's (the loss difference would compare different
-    token sequences)."""
+def load_reference(cfg, target_tokenizer, max_length: int, path: str | None = None):
+    """The user's reference LM (``path``, default ``[target] reference_dir``) as a release;
+    exit 2 when its tokenizer differs from the target's (the loss difference would compare
+    different token sequences)."""
     from defenses.targets.loading import load_audit_target, load_causal_lm_release
     from defenses.targets.scoring import same_tokenizer
 
     opts = cfg.audit
+    path = path or opts["reference_dir"]
     ref = load_audit_target(
-        opts["reference_dir"],
+        path,
         "causal-lm",
         device=cfg.device,
         dtype=opts["dtype"],
@@ -90,7 +91,7 @@ def load_reference(cfg, target_tokenizer, max_length: int):
     diff = same_tokenizer(target_tokenizer, release.tokenizer)
     if diff is not None:
         raise AuditError(
-            f"target.reference_dir {opts['reference_dir']!r} has a different tokenizer from the "
+            f"reference model {path!r} (target.reference_dirs) has a different tokenizer from the "
             f"target ({diff}); the reference attack needs the same tokenizer"
         )
     return release
@@ -121,6 +122,8 @@ def audit_own_model(
     progress: bool = True,
     id_salt: bytes | None = None,
     executor=None,
+    run_dir=None,
+    resume: bool = False,
 ) -> tuple[dict[str, Any], Any]:
     """Load and audit ``cfg.audit_dir``; returns ``(run record, release)``."""
     from attacks import ATTACKS
@@ -145,6 +148,7 @@ def audit_own_model(
         name = f"{name}+{Path(opts['adapter_dir']).name}"
     attack_kwargs: dict[str, dict[str, Any]] = {}
     notes: dict[str, Any] = {}
+    refs: list[tuple[str, str, Any]] = []  # (path, source, release) of reference LMs
     if kind == "classifier":
         tok = loaded.tokenizer
         if tok.pad_token_id is None and tok.eos_token_id is not None:
@@ -169,9 +173,17 @@ def audit_own_model(
         notes["texts_cut_to_max_length"] = n_cut
         if n_cut:
             _log(f"  {n_cut} text(s) cut to max_length = {release.max_length} tokens", progress)
-        if opts.get("reference_dir") and "reference" in cfg.attacks:
-            _log(f"  reference model {opts['reference_dir']}", progress)
-            ref = load_reference(cfg, release.tokenizer, release.max_length)
+        ref_dirs = opts.get("reference_dirs") or (
+            [opts["reference_dir"]] if opts.get("reference_dir") else []
+        )
+        sources = opts.get("reference_sources") or ["given"] * len(ref_dirs)
+        for path, source in zip(ref_dirs, sources, strict=True):  # all checked before scoring
+            _log(f"  reference model {path} ({source})", progress)
+            refs.append(
+                (path, source, load_reference(cfg, release.tokenizer, release.max_length, path))
+            )
+        if refs and "reference" in cfg.attacks:
+            ref = refs[0][2]  # the reference attack calibrates by the first reference
             attack_kwargs["reference"] = {"reference": ref}
             texts = data.members.texts + data.nonmembers.texts
             prefill_token_stats(ref, texts, executor, progress)
@@ -205,6 +217,9 @@ def audit_own_model(
         cfg.attack_options,
         attack_kwargs=attack_kwargs,
     )
+    _reference_attacks(
+        cfg, run, release, refs, data, settings, executor, run_dir, resume, progress, id_salt, notes
+    )
     run["target"] = {
         "path": loaded.path,
         "kind": kind,
@@ -215,6 +230,43 @@ def audit_own_model(
     if loaded.uninitialized:
         run["uninitialized_weights"] = list(loaded.uninitialized)
     return run, release
+
+
+def _reference_attacks(
+    cfg, run, release, refs, data, settings, executor, run_dir, resume, progress, id_salt, notes
+) -> None:
+    """RMIA and LiRA against the reference models (audit/references.py): the given ones
+    (offline attacks) and those ``[shadow] base_dir`` fine-tunes (online ones too)."""
+    from audit.references import add_to_run, given_reference_attacks, trained_reference_attacks
+
+    named = []
+    trained = cfg.shadow is not None and cfg.shadow.get("base_dir")
+    if refs and trained:  # LiRA / RMIA run against the fine-tuned references (one set)
+        notes["references"] = {
+            "kind": "given",
+            "models": [{"path": p, "source": s} for p, s, _ in refs],
+            "attacks": ["reference"] if "reference" in cfg.attacks else [],
+        }
+        named += [f"{p} ({s})" for p, s, _ in refs]
+    elif refs:
+        _log(f"  RMIA and offline LiRA against {len(refs)} reference model(s)", progress)
+        results, info = given_reference_attacks(
+            cfg, release, refs, data, settings, executor, progress
+        )
+        add_to_run(run, results, cfg.aggregate_only, id_salt)
+        notes["references"] = info
+        named += [f"{p} ({s})" for p, s, _ in refs]
+    if trained:
+        results, info = trained_reference_attacks(
+            cfg, release, data, settings, executor, run_dir, resume, progress
+        )
+        add_to_run(run, results, cfg.aggregate_only, id_salt)
+        notes["trained_references"] = info
+        named.append(
+            f"{info['n_models']} fine-tuned ({info['recipe']['finetune']}) from {info['base_dir']}"
+        )
+    if named:  # shown in the report's run table
+        run["training"]["reference_models"] = "; ".join(named)
 
 
 def _byo_label_names(model, data_cfg: dict[str, Any]) -> list[str]:

@@ -39,7 +39,7 @@ def run_audit(
     if cfg.classifier_dir is not None:  # target.audit_dir: the user's model as it is
         from audit.own_model import audit_own_model
 
-        run, release = audit_own_model(cfg, settings, progress, id_salt, executor)
+        run, release = audit_own_model(cfg, settings, progress, id_salt, executor, run_dir, resume)
         if do_epsilon:
             _log(
                 "  epsilon audits (no input canaries: the model was trained outside the suite)",

@@ -92,7 +92,8 @@ def test_users_gpt2_and_llama_end_to_end(users_models, cli):
     assert run["target"]["architecture"] == "GPT2LMHeadModel"
     assert run["target"]["uninitialized_weights"] == []
     names = [a["attack"] for a in run["attacks"]]
-    assert names == ["lm-loss", "zlib", "min-k", "reference"]  # LM defaults + reference
+    # LM defaults + reference, then RMIA and offline LiRA against the reference
+    assert names == ["lm-loss", "zlib", "min-k", "reference", "lira-offline", "rmia-offline"]
     loss = _attack(res, "lm-loss")
     assert loss["n_members"] == N and loss["n_nonmembers"] == N  # blank lines ignored
     assert loss["metrics"]["auc"]["ci_low"] > 0.5

@@ -71,7 +71,13 @@ def _model_args(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument("--nonmembers", metavar="FILE", help="held-out examples, same formats")
     g.add_argument("--test", metavar="FILE", help="utility test examples (default: non-members)")
-    g.add_argument("--reference", metavar="DIR", help="reference causal LM (e.g. the base model)")
+    g.add_argument(
+        "--reference",
+        metavar="DIR",
+        action="append",
+        help="reference causal LM (e.g. the base model); repeat for several: RMIA and offline "
+        "LiRA run against them (default with --adapter: the adapter's base model)",
+    )
     g.add_argument("--adapter", metavar="DIR", help="PEFT/LoRA adapter on top of --model")
     g.add_argument(
         "--kind", choices=("auto", "causal-lm", "classifier"), help="model kind (default: auto)"
@@ -99,7 +105,7 @@ def _one_line_config(args):
     target: dict = {"audit_dir": args.model} if args.model is not None else {}
     for key, value in (
         ("adapter_dir", args.adapter),
-        ("reference_dir", args.reference),
+        ("reference_dirs", args.reference),
         ("kind", args.kind),
         ("max_length", args.max_length),
         ("dtype", args.dtype),

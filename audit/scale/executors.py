@@ -40,6 +40,7 @@ RESULT_KEYS: dict[str, tuple[str, ...]] = {
     "audit-trial": ("run",),
     "train-shadow": ("loss", "unavailable"),
     "score-attack": ("attack",),
+    "train-reference": ("loss",),
 }
 
 

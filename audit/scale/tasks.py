@@ -245,27 +245,55 @@ def train_shadow(payload: dict[str, Any], deps: list[dict]) -> dict[str, Any]:
 
 def score_shadow_attack(payload: dict[str, Any], deps: list[dict]) -> dict[str, Any]:
     """``deps`` = [the audit trial, shadow model 0, 1, ...]."""
-    from attacks import AttackResult, MetricSettings
-    from attacks.shadow import (
-        DESCRIPTIONS,
-        inclusion_design,
-        lira_scores,
-        logit_confidence_from_loss,
-        rmia_scores,
-    )
+    from attacks import AttackResult
+    from attacks.shadow import DESCRIPTIONS, inclusion_design
 
     name = payload["attack"]
     trial, shadows = deps[0], deps[1:]
-    surfaces = ["loss"]
     if "loss" not in trial.get("pool", {}) or any("loss" not in s for s in shadows):
         return AttackResult(
-            name, DESCRIPTIONS[name], surfaces, "not_applicable", "not applicable: needs loss"
+            name, DESCRIPTIONS[name], ["loss"], "not_applicable", "not applicable: needs loss"
         ).to_dict()
     shadow = payload["shadow"]
     n_attack = payload["n_attack"]
     target_loss = np.asarray(trial["pool"]["loss"], dtype=np.float64)
     shadow_loss = np.asarray([s["loss"] for s in shadows], dtype=np.float64)
     keep = inclusion_design(shadow["n_models"], target_loss.size, shadow["design_seed"])
+    return shadow_attack_record(
+        name,
+        target_loss,
+        shadow_loss,
+        keep,
+        np.arange(n_attack, target_loss.size),
+        payload["ids"],
+        payload["members"],
+        payload["metrics"],
+        shadow,
+        f"{shadow['n_models']} shadow models",
+    )
+
+
+def shadow_attack_record(
+    name: str,
+    target_loss: np.ndarray,
+    shadow_loss: np.ndarray,
+    keep: np.ndarray,
+    population: np.ndarray,
+    ids: list[str],
+    members: list[int],
+    metrics: dict[str, Any],
+    shadow: dict[str, Any],
+    models: str,
+) -> dict[str, Any]:
+    """One LiRA / RMIA attack's ``AttackResult`` record from per-example losses: the
+    target's and each shadow (reference) model's on the pool (the attack set first, its
+    ``len(ids)`` examples scored), ``keep`` the inclusion mask, ``population`` the pool
+    indices of RMIA's z samples. ``models`` says which models served, for the description."""
+    from attacks import AttackResult, MetricSettings
+    from attacks.shadow import DESCRIPTIONS, lira_scores, logit_confidence_from_loss, rmia_scores
+
+    surfaces = ["loss"]
+    n_attack = len(ids)
     try:
         if name.startswith("lira"):
             scores = lira_scores(
@@ -280,19 +308,19 @@ def score_shadow_attack(payload: dict[str, Any], deps: list[dict]) -> dict[str, 
                 np.exp(-target_loss),
                 np.exp(-shadow_loss),
                 keep,
-                np.arange(n_attack, target_loss.size),
+                population,
                 online=name == "rmia-online",
                 a=shadow["rmia_offline_a"],
                 gamma=shadow["rmia_gamma"],
             )
-        m = payload["metrics"]
+        m = metrics
         result = AttackResult.from_scores(
             name,
             scores[:n_attack],
-            payload["members"],
-            payload["ids"],
+            members,
+            ids,
             MetricSettings(m["delta"], m["confidence"], m["bootstrap"], m["seed"]),
-            description=f"{DESCRIPTIONS[name]} {shadow['n_models']} shadow models"
+            description=f"{DESCRIPTIONS[name]} {models}"
             + (
                 ", fixed variance." if shadow["fixed_variance"] and name.startswith("lira") else "."
             ),
