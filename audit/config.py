@@ -521,7 +521,12 @@ def parse_config(
     if (data["members"] is None) != (data["nonmembers"] is None):
         raise ConfigError("set both 'data.members' and 'data.nonmembers', or neither")
 
-    if shadow is not None and as_is and shadow["base_dir"] is None:
+    if (
+        shadow is not None
+        and as_is
+        and shadow["base_dir"] is None
+        and not (target["reference_dir"] or target["reference_dirs"] or target["adapter_dir"])
+    ):  # without base_dir, [shadow] only sets LiRA / RMIA options for given references
         raise ConfigError(
             f"'shadow' with '{key}' fine-tunes reference models from your base model: set "
             "'shadow.base_dir' (references you already have go in 'target.reference_dirs')"
@@ -995,7 +1000,12 @@ def resolve_targets(cfg: AuditConfig) -> AuditConfig:
                 refs, sources = [base], ["the adapter's base model (default)"]
             if adapter is not None and kind != "causal-lm":
                 raise ConfigError("'target.adapter_dir' is supported for causal LMs only")
-            if cfg.shadow is not None:
+            if cfg.shadow is not None and cfg.shadow["base_dir"] is None and not refs:
+                raise ConfigError(
+                    "'shadow' without 'shadow.base_dir' sets LiRA / RMIA options for given "
+                    "reference models, and there are none"
+                )
+            if cfg.shadow is not None and cfg.shadow["base_dir"] is not None:
                 sb = cfg.shadow["base_dir"]
                 check_local_dir(sb, "shadow.base_dir")
                 if kind != "causal-lm" or detect_kind(sb, "auto", "shadow.base_dir") != "causal-lm":

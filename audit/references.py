@@ -308,7 +308,9 @@ def trained_reference_attacks(
     k = int(sh["n_models"])
     keep = inclusion_design(k, len(pool), cfg.seed)
     tasks, recipe = reference_tasks(cfg, pool, keep, n_tok)
-    spec = executor if isinstance(executor, ExecutorSpec) else ExecutorSpec()
+    spec = (
+        executor if isinstance(executor, ExecutorSpec) else ExecutorSpec.from_config(cfg.executor)
+    )
     rd = RunDir(run_dir) if run_dir is not None else None
     if rd is not None and not resume:
         rd.clear()  # a fresh run: no stale reference reused

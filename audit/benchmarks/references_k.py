@@ -10,7 +10,10 @@ run`` does):
   saved with ``save_pretrained``;
 - **K = 0**: ``lm-loss`` (no reference);
 - **K = 1**: the adapter's base model, the default reference with ``adapter_dir``:
-  ``reference`` (loss difference), offline LiRA and offline RMIA (same run as K = 0);
+  ``reference`` (loss difference), offline LiRA and offline RMIA (same run as K = 0), and
+  offline RMIA once more with a = 1 (RMIA's offline p(x) = ½((1 + a)·p_OUT(x) + 1 − a): at
+  the paper's a = 0.3 and LM sequence probabilities exp(−mean loss) ≪ 1, p(x) is nearly
+  the constant (1 − a)/2 and RMIA ranks like ``lm-loss``);
 - **K = 2, 4, 8**: ``[shadow] base_dir`` fine-tunes K LoRA references from the base, with
   the target's recipe, on random halves of the audited + population texts (each text IN
   exactly K/2 of them): online and offline LiRA and RMIA.
@@ -40,13 +43,13 @@ import numpy as np
 from audit.io import atomic_write_text
 
 DEFAULTS = {
-    "members": 150,
-    "nonmembers": 150,
-    "population": 150,
-    "public": 2000,
-    "base_epochs": 4,
+    "members": 128,
+    "nonmembers": 128,
+    "population": 128,
+    "public": 1000,
+    "base_epochs": 3,
     "lr": 3e-3,
-    "epochs": 8,
+    "epochs": 6,
     "rank": 8,
     "batch_size": 8,
     "max_length": 64,
@@ -150,7 +153,7 @@ WANTED = {
 }
 
 
-def _audit(root: Path, s: dict, seed: int, k: int, bootstrap: int) -> dict:
+def _audit(root: Path, s: dict, seed: int, k: int, bootstrap: int, rmia_a=None) -> dict:
     from audit.config import parse_config
     from audit.runner import run_audit
 
@@ -166,6 +169,8 @@ def _audit(root: Path, s: dict, seed: int, k: int, bootstrap: int) -> dict:
         "metrics": {"bootstrap": bootstrap},
     }
     raw["attacks"] = {"names": ["lm-loss", "reference"]}
+    if rmia_a is not None:  # [shadow] without base_dir: options for the given reference
+        raw["shadow"] = {"rmia_offline_a": rmia_a, "attacks": ["rmia-offline"]}
     if k >= 2:
         raw["shadow"] = {
             "n_models": k,
@@ -179,18 +184,19 @@ def _audit(root: Path, s: dict, seed: int, k: int, bootstrap: int) -> dict:
         }
     cfg = parse_config(raw, source="references_k")
     res = run_audit(cfg, progress=False, run_dir=root / f"run-k{k}", resume=True)
+    wanted = WANTED[min(k, 2)] if rmia_a is None else ("rmia-offline",)
     run = res["runs"][0]
     rows = []
     for a in run["attacks"]:
-        if a["status"] != "ok" and a["attack"] in WANTED[min(k, 2)]:
+        if a["status"] != "ok" and a["attack"] in wanted:
             rows.append({"attack": a["attack"], "status": a["status"], "reason": a.get("reason")})
             continue
-        if a["attack"] not in WANTED[min(k, 2)]:
+        if a["attack"] not in wanted:
             continue  # lm-loss and the base-model reference come from the K = 1 run
         m = a["metrics"]
         rows.append(
             {
-                "attack": a["attack"],
+                "attack": a["attack"] + (f" (a = {rmia_a})" if rmia_a is not None else ""),
                 "references": (
                     "none"
                     if a["attack"] == "lm-loss"
@@ -209,6 +215,11 @@ def _audit(root: Path, s: dict, seed: int, k: int, bootstrap: int) -> dict:
         "rows": rows,
         "target": {k_: v for k_, v in run["target"].items() if k_ != "path"},
     }
+
+
+def _ci(m: dict) -> str:
+    f = lambda x: "-" if x is None else f"{x:.3f}"  # noqa: E731
+    return f"{f(m.get('value'))} [{f(m.get('ci_low'))}, {f(m.get('ci_high'))}]"
 
 
 def main(argv=None) -> int:
@@ -230,17 +241,14 @@ def main(argv=None) -> int:
         root.mkdir(parents=True, exist_ok=True)
         setup = _models(root, s, args.seed, log)
         results = []
-        for k in [1, *s["ks"]]:
+        for k, a in [(1, None), (1, 1.0), *((k, None) for k in s["ks"])]:
             t0 = time.perf_counter()
-            results.append(_audit(root, s, args.seed, k, args.bootstrap))
+            results.append(_audit(root, s, args.seed, k, args.bootstrap, a))
             log(f"K={k}: {time.perf_counter() - t0:.0f} s")
             for r in results[-1]["rows"]:
                 if "auc" in r:
-                    a, t = r["auc"], r["tpr_at_fpr_0.01"]
                     log(
-                        f"  {r['attack']:<13} AUC {a['value']:.3f} [{a['ci_low']:.3f}, "
-                        f"{a['ci_high']:.3f}]  TPR@1%FPR {t['value']:.3f} "
-                        f"[{t['ci_low']:.3f}, {t['ci_high']:.3f}]"
+                        f"  {r['attack']:<13} AUC {_ci(r['auc'])}  TPR@1%FPR {_ci(r['tpr_at_fpr_0.01'])}"
                     )
     out = {
         "benchmark": "references-k",
