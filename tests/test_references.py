@@ -244,3 +244,39 @@ def test_lira_with_one_model_per_side_has_no_ties():
     s = lira_scores(target, shadow, keep, online=True, fixed_variance=True)
     expect = (target - shadow[1]) ** 2 - (target - shadow[0]) ** 2
     assert np.all(np.isfinite(s)) and np.array_equal(rankdata(s), rankdata(expect))
+
+
+def test_full_fine_tuning_reference_and_shadow_keys_outside_audit_dir(models):
+    """``finetune = "full"`` trains every weight (the loss on its training half drops);
+    ``[shadow] base_dir`` / a population file are refused when the suite trains the target."""
+    from audit.config import parse_config
+    from audit.errors import ConfigError
+    from audit.references import train_reference
+
+    root = models
+    texts = _lines(root / "members.txt")[:8] + _lines(root / "nonmembers.txt")[:8]
+    payload = {
+        "base_dir": str(root / "base"),
+        "recipe": {
+            "finetune": "full",
+            "learning_rate": 1e-2,
+            "epochs": 8,
+            "batch_size": 4,
+            "lora_rank": 8,
+            "lora_alpha": 16,
+        },
+        "texts": texts,
+        "train": list(range(8)),
+        "seed": 0,
+        "max_length": 32,
+        "device": "cpu",
+        "dtype": "auto",
+        "batch_size": 8,
+    }
+    out = train_reference(payload, [])
+    loss = np.asarray(out["loss"])
+    assert out["n_train"] == 8 and loss.shape == (16,)
+    assert loss[:8].mean() < loss[8:].mean()  # it learned its half
+    for shadow in (f'base_dir = "{root / "base"}"', 'population = "pop.txt"'):
+        with pytest.raises(ConfigError, match="applies only when auditing your own model"):
+            parse_config({"shadow": dict([shadow.replace('"', "").split(" = ")])})
