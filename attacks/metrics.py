@@ -382,13 +382,25 @@ def tpr_interval_exact(member_desc, nonmember_desc, max_fpr: float, alpha: float
     """Distribution-free interval for the TPR at true FPR ``max_fpr`` (vectorised over rows).
 
     ``member_desc`` / ``nonmember_desc``: each row's scores sorted in decreasing order.
-    The threshold t with true FPR x has ``K ~ Bin(n_out, x)`` non-members at or above
-    it, so with probability >= 1 - alpha/2, ``k1 <= K <= k2`` (binomial quantiles at
-    alpha/4 each side) and t lies between the k1-th and the (k2+1)-th largest
-    non-member score.  TPR falls as the threshold rises, so the true TPR lies between
-    the true TPRs at those two (member-independent) thresholds, each bounded by a
-    Clopper-Pearson limit on the members at alpha/4.  Coverage >= 1 - alpha for any
-    continuous non-member distribution; it is conservative.
+    Target: ``TPR* = sup {TPR(t) : FPR(t) <= max_fpr}`` over thresholds "score >= t".
+    With ``K ~ Bin(n_out, max_fpr)``, ``k1`` / ``k2`` are its quantiles at alpha/4 each
+    side; ``t1`` / ``t2`` are the k1-th and the (k2+1)-th largest non-member scores.
+
+    * Lower limit: the rule "score > t1" has true FPR <= ``max_fpr`` unless fewer than k1
+      non-members reach the level ``d = inf {s : P(S_out > s) <= max_fpr}``, whose
+      probability ``P(S_out >= d) >= max_fpr``; so that fails with probability <= alpha/4,
+      and TPR* >= TPR(> t1), bounded below by Clopper-Pearson (alpha/4) on the members
+      scoring STRICTLY above t1.
+    * Upper limit: every threshold with FPR <= ``max_fpr`` lies at or above t2 unless more
+      than k2 non-members score above ``c = inf {t : FPR(t) <= max_fpr}``, whose
+      probability ``P(S_out > c) <= max_fpr``; so TPR* <= TPR(>= t2), bounded above by
+      Clopper-Pearson (alpha/4) on the members scoring AT OR ABOVE t2.
+
+    Coverage >= 1 - alpha for any non-member distribution, tied (discrete) scores
+    included: a tie block at t1 or t2 counts against the interval's side, so the interval
+    contains every resolution of the ties (and the plug-in value :func:`tpr_at_fpr`, the
+    TPR of a threshold with at most ``max_fpr * n_out`` false positives).  Without ties
+    both rules coincide with the continuous bracket; it is conservative.
     """
     n_in = member_desc.shape[1]
     n_out = nonmember_desc.shape[1]
@@ -399,7 +411,8 @@ def tpr_interval_exact(member_desc, nonmember_desc, max_fpr: float, alpha: float
     t_hi = nonmember_desc[:, k1 - 1] if k1 >= 1 else np.full(rows, np.inf)
     t_lo = nonmember_desc[:, k2] if k2 < n_out else np.full(rows, -np.inf)
     neg = -member_desc
-    c_hi = np.array([np.searchsorted(neg[i], -t_hi[i], side="right") for i in range(rows)])
+    # members scoring > t_hi (ties with t_hi excluded) and >= t_lo (ties included)
+    c_hi = np.array([np.searchsorted(neg[i], -t_hi[i], side="left") for i in range(rows)])
     c_lo = np.array([np.searchsorted(neg[i], -t_lo[i], side="right") for i in range(rows)])
     lo, _ = _cp_interval(c_hi, n_in, alpha / 2.0)
     _, hi = _cp_interval(c_lo, n_in, alpha / 2.0)
