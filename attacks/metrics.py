@@ -561,12 +561,7 @@ def membership_metrics(
     tp_b, nb_in, fp_b, nb_out, _ = _split_counts(s, m, seed)
     adv_lo, _ = agresti_caffo(tp_b, nb_in, fp_b, nb_out, float(-ndtri(alpha / 2.0)))
     rng = np.random.default_rng(seed)
-    if ss.has_ties:
-        reps = poisson_bootstrap(
-            ss.labels, n_boot, rng, group_starts=ss.group_starts, want_auc=False
-        )["advantage"]
-    else:
-        reps = advantage_bootstrap(ss.labels, n_boot, rng)
+    reps = advantage_bootstrap(ss.labels, n_boot, rng, ends=ss.ends if ss.has_ties else None)
     adv = ss.advantage()
     adv_hi = float(np.nanquantile(reps, 1.0 - alpha / 2.0))
     result["advantage"] = {

@@ -393,6 +393,29 @@ def test_advantage_bootstrap_on_runs_equals_the_general_path():
     np.testing.assert_allclose(runs, general["advantage"], rtol=0, atol=1e-14)
 
 
+@pytest.mark.parametrize("decimals", [0, 1, 2])
+def test_advantage_bootstrap_with_ties_equals_the_general_path(decimals):
+    # float32-like ties (few), and coarse grids where tie groups span many blocks
+    from attacks.scores import advantage_bootstrap
+
+    scores, members = gaussian_scores(0.7, 300, 500, seed=13)
+    scores = np.round(scores, decimals)
+    ss = SortedScores(scores, members)
+    assert ss.has_ties
+    general = poisson_bootstrap(
+        ss.labels, 250, np.random.default_rng(2), group_starts=ss.group_starts, want_auc=False
+    )
+    fast = advantage_bootstrap(ss.labels, 250, np.random.default_rng(2), ends=ss.ends)
+    np.testing.assert_allclose(fast, general["advantage"], rtol=0, atol=1e-14)
+    # and each replicate is the advantage sklearn computes on its weighted resample
+    w = _POISSON[
+        np.random.default_rng(2).integers(0, _POISSON.size, (3, ss.scores.size), np.uint16)
+    ]
+    for i in range(3):
+        fpr, tpr, _ = sk_roc_curve(ss.labels, ss.scores, sample_weight=w[i])
+        assert fast[i] == pytest.approx(max(0.0, float(np.max(tpr - fpr))), abs=1e-12)
+
+
 def test_known_answers_at_one_million_scores_and_n_equals_two():
     scores, members = gaussian_scores(0.5, 500_000, 500_000, seed=3)
     scores = np.round(scores, 3)  # many ties
