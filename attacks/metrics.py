@@ -60,6 +60,19 @@ VECTORISED_STATISTICS = (
     "advantage",
     "balanced_accuracy",
 )
+#: Max-type statistics whose percentile-bootstrap interval undercovers (measured by
+#: ``audit.benchmarks.statistics.percentile_bootstrap_coverage``, docs/statistics.md):
+#: :func:`bootstrap_ci` refuses them and names the interval to use instead.
+UNDERCOVERING_STATISTICS = {
+    "advantage": "use membership_metrics(...)['advantage'] (split lower limit, bootstrap "
+    "upper limit; coverage >= 93 % measured)",
+    "tpr_at_fpr_0.001": "use membership_metrics(...)['tpr_at_fpr_0.001'] or "
+    "tpr_interval_exact (distribution-free)",
+    "tpr_at_fpr_0.01": "use membership_metrics(...)['tpr_at_fpr_0.01'] or "
+    "tpr_interval_exact (distribution-free)",
+}
+#: Names :func:`bootstrap_ci` accepts.
+BOOTSTRAP_STATISTICS = tuple(s for s in VECTORISED_STATISTICS if s not in UNDERCOVERING_STATISTICS)
 #: FPRs at which :func:`membership_metrics` reports the TPR.
 REPORTED_FPRS = (0.001, 0.01)
 #: How each interval of :func:`membership_metrics` is computed (docs/statistics.md).
@@ -281,8 +294,11 @@ def bootstrap_ci(
 ) -> tuple[float, float]:
     """Percentile-bootstrap confidence interval of a statistic.
 
-    ``statistic`` is one of the names in :data:`VECTORISED_STATISTICS` or a callable
-    ``f(scores, members) -> float``.
+    ``statistic`` is one of the names in :data:`BOOTSTRAP_STATISTICS` (``"auc"``,
+    ``"balanced_accuracy"``) or a callable ``f(scores, members) -> float``.  The
+    max-type statistics of :data:`UNDERCOVERING_STATISTICS` (advantage, TPR at a low FPR)
+    are refused with a ``ValueError`` naming the interval to use: their percentile
+    intervals cover well below the nominal level (measured in docs/statistics.md).
 
     * Names: Poisson bootstrap on the order sorted once (:func:`attacks.scores.poisson_bootstrap`):
       every example gets an independent Poisson(1) weight per resample, the ROC counts
@@ -295,19 +311,25 @@ def bootstrap_ci(
       resample), one call per resample.
 
     The interval is the ``(1 - confidence)/2`` and ``(1 + confidence)/2`` quantiles.
-    Assumes independent examples.  Percentile intervals of max-type statistics
-    (advantage, TPR at a low FPR) undercover: :func:`membership_metrics` reports
-    intervals whose coverage is measured (docs/statistics.md) instead.
+    Assumes independent examples.  :func:`membership_metrics` reports intervals whose
+    coverage is measured (docs/statistics.md); prefer them.  A callable max-type
+    statistic will undercover just like the refused names.
     """
     s, m = _validate(scores, members)
     n_boot = _check_n_boot(n_boot)
     confidence = _check_confidence(confidence)
     s_in, s_out = s[m], s[~m]
     if isinstance(statistic, str):
+        if statistic in UNDERCOVERING_STATISTICS:
+            raise ValueError(
+                f"bootstrap_ci({statistic!r}) is refused: its percentile interval covers "
+                f"less than 93 % for a 95 % interval (docs/statistics.md); "
+                f"{UNDERCOVERING_STATISTICS[statistic]}."
+            )
         if statistic not in VECTORISED_STATISTICS:
             raise ValueError(
                 f"unknown statistic {statistic!r}; allowed names: "
-                f"{', '.join(repr(x) for x in VECTORISED_STATISTICS)} (or a callable)."
+                f"{', '.join(repr(x) for x in BOOTSTRAP_STATISTICS)} (or a callable)."
             )
         if statistic == "balanced_accuracy":
             _check_split_sizes(s_in.size, s_out.size)
