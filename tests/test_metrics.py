@@ -245,17 +245,25 @@ def test_poisson_table_is_poisson_one():
 
 def test_bootstrap_is_stratified_and_seeded():
     scores, members = gaussian_scores(1.0, 30, 70, seed=4)
-    seen = []
+    seen, values = [], []
 
     def count_members(s, m):
         seen.append((len(s), int(np.sum(m))))
-        return float(np.mean(s[m.astype(bool)]))
+        values.append(float(np.mean(s[m.astype(bool)])))
+        return values[-1]
 
     lo, hi = bootstrap_ci(count_members, scores, members, n_boot=50, seed=1)
     assert set(seen) == {(100, 30)}
     assert lo < np.mean(scores[members == 1]) < hi
-    assert bootstrap_ci("auc", scores, members, n_boot=100, seed=3) == bootstrap_ci(
-        "auc", scores, members, n_boot=100, seed=3
+    # the 2.5 % and 97.5 % quantiles of the replicates it was handed
+    assert (lo, hi) == pytest.approx(tuple(np.quantile(values, [0.025, 0.975])), abs=1e-15)
+    # named statistic, seeded: the percentile interval of sklearn's AUC on the same
+    # Poisson(1)-weighted resamples (weights drawn on the decreasing-score order)
+    order = np.argsort(-scores)
+    w = _POISSON[np.random.default_rng(3).integers(0, _POISSON.size, (100, 100), np.uint16)]
+    reps = [roc_auc_score(members[order], scores[order], sample_weight=w[i]) for i in range(100)]
+    assert bootstrap_ci("auc", scores, members, n_boot=100, seed=3) == pytest.approx(
+        tuple(np.quantile(reps, [0.025, 0.975])), abs=1e-12
     )
     a = bootstrap_ci("auc", scores, members, n_boot=100, confidence=0.5, seed=3)
     b = bootstrap_ci("auc", scores, members, n_boot=100, confidence=0.99, seed=3)
