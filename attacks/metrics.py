@@ -24,7 +24,13 @@ import numpy as np
 from scipy.special import betaincinv, ndtri
 from scipy.stats import binom
 
-from .scores import (  # noqa: F401  (re-exported: attacks.epsilon and tests import them here)
+from .epsilon import (
+    _check_delta,
+    _point_estimate_from_counts,
+    epsilon_ceiling,
+    epsilon_lower_bound,
+)
+from .scores import (  # noqa: F401  (re-exported: tests and older callers import them here)
     _CHUNK_ELEMENTS,
     SortedScores,
     _advantage_from_counts,
@@ -518,13 +524,6 @@ def membership_metrics(
     Every metric dict also has ``"method"`` (how its interval is computed).  Needs at
     least two members and two non-members (for the split).
     """
-    from .epsilon import (
-        _check_delta,
-        _point_estimate_from_counts,
-        epsilon_ceiling,
-        epsilon_lower_bound,
-    )
-
     s, m = _validate(scores, members)
     n_boot = _check_n_boot(n_boot)
     confidence = _check_confidence(confidence)
