@@ -8,7 +8,7 @@ non-members ~ N(0, 1)), timed side by side in one run:
   bootstrap resamples (every value, interval and the ε bound); target <= 30x the
   reference;
 * ``sklearn-auc-float32`` / ``membership_metrics-float32``: the same two on the scores
-  cast to float32 (as torch produces them; ~0.8 % of them then tie), so the tie-aware
+  cast to float32 (as torch produces them; ~0.7 % of them then tie), so the tie-aware
   fast path is timed against its own reference; target <= 30x;
 * ``one-sort``: ``numpy.argsort`` of the scores (reference for the ε bound);
 * ``epsilon-split``: :func:`attacks.epsilon.epsilon_lower_bound` (Clopper-Pearson,
