@@ -293,8 +293,8 @@ def tpr_at_1pct_fpr(scores, included, n_boot: int = 1000, confidence: float = 0.
     <= 1 %; with fewer than 100 absent canaries, the TPR at zero false positives). The
     interval is :func:`attacks.metrics.tpr_interval_exact` at ``confidence``: valid for
     any score distribution, tied scores included, with coverage >= ``confidence``
-    (conservative; the percentile bootstrap it replaces covered about 90 % at 100
-    canaries per side, docs/statistics.md). ``n_boot`` and ``seed`` are accepted for
+    (conservative; the percentile bootstrap it replaces covered well below 95 % at 100
+    canaries per side, measured in docs/statistics.md). ``n_boot`` and ``seed`` are accepted for
     callers of the bootstrap version and unused: nothing is resampled."""
     s, inc = _validate_canaries(scores, included)
     confidence = _check_confidence(confidence)
