@@ -24,7 +24,13 @@ import numpy as np
 from scipy.special import betaincinv, ndtri
 from scipy.stats import binom
 
-from .scores import (  # noqa: F401  (re-exported: attacks.epsilon and tests import them here)
+from .epsilon import (
+    _check_delta,
+    _point_estimate_from_counts,
+    epsilon_ceiling,
+    epsilon_lower_bound,
+)
+from .scores import (  # noqa: F401  (re-exported: tests and older callers import them here)
     _CHUNK_ELEMENTS,
     SortedScores,
     _advantage_from_counts,
@@ -60,6 +66,19 @@ VECTORISED_STATISTICS = (
     "advantage",
     "balanced_accuracy",
 )
+#: Max-type statistics whose percentile-bootstrap interval undercovers (measured by
+#: ``audit.benchmarks.statistics.percentile_bootstrap_coverage``, docs/statistics.md):
+#: :func:`bootstrap_ci` refuses them and names the interval to use instead.
+UNDERCOVERING_STATISTICS = {
+    "advantage": "use membership_metrics(...)['advantage'] (split lower limit, bootstrap "
+    "upper limit; coverage >= 93 % measured)",
+    "tpr_at_fpr_0.001": "use membership_metrics(...)['tpr_at_fpr_0.001'] or "
+    "tpr_interval_exact (distribution-free)",
+    "tpr_at_fpr_0.01": "use membership_metrics(...)['tpr_at_fpr_0.01'] or "
+    "tpr_interval_exact (distribution-free)",
+}
+#: Names :func:`bootstrap_ci` accepts.
+BOOTSTRAP_STATISTICS = tuple(s for s in VECTORISED_STATISTICS if s not in UNDERCOVERING_STATISTICS)
 #: FPRs at which :func:`membership_metrics` reports the TPR.
 REPORTED_FPRS = (0.001, 0.01)
 #: How each interval of :func:`membership_metrics` is computed (docs/statistics.md).
@@ -281,8 +300,11 @@ def bootstrap_ci(
 ) -> tuple[float, float]:
     """Percentile-bootstrap confidence interval of a statistic.
 
-    ``statistic`` is one of the names in :data:`VECTORISED_STATISTICS` or a callable
-    ``f(scores, members) -> float``.
+    ``statistic`` is one of the names in :data:`BOOTSTRAP_STATISTICS` (``"auc"``,
+    ``"balanced_accuracy"``) or a callable ``f(scores, members) -> float``.  The
+    max-type statistics of :data:`UNDERCOVERING_STATISTICS` (advantage, TPR at a low FPR)
+    are refused with a ``ValueError`` naming the interval to use: their percentile
+    intervals cover well below the nominal level (measured in docs/statistics.md).
 
     * Names: Poisson bootstrap on the order sorted once (:func:`attacks.scores.poisson_bootstrap`):
       every example gets an independent Poisson(1) weight per resample, the ROC counts
@@ -295,19 +317,25 @@ def bootstrap_ci(
       resample), one call per resample.
 
     The interval is the ``(1 - confidence)/2`` and ``(1 + confidence)/2`` quantiles.
-    Assumes independent examples.  Percentile intervals of max-type statistics
-    (advantage, TPR at a low FPR) undercover: :func:`membership_metrics` reports
-    intervals whose coverage is measured (docs/statistics.md) instead.
+    Assumes independent examples.  :func:`membership_metrics` reports intervals whose
+    coverage is measured (docs/statistics.md); prefer them.  A callable max-type
+    statistic will undercover just like the refused names.
     """
     s, m = _validate(scores, members)
     n_boot = _check_n_boot(n_boot)
     confidence = _check_confidence(confidence)
     s_in, s_out = s[m], s[~m]
     if isinstance(statistic, str):
+        if statistic in UNDERCOVERING_STATISTICS:
+            raise ValueError(
+                f"bootstrap_ci({statistic!r}) is refused: its percentile interval covers "
+                f"less than 93 % for a 95 % interval (docs/statistics.md); "
+                f"{UNDERCOVERING_STATISTICS[statistic]}."
+            )
         if statistic not in VECTORISED_STATISTICS:
             raise ValueError(
                 f"unknown statistic {statistic!r}; allowed names: "
-                f"{', '.join(repr(x) for x in VECTORISED_STATISTICS)} (or a callable)."
+                f"{', '.join(repr(x) for x in BOOTSTRAP_STATISTICS)} (or a callable)."
             )
         if statistic == "balanced_accuracy":
             _check_split_sizes(s_in.size, s_out.size)
@@ -382,13 +410,25 @@ def tpr_interval_exact(member_desc, nonmember_desc, max_fpr: float, alpha: float
     """Distribution-free interval for the TPR at true FPR ``max_fpr`` (vectorised over rows).
 
     ``member_desc`` / ``nonmember_desc``: each row's scores sorted in decreasing order.
-    The threshold t with true FPR x has ``K ~ Bin(n_out, x)`` non-members at or above
-    it, so with probability >= 1 - alpha/2, ``k1 <= K <= k2`` (binomial quantiles at
-    alpha/4 each side) and t lies between the k1-th and the (k2+1)-th largest
-    non-member score.  TPR falls as the threshold rises, so the true TPR lies between
-    the true TPRs at those two (member-independent) thresholds, each bounded by a
-    Clopper-Pearson limit on the members at alpha/4.  Coverage >= 1 - alpha for any
-    continuous non-member distribution; it is conservative.
+    Target: ``TPR* = sup {TPR(t) : FPR(t) <= max_fpr}`` over thresholds "score >= t".
+    With ``K ~ Bin(n_out, max_fpr)``, ``k1`` / ``k2`` are its quantiles at alpha/4 each
+    side; ``t1`` / ``t2`` are the k1-th and the (k2+1)-th largest non-member scores.
+
+    * Lower limit: the rule "score > t1" has true FPR <= ``max_fpr`` unless fewer than k1
+      non-members reach the level ``d = inf {s : P(S_out > s) <= max_fpr}``, whose
+      probability ``P(S_out >= d) >= max_fpr``; so that fails with probability <= alpha/4,
+      and TPR* >= TPR(> t1), bounded below by Clopper-Pearson (alpha/4) on the members
+      scoring STRICTLY above t1.
+    * Upper limit: every threshold with FPR <= ``max_fpr`` lies at or above t2 unless more
+      than k2 non-members score above ``c = inf {t : FPR(t) <= max_fpr}``, whose
+      probability ``P(S_out > c) <= max_fpr``; so TPR* <= TPR(>= t2), bounded above by
+      Clopper-Pearson (alpha/4) on the members scoring AT OR ABOVE t2.
+
+    Coverage >= 1 - alpha for any non-member distribution, tied (discrete) scores
+    included: a tie block at t1 or t2 counts against the interval's side, so the interval
+    contains every resolution of the ties (and the plug-in value :func:`tpr_at_fpr`, the
+    TPR of a threshold with at most ``max_fpr * n_out`` false positives).  Without ties
+    both rules coincide with the continuous bracket; it is conservative.
     """
     n_in = member_desc.shape[1]
     n_out = nonmember_desc.shape[1]
@@ -399,7 +439,8 @@ def tpr_interval_exact(member_desc, nonmember_desc, max_fpr: float, alpha: float
     t_hi = nonmember_desc[:, k1 - 1] if k1 >= 1 else np.full(rows, np.inf)
     t_lo = nonmember_desc[:, k2] if k2 < n_out else np.full(rows, -np.inf)
     neg = -member_desc
-    c_hi = np.array([np.searchsorted(neg[i], -t_hi[i], side="right") for i in range(rows)])
+    # members scoring > t_hi (ties with t_hi excluded) and >= t_lo (ties included)
+    c_hi = np.array([np.searchsorted(neg[i], -t_hi[i], side="left") for i in range(rows)])
     c_lo = np.array([np.searchsorted(neg[i], -t_lo[i], side="right") for i in range(rows)])
     lo, _ = _cp_interval(c_hi, n_in, alpha / 2.0)
     _, hi = _cp_interval(c_lo, n_in, alpha / 2.0)
@@ -483,13 +524,6 @@ def membership_metrics(
     Every metric dict also has ``"method"`` (how its interval is computed).  Needs at
     least two members and two non-members (for the split).
     """
-    from .epsilon import (
-        _check_delta,
-        _point_estimate_from_counts,
-        epsilon_ceiling,
-        epsilon_lower_bound,
-    )
-
     s, m = _validate(scores, members)
     n_boot = _check_n_boot(n_boot)
     confidence = _check_confidence(confidence)
@@ -548,12 +582,7 @@ def membership_metrics(
     tp_b, nb_in, fp_b, nb_out, _ = _split_counts(s, m, seed)
     adv_lo, _ = agresti_caffo(tp_b, nb_in, fp_b, nb_out, float(-ndtri(alpha / 2.0)))
     rng = np.random.default_rng(seed)
-    if ss.has_ties:
-        reps = poisson_bootstrap(
-            ss.labels, n_boot, rng, group_starts=ss.group_starts, want_auc=False
-        )["advantage"]
-    else:
-        reps = advantage_bootstrap(ss.labels, n_boot, rng)
+    reps = advantage_bootstrap(ss.labels, n_boot, rng, ends=ss.ends if ss.has_ties else None)
     adv = ss.advantage()
     adv_hi = float(np.nanquantile(reps, 1.0 - alpha / 2.0))
     result["advantage"] = {

@@ -253,8 +253,10 @@ _POISSON8 = _POISSON.astype(np.int8)
 _BLOCK = 64
 
 
-def advantage_bootstrap(labels: np.ndarray, n_boot: int, rng) -> np.ndarray:
-    """Poisson-bootstrap replicates of the advantage for ONE data set without ties.
+def advantage_bootstrap(
+    labels: np.ndarray, n_boot: int, rng, ends: np.ndarray | None = None
+) -> np.ndarray:
+    """Poisson-bootstrap replicates of the advantage for ONE data set, ties allowed.
 
     Same resamples as :func:`poisson_bootstrap` with the same ``rng`` (the same weights
     are drawn) and the same values, computed in two levels: the weights are summed per
@@ -262,13 +264,25 @@ def advantage_bootstrap(labels: np.ndarray, n_boot: int, rng) -> np.ndarray:
     inside block b it is at most ``TP(end of b) / N_in - FP(end of b - 1) / N_out``.
     Only blocks whose bound beats the best block end are scanned example by example,
     so a resample costs about one pass over its weights.  ``labels``: member flags in
-    decreasing-score order, all scores distinct.
+    decreasing-score order.  ``ends``: ``True`` at the last position of each tie group
+    (``None``: all scores distinct); tied examples move together, so TPR - FPR is only
+    read at group ends (the block bound still holds: it bounds every position of the
+    block), and blocks without a group end are never scanned.
     """
     lab = np.asarray(labels, dtype=bool)
     n = lab.size
     nb = -(-n // _BLOCK)
     lab8 = np.zeros(nb * _BLOCK, dtype=np.int8)
     lab8[:n] = lab
+    if ends is None:
+        end_pad = np.ones(nb * _BLOCK, dtype=bool)
+    else:
+        end_pad = np.zeros(nb * _BLOCK, dtype=bool)
+        end_pad[:n] = np.asarray(ends, dtype=bool)
+        end_pad[n - 1] = True
+    block_end_ok = end_pad[_BLOCK - 1 :: _BLOCK].copy()
+    block_end_ok[-1] = True  # the padding carries the last example's counts
+    block_has_end = end_pad.reshape(nb, _BLOCK).any(axis=1)
     rows = int(max(1, min(n_boot, _CHUNK_ELEMENTS // max(n, 1))))
     out = np.empty(n_boot)
     done = 0
@@ -285,9 +299,9 @@ def advantage_bootstrap(labels: np.ndarray, n_boot: int, rng) -> np.ndarray:
         n_out = fp_end[:, -1].astype(np.float64)
         with np.errstate(divide="ignore", invalid="ignore"):
             inv_in, inv_out = 1.0 / n_in[:, None], 1.0 / n_out[:, None]
-            at_end = tp_end * inv_in - fp_end * inv_out
+            at_end = np.where(block_end_ok, tp_end * inv_in - fp_end * inv_out, -np.inf)
             fp_start = np.concatenate([np.zeros((k, 1), dtype=np.int32), fp_end[:, :-1]], axis=1)
-            bound = tp_end * inv_in - fp_start * inv_out
+            bound = np.where(block_has_end, tp_end * inv_in - fp_start * inv_out, -np.inf)
         best = np.maximum(at_end.max(axis=1), 0.0)
         for i in range(k):
             if n_in[i] == 0 or n_out[i] == 0:
@@ -302,7 +316,7 @@ def advantage_bootstrap(labels: np.ndarray, n_boot: int, rng) -> np.ndarray:
                 g = (tp0 + np.cumsum(seg_m)) * inv_in[i, 0] - (fp0 + np.cumsum(seg_n)) * inv_out[
                     i, 0
                 ]
-                best[i] = max(best[i], float(g.max()))
+                best[i] = max(best[i], float(g[end_pad[lo : lo + _BLOCK]].max()))
             out[done + i] = best[i]
         done += k
     return out

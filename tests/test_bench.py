@@ -59,6 +59,15 @@ def test_bench_metrics_quick_records_both_ratios(tmp_path):
     assert main(["bench", "metrics", "--quick", "--repeats", "1", "--out", str(out)]) == 0
     (res,) = json.loads(out.read_text())["benchmarks"]
     assert res["reference"] == "sklearn-auc"
-    assert set(res["cases"]) == {"sklearn-auc", "membership_metrics", "one-sort", "epsilon-split"}
+    assert set(res["cases"]) == {
+        "sklearn-auc",
+        "membership_metrics",
+        "sklearn-auc-float32",
+        "membership_metrics-float32",
+        "one-sort",
+        "epsilon-split",
+    }
+    assert res["ratios"]["membership_metrics-float32"] > 0
+    assert 0.0 <= res["setup"]["float32_tied_fraction"] < 0.5
     assert res["ratios"]["membership_metrics"] > 0 and res["ratios"]["epsilon-split / one-sort"] > 0
     assert res["setup"]["n_boot"] == 100 and len(res["setup"]["load_average_before"]) == 3

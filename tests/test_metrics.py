@@ -245,17 +245,25 @@ def test_poisson_table_is_poisson_one():
 
 def test_bootstrap_is_stratified_and_seeded():
     scores, members = gaussian_scores(1.0, 30, 70, seed=4)
-    seen = []
+    seen, values = [], []
 
     def count_members(s, m):
         seen.append((len(s), int(np.sum(m))))
-        return float(np.mean(s[m.astype(bool)]))
+        values.append(float(np.mean(s[m.astype(bool)])))
+        return values[-1]
 
     lo, hi = bootstrap_ci(count_members, scores, members, n_boot=50, seed=1)
     assert set(seen) == {(100, 30)}
     assert lo < np.mean(scores[members == 1]) < hi
-    assert bootstrap_ci("auc", scores, members, n_boot=100, seed=3) == bootstrap_ci(
-        "auc", scores, members, n_boot=100, seed=3
+    # the 2.5 % and 97.5 % quantiles of the replicates it was handed
+    assert (lo, hi) == pytest.approx(tuple(np.quantile(values, [0.025, 0.975])), abs=1e-15)
+    # named statistic, seeded: the percentile interval of sklearn's AUC on the same
+    # Poisson(1)-weighted resamples (weights drawn on the decreasing-score order)
+    order = np.argsort(-scores)
+    w = _POISSON[np.random.default_rng(3).integers(0, _POISSON.size, (100, 100), np.uint16)]
+    reps = [roc_auc_score(members[order], scores[order], sample_weight=w[i]) for i in range(100)]
+    assert bootstrap_ci("auc", scores, members, n_boot=100, seed=3) == pytest.approx(
+        tuple(np.quantile(reps, [0.025, 0.975])), abs=1e-12
     )
     a = bootstrap_ci("auc", scores, members, n_boot=100, confidence=0.5, seed=3)
     b = bootstrap_ci("auc", scores, members, n_boot=100, confidence=0.99, seed=3)
@@ -391,6 +399,29 @@ def test_advantage_bootstrap_on_runs_equals_the_general_path():
     general = poisson_bootstrap(ss.labels, 250, np.random.default_rng(2), want_auc=False)
     runs = advantage_bootstrap(ss.labels, 250, np.random.default_rng(2))
     np.testing.assert_allclose(runs, general["advantage"], rtol=0, atol=1e-14)
+
+
+@pytest.mark.parametrize("decimals", [0, 1, 2])
+def test_advantage_bootstrap_with_ties_equals_the_general_path(decimals):
+    # float32-like ties (few), and coarse grids where tie groups span many blocks
+    from attacks.scores import advantage_bootstrap
+
+    scores, members = gaussian_scores(0.7, 300, 500, seed=13)
+    scores = np.round(scores, decimals)
+    ss = SortedScores(scores, members)
+    assert ss.has_ties
+    general = poisson_bootstrap(
+        ss.labels, 250, np.random.default_rng(2), group_starts=ss.group_starts, want_auc=False
+    )
+    fast = advantage_bootstrap(ss.labels, 250, np.random.default_rng(2), ends=ss.ends)
+    np.testing.assert_allclose(fast, general["advantage"], rtol=0, atol=1e-14)
+    # and each replicate is the advantage sklearn computes on its weighted resample
+    w = _POISSON[
+        np.random.default_rng(2).integers(0, _POISSON.size, (3, ss.scores.size), np.uint16)
+    ]
+    for i in range(3):
+        fpr, tpr, _ = sk_roc_curve(ss.labels, ss.scores, sample_weight=w[i])
+        assert fast[i] == pytest.approx(max(0.0, float(np.max(tpr - fpr))), abs=1e-12)
 
 
 def test_known_answers_at_one_million_scores_and_n_equals_two():

@@ -253,6 +253,82 @@ def coverage_simulation(
     return out
 
 
+#: (mu, canaries / examples per side) of :func:`percentile_bootstrap_coverage`.
+BOOTSTRAP_SETTINGS = ((1.0, 100), (2.0, 100), (1.0, 200), (2.0, 200), (1.0, 1000), (2.0, 1000))
+
+
+def percentile_bootstrap_coverage(
+    mu: float,
+    n: int,
+    trials: int = 1000,
+    n_boot: int = 200,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> dict:
+    """Coverage of percentile-bootstrap intervals the suite no longer reports, and of
+    their replacements, on n members ~ N(mu, 1) and n non-members ~ N(0, 1).
+
+    * ``"auc (percentile bootstrap)"``: ``bootstrap_ci("auc")`` (kept), truth
+      Phi(mu / sqrt 2);
+    * ``"advantage (percentile bootstrap)"``: what ``bootstrap_ci("advantage")``
+      returned (Poisson bootstrap on the sorted order, ``n_boot`` resamples), against
+      the truth 2 Phi(mu/2) - 1;
+    * ``"tpr_at_fpr_0.01 (percentile bootstrap)"``: what ``bootstrap_ci("tpr_at_fpr_0.01")``
+      returns and what the canary audit's ``tpr_at_1pct_fpr`` reported before; truth
+      Phi(mu - Phi^-1(0.99));
+    * ``"tpr_at_fpr_0.01 (exact)"``: :func:`attacks.metrics.tpr_interval_exact`, the
+      interval ``tpr_at_1pct_fpr`` reports now.
+
+    Also returns the mean interval widths. Trials share nothing; seeded by
+    ``(seed, mu, n)``.
+    """
+    from scipy.special import ndtr, ndtri
+
+    from attacks.metrics import tpr_interval_exact
+    from attacks.scores import poisson_bootstrap
+
+    alpha = 1.0 - confidence
+    rng = np.random.default_rng([seed, int(1000 * mu), n, 26])
+    s_in = rng.normal(mu, 1.0, (trials, n))
+    s_out = rng.normal(0.0, 1.0, (trials, n))
+    s = np.concatenate([s_in, s_out], axis=1)
+    lab = np.zeros((trials, 2 * n), dtype=bool)
+    lab[:, :n] = True
+    lab_s = np.take_along_axis(lab, np.argsort(-s, axis=1), axis=1)
+    reps = poisson_bootstrap(lab_s, n_boot, rng, fprs=(0.01,))
+    q = [alpha / 2.0, 1.0 - alpha / 2.0]
+    truths = {
+        "auc": float(ndtr(mu / math.sqrt(2.0))),
+        "advantage": float(2.0 * ndtr(mu / 2.0) - 1.0),
+        "tpr_at_fpr_0.01": float(ndtr(mu - ndtri(0.99))),
+    }
+    intervals = {
+        "auc (percentile bootstrap)": np.nanquantile(reps["auc"], q, axis=1),
+        "advantage (percentile bootstrap)": np.nanquantile(reps["advantage"], q, axis=1),
+        "tpr_at_fpr_0.01 (percentile bootstrap)": np.nanquantile(
+            reps["tpr_at_fpr_0.01"], q, axis=1
+        ),
+        "tpr_at_fpr_0.01 (exact)": np.array(
+            tpr_interval_exact(-np.sort(-s_in, axis=1), -np.sort(-s_out, axis=1), 0.01, alpha)
+        ),
+    }
+    coverage, width = {}, {}
+    for name, (lo, hi) in intervals.items():
+        truth = truths[name.split(" ")[0]]
+        coverage[name] = float(np.mean((lo <= truth) & (truth <= hi)))
+        width[name] = float(np.mean(hi - lo))
+    return {
+        "mu": mu,
+        "n_per_side": n,
+        "trials": trials,
+        "n_boot": n_boot,
+        "confidence": confidence,
+        "truths": truths,
+        "coverage": coverage,
+        "mean_width": width,
+    }
+
+
 def main(argv=None) -> int:
     """Record the coverage and one-run tables the docs quote (same seeds as the tests)."""
     import argparse
@@ -262,8 +338,31 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m audit.benchmarks.statistics")
     p.add_argument("--coverage-out", default="docs/coverage.json")
     p.add_argument("--one-run-out", default="docs/one-run-fdp.json")
+    p.add_argument(
+        "--bootstrap-out",
+        default="docs/bootstrap-coverage.json",
+        help="coverage of the percentile bootstrap (advantage, TPR@1%%) and the exact TPR",
+    )
+    p.add_argument(
+        "--only-bootstrap", action="store_true", help="write only the --bootstrap-out table"
+    )
     args = p.parse_args(argv)
     t0 = time.time()
+    boot = [percentile_bootstrap_coverage(mu, n) for mu, n in BOOTSTRAP_SETTINGS]
+    with open(args.bootstrap_out, "w", encoding="utf-8") as fh:
+        json.dump(
+            {
+                "what": "coverage of 95% percentile-bootstrap intervals (refused or replaced) "
+                "and of the exact TPR interval (tests/test_interval_coverage.py)",
+                "settings": boot,
+                "seconds": time.time() - t0,
+            },
+            fh,
+            indent=1,
+        )
+    print(json.dumps({"bootstrap": [[b["mu"], b["n_per_side"], b["coverage"]] for b in boot]}))
+    if args.only_bootstrap:
+        return 0
     cov = [coverage_simulation(mu, n) for mu, n in COVERAGE_SETTINGS]
     mutated = [
         coverage_simulation(mu, n, confidence=0.90, advantage=False) for mu, n in COVERAGE_SETTINGS
