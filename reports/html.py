@@ -21,6 +21,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoes
 
 from . import plots
 from .formatting import DASH, as_finite, as_float, ci, num, small
+from .split import split_view
 from .verdict import (
     EPS_LB,
     LEVELS,
@@ -671,6 +672,7 @@ def build_context(results: dict) -> dict:
                 "histograms": histograms,
                 "strongest": _text(best.get("attack")) if best else None,
                 "exposed": [] if aggregate_only else _exposed_examples(best, run),
+                "split": split_view(run, aggregate_only),
             }
         )
 
