@@ -223,8 +223,14 @@ def render_html(results: dict[str, Any]) -> str:
         rows += [
             ("p-value", f"{r['p_value']:.3g}"),
             ("Effect size", f"{r['effect_size']:.3f} ({r['effect_size_name']})"),
-            ("Texts tested", f"{r['n_test']['suspect']} suspect, {r['n_test']['validation']} validation"),
-            ("Texts fitting the aggregator", f"{r['n_fit']['suspect']} suspect, {r['n_fit']['validation']} validation"),
+            (
+                "Texts tested",
+                f"{r['n_test']['suspect']} suspect, {r['n_test']['validation']} validation",
+            ),
+            (
+                "Texts fitting the aggregator",
+                f"{r['n_fit']['suspect']} suspect, {r['n_fit']['validation']} validation",
+            ),
             ("Features", ", ".join(r.get("features") or [])),
             ("Split", r.get("split", "")),
         ]

@@ -189,7 +189,9 @@ def near_duplicates(
     for j, t in enumerate(nonmembers):
         for i in exact.get(normalise(t), []):
             pairs[(i, j)] = 1.0
-    near = _similar_pairs([_shingles(t) for t in members], [_shingles(t) for t in nonmembers], jaccard)
+    near = _similar_pairs(
+        [_shingles(t) for t in members], [_shingles(t) for t in nonmembers], jaccard
+    )
     for key, v in near.items():
         pairs.setdefault(key, v)
     return sorted((i, j, v) for (i, j), v in pairs.items())

@@ -757,7 +757,9 @@ def split_shifted(run: dict) -> dict | None:
     )
     best = strongest_attack(run)
     if best is not None:
-        text += f" The strongest attack ({attack_name(best)}) reaches AUC {ci(metric(best, 'auc'))}."
+        text += (
+            f" The strongest attack ({attack_name(best)}) reaches AUC {ci(metric(best, 'auc'))}."
+        )
     text += " What to do: " + str(check.get("advice") or "")
     status = "unmeasured" if claimed_epsilon(run) else "no-claim"
     if audit_violated(run):
