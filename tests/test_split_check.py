@@ -356,3 +356,28 @@ def test_same_distribution_split_end_to_end_keeps_the_verdict(untrained_lm, cli)
     assert auc["ci_low"] <= 0.5 <= auc["ci_high"] and run["split_check"]["shifted"] is False
     without = {k: v for k, v in run.items() if k not in ("split_check", "verdict")}
     assert run["verdict"] == verdict_for_run(without)
+
+
+def test_score_with_a_text_column_runs_the_split_check(tmp_path, cli):
+    import csv
+
+    words = [f"w{i}" for i in range(120)]
+    m = generator(40, 1, words[:60])
+    n = generator(40, 2, words[60:], numbers=True)
+    n[0] = m[0]  # a planted duplicate
+    rng = np.random.default_rng(0)
+    path = tmp_path / "scores.csv"
+    with path.open("w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(["id", "score", "member", "text"])
+        for i, t in enumerate(m + n):
+            w.writerow([f"r{i}", rng.normal() + (i < 40), int(i < 40), t])
+    out = cli(["score", str(path), "--out", str(tmp_path / "out")])
+    assert out.code == 0, out.stderr
+    res = json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8"))
+    run = res["runs"][0]
+    assert run["split_check"]["duplicates"]["pairs"] == 1
+    assert run["attacks"][0]["n_members"] == 39 and run["attacks"][0]["n_nonmembers"] == 39
+    assert "r0" not in run["attacks"][0]["examples"]["ids"]
+    assert run["verdict"]["level"] == "split-shifted" and "SPLIT SHIFTED" in out.stdout
+    assert run["split_check"]["attacks"][0]["n"] == 78

@@ -597,6 +597,9 @@ def _cmd_score(args) -> int:
         f"TPR@1%FPR {tpr_text}  "
         f"ε lower bound {m['epsilon_lower_bound']['value']:.3f} (δ={args.delta:g}, 95%)"
     )
+    split = results["runs"][0].get("split_check")
+    if isinstance(split, dict) and split.get("text"):
+        print(("SPLIT SHIFTED: " if split.get("shifted") else "split check: ") + split["text"])
     print(f"report:  {html}")
     print(f"results: {js}")
     return EXIT_OK
