@@ -381,3 +381,50 @@ def test_score_with_a_text_column_runs_the_split_check(tmp_path, cli):
     assert "r0" not in run["attacks"][0]["examples"]["ids"]
     assert run["verdict"]["level"] == "split-shifted" and "SPLIT SHIFTED" in out.stdout
     assert run["split_check"]["attacks"][0]["n"] == 78
+
+
+# --------------------------------------------------------------------------- #
+# Browser: the split section and the new verdict level render in headless Chromium
+# --------------------------------------------------------------------------- #
+def test_split_section_and_level_render_in_headless_chromium(tmp_path):
+    import subprocess
+
+    from test_browser import CHROMIUM_FLAGS, PAYLOADS, _DomScan, chromium_binary
+
+    from reports import write_report
+
+    split = _split(True)
+    split["duplicates"]["examples"][0]["member"] = PAYLOADS["script"]
+    split["duplicates"]["examples"][0]["nonmember"] = PAYLOADS["img"]
+    path = write_report(_run_with(split), tmp_path / "report")
+    common = [chromium_binary(), *CHROMIUM_FLAGS, "--virtual-time-budget=3000"]
+    dom = subprocess.run(
+        [*common, f"--user-data-dir={tmp_path / 'p1'}", "--dump-dom", path.resolve().as_uri()],
+        capture_output=True,
+        timeout=180,
+        check=True,
+    ).stdout.decode("utf-8")
+    scan = _DomScan()
+    scan.feed(dom)
+    text = "".join(scan.text)
+    ids = [a.get("id") for _, a in scan.tags]
+    assert "run-0-split" in ids
+    badges = [a for t, a in scan.tags if t == "span" and "split-shifted" in a.get("class", "")]
+    assert len(badges) >= 3  # summary, verdict, run heading (+ legend, split section)
+    assert "Is the member / non-member split valid?" in text and "What to do:" in text
+    assert "blind AUC 0.970" in text and "-0.110 [-0.150, -0.070]" in text
+    assert PAYLOADS["script"] in text and "script" not in [t for t, _ in scan.tags]
+    assert PAYLOADS["img"] in text and not any("onerror" in a for _, a in scan.tags)
+    shot = tmp_path / "top.png"
+    subprocess.run(
+        [*common, f"--user-data-dir={tmp_path / 'p2'}", "--window-size=1280,900"]
+        + [f"--screenshot={shot}", path.resolve().as_uri()],
+        capture_output=True,
+        timeout=180,
+        check=True,
+    )
+    from PIL import Image
+
+    pixels = np.asarray(Image.open(shot).convert("RGB")).reshape(-1, 3).astype(int)
+    orange = (np.abs(pixels - [0xFF, 0xF4, 0xE5]).sum(1) < 12).sum()  # the badge fill
+    assert orange > 50  # the split-shifted badge is painted in the first screen
