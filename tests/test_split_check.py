@@ -323,6 +323,7 @@ def _audit(cli, root: Path, members, nonmembers, name: str):
         + ["--nonmembers", str(root / f"{name}-n.txt"), "--out", str(out), "--quiet"]
     )
     assert outcome.code == 0, outcome.stderr[-3000:]
+    (out / "stdout.txt").write_text(outcome.stdout)
     return out, json.loads((out / "results.json").read_text(encoding="utf-8"))
 
 
@@ -338,6 +339,8 @@ def test_shifted_split_end_to_end_is_split_shifted_and_gate_exits_1(untrained_lm
     assert check["duplicates"]["pairs"] >= 1  # the planted one (and its twin member)
     assert run["attacks"][0]["n_members"] == 39 and run["attacks"][0]["n_nonmembers"] == 40
     assert run["verdict"]["level"] == "split-shifted"
+    assert (out / "stdout.txt").read_text().startswith("VERDICT model: SPLIT-SHIFTED")
+    assert "(split SHIFTED)" in (out / "stdout.txt").read_text()
     assert {r["attack"] for r in check["attacks"]} == {a["attack"] for a in run["attacks"]}
     gate = cli(["gate", str(out / "results.json"), "--max-auc", "1.0"])
     assert gate.code == 1, gate.stdout

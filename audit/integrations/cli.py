@@ -500,6 +500,10 @@ def verdict_line(run: dict) -> str:
     parts.append(f"claim {str(status).upper() if status == 'violated' else status}")
     if v.get("level") == "inconclusive" and v.get("inconclusive"):
         parts.append(one_line(str(v["inconclusive"])))
+    split = run.get("split_check") if isinstance(run.get("split_check"), dict) else {}
+    blind = (split.get("blind") or {}).get("auc")
+    if blind:
+        parts.append(f"blind AUC {ci(blind)}{' (split SHIFTED)' if split.get('shifted') else ''}")
     return "; ".join(parts)
 
 
