@@ -232,3 +232,24 @@ def test_command_bad_input_is_one_line_exit_2(tiny_lms, cli, tmp_path):
     out = cli(["dataset-inference", str(cfg), "--out", str(tmp_path / "o")])
     assert out.code == 2 and "dataset_inference.validation" in out.stderr
     assert not (tmp_path / "o" / "results.json").exists()
+
+
+@pytest.mark.slow
+def test_command_on_ray_gives_the_local_p_value(tiny_lms, cli):
+    """``--executor ray`` scores the texts on Ray actors (one model replica each); the
+    features, so the p-value, are the local ones."""
+    from own_models import write_lines
+
+    root = tiny_lms["root"]
+    write_lines(root / "suspect.txt", tiny_lms["suspect"])
+    write_lines(root / "validation.txt", tiny_lms["validation"])
+    args = ["--model", str(root / "tuned"), "--suspect", str(root / "suspect.txt")]
+    args += ["--validation", str(root / "validation.txt")]
+    outcome, local, _ = _di(cli, root, *args)
+    assert outcome.code == 0, outcome.stderr[-3000:]
+    outcome, remote, _ = _di(cli, root, *args, "--executor", "ray")
+    assert outcome.code == 0, outcome.stderr[-3000:]
+    assert remote["dataset_inference"]["scoring"] == "ray"
+    assert remote["dataset_inference"]["p_value"] == pytest.approx(
+        local["dataset_inference"]["p_value"], rel=1e-4
+    )
