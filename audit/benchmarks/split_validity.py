@@ -266,14 +266,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--lm-null-trials", type=int, default=200)
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--subsamples", type=int, default=50)
+    ap.add_argument("--parts", default="blind,null,lm", help="comma list: blind, null, lm")
     args = ap.parse_args(argv)
+    parts = set(args.parts.split(","))
     out = {"command": "python -m audit.benchmarks.split_validity " + " ".join(argv or sys.argv[1:])}
-    out["blind"] = blind_figures(args.seed, args.n, args.blind_trials)
-    atomic_write_text(args.out, dumps_json(out))
-    out["di_null_synthetic"] = di_null_synthetic(args.null_trials)
-    atomic_write_text(args.out, dumps_json(out))
-    out["di_lm"] = di_lm(args.seed, args.n, args.epochs, args.lm_null_trials, args.subsamples)
-    atomic_write_text(args.out, dumps_json(out))
+    if "blind" in parts:
+        out["blind"] = blind_figures(args.seed, args.n, args.blind_trials)
+        atomic_write_text(args.out, dumps_json(out))
+    if "null" in parts:
+        out["di_null_synthetic"] = di_null_synthetic(args.null_trials)
+        atomic_write_text(args.out, dumps_json(out))
+    if "lm" in parts:
+        out["di_lm"] = di_lm(args.seed, args.n, args.epochs, args.lm_null_trials, args.subsamples)
+        atomic_write_text(args.out, dumps_json(out))
     _log(f"wrote {args.out}")
     return 0
 
