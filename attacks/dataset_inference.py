@@ -1,5 +1,5 @@
-"""Dataset inference (Maini, Jia, Papernot, Geiping and Kolter 2024, "LLM Dataset
-Inference: Did you train on my dataset?").
+"""Dataset inference (Maini et al., NeurIPS 2024, "LLM Dataset Inference: Did you train
+on my dataset?", arXiv 2406.06443).
 
 Question: was this *set* of suspect documents used to train the model? Per-example
 membership AUC is often 0.5-0.6 on large LMs even when the text was trained on; summed
@@ -15,7 +15,7 @@ over repeated splits):
 2. Suspect texts S and validation texts V (known not trained on) are each split at
    random, once, into an aggregator part (``fit_fraction``) and a test part.
 3. A linear aggregator (least squares on standardised features, target 1 for suspect and
-   0 for validation; Maini et al. use a linear regressor) is fitted on the aggregator
+   0 for validation; Maini et al. learn a linear model) is fitted on the aggregator
    part only.
 4. On the test part, a one-sided Welch t-test of H0: mean score(S) <= mean score(V).
 
