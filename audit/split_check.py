@@ -460,7 +460,7 @@ def split_text(check: dict[str, Any]) -> str:
         if check.get("shifted"):
             head += (
                 ": the two sets differ in their text itself, so the membership attacks "
-                "measure that difference as well as any memorisation. " + ADVICE
+                "measure that difference as well as any memorisation."
             )
         else:
             head += ": its interval includes chance, so no shift between the sets was found."
@@ -517,9 +517,12 @@ def check_audit_data(data, seed: int, aggregate_only: bool, dedupe: bool = True)
     from audit.errors import DataError
 
     members, nonmembers = data.members, data.nonmembers
-    check, scores = SplitCheck(seed=seed, aggregate_only=aggregate_only).run(
-        members.texts, nonmembers.texts, dedupe
-    )
+    try:
+        check, scores = SplitCheck(seed=seed, aggregate_only=aggregate_only).run(
+            members.texts, nonmembers.texts, dedupe
+        )
+    except ValueError as exc:
+        raise DataError(str(exc)) from None
     d = check["duplicates"]
     if dedupe and (d["members_removed"] or d["nonmembers_removed"]):
         dm, dn = set(d["member_index"]), set(d["nonmember_index"])

@@ -614,6 +614,9 @@ def build_context(results: dict) -> dict:
         name = run_name(run)
         claim = _claim_view(run, best)
         lb = _summary_eps_view(run, best)
+        if verdict["level"] == "split-shifted" and not epsilon_audit_bounds(run):
+            # an attack's bound then measures the texts; canary ε audits stay valid
+            lb = {"value": DASH, "detail": "not evidence about the model: the split is shifted"}
         summary.append(
             {
                 "anchor": f"run-{idx}",

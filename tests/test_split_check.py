@@ -136,7 +136,7 @@ def test_shifted_generators_give_a_blind_auc_above_0_9():
     assert auc["value"] > 0.9 and auc["ci_low"] > 0.5
     assert check["shifted"] is True and check["status"] == "shifted"
     assert scores.shape == (80,) and np.all(np.isfinite(scores))
-    assert "same source" in check["text"]
+    assert "same source" in check["advice"] and "differ in their text" in check["text"]
 
 
 def test_real_prose_from_two_sources_is_shifted_and_same_source_is_not():

@@ -604,6 +604,8 @@ def _cmd_score(args) -> int:
     split = results["runs"][0].get("split_check")
     if isinstance(split, dict) and split.get("text"):
         print(("SPLIT SHIFTED: " if split.get("shifted") else "split check: ") + split["text"])
+        if split.get("shifted"):
+            print(f"what to do: {split.get('advice')}")
     print(f"report:  {html}")
     print(f"results: {js}")
     return EXIT_OK
