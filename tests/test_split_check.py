@@ -353,8 +353,13 @@ def test_same_distribution_split_end_to_end_keeps_the_verdict(untrained_lm, cli)
 
     from reports.verdict import verdict_for_run
 
-    _, res = _audit(cli, untrained_lm, random_texts(40, 1), random_texts(40, 2), "same")
+    # two texts that differ only after 64 tokens: identical as scored (cut to max_length)
+    head = random_texts(1, 9, length=70)[0]
+    m, n = random_texts(40, 1) + [head + " w1 w2"], random_texts(40, 2) + [head + " w3 w4"]
+    _, res = _audit(cli, untrained_lm, m, n, "same")
     run = res["runs"][0]
+    assert run["split_check"]["duplicates"]["exact_pairs"] == 1
+    assert run["attacks"][0]["n_members"] == 40 and run["attacks"][0]["n_nonmembers"] == 40
     auc = run["split_check"]["blind"]["auc"]
     assert auc["ci_low"] <= 0.5 <= auc["ci_high"] and run["split_check"]["shifted"] is False
     without = {k: v for k, v in run.items() if k not in ("split_check", "verdict")}
