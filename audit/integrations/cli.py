@@ -1,4 +1,4 @@
-"""Command line: ``privacy-audit run | epsilon | score | gate | bench | compare | experiment | claims``.
+"""Command line: ``privacy-audit run | epsilon | score | gate | bench | compare | experiment | claims | dataset-inference``.
 
 Exit codes: 0 success; 1 the gate found a threshold exceeded or a regression against the
 baseline; 2 bad input (one line on stderr naming the problem, nothing written); 3 an
