@@ -162,6 +162,7 @@ def audit_own_model(
         release = ClassifierRelease(
             loaded.model, tok, cfg.target.max_length, claim, label_names, cfg.device
         )
+        data, split, blind = run_split_check(data, cfg, progress)
     else:
         data = cap_audit_data(
             load_audit_data(cfg.data, cfg.seed, train=False, labels=False), cfg.target.max_length
@@ -173,6 +174,7 @@ def audit_own_model(
         notes["texts_cut_to_max_length"] = n_cut
         if n_cut:
             _log(f"  {n_cut} text(s) cut to max_length = {release.max_length} tokens", progress)
+        data, split, blind = run_split_check(data, cfg, progress)  # on the texts as scored
         ref_dirs = opts.get("reference_dirs") or (
             [opts["reference_dir"]] if opts.get("reference_dir") else []
         )
@@ -229,6 +231,11 @@ def audit_own_model(
     }
     if loaded.uninitialized:
         run["uninitialized_weights"] = list(loaded.uninitialized)
+    if blind is not None:
+        from audit.split_check import compare_attacks
+
+        split["attacks"] = compare_attacks(split, run["attacks"], blind)
+    run["split_check"] = split
     return run, release
 
 
@@ -267,6 +274,30 @@ def _reference_attacks(
         )
     if named:  # shown in the report's run table
         run["training"]["reference_models"] = "; ".join(named)
+
+
+def run_split_check(data: AuditData, cfg, progress: bool):
+    """The split check (audit/split_check.py) before any attack: near-duplicates across the
+    sets are removed from the attack set, and the blind baseline is measured."""
+    from audit.split_check import check_audit_data
+
+    _log("  split check: near-duplicates and blind baseline (model-free classifier)", progress)
+    data, split, blind = check_audit_data(data, cfg.seed, cfg.aggregate_only)
+    d = split["duplicates"]
+    if d["pairs"]:
+        _log(
+            f"  {d['pairs']} near-duplicate member/non-member pair(s): removed "
+            f"{d['members_removed']} member(s) and {d['nonmembers_removed']} non-member(s)",
+            progress,
+        )
+    auc = (split.get("blind") or {}).get("auc")
+    if auc:
+        flag = "SHIFTED" if split["shifted"] else "ok"
+        _log(
+            f"  blind AUC {auc['value']:.3f} [{auc['ci_low']:.3f}, {auc['ci_high']:.3f}]: {flag}",
+            progress,
+        )
+    return data, split, blind
 
 
 def _byo_label_names(model, data_cfg: dict[str, Any]) -> list[str]:

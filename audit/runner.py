@@ -114,6 +114,11 @@ def score_file(
         raise DataError(
             f"scores file {str(p)!r} has {int((~np.isfinite(s)).sum())} NaN or infinite score(s)"
         )
+    split = None
+    if "text" in rows[0]:  # texts given: the split check runs first (audit/split_check.py)
+        s, members, ids, split = _score_split_check(
+            [r.get("text") or "" for r in rows], s, members, ids, seed, aggregate_only, p
+        )
     settings = MetricSettings(delta=delta, n_boot=n_boot, seed=seed)
     try:
         result = AttackResult.from_scores(
@@ -129,6 +134,13 @@ def score_file(
         [result],
         aggregate_only=aggregate_only,
     )
+    if split is not None:
+        from audit.split_check import compare_attacks
+
+        check, blind = split
+        if blind is not None:
+            check["attacks"] = compare_attacks(check, run["attacks"], blind)
+        run["split_check"] = check
     config = {
         "source": str(p),
         "command": "score",
@@ -138,6 +150,36 @@ def score_file(
         "aggregate_only": aggregate_only,
     }
     return assemble_results([run], f"Privacy audit of {p.name}", seed, config, aggregate_only)
+
+
+def _score_split_check(texts, s, members, ids, seed, aggregate_only, p):
+    """The split check of a scores file with a ``text`` column: near-duplicate
+    member/non-member rows are dropped, the blind scores come back in row order."""
+    from audit.split_check import SplitCheck
+
+    m = np.asarray(members)
+    mi, ni = np.flatnonzero(m == 1), np.flatnonzero(m == 0)
+    try:
+        check, blind = SplitCheck(seed=seed, aggregate_only=aggregate_only).run(
+            [texts[i] for i in mi], [texts[i] for i in ni]
+        )
+    except ValueError as exc:
+        raise DataError(f"scores file {str(p)!r}: {exc}") from None
+    d = check["duplicates"]
+    drop = {int(mi[i]) for i in d.pop("member_index")} | {
+        int(ni[j]) for j in d.pop("nonmember_index")
+    }
+    keep = [i for i in range(len(s)) if i not in drop]
+    if blind is None:
+        raise DataError(
+            f"scores file {str(p)!r}: after removing {d['pairs']} near-duplicate member/"
+            "non-member pair(s) fewer than 2 members or non-members are left"
+        )
+    # blind scores are of the kept members, then the kept non-members: back to row order
+    order = [i for i in mi if i not in drop] + [i for i in ni if i not in drop]
+    by_row = dict(zip(order, blind, strict=True))
+    blind_rows = np.asarray([by_row[i] for i in keep])
+    return s[keep], [members[i] for i in keep], [ids[i] for i in keep], (check, blind_rows)
 
 
 __all__ = ["run_audit", "score_file"]

@@ -21,6 +21,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoes
 
 from . import plots
 from .formatting import DASH, as_finite, as_float, ci, num, small
+from .split import split_view
 from .verdict import (
     EPS_LB,
     LEVELS,
@@ -613,6 +614,9 @@ def build_context(results: dict) -> dict:
         name = run_name(run)
         claim = _claim_view(run, best)
         lb = _summary_eps_view(run, best)
+        if verdict["level"] == "split-shifted" and not epsilon_audit_bounds(run):
+            # an attack's bound then measures the texts; canary ε audits stay valid
+            lb = {"value": DASH, "detail": "not evidence about the model: the split is shifted"}
         summary.append(
             {
                 "anchor": f"run-{idx}",
@@ -671,6 +675,7 @@ def build_context(results: dict) -> dict:
                 "histograms": histograms,
                 "strongest": _text(best.get("attack")) if best else None,
                 "exposed": [] if aggregate_only else _exposed_examples(best, run),
+                "split": split_view(run, aggregate_only),
             }
         )
 

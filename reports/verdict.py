@@ -14,7 +14,7 @@ from typing import Any
 
 from .formatting import as_finite, as_float, ci, num, pct_ci, small
 
-LEVELS = ("high", "moderate", "low", "inconclusive", "not-measured")
+LEVELS = ("high", "moderate", "low", "inconclusive", "not-measured", "split-shifted")
 
 #: AUC lower CI bound at or above which leakage is called "high".
 HIGH_AUC_CI_LOW = 0.6
@@ -639,6 +639,9 @@ def verdict_for_run(run: dict) -> dict:
             "attack": None,
             "claim_status": "unmeasured" if claimed_epsilon(run) else "no-claim",
         }
+    shifted = split_shifted(run)
+    if shifted is not None:
+        return shifted
     attack = strongest_attack(run)
     if attack is None:
         attacks = [a for a in run.get("attacks") or [] if isinstance(a, dict)]
@@ -734,6 +737,35 @@ def verdict_for_run(run: dict) -> dict:
         "claim_status": claim["status"],
         **({"inconclusive": undecided} if level == "inconclusive" else {}),
     }
+
+
+def split_shifted(run: dict) -> dict | None:
+    """The ``split-shifted`` verdict when the run's split check (audit/split_check.py)
+    found the blind AUC's interval above 0.5, else ``None``. The attacks then measure the
+    difference between the texts as well as memorisation, so neither HIGH nor LOW is
+    said; the attacks' ε lower bounds are not evidence about the model either, so only an
+    ε audit's own violation (canaries: same-kind non-members by construction) is kept."""
+    check = run.get("split_check")
+    if not isinstance(check, dict) or check.get("shifted") is not True:
+        return None
+    auc = ((check.get("blind") or {}).get("auc")) or {}
+    text = (
+        f"Split shifted: a classifier that never sees the model separates the members from "
+        f"the non-members with blind AUC {ci(auc)}, so the attack numbers below measure the "
+        "difference between the two sets of texts as well as any memorisation; no leakage "
+        "verdict (high or low) can be drawn from them."
+    )
+    best = strongest_attack(run)
+    if best is not None:
+        text += (
+            f" The strongest attack ({attack_name(best)}) reaches AUC {ci(metric(best, 'auc'))}."
+        )
+    text += " What to do: " + str(check.get("advice") or "")
+    status = "unmeasured" if claimed_epsilon(run) else "no-claim"
+    if audit_violated(run):
+        text += " " + _audit_violation_text(run)
+        status = "violated"
+    return {"level": "split-shifted", "text": text.strip(), "attack": None, "claim_status": status}
 
 
 # --------------------------------------------------------------------------- #

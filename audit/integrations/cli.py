@@ -1,4 +1,4 @@
-"""Command line: ``privacy-audit run | epsilon | score | gate | bench | compare | experiment | claims``.
+"""Command line: ``privacy-audit run | epsilon | score | gate | bench | compare | experiment | claims | dataset-inference``.
 
 Exit codes: 0 success; 1 the gate found a threshold exceeded or a regression against the
 baseline; 2 bad input (one line on stderr naming the problem, nothing written); 3 an
@@ -211,6 +211,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="compare the upper end of each metric's CI; an inconclusive verdict fails",
     )
     g.add_argument(
+        "--allow-shifted-split",
+        action="store_true",
+        help="pass a run whose member / non-member split is shifted (blind AUC above 0.5); "
+        "by default it fails: its attack numbers are not about the model",
+    )
+    g.add_argument(
         "--baseline",
         metavar="BASELINE.json",
         help="a committed results.json: fail when a metric rose beyond its CI (see docs/gate.md)",
@@ -255,6 +261,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--seq-len", type=int, help="byo-lm: tokens per text (default 256)")
     b.add_argument("--lm-batch", type=int, help="byo-lm: scoring batch size (default 8)")
     _add_experiment_and_claims(sub)
+    _add_dataset_inference(sub)
 
     from audit.epsilon.pipeline import add_parser as _canaries_parser
 
@@ -290,6 +297,114 @@ def _add_experiment_and_claims(sub) -> None:
     c.add_argument("--docs", default=None, help="folder of recorded results (default: docs/)")
     c.add_argument("--json", metavar="FILE", help="also write the rows as JSON")
     c.add_argument("--markdown", metavar="FILE", help="also write the table as Markdown")
+
+
+def _add_dataset_inference(sub) -> None:
+    """``dataset-inference``: a p-value for "was this set of texts trained on?"."""
+    d = sub.add_parser(
+        "dataset-inference",
+        help="test whether a suspect set of texts was used to train a causal LM (Maini et al. "
+        "2024): p-value, effect size, after a split check of suspect vs validation",
+    )
+    d.add_argument("config", nargs="?", help="TOML config with [target] and [dataset_inference]")
+    d.add_argument("--model", metavar="DIR", help="local Hugging Face causal LM directory")
+    d.add_argument("--suspect", metavar="FILE", help="texts that may have been trained on")
+    d.add_argument(
+        "--validation", metavar="FILE", help="same-distribution texts known not to be trained on"
+    )
+    d.add_argument("--reference", metavar="DIR", help="reference causal LM (adds a feature)")
+    d.add_argument("--adapter", metavar="DIR", help="PEFT/LoRA adapter on top of --model")
+    d.add_argument("--max-length", type=int, help="tokens per text (default: 64)")
+    d.add_argument("--device", choices=("auto", "cpu", "cuda"), help="default: auto")
+    d.add_argument("--dtype", choices=("auto", "float32", "bfloat16", "float16"))
+    d.add_argument("--seed", type=int, help="fixes the one aggregator/test split (default 0)")
+    d.add_argument("--fit-fraction", type=float, help="share fitting the aggregator (0.5)")
+    d.add_argument("--alpha", type=float, help="significance level of the verdict (0.01)")
+    d.add_argument("--out", default="di-out", help="output directory (default: di-out)")
+    d.add_argument("--quiet", action="store_true", help="no progress output")
+    d.add_argument("--aggregate-only", action="store_true", help=_AGGREGATE_HELP)
+    d.add_argument("--executor", choices=("local", "ray"), help="where texts are scored")
+    d.add_argument("--address", help="Ray cluster address (with --executor ray)")
+
+
+def _cmd_dataset_inference(args) -> int:
+    from audit.config import parse_config, resolve_targets
+    from audit.dataset_inference import (
+        load_di_config,
+        parse_section,
+        render_html,
+        run_dataset_inference,
+    )
+    from audit.io import dumps_json, publish_together
+    from audit.results import check_output_dir
+    from audit.scale.executors import ExecutorSpec
+
+    flags = ("model", "suspect", "validation", "reference", "adapter", "max_length", "dtype")
+    if args.config is not None:
+        if any(getattr(args, k) is not None for k in flags):
+            raise AuditError("give either a config file or --model/--suspect/--validation")
+        cfg, options = load_di_config(args.config)
+    else:
+        if args.model is None or args.suspect is None or args.validation is None:
+            raise AuditError("dataset-inference needs --model DIR --suspect F --validation F")
+        target: dict = {"audit_dir": args.model, "kind": "causal-lm"}
+        for key, value in (
+            ("adapter_dir", args.adapter),
+            ("reference_dir", args.reference),
+            ("max_length", args.max_length),
+            ("dtype", args.dtype),
+        ):
+            if value is not None:
+                target[key] = value
+        raw: dict = {"title": f"Dataset inference on {Path(args.model).name}", "target": target}
+        raw["data"] = {"members": args.suspect, "nonmembers": args.validation}
+        if args.device is not None:
+            raw["device"] = args.device
+        cfg = parse_config(raw, source="command line (--model)", base_dir=Path.cwd())
+        options = parse_section({"suspect": args.suspect, "validation": args.validation})
+    for key, value in (("fit_fraction", args.fit_fraction), ("alpha", args.alpha)):
+        if value is not None:
+            options = {**options, **parse_section({**options, key: value})}
+    if args.seed is not None:
+        cfg = dataclasses.replace(cfg, seed=args.seed)
+    if args.aggregate_only:
+        cfg = dataclasses.replace(cfg, aggregate_only=True)
+    cfg = resolve_targets(cfg)
+    spec = ExecutorSpec.from_config(cfg.executor, kind=args.executor, address=args.address)
+    if spec.address and spec.kind != "ray":
+        raise AuditError("--address applies only with --executor ray")
+    if spec.kind == "ray":
+        from audit.scale.executors import import_ray
+
+        import_ray()
+    _check_dir_option(args.out, "--out")
+    check_output_dir(args.out)
+    with capture_library_output(Path(args.out) / RUN_LOG):
+        results = run_dataset_inference(cfg, options, not args.quiet, spec)
+    try:
+        html, js = publish_together(
+            Path(args.out),
+            [("report.html", render_html(results)), ("results.json", dumps_json(results))],
+        )
+    except OSError as exc:
+        raise AuditError(f"cannot write to {args.out!r}: {exc.strerror or exc}") from None
+    r = results["dataset_inference"]
+    p = r.get("p_value")
+    print(
+        f"DATASET INFERENCE: {str(r['status']).upper()}; "
+        + (f"p = {p:.3g}; d = {r['effect_size']:.3f}; " if p is not None else "no p-value; ")
+        + one_line_text(r["text"])
+    )
+    if not args.quiet:
+        print(f"report:  {html}")
+        print(f"results: {js}")
+    return EXIT_OK
+
+
+def one_line_text(text: str) -> str:
+    from audit.integrations.gate import one_line
+
+    return one_line(text)
 
 
 def _cmd_run(args, epsilon: bool | None = None) -> int:
@@ -391,6 +506,10 @@ def verdict_line(run: dict) -> str:
     parts.append(f"claim {str(status).upper() if status == 'violated' else status}")
     if v.get("level") == "inconclusive" and v.get("inconclusive"):
         parts.append(one_line(str(v["inconclusive"])))
+    split = run.get("split_check") if isinstance(run.get("split_check"), dict) else {}
+    blind = (split.get("blind") or {}).get("auc")
+    if blind:
+        parts.append(f"blind AUC {ci(blind)}{' (split SHIFTED)' if split.get('shifted') else ''}")
     return "; ".join(parts)
 
 
@@ -488,6 +607,11 @@ def _cmd_score(args) -> int:
         f"TPR@1%FPR {tpr_text}  "
         f"ε lower bound {m['epsilon_lower_bound']['value']:.3f} (δ={args.delta:g}, 95%)"
     )
+    split = results["runs"][0].get("split_check")
+    if isinstance(split, dict) and split.get("text"):
+        print(("SPLIT SHIFTED: " if split.get("shifted") else "split check: ") + split["text"])
+        if split.get("shifted"):
+            print(f"what to do: {split.get('advice')}")
     print(f"report:  {html}")
     print(f"results: {js}")
     return EXIT_OK
@@ -571,7 +695,12 @@ def _cmd_gate(args) -> int:
     results = load_results(args.results)
     baseline = load_baseline(args.baseline, results) if args.baseline is not None else None
     violations, failures = check_all(
-        results, thresholds, strict=args.strict, leakage=leakage, allow_empty=args.allow_empty
+        results,
+        thresholds,
+        strict=args.strict,
+        leakage=leakage,
+        allow_empty=args.allow_empty,
+        allow_shifted_split=args.allow_shifted_split,
     )
     diff = compare(results, baseline, tolerance) if baseline is not None else None
     if diff is not None:
@@ -661,6 +790,7 @@ def _cmd_gate(args) -> int:
         ("unmeasured", "{n} requested metric(s) not measured"),
         ("claim-violated", "{n} privacy claim(s) VIOLATED"),
         ("inconclusive", "{n} inconclusive verdict(s) under --strict"),
+        ("split-shifted", "{n} shifted member/non-member split(s)"),
     ):
         n = sum(1 for f in failures if f.kind == kind)
         if n:
@@ -809,6 +939,7 @@ def main(argv: list[str] | None = None) -> int:
         "experiment": _cmd_experiment,
         "claims": _cmd_claims,
         "canaries": _cmd_canaries,
+        "dataset-inference": _cmd_dataset_inference,
     }[args.command]
     try:
         return handler(args)

@@ -440,7 +440,8 @@ class Failure:
     run: str
     attack: str
     key: str  # what was checked, e.g. "auc", "claim", "measured"
-    kind: str  # "unmeasured" | "nothing-measured" | "claim-violated" | "inconclusive"
+    # "unmeasured" | "nothing-measured" | "claim-violated" | "inconclusive" | "split-shifted"
+    kind: str
     message: str
 
     def __str__(self) -> str:
@@ -488,6 +489,7 @@ def check_all(
     strict: bool = False,
     leakage: dict[str, float] | None = None,
     allow_empty: bool = False,
+    allow_shifted_split: bool = False,
 ) -> tuple[list[Violation], list[Failure]]:
     """Every threshold violation and every failure (see docs/gate.md, "Never fails open").
 
@@ -499,9 +501,18 @@ def check_all(
     - a run whose privacy claim is violated (by its ε audit or by the strongest attack's
       ε lower bound) always fails, with the evidence;
     - with ``strict``, a run whose verdict is "inconclusive" fails;
-    - no measured result at all fails unless ``allow_empty``.
+    - no measured result at all fails unless ``allow_empty``;
+    - a run whose split check found the member / non-member split shifted (verdict
+      ``split-shifted``: its attack numbers are not about the model) fails unless
+      ``allow_shifted_split``.
     """
-    from reports.verdict import audit_evidence, check_claim, epsilon_audit_bounds, verdict_level
+    from reports.verdict import (
+        audit_evidence,
+        check_claim,
+        epsilon_audit_bounds,
+        split_shifted,
+        verdict_level,
+    )
 
     leakage = leakage or {}
     violations: list[Violation] = []
@@ -624,6 +635,20 @@ def check_all(
                     f"the privacy claim of '{rname}' is VIOLATED: " + "; ".join(evidence),
                 )
             )
+        if not allow_shifted_split:
+            shifted = split_shifted(run)
+            if shifted is not None:
+                failures.append(
+                    Failure(
+                        rname,
+                        "(split check)",
+                        "split",
+                        "split-shifted",
+                        f"the member / non-member split of '{rname}' is shifted: "
+                        + shifted["text"]
+                        + " (pass --allow-shifted-split to accept)",
+                    )
+                )
         if strict:
             level, why = verdict_level(run)
             if level == "inconclusive":

@@ -158,13 +158,20 @@ class AuditResults:
         max_epsilon_lb: float | None = None,
         *,
         strict: bool = False,
+        allow_shifted_split: bool = False,
     ) -> tuple[list[Violation], list]:
         """``(violations, failures)`` exactly as ``privacy-audit gate`` finds them
         (:func:`audit.integrations.gate.check_all`)."""
         from audit.integrations.gate import check_all
 
         limits = _thresholds("thresholds", max_auc, max_tpr_at_1pct_fpr, max_epsilon_lb)
-        return check_all(self.raw, limits, strict=strict, allow_empty=True)
+        return check_all(
+            self.raw,
+            limits,
+            strict=strict,
+            allow_empty=True,
+            allow_shifted_split=allow_shifted_split,
+        )
 
     def assert_within(
         self,
@@ -173,13 +180,21 @@ class AuditResults:
         max_epsilon_lb: float | None = None,
         *,
         strict: bool = False,
+        allow_shifted_split: bool = False,
     ) -> None:
         """Raise ``AssertionError`` listing every exceeded threshold (point values; with
         ``strict`` the upper end of each CI, as ``gate --strict``) and every failure the
         gate never lets pass: a violated privacy claim, a requested metric not measured,
-        an inconclusive verdict under ``strict``. An audit in which no attack produced a
-        result also fails: nothing was measured."""
-        found, failures = self.problems(max_auc, max_tpr_at_1pct_fpr, max_epsilon_lb, strict=strict)
+        an inconclusive verdict under ``strict``, a shifted member / non-member split
+        unless ``allow_shifted_split``. An audit in which no attack produced a result also
+        fails: nothing was measured."""
+        found, failures = self.problems(
+            max_auc,
+            max_tpr_at_1pct_fpr,
+            max_epsilon_lb,
+            strict=strict,
+            allow_shifted_split=allow_shifted_split,
+        )
         if found or failures:
             title = self.raw.get("title", "audit")
             text = _format_violations(title, found, None) if found else ""
@@ -371,26 +386,30 @@ def privacy_audit(request: pytest.FixtureRequest) -> PrivacyAudit:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
-        f"{MARKER}(max_auc=None, max_tpr_at_1pct_fpr=None, max_epsilon_lb=None, strict=False): "
+        f"{MARKER}(max_auc=None, max_tpr_at_1pct_fpr=None, max_epsilon_lb=None, strict=False, "
+        "allow_shifted_split=False): "
         "fail the test when an audit it ran (privacy_audit.run/score) exceeds a threshold",
     )
     config.stash.setdefault(_CACHE, {})
 
 
-def _marker_thresholds(item: pytest.Item, marker: pytest.Mark) -> tuple[dict, bool]:
+def _marker_thresholds(item: pytest.Item, marker: pytest.Mark) -> tuple[dict, dict]:
     where = f"@pytest.mark.{MARKER} on {item.nodeid}"
     if marker.args:
         raise ValueError(f"{where} takes keyword arguments only, e.g. max_auc=0.6")
     kwargs = dict(marker.kwargs)
-    strict = kwargs.pop("strict", False)
-    if not isinstance(strict, bool):
-        raise ValueError(f"{where}: strict must be True or False, got {strict!r}")
+    flags = {}
+    for flag in ("strict", "allow_shifted_split"):
+        flags[flag] = kwargs.pop(flag, False)
+        if not isinstance(flags[flag], bool):
+            raise ValueError(f"{where}: {flag} must be True or False, got {flags[flag]!r}")
     unknown = sorted(set(kwargs) - set(THRESHOLDS))
     if unknown:
         raise ValueError(
-            f"{where}: unknown argument {unknown[0]!r}; allowed: {', '.join(THRESHOLDS)}, strict"
+            f"{where}: unknown argument {unknown[0]!r}; allowed: {', '.join(THRESHOLDS)}, "
+            "strict, allow_shifted_split"
         )
-    return _thresholds(where, **kwargs), strict
+    return _thresholds(where, **kwargs), flags
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
@@ -418,7 +437,7 @@ def pytest_runtest_call(item: pytest.Item) -> None:
     marker = item.get_closest_marker(MARKER)
     if marker is None:
         return
-    limits, strict = _marker_thresholds(item, marker)
+    limits, flags = _marker_thresholds(item, marker)
     produced: list[AuditResults] = item.stash.get(_PRODUCED, [])
     if not produced:
         pytest.fail(
@@ -432,7 +451,7 @@ def pytest_runtest_call(item: pytest.Item) -> None:
             continue
         seen.add(id(results.raw))
         try:
-            results.assert_within(**limits, strict=strict)
+            results.assert_within(**limits, **flags)
         except AssertionError as exc:
             failures.append(str(exc))
     if failures:

@@ -1,0 +1,245 @@
+"""``privacy-audit dataset-inference``: was this set of documents used to train the model?
+
+Loads the user's causal LM (and optional reference LM) as ``run --model`` does, reads the
+suspect and validation texts, cuts them to ``max_length`` tokens (the texts as scored),
+runs the split check on suspect vs validation (a shifted pair gets no p-value: the test's
+assumption fails), computes every text's token statistics once (locally or on Ray actors
+with ``--executor ray``) and runs :class:`attacks.dataset_inference.DatasetInference`.
+
+Config form (``privacy-audit dataset-inference CONFIG``)::
+
+    [target]
+    audit_dir = "my-model"          # and optionally reference_dir, max_length, dtype ...
+
+    [dataset_inference]
+    suspect = "suspect.txt"         # texts that may have been trained on
+    validation = "validation.txt"   # same-distribution texts known not to be
+    fit_fraction = 0.5              # share of each set that fits the aggregator
+    alpha = 0.01
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+from audit.errors import AuditError, ConfigError, DataError
+
+#: Keys of ``[dataset_inference]``: name -> (types, check, allowed).
+KEYS = {
+    "suspect": (str,),
+    "validation": (str,),
+    "fit_fraction": (float, int),
+    "alpha": (float, int),
+}
+
+
+def _log(msg: str, progress: bool) -> None:
+    if progress:
+        print(msg, file=sys.stderr, flush=True)
+
+
+def parse_section(raw: Any, base_dir: Path | None = None) -> dict[str, Any]:
+    """Validate ``[dataset_inference]``; paths are resolved against ``base_dir``."""
+    if not isinstance(raw, dict):
+        raise ConfigError("config key 'dataset_inference' must be a table ([dataset_inference])")
+    unknown = sorted(set(raw) - set(KEYS))
+    if unknown:
+        raise ConfigError(
+            f"unknown config key 'dataset_inference.{unknown[0]}'; allowed: {', '.join(KEYS)}"
+        )
+    out: dict[str, Any] = {"fit_fraction": 0.5, "alpha": 0.01}
+    for key, types in KEYS.items():
+        if key not in raw:
+            if key in ("suspect", "validation"):
+                raise ConfigError(f"config key 'dataset_inference.{key}' is required")
+            continue
+        v = raw[key]
+        if isinstance(v, bool) or not isinstance(v, types):
+            raise ConfigError(f"config key 'dataset_inference.{key}' has the wrong type")
+        if key in ("suspect", "validation"):
+            p = Path(v)
+            out[key] = str(p if p.is_absolute() or base_dir is None else base_dir / p)
+        else:
+            v = float(v)
+            if not (math.isfinite(v) and 0 < v < 1):
+                raise ConfigError(f"config key 'dataset_inference.{key}' must be in (0, 1)")
+            out[key] = v
+    return out
+
+
+def load_di_config(path: str | Path):
+    """``(AuditConfig, [dataset_inference] options)`` of a TOML config: ``[target]`` etc.
+    as for ``run``; the suspect / validation files stand in for members / non-members."""
+    import tomllib
+
+    from audit.config import parse_config
+
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"config file {str(p)!r} does not exist")
+    try:
+        raw = tomllib.loads(p.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"config file {str(p)!r} is not valid TOML: {exc}") from None
+    if "dataset_inference" not in raw:
+        raise ConfigError(f"config file {str(p)!r} has no [dataset_inference] section")
+    di = parse_section(raw.pop("dataset_inference"), p.parent)
+    raw.setdefault("data", {})
+    if not isinstance(raw["data"], dict):
+        raise ConfigError("config key 'data' must be a table ([data])")
+    raw["data"].update({"members": di["suspect"], "nonmembers": di["validation"]})
+    raw["data"].pop("corpus", None)
+    return parse_config(raw, source=str(p), base_dir=p.parent), di
+
+
+def run_dataset_inference(
+    cfg, options: dict[str, Any], progress: bool = True, executor=None
+) -> dict[str, Any]:
+    """Load the model, check the split, score once, test. Returns the results dict
+    (``results.json`` of this command)."""
+    import datetime as _dt
+
+    from attacks.dataset_inference import DatasetInference, lm_features, result_text
+    from audit import __version__
+    from audit.data import load_audit_data
+    from audit.own_model import cut_to_max_length, load_reference, prefill_token_stats
+    from audit.results import environment
+    from audit.split_check import SplitCheck
+    from audit.textcap import cap_audit_data
+    from defenses.base import PrivacyClaim
+    from defenses.targets.loading import load_audit_target, load_causal_lm_release
+
+    opts = cfg.audit
+    if opts.get("kind", "causal-lm") != "causal-lm":
+        raise AuditError("dataset inference needs a causal language model (--kind causal-lm)")
+    test = DatasetInference(options["fit_fraction"], cfg.seed, options["alpha"])
+    data = cap_audit_data(
+        load_audit_data(cfg.data, cfg.seed, train=False, labels=False), cfg.target.max_length
+    )
+    loaded = load_audit_target(
+        cfg.audit_dir,
+        "causal-lm",
+        opts.get("adapter_dir"),
+        opts.get("allow_uninitialized", False),
+        cfg.device,
+        opts.get("dtype", "auto"),
+        opts.get("device_map", "none"),
+    )
+    if loaded.uninitialized:
+        raise AuditError(
+            f"{len(loaded.uninitialized)} weight(s) are not in the checkpoint; dataset "
+            "inference on partly random weights measures nothing"
+        )
+    release = load_causal_lm_release(
+        loaded,
+        cfg.target.max_length,
+        PrivacyClaim.none("dataset inference"),
+        cfg.device,
+        batch_size=opts["batch_size"],
+    )
+    data, n_cut = cut_to_max_length(data, release.tokenizer, release.max_length)
+    suspect, validation = data.members.texts, data.nonmembers.texts
+    _log(f"dataset inference: {len(suspect)} suspect, {len(validation)} validation texts", progress)
+    try:
+        check, _ = SplitCheck(seed=cfg.seed, aggregate_only=cfg.aggregate_only).run(
+            suspect, validation, dedupe=True
+        )
+    except ValueError as exc:
+        raise DataError(str(exc)) from None
+    dups = check["duplicates"]
+    dm, dn = set(dups.pop("member_index")), set(dups.pop("nonmember_index"))
+    suspect = [t for i, t in enumerate(suspect) if i not in dm]
+    validation = [t for j, t in enumerate(validation) if j not in dn]
+    result: dict[str, Any] = {
+        "model": loaded.path,
+        "reference": opts.get("reference_dir"),
+        "texts_cut_to_max_length": n_cut,
+        "max_length": release.max_length,
+        "split_check": check,
+        "fit_fraction": options["fit_fraction"],
+        "seed": cfg.seed,
+    }
+    auc = (check.get("blind") or {}).get("auc")
+    if auc:
+        _log(
+            f"  split check: blind AUC {auc['value']:.3f} [{auc['ci_low']:.3f}, "
+            f"{auc['ci_high']:.3f}]; {dups['pairs']} near-duplicate pair(s) removed",
+            progress,
+        )
+    if check.get("shifted"):
+        result["status"] = "split-shifted"
+        result["p_value"] = None
+    elif check.get("status") != "ok" or len(suspect) < 4 or len(validation) < 4:
+        result["status"] = "not-measured"
+        result["reason"] = check.get("reason") or "fewer than 4 texts per set"
+        result["p_value"] = None
+    else:
+        reference = None
+        if opts.get("reference_dir"):
+            _log(f"  reference model {opts['reference_dir']}", progress)
+            reference = load_reference(cfg, release.tokenizer, release.max_length)
+            prefill_token_stats(reference, suspect + validation, executor, progress)
+        where = prefill_token_stats(release, suspect + validation, executor, progress)
+        result["scoring"] = where
+        xs, names = lm_features(release, suspect, reference)
+        xv, _ = lm_features(release, validation, reference)
+        try:
+            result.update(test.test(xs, xv, names))
+        except ValueError as exc:
+            result.update(status="not-measured", reason=str(exc), p_value=None)
+        else:
+            result["status"] = "ok"
+    result["text"] = result_text(result)
+    return {
+        "schema_version": 1,
+        "tool": {"name": "privacy-audit", "version": __version__},
+        "command": "dataset-inference",
+        "created": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "config": cfg.to_dict(),
+        "environment": environment(),
+        "aggregate_only": cfg.aggregate_only,
+        "dataset_inference": result,
+    }
+
+
+def render_html(results: dict[str, Any]) -> str:
+    """A one-page report of a dataset-inference result (every value escaped)."""
+    from html import escape
+
+    r = results["dataset_inference"]
+    check = r.get("split_check") or {}
+    rows = [
+        ("Result", r.get("text", "")),
+        ("Status", r.get("status", "")),
+        ("Assumption", r.get("assumption") or ""),
+        ("Split check", check.get("text", "")),
+        ("Model", r.get("model", "")),
+        ("Reference model", r.get("reference") or "none"),
+    ]
+    if r.get("status") == "ok":
+        rows += [
+            ("p-value", f"{r['p_value']:.3g}"),
+            ("Effect size", f"{r['effect_size']:.3f} ({r['effect_size_name']})"),
+            (
+                "Texts tested",
+                f"{r['n_test']['suspect']} suspect, {r['n_test']['validation']} validation",
+            ),
+            (
+                "Texts fitting the aggregator",
+                f"{r['n_fit']['suspect']} suspect, {r['n_fit']['validation']} validation",
+            ),
+            ("Features", ", ".join(r.get("features") or [])),
+            ("Split", r.get("split", "")),
+        ]
+    body = "".join(f"<tr><th>{escape(str(k))}</th><td>{escape(str(v))}</td></tr>" for k, v in rows)
+    return (
+        "<!doctype html><html lang=en><head><meta charset=utf-8>"
+        "<meta http-equiv=Content-Security-Policy content=\"default-src 'none'; style-src 'unsafe-inline'\">"
+        "<title>Dataset inference</title><style>body{font-family:system-ui,sans-serif;"
+        "max-width:60em;margin:2em auto}th{text-align:left;vertical-align:top;padding-right:1em}"
+        "td,th{padding:.3em;border-bottom:1px solid #ddd}</style></head><body>"
+        f"<h1 id=dataset-inference>Dataset inference</h1><table>{body}</table></body></html>"
+    )

@@ -1,0 +1,546 @@
+"""Is the member / non-member split valid? A model-free *blind baseline* and a
+near-duplicate check, run before any membership attack.
+
+Why: where members and non-members differ in source, time or style, every membership
+attack "succeeds" on a model that never saw the members. Model-free classifiers (bag of
+words, dates, length) beat published LLM membership attacks on eight benchmark splits
+(Das, Zhang and Tramèr 2024); on same-distribution splits the same attacks are near chance
+(Duan et al. 2024; Meeus et al. 2024). So before reading any attack we ask: can a
+classifier that never sees the model tell the two sets apart?
+
+- **Blind AUC**: one pre-specified classifier (logistic regression on word 1-2-gram and
+  character 2-4-gram TF-IDF, length, and number / date token counts), cross-fitted over
+  ``folds`` stratified folds: every text is scored by a model fitted without it (the
+  vectorisers too). Its AUC on the out-of-fold scores gets a DeLong (1988) interval; the
+  interval's coverage of 0.5 on same-distribution splits is measured in
+  tests/test_split_check.py. The per-family AUCs (word, char, length, numbers / dates)
+  are shown for diagnosis only; the verdict reads the combined classifier (one test, so
+  its 95% interval keeps its meaning).
+- **Shifted**: the blind AUC's lower 95% end is above 0.5. The run's verdict is then
+  ``split-shifted`` (reports/verdict.py), never HIGH or LOW from the attacks alone.
+- **Near-duplicates across the sets**: a member and a non-member whose normalised texts
+  (lower case, collapsed white space) are equal, or whose character 5-gram shingle sets
+  have Jaccard similarity >= ``jaccard`` (0.8). Candidates come from MinHash LSH
+  (128 hashes, 32 bands of 4: a pair at Jaccard 0.8 is a candidate with probability
+  1 - (1 - 0.8^4)^32 > 1 - 1e-7) and every candidate is verified exactly. Both texts of
+  each pair are removed from the attack set (a text counted as member and non-member
+  measures nothing) and counted; a few pairs are kept as examples, except in
+  aggregate-only mode.
+- **Attack vs blind**: each attack's AUC beside the blind AUC on the same examples, with
+  the paired DeLong interval of the difference (DeLong, DeLong and Clarke-Pearson 1988).
+
+Everything returned is a plain dict stored in the run record (``run["split_check"]``);
+the report, the verdict and the gate read only that.
+"""
+
+from __future__ import annotations
+
+import re
+import zlib
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from scipy.special import ndtri
+
+#: Near-duplicate threshold on the Jaccard similarity of character 5-gram shingle sets.
+NEAR_DUP_JACCARD = 0.8
+SHINGLE = 5
+_N_HASH, _BANDS = 128, 32
+_PRIME = (1 << 61) - 1
+#: Pairs kept as examples in results.json (none in aggregate-only mode).
+MAX_EXAMPLES = 3
+#: Characters of each example text kept.
+EXAMPLE_CHARS = 300
+#: Texts per class the blind classifier reads at most (a seeded sample beyond it).
+MAX_BLIND_PER_CLASS = 5000
+
+ADVICE = (
+    "Sample the non-members from the same source and the same time period as the members "
+    "(e.g. hold out a random part of the training data before training), or audit with "
+    "canaries (random texts inserted into training, privacy-audit epsilon), whose "
+    "non-members are the same kind of text by construction."
+)
+
+_WS = re.compile(r"\s+")
+_NUMBER = re.compile(r"(?<![A-Za-z])[-+]?\d[\d,.]*")
+_DATE = re.compile(
+    r"\b(?:1[5-9]\d\d|20\d\d)\b"
+    r"|\b\d{1,4}[-/.]\d{1,2}[-/.]\d{1,4}\b"
+    r"|\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.?\s+\d{1,2}\b"
+    r"|\b\d{1,2}\s+(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\b",
+    re.IGNORECASE,
+)
+
+
+def normalise(text: str) -> str:
+    return _WS.sub(" ", text.lower()).strip()
+
+
+# --------------------------------------------------------------------------- #
+# DeLong AUC, its interval, and the paired difference of two AUCs
+# --------------------------------------------------------------------------- #
+def _placements(scores: np.ndarray, members: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
+    """AUC and DeLong's placement values: ``v10[i]`` = share of non-members a member
+    outranks (ties 1/2), ``v01[j]`` = share of members that outrank non-member j."""
+    s = np.asarray(scores, dtype=np.float64)
+    m = np.asarray(members).astype(bool)
+    pos, neg = s[m], s[~m]
+    neg_sorted, pos_sorted = np.sort(neg), np.sort(pos)
+    below = np.searchsorted(neg_sorted, pos, "left")
+    tie = np.searchsorted(neg_sorted, pos, "right") - below
+    v10 = (below + 0.5 * tie) / neg.size
+    above = pos.size - np.searchsorted(pos_sorted, neg, "right")
+    tie_p = np.searchsorted(pos_sorted, neg, "right") - np.searchsorted(pos_sorted, neg, "left")
+    v01 = (above + 0.5 * tie_p) / pos.size
+    return float(v10.mean()), v10, v01
+
+
+def delong_auc(scores, members, confidence: float = 0.95) -> dict[str, float]:
+    """AUC with the DeLong normal interval ``AUC ± z SE`` clipped to [0, 1]."""
+    auc, v10, v01 = _placements(scores, members)
+    se = float(np.sqrt(np.var(v10, ddof=1) / v10.size + np.var(v01, ddof=1) / v01.size))
+    z = float(ndtri(0.5 + confidence / 2))
+    return {
+        "value": auc,
+        "ci_low": max(0.0, auc - z * se),
+        "ci_high": min(1.0, auc + z * se),
+        "se": se,
+    }
+
+
+def delong_difference(scores_a, scores_b, members, confidence: float = 0.95) -> dict[str, float]:
+    """AUC(a) - AUC(b) on the same examples, with the paired DeLong interval: the
+    covariance of the two AUCs comes from the covariance of their placement values."""
+    m = np.asarray(members).astype(bool)
+    auc_a, a10, a01 = _placements(scores_a, m)
+    auc_b, b10, b01 = _placements(scores_b, m)
+    s10 = np.cov(np.vstack([a10, b10]))
+    s01 = np.cov(np.vstack([a01, b01]))
+    var = (s10[0, 0] + s10[1, 1] - 2 * s10[0, 1]) / a10.size + (
+        s01[0, 0] + s01[1, 1] - 2 * s01[0, 1]
+    ) / a01.size
+    se = float(np.sqrt(max(var, 0.0)))
+    z = float(ndtri(0.5 + confidence / 2))
+    d = auc_a - auc_b
+    return {"value": d, "ci_low": d - z * se, "ci_high": d + z * se, "se": se}
+
+
+# --------------------------------------------------------------------------- #
+# Near-duplicates
+# --------------------------------------------------------------------------- #
+def _shingles(text: str) -> set[int]:
+    t = normalise(text)
+    if len(t) < SHINGLE:
+        return {zlib.crc32(t.encode("utf-8"))}
+    return {zlib.crc32(t[i : i + SHINGLE].encode("utf-8")) for i in range(len(t) - SHINGLE + 1)}
+
+
+def _minhash(sh: set[int], a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    # shingle hashes are CRC-32 (< 2^32) and a, b < 2^32, so a h + b < 2^64: exact in uint64
+    h = np.fromiter(sh, dtype=np.uint64, count=len(sh))
+    return ((a[:, None] * h[None, :] + b[:, None]) % np.uint64(_PRIME)).min(axis=1)
+
+
+def _signatures(shingles: list[set[int]]) -> list[np.ndarray]:
+    rng = np.random.default_rng(0x5EED)  # fixed: the same pairs on every run
+    a = rng.integers(1, 1 << 32, size=_N_HASH, dtype=np.uint64)
+    b = rng.integers(0, 1 << 32, size=_N_HASH, dtype=np.uint64)
+    return [_minhash(sh, a, b) for sh in shingles]
+
+
+def _similar_pairs(
+    sh_a: list[set[int]], sh_b: list[set[int]] | None, jaccard: float
+) -> dict[tuple[int, int], float]:
+    """Pairs ``(i, j)`` (i in a, j in b; or i < j within a when ``sh_b`` is None) with
+    Jaccard >= ``jaccard``: MinHash LSH candidates, each verified exactly."""
+    rows = _N_HASH // _BANDS
+    buckets: dict[tuple, list[int]] = {}
+    for i, sig in enumerate(_signatures(sh_a)):
+        for band in range(_BANDS):
+            buckets.setdefault((band, sig[band * rows : (band + 1) * rows].tobytes()), []).append(i)
+    other = sh_a if sh_b is None else sh_b
+    sigs = _signatures(other) if sh_b is not None else None
+    out: dict[tuple[int, int], float] = {}
+    for j, sh in enumerate(other):
+        sig = sigs[j] if sigs is not None else _signatures([sh])[0]
+        cands: set[int] = set()
+        for band in range(_BANDS):
+            cands.update(buckets.get((band, sig[band * rows : (band + 1) * rows].tobytes()), ()))
+        for i in cands:
+            if sh_b is None and i >= j:
+                continue
+            inter = len(sh_a[i] & sh)
+            jac = inter / (len(sh_a[i]) + len(sh) - inter)
+            if jac >= jaccard:
+                out[(i, j)] = jac
+    return out
+
+
+def near_duplicates(
+    members: list[str], nonmembers: list[str], jaccard: float = NEAR_DUP_JACCARD
+) -> list[tuple[int, int, float]]:
+    """``(member index, non-member index, Jaccard)`` of every cross-set pair whose
+    normalised texts are equal or whose 5-gram shingle sets have Jaccard >= ``jaccard``."""
+    pairs: dict[tuple[int, int], float] = {}
+    exact: dict[str, list[int]] = {}
+    for i, t in enumerate(members):
+        exact.setdefault(normalise(t), []).append(i)
+    for j, t in enumerate(nonmembers):
+        for i in exact.get(normalise(t), []):
+            pairs[(i, j)] = 1.0
+    near = _similar_pairs(
+        [_shingles(t) for t in members], [_shingles(t) for t in nonmembers], jaccard
+    )
+    for key, v in near.items():
+        pairs.setdefault(key, v)
+    return sorted((i, j, v) for (i, j), v in pairs.items())
+
+
+def duplicate_groups(texts: list[str], jaccard: float = NEAR_DUP_JACCARD) -> np.ndarray:
+    """A group id per text: texts joined by a chain of near-duplicates (or equal
+    normalised texts) share one. The blind classifier's folds keep each group together,
+    or a text's twin in the training folds would score it by memory, not by shift."""
+    parent = list(range(len(texts)))
+
+    def find(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    first: dict[str, int] = {}
+    for i, t in enumerate(texts):
+        k = normalise(t)
+        if k in first:
+            parent[find(i)] = find(first[k])
+        else:
+            first[k] = i
+    for i, j in _similar_pairs([_shingles(t) for t in texts], None, jaccard):
+        parent[find(i)] = find(j)
+    return np.asarray([find(i) for i in range(len(texts))])
+
+
+# --------------------------------------------------------------------------- #
+# Blind baseline
+# --------------------------------------------------------------------------- #
+def _dense_features(texts: list[str]) -> np.ndarray:
+    rows = []
+    for t in texts:
+        words = t.split()
+        n_num = len(_NUMBER.findall(t))
+        n_date = len(_DATE.findall(t))
+        rows.append(
+            [
+                np.log1p(len(t)),
+                np.log1p(len(words)),
+                np.log1p(n_num),
+                np.log1p(n_date),
+                n_num / max(len(words), 1),
+                sum(c.isdigit() for c in t) / max(len(t), 1),
+            ]
+        )
+    return np.asarray(rows, dtype=np.float64).reshape(len(texts), 6)
+
+
+#: Feature families of the blind baseline: name -> which blocks it uses.
+FAMILIES = {
+    "combined": ("word", "char", "length", "numbers"),
+    "word n-grams": ("word",),
+    "char n-grams": ("char",),
+    "length": ("length",),
+    "numbers and dates": ("numbers",),
+}
+
+
+def _fold_blocks(texts: list[str], dense: np.ndarray, tr: np.ndarray, te: np.ndarray):
+    """Feature blocks of one fold, fitted on its training part only:
+    ``{block: (train matrix, test matrix)}``."""
+    from scipy import sparse
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.preprocessing import StandardScaler
+
+    train = [texts[i] for i in tr]
+    test = [texts[i] for i in te]
+    out = {}
+    for name, kw in (
+        ("word", dict(ngram_range=(1, 2))),
+        ("char", dict(analyzer="char_wb", ngram_range=(2, 4))),
+    ):
+        v = TfidfVectorizer(min_df=2, sublinear_tf=True, max_features=50000, **kw)
+        try:
+            out[name] = (v.fit_transform(train), v.transform(test))
+        except ValueError:  # min_df left no n-gram: this block sees nothing
+            out[name] = (sparse.csr_matrix((len(tr), 0)), sparse.csr_matrix((len(te), 0)))
+    for name, cols in (("length", slice(0, 2)), ("numbers", slice(2, 6))):
+        sc = StandardScaler().fit(dense[tr, cols])
+        out[name] = (
+            sparse.csr_matrix(sc.transform(dense[tr, cols])),
+            sparse.csr_matrix(sc.transform(dense[te, cols])),
+        )
+    return out
+
+
+def _fit_predict(blocks: dict, use, y: np.ndarray, seed: int) -> np.ndarray:
+    from scipy import sparse
+    from sklearn.linear_model import LogisticRegression
+
+    x_tr = sparse.hstack([blocks[b][0] for b in use]).tocsr()
+    x_te = sparse.hstack([blocks[b][1] for b in use]).tocsr()
+    if x_tr.shape[1] == 0:
+        return np.zeros(x_te.shape[0])
+    clf = LogisticRegression(C=1.0, solver="liblinear", max_iter=1000, random_state=seed)
+    return clf.fit(x_tr, y).decision_function(x_te)
+
+
+def blind_scores(
+    texts: list[str],
+    members: np.ndarray,
+    folds: int = 5,
+    seed: int = 0,
+    families: dict[str, tuple[str, ...]] | None = None,
+    groups: np.ndarray | None = None,
+) -> dict[str, np.ndarray]:
+    """Cross-fitted out-of-fold scores (higher = member) of a model-free classifier per
+    feature family: every text is scored by models fitted on the other folds (vectorisers
+    included). ``groups`` (default: :func:`duplicate_groups`) keep near-duplicates in
+    one fold."""
+    from sklearn.model_selection import StratifiedGroupKFold
+
+    fams = families or FAMILIES
+    y = np.asarray(members).astype(int)
+    if groups is None:
+        groups = duplicate_groups(texts)
+    k = int(min(folds, np.bincount(y, minlength=2).min()))
+    if k < 2:
+        raise ValueError("the blind baseline needs at least 2 members and 2 non-members")
+    dense = _dense_features(texts)
+    out = {name: np.zeros(len(texts)) for name in fams}
+    cv = StratifiedGroupKFold(k, shuffle=True, random_state=seed)
+    for tr, te in cv.split(np.zeros(len(y)), y, groups):
+        if y[tr].min() == y[tr].max():  # a fold without one class: no model can be fitted
+            for name in fams:
+                out[name][te] = 0.0
+            continue
+        blocks = _fold_blocks(texts, dense, tr, te)
+        for name, use in fams.items():
+            out[name][te] = _fit_predict(blocks, use, y[tr], seed)
+    return out
+
+
+@dataclass(frozen=True)
+class SplitCheck:
+    """Settings of the split check (small estimator object; :meth:`run` returns the dict
+    stored in ``run["split_check"]``)."""
+
+    folds: int = 5
+    confidence: float = 0.95
+    jaccard: float = NEAR_DUP_JACCARD
+    seed: int = 0
+    aggregate_only: bool = False
+    families: bool = True
+
+    def __post_init__(self) -> None:
+        if self.folds < 2:
+            raise ValueError(f"split check folds must be at least 2, got {self.folds}")
+        if not 0 < self.confidence < 1:
+            raise ValueError(f"confidence must be in (0, 1), got {self.confidence}")
+        if not 0 < self.jaccard <= 1:
+            raise ValueError(f"near-duplicate Jaccard must be in (0, 1], got {self.jaccard}")
+
+    def duplicates(self, members: list[str], nonmembers: list[str]) -> dict[str, Any]:
+        pairs = near_duplicates(members, nonmembers, self.jaccard)
+        drop_m = sorted({i for i, _, _ in pairs})
+        drop_n = sorted({j for _, j, _ in pairs})
+        out: dict[str, Any] = {
+            "criterion": f"equal normalised text, or Jaccard >= {self.jaccard:g} of "
+            f"character {SHINGLE}-gram shingles (MinHash LSH, verified exactly)",
+            "pairs": len(pairs),
+            "exact_pairs": sum(1 for *_, v in pairs if v >= 1.0),
+            "members_removed": len(drop_m),
+            "nonmembers_removed": len(drop_n),
+            "member_index": drop_m,
+            "nonmember_index": drop_n,
+        }
+        if not self.aggregate_only:
+            out["examples"] = [
+                {
+                    "member": members[i][:EXAMPLE_CHARS],
+                    "nonmember": nonmembers[j][:EXAMPLE_CHARS],
+                    "jaccard": round(v, 4),
+                }
+                for i, j, v in pairs[:MAX_EXAMPLES]
+            ]
+        return out
+
+    def blind(self, members: list[str], nonmembers: list[str]) -> tuple[dict, np.ndarray]:
+        """Blind AUC (and per-family AUCs) on members + non-members; also the out-of-fold
+        scores of the combined classifier, in that order (``nan`` where subsampled out)."""
+        texts = list(members) + list(nonmembers)
+        y = np.r_[np.ones(len(members), int), np.zeros(len(nonmembers), int)]
+        rng = np.random.default_rng(self.seed)
+        keep = np.arange(len(texts))
+        sampled = False
+        for cls in (1, 0):
+            idx = np.flatnonzero(y == cls)
+            if idx.size > MAX_BLIND_PER_CLASS:
+                drop = rng.choice(idx, idx.size - MAX_BLIND_PER_CLASS, replace=False)
+                keep = np.setdiff1d(keep, drop)
+                sampled = True
+        sub = [texts[i] for i in keep]
+        ys = y[keep]
+        result: dict[str, Any] = {"n_members": int(ys.sum()), "n_nonmembers": int((1 - ys).sum())}
+        full = np.full(len(texts), np.nan)
+        fams = FAMILIES if self.families else {"combined": FAMILIES["combined"]}
+        scores = blind_scores(sub, ys, self.folds, self.seed, fams)
+        full[keep] = scores["combined"]
+        result["auc"] = delong_auc(scores["combined"], ys, self.confidence)
+        result["families"] = {
+            name: round(delong_auc(s, ys, self.confidence)["value"], 4)
+            for name, s in scores.items()
+            if name != "combined"
+        }
+        result["subsampled"] = sampled
+        return result, full
+
+    def run(
+        self,
+        members: list[str],
+        nonmembers: list[str],
+        dedupe: bool = True,
+    ) -> tuple[dict[str, Any], np.ndarray | None]:
+        """The split check of two text lists: near-duplicates (counted, and removed when
+        ``dedupe``) then the blind baseline on what is left. Returns the results dict and
+        the out-of-fold blind scores of the kept members then kept non-members."""
+        if len(members) < 2 or len(nonmembers) < 2:
+            raise ValueError(
+                "the split check needs at least 2 members and 2 non-members, got "
+                f"{len(members)} and {len(nonmembers)}"
+            )
+        dups = self.duplicates(members, nonmembers)
+        keep_m, keep_n = list(range(len(members))), list(range(len(nonmembers)))
+        if dedupe:
+            dm, dn = set(dups["member_index"]), set(dups["nonmember_index"])
+            keep_m = [i for i in keep_m if i not in dm]
+            keep_n = [j for j in keep_n if j not in dn]
+        out: dict[str, Any] = {
+            "method": "cross-fitted logistic regression (word 1-2-gram and char 2-4-gram "
+            f"TF-IDF, length, number and date tokens), {self.folds} folds; DeLong "
+            f"{100 * self.confidence:g}% interval",
+            "confidence": self.confidence,
+            "duplicates": dups,
+            "removed_from_attack_set": bool(dedupe),
+            "advice": ADVICE,
+        }
+        if len(keep_m) < 2 or len(keep_n) < 2:
+            out.update(status="not-measured", shifted=None, blind={})
+            out["reason"] = "fewer than 2 members or non-members left after removing duplicates"
+            return out, None
+        blind, scores = self.blind([members[i] for i in keep_m], [nonmembers[j] for j in keep_n])
+        lo = blind["auc"]["ci_low"]
+        out["blind"] = blind
+        out["shifted"] = bool(lo > 0.5)
+        out["status"] = "shifted" if out["shifted"] else "ok"
+        out["text"] = split_text(out)
+        return out, scores
+
+
+def split_text(check: dict[str, Any]) -> str:
+    """One plain-language paragraph on the split check (for the report and the verdict)."""
+    blind = check.get("blind") or {}
+    auc = blind.get("auc") or {}
+    d = check.get("duplicates") or {}
+    parts = []
+    if auc:
+        head = (
+            f"A classifier that never sees the model tells members from non-members with "
+            f"blind AUC {auc['value']:.3f} [{auc['ci_low']:.3f}, {auc['ci_high']:.3f}] "
+            f"({blind.get('n_members')} members, {blind.get('n_nonmembers')} non-members)"
+        )
+        if check.get("shifted"):
+            head += (
+                ": the two sets differ in their text itself, so the membership attacks "
+                "measure that difference as well as any memorisation."
+            )
+        else:
+            head += ": its interval includes chance, so no shift between the sets was found."
+        parts.append(head)
+    if d.get("pairs"):
+        parts.append(
+            f"{d['pairs']} near-duplicate member/non-member pair(s) found "
+            f"({d.get('exact_pairs', 0)} identical after normalising); "
+            f"{d.get('members_removed', 0)} member(s) and {d.get('nonmembers_removed', 0)} "
+            "non-member(s) were removed from the attack set."
+        )
+    return " ".join(parts)
+
+
+def compare_attacks(
+    check: dict[str, Any], attacks: list[dict[str, Any]], blind: np.ndarray
+) -> list[dict[str, Any]]:
+    """Each ``ok`` attack's AUC beside the blind AUC on the same examples, with the paired
+    DeLong interval of (attack AUC - blind AUC). ``blind`` holds the blind out-of-fold
+    score of every example of the attack set, in its order (members then non-members, as
+    the attack records store them; ``nan`` where the blind classifier did not score it)."""
+    conf = float(check.get("confidence", 0.95))
+    blind = np.asarray(blind, dtype=np.float64)
+    rows = []
+    for att in attacks:
+        ex = att.get("examples") if isinstance(att, dict) else None
+        if att.get("status") != "ok" or not isinstance(ex, dict):
+            continue
+        scores = np.asarray(ex.get("scores", []), dtype=np.float64)
+        mem = np.asarray(ex.get("members", []))
+        if scores.size != blind.size:
+            continue  # not scored on this attack set
+        keep = np.isfinite(blind) & np.isfinite(scores)
+        m = mem[keep]
+        if keep.sum() < 4 or m.min() == m.max():
+            continue
+        diff = delong_difference(scores[keep], blind[keep], m, conf)
+        rows.append(
+            {
+                "attack": att.get("attack"),
+                "auc": delong_auc(scores[keep], m, conf)["value"],
+                "blind_auc": delong_auc(blind[keep], m, conf)["value"],
+                "difference": {k: diff[k] for k in ("value", "ci_low", "ci_high")},
+                "n": int(keep.sum()),
+            }
+        )
+    return rows
+
+
+def check_audit_data(data, seed: int, aggregate_only: bool, dedupe: bool = True):
+    """The split check of an ``AuditData``'s members and non-members. Returns the data
+    with near-duplicate pairs removed (both sides), the check's dict, and the blind scores
+    in attack-set order (members then non-members of the returned data)."""
+    from audit.errors import DataError
+
+    members, nonmembers = data.members, data.nonmembers
+    try:
+        check, scores = SplitCheck(seed=seed, aggregate_only=aggregate_only).run(
+            members.texts, nonmembers.texts, dedupe
+        )
+    except ValueError as exc:
+        raise DataError(str(exc)) from None
+    d = check["duplicates"]
+    if dedupe and (d["members_removed"] or d["nonmembers_removed"]):
+        dm, dn = set(d["member_index"]), set(d["nonmember_index"])
+        keep_m = [i for i in range(len(members)) if i not in dm]
+        keep_n = [j for j in range(len(nonmembers)) if j not in dn]
+        if len(keep_m) < 2 or len(keep_n) < 2:
+            raise DataError(
+                f"after removing {d['pairs']} near-duplicate member/non-member pair(s) fewer "
+                "than 2 members or non-members are left; the two sets hold the same texts"
+            )
+        data = type(data)(
+            members.subset(keep_m),
+            nonmembers.subset(keep_n),
+            data.test,
+            data.label_names,
+            data.public,
+        )
+    # indices are of the input sets; keep them out of results.json (counts say it all)
+    d.pop("member_index")
+    d.pop("nonmember_index")
+    return data, check, scores
