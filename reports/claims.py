@@ -291,14 +291,20 @@ def _dpf_sst2_accounting(doc) -> Measure:
     eps0 = [
         float(r["local_epsilon_per_release"])
         for r in follow(doc, ["rows"]).values()
-        if isinstance(r, dict) and isinstance(r.get("local_epsilon_per_release"), (int, float))
+        if isinstance(r, dict)
+        and isinstance(r.get("local_epsilon_per_release"), (int, float))
+        and r.get("dataset") == row.get("dataset")
     ]
     limit = _fmt_shuffle_range(int(row["n_users"]), float(row["delta"]))
     m.qualifier = (
         "circular: z was back-solved from PRV so that ε ≈ 1, so this shows PLD ≈ PRV only; "
         "it rests on the paper's shuffling = Poisson subsampling (q = 1/N) model, and each "
         f"local release has ε₀ = {_num(row['local_epsilon_per_release']):.1f} "
-        + (f"({min(eps0):.0f}–{max(eps0):.0f} over the recorded settings) " if eps0 else "")
+        + (
+            f"({min(eps0):.1f}–{max(eps0):.1f} over the recorded {row.get('dataset')} settings) "
+            if eps0
+            else ""
+        )
         + f"above ε₀ ≤ {limit:.2f}, the range of the formal shuffle theorem (Feldman et al. "
         "2021, Thm 3.1, at this N and δ)"
     )

@@ -320,3 +320,22 @@ def test_claims_table_judges_timing_over_process_runs(tmp_path):
     r = build_claims(tmp_path)[row]
     assert r["verdict"] == SETTING_DIFFERS and "CPU" in r["verdict_reason"]
     assert "reproduced" in r["detail"]
+
+
+def test_recorded_rows_state_what_they_rest_on():
+    rows = {r["claim"]: r for r in build_claims()}
+    acct = next(r for c, r in rows.items() if c.startswith("central ε after shuffling"))
+    assert "circular" in acct["verdict_reason"] and "Poisson" in acct["verdict_reason"]
+    assert "Feldman" in acct["verdict_reason"]
+    mem = rows["Phantom Clipping 10–400× less memory than Ghost Clipping"]
+    assert mem["verdict"] == SETTING_DIFFERS
+    assert "Opacus" in mem["verdict_reason"] and "largest batch" in mem["verdict_reason"]
+    # the DP-BloGS perplexity row reads the recorded run and checks both arms' floors
+    blogs = next(r for c, r in rows.items() if c.startswith("perplexity comparable to DP-SGD"))
+    assert blogs["source"] == "docs/dp-blogs-utility.json"
+    assert {c["arm"] for c in blogs["floor_checks"]} == {"dp-blogs", "DP-SGD"}
+    assert blogs["verdict"] not in (NOT_MEASURED, NOT_TESTABLE)
+    # every measured comparison row checks its arms against a baseline
+    for r in build_claims():
+        if r["verdict"] in (REPRODUCED, REFUTED, INCONCLUSIVE) and "beats" in r["claim"]:
+            assert r["floor_checks"], r["claim"]
