@@ -965,9 +965,9 @@ CLAIMS: tuple[Claim, ...] = (
         "Re-Attention improves DP LM utility too (the suite's own check, not a claim of the "
         "paper; perplexity, private fine-tuning after public pretraining)",
         "no LM number in the paper (its tasks are recommendation)",
-        "privacy-audit run lm",
-        "lm-utility.json",
-        _lm,
+        "python -m audit.benchmarks.lm_lr_grid --config lm --out docs/lm-utility-lr-grid.json",
+        "lm-utility-lr-grid.json",
+        _lm_grid,
     ),
 )
 

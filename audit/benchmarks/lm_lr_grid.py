@@ -155,6 +155,7 @@ def summarise(cells, arms, lrs, public_start, floor, cfg) -> dict[str, Any]:
                 "ci_high": u["ci_high"],
                 "n_test_sequences": u["n"],
                 "epsilon": best["claim"]["epsilon"],
+                "epsilon_proven": best["claim"].get("proven"),
                 "delta": best["claim"]["delta"],
                 "below_public_start": bool(u["ci_high"] < ps["ci_low"]),
                 "below_unigram_floor": bool(u["ci_high"] < floor["floor"]),
@@ -221,6 +222,8 @@ def to_markdown(res: dict[str, Any]) -> str:
     ]
     for r in res["table"]:
         eps = "–" if r["epsilon"] is None else f"{r['epsilon']:.2f}"
+        if r["epsilon"] is not None and r.get("epsilon_proven") is False:
+            eps += " (not proven)"
         u = {"value": r["perplexity"], "ci_low": r["ci_low"], "ci_high": r["ci_high"]}
         lines.append(
             f"| {r['arm']} | {r['learning_rate']:g} | {eps} | {ci(u)} | "
@@ -244,6 +247,31 @@ def to_markdown(res: dict[str, Any]) -> str:
         lines.append(f"| {r['arm']} | " + " | ".join(cells) + " |")
     if res.get("not_run"):
         lines += ["", "Not run: " + ", ".join(res["not_run"]) + "."]
+    grid = sorted(res["learning_rates"])
+    edge = [
+        f"{r['arm']} (lr {r['learning_rate']:g})"
+        for r in res["table"]
+        if len(grid) > 1 and r["learning_rate"] in (grid[0], grid[-1])
+    ]
+    dp = [r for r in res["table"] if r["epsilon"] is not None]
+    learned = [r["arm"] for r in dp if r["below_public_start"]]
+    lines += [
+        "",
+        "**Finding.** "
+        + (
+            f"DP arms that beat the public-only start outside the CIs: {', '.join(learned)}."
+            if learned
+            else "No DP arm beats the public-only start outside the CIs at any learning rate "
+            "of the grid: at this budget the DP models did not learn from the private data, "
+            "so their leakage numbers are those of the public model."
+        )
+        + (
+            f" Selected at the edge of the grid (the optimum may lie outside it): "
+            f"{', '.join(edge)}."
+            if edge
+            else ""
+        ),
+    ]
     return "\n".join(lines) + "\n"
 
 
