@@ -261,9 +261,14 @@ def to_markdown(res: dict[str, Any]) -> str:
         + (
             f"DP arms that beat the public-only start outside the CIs: {', '.join(learned)}."
             if learned
-            else "No DP arm beats the public-only start outside the CIs at any learning rate "
-            "of the grid: at this budget the DP models did not learn from the private data, "
-            "so their leakage numbers are those of the public model."
+            else "No DP arm beats the public-only start outside the CIs at "
+            + (
+                "the learning rates that were run (the grid is incomplete)"
+                if res.get("not_run")
+                else "any learning rate of the grid"
+            )
+            + ": at this budget the DP models did not learn from the private data, so their "
+            "leakage numbers are those of the public model."
         )
         + (
             f" Selected at the edge of the grid (the optimum may lie outside it): "
