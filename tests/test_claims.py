@@ -81,7 +81,7 @@ def test_missing_or_incomplete_files_are_not_yet_measured_never_reproduced(tmp_p
     rows = build_claims(tmp_path)
     assert all(r["verdict"] in (NOT_MEASURED, NOT_TESTABLE) for r in rows)
     (tmp_path / "snd-auc.json").write_text(json.dumps({"rows": {}}))
-    (tmp_path / "bench-dp-forward.json").write_text("{not json")
+    (tmp_path / "bench-dp-forward-runs.json").write_text("{not json")
     rows = build_claims(tmp_path)
     assert not any(r["verdict"] == REPRODUCED for r in rows)
     assert any("snd-auc.json" in r["detail"] for r in rows if r["verdict"] == NOT_MEASURED)
@@ -305,7 +305,7 @@ def test_claims_table_judges_timing_over_process_runs(tmp_path):
         }
 
     row = next(i for i, c in enumerate(CLAIMS) if "3× faster than DP-SGD" in c.claim)
-    path = tmp_path / "bench-dp-forward.json"
+    path = tmp_path / "bench-dp-forward-runs.json"
     path.write_text(json.dumps(bench(5860, 1000)))
     r = build_claims(tmp_path)[row]
     assert r["verdict"] == INCONCLUSIVE and "1 process run" in r["verdict_reason"]
