@@ -163,8 +163,9 @@ def utility_floor_checks(named: list[tuple[str, dict]]) -> list[dict]:
                             "public-only start", ps["value"], ps.get("ci_low"), ps.get("ci_high")
                         )
                     )
-            elif isinstance(u.get("majority_rate"), (int, float)):
-                floors.append(Baseline("majority class", float(u["majority_rate"])))
+            elif isinstance(u.get("majority_rate", u.get("majority_class_rate")), (int, float)):
+                rate = u.get("majority_rate", u.get("majority_class_rate"))
+                floors.append(Baseline("majority class", float(rate)))
             higher = bool(u.get("higher_is_better", metric != "perplexity"))
             arm = Arm(
                 str(run.get("name")), u["value"], u.get("ci_low"), u.get("ci_high"), higher, floors

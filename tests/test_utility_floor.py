@@ -79,6 +79,10 @@ def test_a_classifier_at_the_majority_rate_did_not_learn():
     assert did_not_learn(_clf_run("x", "x", 0.33, 0.30, 0.36, (0.5, 0.45, 0.55))) is not None
     assert did_not_learn(_clf_run("x", "x", 0.45, 0.42, 0.48, (0.5, 0.45, 0.55))) is None
     assert did_not_learn({"name": "no utility"}) is None
+    # split-n-denoise records the same baseline as majority_class_rate
+    snd = _clf_run("snd", "split-n-denoise", 0.30, 0.25, 0.35, (0.5, 0.45, 0.55))
+    snd["utility"]["majority_class_rate"] = snd["utility"].pop("majority_rate")
+    assert "did not learn" in did_not_learn(snd)
 
 
 def test_evaluate_utility_records_the_majority_rate_it_must_clear():
