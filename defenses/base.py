@@ -231,6 +231,8 @@ class ReleasedModel(ABC):
             "n": n,
             "correct": k,
             "higher_is_better": True,
+            # the trivial baseline the accuracy must clear: always predict the majority class
+            "majority_rate": float(np.bincount(np.asarray(test.labels, dtype=int)).max() / n),
         }
 
     def generate(self, prompts: list[str], max_new_tokens: int = 32) -> list[str]:

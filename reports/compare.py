@@ -134,6 +134,72 @@ def unmeasured_metrics(named: list[tuple[str, dict]]) -> list[str]:
     return out
 
 
+def utility_floor_checks(named: list[tuple[str, dict]]) -> list[dict]:
+    """Every run of every input against its trivial baseline, as the paper-claims rule
+    (reports/claims.py, ``judge``): the unigram perplexity (and the public-only start when
+    the results carry it) for LMs, the majority-class rate for classifiers. ``learned`` is
+    True when the run's utility CI clears every baseline, False when it does not (its
+    privacy numbers then describe a model that learned nothing: not comparable), None when
+    no baseline is recorded (not checked, never an all-clear)."""
+    from reports.claims import Arm, Baseline, clears
+
+    out = []
+    for src, res in named:
+        uf = res.get("utility_floor") if isinstance(res.get("utility_floor"), dict) else {}
+        for run in res["runs"]:
+            u = run.get("utility")
+            if not isinstance(u, dict) or not isinstance(u.get("value"), (int, float)):
+                continue
+            metric = u.get("metric")
+            floors = []
+            if metric == "perplexity":
+                f = uf.get("floor", u.get("unigram_floor"))
+                if isinstance(f, (int, float)):
+                    floors.append(Baseline("unigram perplexity", float(f)))
+                ps = uf.get("public_start")
+                if isinstance(ps, dict) and isinstance(ps.get("value"), (int, float)):
+                    floors.append(
+                        Baseline(
+                            "public-only start", ps["value"], ps.get("ci_low"), ps.get("ci_high")
+                        )
+                    )
+            elif isinstance(u.get("majority_rate", u.get("majority_class_rate")), (int, float)):
+                rate = u.get("majority_rate", u.get("majority_class_rate"))
+                floors.append(Baseline("majority class", float(rate)))
+            higher = bool(u.get("higher_is_better", metric != "perplexity"))
+            arm = Arm(
+                str(run.get("name")), u["value"], u.get("ci_low"), u.get("ci_high"), higher, floors
+            )
+            out.append(
+                {
+                    "source": src,
+                    "run": arm.name,
+                    "metric": metric,
+                    "value": arm.value,
+                    "ci_low": arm.ci_low,
+                    "ci_high": arm.ci_high,
+                    "baselines": [
+                        {"name": f.name, "value": f.value, "cleared": clears(arm, f)}
+                        for f in floors
+                    ],
+                    "learned": all(clears(arm, f) for f in floors) if floors else None,
+                }
+            )
+    return out
+
+
+def _floor_line(c: dict) -> str:
+    if c["learned"] is None:
+        return f"{c['source']}/{c['run']}: no trivial baseline recorded (utility floor not checked)"
+    failed = [b for b in c["baselines"] if not b["cleared"]]
+    ci = f" [{c['ci_low']:.4g}, {c['ci_high']:.4g}]" if c["ci_low"] is not None else ""
+    return (
+        f"{c['source']}/{c['run']}: {c['metric']} {c['value']:.4g}{ci} does not clear "
+        + ", ".join(f"{b['name']} {b['value']:.4g}" for b in failed)
+        + " — did not learn: not comparable"
+    )
+
+
 def _m(attack: dict, key: str) -> dict | None:
     m = (attack.get("metrics") or {}).get(key)
     return m if isinstance(m, dict) and isinstance(m.get("value"), (int, float)) else None
@@ -379,7 +445,13 @@ td.num{text-align:right;font-variant-numeric:tabular-nums}img{max-width:100%}
 </style></head><body>
 <h1>Comparison of {{ inputs|length }} runs</h1>
 <ul>{% for i in inputs %}<li><b>{{ i.name }}</b>: {{ i.title }} ({{ i.created }}, {{ i.n_runs }} run(s))</li>{% endfor %}</ul>
+{% if not_learned %}<p class="up"><b>Not comparable:</b> {{ not_learned|join(", ") }} did not clear the trivial baseline (utility floor below): the privacy numbers of a model that learned nothing say nothing about its defense.</p>{% endif %}
 {% for f in figures %}<figure><img src="{{ f.src }}" alt="{{ f.title }}"><figcaption><b>{{ f.title }}.</b> {{ f.caption }}</figcaption></figure>{% endfor %}
+<h2>Utility floor</h2>
+<p>Each run's utility CI against its trivial baseline (unigram perplexity for LMs, majority class for classifiers); a run that does not clear it did not learn.</p>
+<table><tr><th>run</th><th>utility (95% CI)</th><th>baselines</th><th>status</th></tr>
+{% for f in floor %}<tr><td>{{ f.run }}</td><td class="num">{{ f.utility }}</td><td>{{ f.baselines }}</td><td class="{{ f.cls }}">{{ f.status }}</td></tr>{% endfor %}
+</table>
 <h2>Differences against {{ inputs[0].name }}</h2>
 {% if diffs %}
 <table><tr><th>run</th><th>attack</th><th>metric</th><th>input</th><th>A</th><th>B</th><th>B − A</th><th>95% CIs overlap</th></tr>
@@ -428,10 +500,26 @@ def render_compare(named: list[tuple[str, dict]]) -> tuple[str, list[dict]]:
         for n, r in named
     ]
     figures = [{"title": t, "caption": c, "src": _data_uri(png)} for t, c, png in _plots(named)]
+    checks = utility_floor_checks(named)
+    floor = [
+        {
+            "run": f"{c['source']}/{c['run']}",
+            "utility": _fmt_ci(c["value"], [c["ci_low"], c["ci_high"]]),
+            "baselines": ", ".join(f"{b['name']} {b['value']:.4g}" for b in c["baselines"]) or "–",
+            "status": {
+                True: "learned",
+                False: "did not learn: not comparable",
+                None: "not checked",
+            }[c["learned"]],
+            "cls": "up" if c["learned"] is False else "",
+        }
+        for c in checks
+    ]
+    not_learned = [f["run"] for f, c in zip(floor, checks, strict=True) if c["learned"] is False]
     html = (
         Environment(autoescape=True)
         .from_string(_TEMPLATE)
-        .render(inputs=inputs, figures=figures, diffs=view)
+        .render(inputs=inputs, figures=figures, diffs=view, floor=floor, not_learned=not_learned)
     )
     return html, diffs
 
@@ -456,12 +544,21 @@ def compare_runs_cli(paths: list[str], out_dir: str | Path) -> tuple[Path, Path]
     check_output_dir(out_dir)
     out = Path(out_dir)
     missing = unmeasured_metrics(named)
+    checks = utility_floor_checks(named)
     atomic_write_text(
         out / "compare.json",
         dumps_json(
-            {"inputs": [str(p) for p in paths], "differences": diffs, "not_measured": missing}
+            {
+                "inputs": [str(p) for p in paths],
+                "differences": diffs,
+                "not_measured": missing,
+                "utility_floor": checks,
+            }
         ),
     )
+    for c in checks:
+        if c["learned"] is not True:
+            print(_floor_line(c))
     if missing:
         shown = ", ".join(missing[:5]) + (
             f" and {len(missing) - 5} more" if len(missing) > 5 else ""

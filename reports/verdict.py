@@ -783,6 +783,36 @@ def _auc_triplet(run: dict) -> tuple[float, float | None, float | None] | None:
     )
 
 
+def did_not_learn(run: dict) -> str | None:
+    """Why a run did not clear its trivial baseline (the paper-claims rule, reports/claims.py):
+    its utility CI against the unigram perplexity (LMs, ``utility.unigram_floor``) or the
+    majority-class rate (classifiers, ``utility.majority_rate``); None when it cleared it or
+    no baseline is recorded."""
+    from reports.claims import Arm, Baseline, clears
+
+    u = run.get("utility")
+    if not isinstance(u, dict) or not isinstance(u.get("value"), (int, float)):
+        return None
+    if u.get("metric") == "perplexity" and isinstance(u.get("unigram_floor"), (int, float)):
+        floor = Baseline("the unigram perplexity", float(u["unigram_floor"]))
+        higher = False
+    elif isinstance(u.get("majority_rate", u.get("majority_class_rate")), (int, float)):
+        # majority_class_rate: the name split-n-denoise's utility already used
+        rate = u.get("majority_rate", u.get("majority_class_rate"))
+        floor = Baseline("the majority-class rate", float(rate))
+        higher = True
+    else:
+        return None
+    arm = Arm(run_name(run), u["value"], u.get("ci_low"), u.get("ci_high"), higher, [floor])
+    if clears(arm, floor):
+        return None
+    return (
+        f"{arm.name} did not learn: its {u.get('metric', 'utility')} "
+        f"{_fmt_triplet((u['value'], u.get('ci_low'), u.get('ci_high')))} does not clear "
+        f"{floor.name} {floor.value:.4g}"
+    )
+
+
 def compare_runs(runs: list[dict]) -> dict:
     """Compare the undefended run with every other run on strongest-attack AUC.
 
@@ -836,6 +866,17 @@ def compare_runs(runs: list[dict]) -> dict:
         }
         if o_auc is None:
             pair["text"] = f"{o_name}: not compared (no attack produced a result)."
+            pairs.append(pair)
+            continue
+        unlearned = [w for w in (did_not_learn(base), did_not_learn(other)) if w]
+        if unlearned:
+            # a model that learned nothing leaks nothing: its AUC says nothing about the defense
+            pair["comparable"] = False
+            pair["text"] = (
+                f"{o_name} vs {b_name}: not comparable ({'; '.join(unlearned)}); its "
+                f"strongest-attack AUC {_fmt_triplet(o_auc)} vs {_fmt_triplet(b_auc)} says "
+                "nothing about the defense."
+            )
             pairs.append(pair)
             continue
         head = (

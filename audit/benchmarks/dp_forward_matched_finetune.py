@@ -26,6 +26,7 @@ import time
 import warnings
 from typing import Any
 
+import numpy as np
 import torch
 
 from audit.benchmarks.dp_forward_common import (
@@ -225,6 +226,8 @@ def run(settings: ExperimentSettings, cells: CellStore) -> dict[str, Any]:
             "delta": DELTA,
             "seeds": seeds,
             "data": "fixture private corpus, fixed random subset (seed 0), 4 classes",
+            # the floor every arm must clear (reports/claims.py): predict the test majority
+            "majority_class_rate": float(np.bincount(test.labels).max() / len(test)),
             "dp_forward": "aMGM, S2 = 2C, C = 1, normalize, noise at inference, f updated "
             "(trusted party, as in the paper's experiments), labels not randomized",
             "dp_sgd": "Opacus GradSampleModule, Poisson sampling, C = 1, clean inference",

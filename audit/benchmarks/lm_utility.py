@@ -120,7 +120,9 @@ def main(argv=None) -> int:
     except (AuditError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    summary["command"] = f"python -m audit.benchmarks.lm_utility --config {args.config}"
+    summary["command"] = (
+        f"python -m audit.benchmarks.lm_utility --config {args.config} --out {args.out}"
+    )
     summary["seconds"] = time.perf_counter() - start
     summary["load_average_at_start"] = [round(x, 2) for x in load]
     summary["device"] = "cpu (no GPU)"
