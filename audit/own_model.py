@@ -175,6 +175,12 @@ def audit_own_model(
             attack_kwargs["reference"] = {"reference": ref}
             texts = data.members.texts + data.nonmembers.texts
             prefill_token_stats(ref, texts, executor, progress)
+        if "extraction-risk" in cfg.attacks:  # the same pass gives the suffix's decoding probs
+            from attacks.extraction_risk import ExtractionRisk
+
+            release.extraction = ExtractionRisk(
+                **cfg.attack_options.get("extraction-risk", {})
+            ).spec()
         texts = data.members.texts + data.nonmembers.texts + data.test.texts
         _log(f"  scoring {len(set(texts))} texts (one forward pass each)", progress)
         notes["scoring"] = prefill_token_stats(release, texts, executor, progress)
