@@ -211,6 +211,19 @@ def audit_own_model(
         cfg.attack_options,
         attack_kwargs=attack_kwargs,
     )
+    if kind == "causal-lm" and cfg.leakage_map.get("leakage_top", 10) >= 0:
+        from audit.leakage_map import build_leakage_map
+
+        ref_release = attack_kwargs.get("reference", {}).get("reference")
+        build_leakage_map(
+            run,
+            release,
+            data.members,
+            ref_release,
+            cfg.leakage_map.get("leakage_top", 10),
+            cfg.leakage_map.get("per_token", False),
+            cfg.aggregate_only,
+        )
     run["target"] = {
         "path": loaded.path,
         "kind": kind,
