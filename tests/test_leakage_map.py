@@ -290,3 +290,19 @@ def test_extraction_config_section_runs_the_attack(cli, byo, tmp_path):
     assert rec["details"]["decoding"] == {"temperature": 0.7, "top_k": 5, "top_p": 0.9}
     assert rec["headline"] == "max_member_risk@1000"
     assert {a["attack"] for a in run["attacks"]} >= {"lm-loss", "zlib", "min-k"}
+
+
+def test_byo_lm_bench_times_extraction_risk_beside_the_suite(tmp_path, cli):
+    out = tmp_path / "bench.json"
+    res = cli(["bench", "byo-lm", "--quick", "--threads", "1", "--extraction", "--out", str(out)])
+    assert res.code == 0, res.stderr[-2000:]
+    bench = json.loads(out.read_text())["benchmarks"][0]
+    setup = bench["setup"]
+    assert set(setup["seconds"]) == {"plain", "suite", "suite+extraction"}
+    assert setup["extraction_time_over_suite"] == pytest.approx(
+        setup["seconds"]["suite+extraction"] / setup["seconds"]["suite"]
+    )
+    assert setup["extraction"]["decoding"] == {"temperature": 0.7, "top_k": 50, "top_p": 0.9}
+    assert "suite+extraction" in bench["targets"]
+    bad = cli(["bench", "dp-sgd", "--extraction", "--out", str(out)])
+    assert bad.code == 2 and "byo-lm" in bad.stderr

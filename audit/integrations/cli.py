@@ -323,6 +323,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     b.add_argument("--seq-len", type=int, help="byo-lm: tokens per text (default 256)")
     b.add_argument("--lm-batch", type=int, help="byo-lm: scoring batch size (default 8)")
+    b.add_argument(
+        "--extraction",
+        action="store_true",
+        help="byo-lm: add a case with extraction risk on (target: <= 1.2x the suite's time)",
+    )
     _add_experiment_and_claims(sub)
 
     from audit.epsilon.pipeline import add_parser as _canaries_parser
@@ -772,6 +777,10 @@ def _cmd_bench(args) -> int:
             if value < (3 if key == "seq_len" else 1):
                 raise AuditError(f"--{key.replace('_', '-')} is too small: {value}")
             extra[key] = value
+    if args.extraction:
+        if "byo-lm" not in names:
+            raise AuditError("--extraction applies to the byo-lm benchmark only")
+        extra["extraction"] = True
     settings = BenchSettings(
         args.repeats, args.warmup, args.quick, args.seed, "cpu", args.threads, extra
     )
