@@ -45,6 +45,7 @@ def byo(tmp_path_factory):
     members[0] = members[0] + f" <b>{MARK}</b>"  # markup in a member's text: escaped
     nonmembers = random_texts(N, 5, length=PREFIX + SUFFIX + 2)
     save(model, hf, root / "model")
+    save(build_causal_lm("gpt2", len(hf), seed=1, d=32), hf, root / "reference")
     write_lines(root / "members.txt", members)
     write_lines(root / "nonmembers.txt", nonmembers)
     return root, members, nonmembers
@@ -71,6 +72,17 @@ def aggregate(cli, byo, tmp_path_factory):
     res = _run(cli, byo, out, "--aggregate-only", "--per-token")
     assert res.code == 0, res.stderr[-3000:]
     return out
+
+
+def _scored_row(tok, text) -> tuple[list[int], int]:
+    """The row the suite scores ``text`` as (its encoding convention, whatever special
+    tokens it adds) and where the text's own tokens start in it."""
+    from defenses.targets.scoring import HFTokenizer
+
+    row = HFTokenizer(tok).encode([text], 32)[0][0].tolist()
+    own = tok(text, add_special_tokens=False)["input_ids"]
+    lead = next(o for o in range(4) if row[o : o + len(own)] == own)
+    return row, lead
 
 
 def _risk(run) -> dict:
@@ -103,7 +115,7 @@ def test_results_carry_risks_with_cis_beside_the_control(full):
 
 
 def test_per_record_probability_matches_a_plain_transformers_forward_pass(full, byo):
-    """Independent computation: transformers forward pass on <bos> + tokens, softmax in
+    """Independent computation: transformers forward pass on the scored row, softmax in
     numpy (temperature 1, no truncation), product over the suffix positions."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -113,11 +125,11 @@ def test_per_record_probability_matches_a_plain_transformers_forward_pass(full, 
     model = AutoModelForCausalLM.from_pretrained(root / "model").eval()
     tok = AutoTokenizer.from_pretrained(root / "model")
     for k in (1, 2, 3):
-        ids = [tok.eos_token_id, *tok(members[k], add_special_tokens=False)["input_ids"]]
+        ids, lead = _scored_row(tok, members[k])
         with torch.no_grad():
             logits = model(torch.tensor([ids])).logits[0].double().numpy()
         lp = 0.0
-        for t in range(PREFIX + 1, PREFIX + SUFFIX + 1):  # row index of each suffix token
+        for t in range(lead + PREFIX, lead + PREFIX + SUFFIX):  # row index of a suffix token
             z = logits[t - 1] - logits[t - 1].max()
             lp += z[ids[t]] - math.log(np.exp(z).sum())
         i = r["ids"].index(res["runs"][0]["attacks"][0]["examples"]["ids"][k])
@@ -306,3 +318,38 @@ def test_byo_lm_bench_times_extraction_risk_beside_the_suite(tmp_path, cli):
     assert "suite+extraction" in bench["targets"]
     bad = cli(["bench", "dp-sgd", "--extraction", "--out", str(out)])
     assert bad.code == 2 and "byo-lm" in bad.stderr
+
+
+def test_with_a_reference_records_rank_and_tokens_shade_by_target_minus_reference(
+    cli, byo, tmp_path
+):
+    """Independent computation: both models' plain transformers forward passes on the
+    scored row, log-softmax in numpy, per-token difference and its sum."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    root, members, _ = byo
+    out = tmp_path / "out"
+    res = _run(cli, byo, out, "--reference", str(root / "reference"), "--leakage-top", "3")
+    assert res.code == 0, res.stderr[-3000:]
+    run = json.loads((out / "results.json").read_text(encoding="utf-8"))["runs"][0]
+    lm = run["leakage_map"]
+    assert lm["reference"] is True and lm["ranked_by"] == "target - reference log-likelihood"
+    tok = AutoTokenizer.from_pretrained(root / "model")
+
+    def token_lp(path, ids):
+        model = AutoModelForCausalLM.from_pretrained(path).eval()
+        with torch.no_grad():
+            z = model(torch.tensor([ids])).logits[0, :-1].double().numpy()
+        z = z - z.max(1, keepdims=True)
+        return z[np.arange(len(ids) - 1), ids[1:]] - np.log(np.exp(z).sum(1))
+
+    sums = []
+    for text in members:
+        ids, _ = _scored_row(tok, text)
+        diff = token_lp(root / "model", ids) - token_lp(root / "reference", ids)
+        sums.append((float(diff.sum()), diff))
+    order = sorted(range(N), key=lambda i: -sums[i][0])
+    for row, i in zip(lm["records"], order[:3], strict=True):
+        assert row["score"] == pytest.approx(sums[i][0], abs=1e-3)
+        np.testing.assert_allclose(row["values"], sums[i][1], atol=1e-4)
+    assert any(v > 0 for row in lm["records"] for v in row["values"])
