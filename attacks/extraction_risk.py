@@ -126,7 +126,7 @@ class ExtractionRisk(LeakageAttack):
         "return a record's suffix verbatim given its prefix, exact from one forward pass "
         "(Hayes et al. 2024); non-member records as the control."
     )
-    requires = frozenset({Surface.PROBABILITIES})
+    requires = frozenset({Surface.GENERATION})  # a sampled product, not a classifier
     OPTIONS = {
         "temperature": (_NUM, 1.0),
         "top_k": (int, 50),
