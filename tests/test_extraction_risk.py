@@ -239,3 +239,22 @@ def test_top_k_one_risk_is_one_exactly_when_greedy_reproduces_the_suffix(tiny):
         assert (p == 1.0) == (greedy[:SUFFIX] == suffix), (text, p, greedy, suffix)
         seen.add(p)
     assert seen == {0.0, 1.0}  # both outcomes occur, so the test can fail either way
+
+
+def test_a_new_decoding_spec_never_reuses_another_specs_values(tiny):
+    from attacks.extraction_risk import sequence_log_prob
+    from defenses.base import PrivacyClaim
+    from defenses.targets.scoring import HFLMRelease
+
+    rel, likely, _ = tiny
+    a = ExtractionSpec(Decoding(1.0, 0, 1.0), PREFIX, SUFFIX)
+    b = ExtractionSpec(Decoding(0.5, 0, 1.0), PREFIX, SUFFIX)
+    rel.extraction_stats(likely[:4], a)  # texts scored under a ...
+    rel.extraction_stats(likely[4:], b)  # ... then the spec changes on other texts
+    got = [sequence_log_prob(s) for s in rel.extraction_stats(likely, b)]
+    fresh = HFLMRelease(rel.model, rel.tokenizer, rel.max_length, PrivacyClaim.none("t"))
+    want = [sequence_log_prob(s) for s in fresh.extraction_stats(likely, b)]
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    assert not np.allclose(
+        got[:4], [sequence_log_prob(s) for s in fresh.extraction_stats(likely[:4], a)]
+    )

@@ -27,7 +27,7 @@ EOS, UNK = "<|endoftext|>", "<unk>"
 DECODING = {"temperature": 0.7, "top_k": 50, "top_p": 0.9}
 PREFIX, SUFFIX, LENGTH = 8, 8, 20
 QUERIES = (1, 10, 100, 1000)
-EPOCHS = (12, 60)
+EPOCHS = (12, 24, 36, 60)
 
 
 def _tokenizer():
@@ -119,7 +119,7 @@ def _cell(seed: int, n: int, epochs: int) -> dict[str, Any]:
 
 def run(settings, cells) -> dict[str, Any]:
     n = settings.n_train or (16 if settings.quick else 100)
-    # two training lengths: partly memorised (the risk curve rises with n) and memorised
+    # training lengths from not yet extractable through partly memorised to memorised
     schedule = (2, 5) if settings.quick else EPOCHS
     out = []
     for epochs in schedule:

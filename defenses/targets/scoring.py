@@ -454,10 +454,11 @@ class HFLMRelease(LMRelease):
         Free when :attr:`extraction` was set to the same spec before the texts were scored
         (the audit does that); otherwise the texts are scored again, once, with it."""
         cache = self.__dict__.setdefault("_token_stats_cache", {})
-        if getattr(self, "extraction", None) != extraction:
+        if getattr(self, "extraction", None) != extraction:  # values of another spec: stale
             self.extraction = extraction
-            for t in texts:
-                cache.pop(t, None)
+            for t, st in cache.items():
+                if st.decoding_log_probs is not None:
+                    cache[t] = dataclasses.replace(st, decoding_log_probs=None)
         stale = [
             t for t in dict.fromkeys(texts) if t in cache and cache[t].decoding_log_probs is None
         ]
