@@ -192,10 +192,24 @@ def _leakage_rows(run: dict, aggregate_only: bool) -> list[dict]:
         if status == "ok" and head in metrics:
             row["headline_name"] = _text(head)
             row["headline"] = _metric_text(metrics[head])
-            row["others"] = [f"{k}: {_metric_text(v)}" for k, v in metrics.items() if k != head]
+            others = [k for k in metrics if k != head]
             details = rec.get("details") if isinstance(rec.get("details"), dict) else {}
             if isinstance(details.get("finding"), str):  # a plain-language statement
                 row["finding"] = details["finding"]
+            if rec.get("attack") == "extraction-risk" and "@" in str(head):
+                # dozens of metrics (per n, per level, per group): the headline's n here,
+                # the full table in the extraction-risk section
+                at = "@" + str(head).rsplit("@", 1)[1]
+                short = [k for k in others if k.endswith(at) and "median" in k]
+                short += [k for k in others if k.endswith(at) and "frac_risk>0.01" in k]
+                row["finding"] = ""
+                row["others"] = [f"{k}: {_metric_text(metrics[k])}" for k in short]
+                row["others"].append(
+                    f"{len(others) - len(short)} more in results.json and in the "
+                    "extraction-risk section below"
+                )
+            else:
+                row["others"] = [f"{k}: {_metric_text(metrics[k])}" for k in others]
         if not aggregate_only:
             for smp in (rec.get("samples") or [])[:5]:
                 if isinstance(smp, dict):
@@ -500,6 +514,10 @@ def _leakage_map_view(run: dict, aggregate_only: bool) -> dict | None:
     return {
         "ranked_by": _text(lm.get("ranked_by")),
         "shade": _text(lm.get("shade")),
+        "legend": "red: the target gives the token up to 4 nats more log-probability than the "
+        "reference; blue: less"
+        if reference
+        else "red: probability near 1 under the target; pale: improbable",
         "queries": [f"risk@{q}" for q in queries],
         "rows": rows,
     }
