@@ -258,3 +258,38 @@ def test_a_new_decoding_spec_never_reuses_another_specs_values(tiny):
     assert not np.allclose(
         got[:4], [sequence_log_prob(s) for s in fresh.extraction_stats(likely[:4], a)]
     )
+
+
+def test_ray_sharded_scoring_gives_the_local_suffix_probabilities(tmp_path):
+    """``--executor ray``: the scoring replicas compute the decoding log-probabilities in
+    the same pass, equal to the local ones."""
+    from own_models import save
+
+    from audit.own_model import prefill_token_stats
+    from audit.scale.executors import ExecutorSpec
+    from defenses.base import PrivacyClaim
+    from defenses.targets.loading import load_audit_target, load_causal_lm_release
+
+    tok = word_tokenizer()
+    save(build_causal_lm("gpt2", len(tok), seed=2, d=32), tok, tmp_path / "m")
+    texts = random_texts(10, 4, length=8) + random_texts(3, 8, length=2)  # 3 too short
+    spec = ExtractionSpec(Decoding(0.8, 20, 0.95), PREFIX, SUFFIX)
+
+    def release():
+        rel = load_causal_lm_release(
+            load_audit_target(tmp_path / "m"), 32, PrivacyClaim.none(), "cpu", batch_size=4
+        )
+        rel.extraction = spec
+        return rel
+
+    local, remote = release(), release()
+    assert prefill_token_stats(local, texts) == "local"
+    spec_ray = ExecutorSpec(kind="ray", workers=2, num_cpus=2)
+    assert prefill_token_stats(remote, texts, spec_ray, progress=False) == "ray"
+    cached = remote.__dict__["_token_stats_cache"]
+    assert all(cached[t].decoding_log_probs is not None for t in texts)  # from the Ray pass
+    a = local.extraction_stats(texts, spec)
+    b = remote.extraction_stats(texts, spec)
+    for x, y in zip(a, b, strict=True):
+        np.testing.assert_allclose(x.decoding_log_probs, y.decoding_log_probs, atol=1e-6)
+    assert sum(np.isnan(x.decoding_log_probs).all() for x in b) == 3
