@@ -5,12 +5,14 @@ probabilistic extraction").
 A record's first ``prefix_tokens`` tokens are the prompt and the next ``suffix_tokens``
 the suffix. Under a sampling scheme (temperature, top-k, top-p, applied exactly as
 ``transformers`` generation applies them: :mod:`defenses.targets.decoding`), the
-probability that **one** query returns the suffix verbatim is (Hayes et al., Eq. 2)
+probability that **one** query returns the suffix verbatim is (Hayes et al. 2024, arXiv
+2410.19482)
 
     p = prod_{t in suffix} P_decode(x_t | x_<t),
 
 read from the forward pass the audit already makes (no sampling), and the probability
-that at least one of ``n`` independent queries returns it is (their Eq. 3)
+that at least one of ``n`` independent queries returns it (the suffix is then
+(n, risk)-discoverable in their terms) is
 
     risk(n) = 1 - (1 - p)^n = -expm1(n * log1p(-p)),
 
