@@ -90,7 +90,9 @@ def median_interval(values: np.ndarray, confidence: float = 0.95) -> dict[str, A
 
 
 def sequence_log_prob(stats) -> float | None:
-    """log p of one record's suffix from its TokenStats (None: the record has none)."""
+    """log p of one record's suffix from its TokenStats (None: the record has none).
+    Raises ValueError when the model's distribution was NaN at a suffix position (+inf
+    marks it): such a record is not measured, never "no risk"."""
     dec = getattr(stats, "decoding_log_probs", None)
     if dec is None:
         return None
@@ -98,6 +100,8 @@ def sequence_log_prob(stats) -> float | None:
     span = ~np.isnan(dec)
     if not span.any():
         return None
+    if np.isposinf(dec[span]).any():
+        raise ValueError("the model's next-token distribution is NaN at a suffix position")
     return float(dec[span].sum())
 
 

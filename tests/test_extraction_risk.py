@@ -293,3 +293,24 @@ def test_ray_sharded_scoring_gives_the_local_suffix_probabilities(tmp_path):
     for x, y in zip(a, b, strict=True):
         np.testing.assert_allclose(x.decoding_log_probs, y.decoding_log_probs, atol=1e-6)
     assert sum(np.isnan(x.decoding_log_probs).all() for x in b) == 3
+
+
+def test_a_nan_distribution_is_an_error_not_a_risk(tiny):
+    """A model whose logits are NaN: the suffix is not measured (error), never 0 risk."""
+    from attacks.base import AttackContext, MetricSettings, run_leakage_attack
+    from attacks.extraction_risk import ExtractionRisk
+    from defenses.base import Examples, PrivacyClaim
+    from defenses.targets.scoring import HFLMRelease
+
+    rel, likely, _ = tiny
+    broken = build_causal_lm("gpt2", rel.tokenizer.vocab_size, seed=0, d=32)
+    with torch.no_grad():
+        broken.lm_head.weight.fill_(float("nan"))
+    bad = HFLMRelease(broken, rel.tokenizer, rel.max_length, PrivacyClaim.none("t"))
+    ex = Examples([str(i) for i in range(4)], likely[:4], np.zeros(4, dtype=int))
+    res = run_leakage_attack(
+        ExtractionRisk(prefix_tokens=PREFIX, suffix_tokens=SUFFIX),
+        bad,
+        AttackContext(ex, ex, settings=MetricSettings()),
+    )
+    assert res.status == "error" and "NaN" in res.reason

@@ -232,7 +232,8 @@ def _decoding_log_probs(logits, ids, n_targets: int, span, decoding) -> np.ndarr
     if span is not None:
         s, e = span
         # logits at position t predict the token at t + 1 (target t)
-        out[s:e] = decoding.log_probs(logits[s:e], ids[s + 1 : e + 1]).cpu().numpy()
+        vals = decoding.log_probs(logits[s:e], ids[s + 1 : e + 1]).cpu().numpy()
+        out[s:e] = np.where(np.isnan(vals), np.inf, vals)  # +inf: the model gave NaN here
     return out
 
 
