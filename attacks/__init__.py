@@ -21,6 +21,7 @@ from attacks.base import (
 from attacks.dc_pdd import DCPDDAttack
 from attacks.embedding_inversion import NearestNeighbourInversion, RelaxedInversion
 from attacks.extraction import EXTRACTION_ATTACKS
+from attacks.extraction_risk import ExtractionRisk
 from attacks.extraction_untargeted import UntargetedExtraction
 from attacks.grad_norm import GradNormAttack
 from attacks.gradient_inversion import GradientInversionAttack
@@ -65,7 +66,10 @@ LEAKAGE_ATTACKS: dict[str, type[LeakageAttack]] = {
     )
 }
 LEAKAGE_ATTACKS.update(
-    {cls.name: cls for cls in (*EXTRACTION_ATTACKS, UntargetedExtraction, PIIExtraction)}
+    {
+        cls.name: cls
+        for cls in (*EXTRACTION_ATTACKS, UntargetedExtraction, PIIExtraction, ExtractionRisk)
+    }
 )
 
 ALL_ATTACK_NAMES = (*ATTACKS, *LEAKAGE_ATTACKS)

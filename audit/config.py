@@ -104,6 +104,18 @@ SCHEMA: dict[str, dict[str, tuple]] = {
         "aggregate_only": (bool, False, None, ""),
         # JSON written by `privacy-audit bench cost-of-privacy`: adds a "cost of privacy" table
         "bench": (str, None, None, ""),
+        # the per-record leakage table and per-token map: how many members (0 = none)
+        "leakage_top": (int, 10, lambda x: 0 <= x <= 1000, "an integer in [0, 1000]"),
+        # results.json also gets every audited record's per-token log-probabilities
+        "per_token": (bool, False, None, ""),
+    },
+    # [extraction]: extraction risk at the product's decoding settings
+    # (attacks/extraction_risk.py); on when the section is given
+    "extraction": {
+        "decoding": (dict, {}, None, ""),
+        "queries": (list, [1, 10, 100, 1000], None, ""),
+        "prefix_tokens": (int, 32, lambda x: 1 <= x <= 4096, "an integer in [1, 4096]"),
+        "suffix_tokens": (int, 32, lambda x: 1 <= x <= 4096, "an integer in [1, 4096]"),
     },
     "epsilon": {
         "enabled": (bool, False, None, ""),
@@ -282,6 +294,10 @@ class AuditConfig:
     # [target] options of auditing a model as it is: kind (resolved), adapter_dir,
     # reference_dir, allow_uninitialized, dtype, device_map, batch_size
     audit: dict[str, Any] = field(default_factory=dict)
+    # [report] leakage_top / per_token (the per-record leakage table and per-token values)
+    leakage_map: dict[str, Any] = field(
+        default_factory=lambda: {"leakage_top": 10, "per_token": False}
+    )
 
     @property
     def audit_dir(self) -> str | None:
@@ -314,7 +330,11 @@ class AuditConfig:
             "attack_options": self.attack_options,
             "metrics": self.metrics,
             "claim": self.claim,
-            "report": {"aggregate_only": self.aggregate_only, "bench": self.bench},
+            "report": {
+                "aggregate_only": self.aggregate_only,
+                "bench": self.bench,
+                **self.leakage_map,
+            },
             "epsilon": self.epsilon,
             # the executor is left out: where tasks ran never changes a number
             **({"shadow": self.shadow} if self.shadow is not None else {}),
@@ -335,6 +355,7 @@ TOP_SECTIONS = (
     "shadow",
     "sweep",
     "executor",
+    "extraction",
 )
 
 
@@ -483,6 +504,8 @@ def parse_config(
     if len(set(names)) != len(names):
         raise ConfigError("config key 'attacks.names' lists an attack twice")
     attack_options = _attack_options(attacks_sec["options"], names)
+    if "extraction" in raw:
+        names, attack_options = _extraction(raw["extraction"], names, attack_options)
 
     raw_defenses = raw.get("defenses")
     classifier_dir = audit_dir
@@ -573,10 +596,48 @@ def parse_config(
         sweep=_check_sweep(sweep, defenses, top["seed"]) if sweep is not None else None,
         executor=executor,
         audit=audit_opts,
+        leakage_map={"leakage_top": report["leakage_top"], "per_token": report["per_token"]},
     )
     if cfg.sweep is not None:
         expand_sweep(cfg)  # a sweep that expands to zero tasks fails here, before any work
     return cfg
+
+
+DECODING_KEYS = ("temperature", "top_k", "top_p")
+
+
+def _extraction(
+    raw: dict[str, Any], names: list[str], attack_options: dict[str, dict[str, Any]]
+) -> tuple[list[str], dict[str, dict[str, Any]]]:
+    """``[extraction]`` -> the ``extraction-risk`` attack and its options."""
+    from attacks.extraction_risk import ExtractionRisk
+
+    sec = _section(raw, "extraction")
+    if "extraction-risk" in attack_options:
+        raise ConfigError(
+            "set extraction risk in '[extraction]' or in '[attacks.options.extraction-risk]', "
+            "not both"
+        )
+    dec = sec["decoding"]
+    unknown = sorted(set(dec) - set(DECODING_KEYS))
+    if unknown:
+        raise ConfigError(
+            f"unknown config key {'extraction.decoding.' + unknown[0]!r}; allowed: "
+            f"{', '.join(DECODING_KEYS)}"
+        )
+    opts = {k: dec[k] for k in DECODING_KEYS if k in dec}
+    opts.update(
+        queries=sec["queries"],
+        prefix_tokens=sec["prefix_tokens"],
+        suffix_tokens=sec["suffix_tokens"],
+    )
+    try:
+        ExtractionRisk(**opts)
+    except ValueError as exc:
+        raise ConfigError(f"[extraction]: {exc}") from None
+    if "extraction-risk" not in names:
+        names = [*names, "extraction-risk"]
+    return names, {**attack_options, "extraction-risk": opts}
 
 
 def _parse_shadow(raw: dict[str, Any]) -> dict[str, Any]:
@@ -1031,6 +1092,8 @@ def resolve_targets(cfg: AuditConfig) -> AuditConfig:
             attacks = cfg.attacks
             if kind == "causal-lm" and "names" not in (cfg.raw.get("attacks") or {}):
                 attacks = tuple(default_lm_attacks(bool(refs)))
+                if "extraction-risk" in cfg.attacks:  # [extraction] given
+                    attacks = (*attacks, "extraction-risk")
             return dataclasses.replace(cfg, classifier_dir=base, audit=opts, attacks=attacks)
         spec = cfg.target
         if spec.model_dir is not None:

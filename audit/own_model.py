@@ -189,6 +189,12 @@ def audit_own_model(
             attack_kwargs["reference"] = {"reference": ref}
             texts = data.members.texts + data.nonmembers.texts
             prefill_token_stats(ref, texts, executor, progress)
+        if "extraction-risk" in cfg.attacks:  # the same pass gives the suffix's decoding probs
+            from attacks.extraction_risk import ExtractionRisk
+
+            release.extraction = ExtractionRisk(
+                **cfg.attack_options.get("extraction-risk", {})
+            ).spec()
         texts = data.members.texts + data.nonmembers.texts + data.test.texts
         _log(f"  scoring {len(set(texts))} texts (one forward pass each)", progress)
         notes["scoring"] = prefill_token_stats(release, texts, executor, progress)
@@ -222,6 +228,19 @@ def audit_own_model(
     _reference_attacks(
         cfg, run, release, refs, data, settings, executor, run_dir, resume, progress, id_salt, notes
     )
+    if kind == "causal-lm" and cfg.leakage_map.get("leakage_top", 10) >= 0:
+        from audit.leakage_map import build_leakage_map
+
+        ref_release = attack_kwargs.get("reference", {}).get("reference")
+        build_leakage_map(
+            run,
+            release,
+            data.members,
+            ref_release,
+            cfg.leakage_map.get("leakage_top", 10),
+            cfg.leakage_map.get("per_token", False),
+            cfg.aggregate_only,
+        )
     run["target"] = {
         "path": loaded.path,
         "kind": kind,

@@ -90,6 +90,12 @@ def run_record(
         for att in attacks:
             if "examples" in att:
                 att["examples"]["ids"] = pseudonymise_ids(att["examples"]["ids"], salt)
+    leaks = [r.to_dict(aggregate_only) for r in leakage or []]
+    if aggregate_only:  # per-record leakage (extraction risk) keeps no raw id either
+        for rec in leaks:
+            records = (rec.get("details") or {}).get("records")
+            if isinstance(records, dict) and isinstance(records.get("ids"), list):
+                records["ids"] = pseudonymise_ids(records["ids"], salt)
     return {
         "name": name,
         "defense": defense,
@@ -97,7 +103,7 @@ def run_record(
         "utility": utility,
         "training": training or {},
         "attacks": attacks,
-        "leakage": [r.to_dict(aggregate_only) for r in leakage or []],
+        "leakage": leaks,
         "strongest_attack": strongest,
     }
 

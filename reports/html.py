@@ -193,10 +193,24 @@ def _leakage_rows(run: dict, aggregate_only: bool) -> list[dict]:
         if status == "ok" and head in metrics:
             row["headline_name"] = _text(head)
             row["headline"] = _metric_text(metrics[head])
-            row["others"] = [f"{k}: {_metric_text(v)}" for k, v in metrics.items() if k != head]
+            others = [k for k in metrics if k != head]
             details = rec.get("details") if isinstance(rec.get("details"), dict) else {}
             if isinstance(details.get("finding"), str):  # a plain-language statement
                 row["finding"] = details["finding"]
+            if rec.get("attack") == "extraction-risk" and "@" in str(head):
+                # dozens of metrics (per n, per level, per group): the headline's n here,
+                # the full table in the extraction-risk section
+                at = "@" + str(head).rsplit("@", 1)[1]
+                short = [k for k in others if k.endswith(at) and "median" in k]
+                short += [k for k in others if k.endswith(at) and "frac_risk>0.01" in k]
+                row["finding"] = ""
+                row["others"] = [f"{k}: {_metric_text(metrics[k])}" for k in short]
+                row["others"].append(
+                    f"{len(others) - len(short)} more in results.json and in the "
+                    "extraction-risk section below"
+                )
+            else:
+                row["others"] = [f"{k}: {_metric_text(metrics[k])}" for k in others]
         if not aggregate_only:
             for smp in (rec.get("samples") or [])[:5]:
                 if isinstance(smp, dict):
@@ -397,6 +411,117 @@ def _exposed_examples(attack: dict | None, run: dict | None = None) -> list[dict
             }
         )
     return rows
+
+
+def _extraction_view(run: dict) -> dict | None:
+    """The ``extraction-risk`` record as a table per n and a risk-against-n plot."""
+    rec = next(
+        (
+            r
+            for r in run.get("leakage") or []
+            if isinstance(r, dict)
+            and r.get("attack") == "extraction-risk"
+            and r.get("status") == "ok"
+        ),
+        None,
+    )
+    if rec is None:
+        return None
+    details = rec.get("details") if isinstance(rec.get("details"), dict) else {}
+    metrics = rec.get("metrics") if isinstance(rec.get("metrics"), dict) else {}
+    levels = [x for x in details.get("risk_levels") or [] if isinstance(x, (int, float))]
+    rows = []
+    for n in details.get("queries") or []:
+        cells = []
+        for g in ("member", "nonmember"):
+            cells.append(_metric_text(metrics.get(f"{g}_median_risk@{n}")))
+            for lv in levels:
+                m = metrics.get(f"{g}_frac_risk>{lv:g}@{n}")
+                cells.append(_metric_text(m) if isinstance(m, dict) else DASH)
+        rows.append(
+            {
+                "n": _text(n),
+                "cells": cells,
+                "max": num(as_float((metrics.get(f"max_member_risk@{n}") or {}).get("value"))),
+            }
+        )
+    dec = details.get("decoding") if isinstance(details.get("decoding"), dict) else {}
+    eligible = details.get("eligible") if isinstance(details.get("eligible"), dict) else {}
+    short = details.get("too_short") if isinstance(details.get("too_short"), dict) else {}
+    return {
+        "settings": f"temperature {_text(dec.get('temperature'))}, top-k {_text(dec.get('top_k'))}, "
+        f"top-p {_text(dec.get('top_p'))}; prefix {_text(details.get('prefix_tokens'))} tokens, "
+        f"suffix {_text(details.get('suffix_tokens'))} tokens",
+        "levels": [f"{100 * lv:g}%" for lv in levels],
+        "rows": rows,
+        "eligible": f"{_text(eligible.get('member'))} members and {_text(eligible.get('nonmember'))} "
+        f"non-members scored; {_text(short.get('member'))} / {_text(short.get('nonmember'))} too "
+        "short for prefix + suffix (not counted)",
+        "finding": _text(details.get("finding"), ""),
+        "plot": _data_uri(plots.extraction_risk_curve(rec)),
+    }
+
+
+def _shade(value: float | None, reference: bool) -> str:
+    """Background of one token in the leakage map (built from numbers only, never data):
+    red for tokens the target predicts far better than the reference (or, without one,
+    for tokens it predicts with high probability), blue for the opposite."""
+    if value is None or not math.isfinite(value):
+        return "background:#eceff3"
+    if reference:
+        a = max(-1.0, min(1.0, value / 4.0))  # 4 nats = a 55x likelihood ratio: full colour
+    else:
+        a = math.exp(min(0.0, value))  # the target probability of the token
+    if a >= 0:
+        return f"background:rgba(214,39,40,{0.08 + 0.72 * a:.2f})"
+    return f"background:rgba(31,119,180,{0.08 + 0.5 * -a:.2f})"
+
+
+def _leakage_map_view(run: dict, aggregate_only: bool) -> dict | None:
+    """The per-record leakage table with its per-token map (never in aggregate-only runs)."""
+    lm = run.get("leakage_map")
+    if aggregate_only or not isinstance(lm, dict):
+        return None
+    reference = bool(lm.get("reference"))
+    queries = [q for q in lm.get("queries") or [] if isinstance(q, int)]
+    rows = []
+    for rec in lm.get("records") or []:
+        if not isinstance(rec, dict):
+            continue
+        tokens = rec.get("tokens") if isinstance(rec.get("tokens"), list) else []
+        values = rec.get("values") if isinstance(rec.get("values"), list) else []
+        risk = rec.get("extraction_risk") if isinstance(rec.get("extraction_risk"), dict) else {}
+        ident = _text(rec.get("id"))
+        if len(ident) > _MAX_ID_CHARS:
+            ident = ident[: _MAX_ID_CHARS - 1] + "\u2026"
+        rows.append(
+            {
+                "id": ident,
+                "score": num(as_float(rec.get("score"))),
+                "risks": [
+                    num(as_float(risk.get(str(q)))) if risk.get(str(q)) is not None else DASH
+                    for q in queries
+                ],
+                "tokens": [
+                    {
+                        "text": _text(t, ""),
+                        "style": _shade(as_float(v), reference),
+                        "title": num(as_float(v)),
+                    }
+                    for t, v in zip(tokens, values, strict=False)
+                ],
+            }
+        )
+    return {
+        "ranked_by": _text(lm.get("ranked_by")),
+        "shade": _text(lm.get("shade")),
+        "legend": "red: the target gives the token up to 4 nats more log-probability than the "
+        "reference; blue: less"
+        if reference
+        else "red: probability near 1 under the target; pale: improbable",
+        "queries": [f"risk@{q}" for q in queries],
+        "rows": rows,
+    }
 
 
 # --------------------------------------------------------------------------- #
@@ -676,6 +801,8 @@ def build_context(results: dict) -> dict:
                 "strongest": _text(best.get("attack")) if best else None,
                 "exposed": [] if aggregate_only else _exposed_examples(best, run),
                 "split": split_view(run, aggregate_only),
+                "extraction": _extraction_view(run),
+                "leakage_map": _leakage_map_view(run, aggregate_only),
             }
         )
 

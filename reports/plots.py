@@ -898,3 +898,53 @@ def canary_histogram(audit: dict, title: str | None = None) -> bytes:
         audit if isinstance(audit, dict) else {},
         title or f"{name or 'audit'}: canary scores (in vs out)",
     )
+
+
+def extraction_risk_curve(record: dict, title: str | None = None) -> bytes:
+    """Risk within n queries against n (log axis) for an ``extraction-risk`` record: the
+    median member and non-member (control) with their 95% intervals (left), and the
+    fraction of members / non-members whose risk exceeds 1% (right)."""
+    fig, (ax, ax2) = _new_figure(9.6, 3.6, ncols=2)
+    details = record.get("details") if isinstance(record.get("details"), dict) else {}
+    metrics = record.get("metrics") if isinstance(record.get("metrics"), dict) else {}
+    queries = [q for q in details.get("queries") or [] if isinstance(q, int) and q >= 1]
+    if not queries:
+        _placeholder(ax, "no extraction risk measured")
+        _placeholder(ax2, "no extraction risk measured")
+        return _png(fig)
+    x = np.array(queries, dtype=float)
+    for axis, key, ylabel in (
+        (ax, "{g}_median_risk@{n}", "median risk within n queries"),
+        (ax2, "{g}_frac_risk>0.01@{n}", "fraction of records with risk > 1%"),
+    ):
+        for g, label, color in (
+            ("member", "members", _MEMBER_COLOR),
+            ("nonmember", "non-members (control)", _NONMEMBER_COLOR),
+        ):
+            ms = [metrics.get(key.format(g=g, n=n)) for n in queries]
+            if not all(isinstance(m, dict) for m in ms):
+                continue
+            y = np.array([as_float(m.get("value")) for m in ms], dtype=float)
+            lo = np.array([as_float(m.get("ci_low")) for m in ms], dtype=float)
+            hi = np.array([as_float(m.get("ci_high")) for m in ms], dtype=float)
+            axis.plot(x, y, marker="o", color=color, label=label)
+            axis.fill_between(x, lo, hi, color=color, alpha=0.15, linewidth=0)
+        axis.set_xscale("log")
+        axis.set_ylim(-0.02, 1.02)
+        axis.set_xlabel("queries n")
+        axis.set_ylabel(ylabel)
+        axis.legend(loc="upper left", fontsize=8)
+    dec = details.get("decoding") if isinstance(details.get("decoding"), dict) else {}
+    fig.suptitle(
+        plain(
+            title
+            or (
+                f"Extraction risk: T={dec.get('temperature')}, top-k={dec.get('top_k')}, "
+                f"top-p={dec.get('top_p')}, prefix {details.get('prefix_tokens')} / "
+                f"suffix {details.get('suffix_tokens')} tokens"
+            ),
+            120,
+        ),
+        fontsize=10,
+    )
+    return _png(fig)

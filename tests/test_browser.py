@@ -634,3 +634,124 @@ def test_untrained_weights_banner_is_red_and_visible(tmp_path):
     pixels = np.asarray(Image.open(shot).convert("RGB")).reshape(-1, 3).astype(int)
     red_border = (np.abs(pixels - [0xD0, 0, 0]).sum(1) < 40).sum()
     assert red_border > 500  # the banner's red border is painted in the first screen
+
+
+# --------------------------------------------------------------------------- #
+# the per-record leakage map (issue 28)
+# --------------------------------------------------------------------------- #
+def _leakage_map_results(aggregate_only: bool) -> tuple[dict, list[str]]:
+    """A causal-LM run whose member texts and tokens are the payloads, with extraction
+    risk and the leakage map built by the suite's own code from a stand-in release."""
+    from types import SimpleNamespace
+
+    from attacks.base import AttackContext, AttackResult, MetricSettings
+    from attacks.extraction_risk import ExtractionRisk
+    from audit.leakage_map import build_leakage_map
+    from audit.results import assemble_results, run_record
+    from defenses.base import Examples, PrivacyClaim, TokenStats
+
+    payloads = list(PAYLOADS.values())
+    n = 8
+    texts = [f"{payloads[i % len(payloads)]} member {i}" for i in range(n)]
+    texts += [f"non-member {i}" for i in range(n)]
+    rng = np.random.default_rng(3)
+
+    def stats(text: str, decoding: bool) -> TokenStats:
+        k = 6
+        member = text in texts[:n]
+        lp = np.log(rng.uniform(0.6 if member else 0.01, 1.0 if member else 0.2, size=k))
+        dec = np.full(k, np.nan)
+        if decoding:
+            dec[2:6] = lp[2:6]
+        return TokenStats(np.arange(k), lp, lp - 1, np.ones(k), dec if decoding else None)
+
+    class Release:
+        tokenizer = SimpleNamespace(
+            hf=SimpleNamespace(decode=lambda ids: payloads[int(ids[0]) % len(payloads)])
+        )
+        cache: dict = {}
+
+        def token_stats(self, ts):
+            return [self.cache.setdefault(t, stats(t, True)) for t in ts]
+
+        def extraction_stats(self, ts, spec):
+            return self.token_stats(ts)
+
+    release = Release()
+    ids = [f"{payloads[i % len(payloads)]}#{i}" for i in range(2 * n)]
+    members = Examples(ids[:n], texts[:n], np.zeros(n, dtype=int))
+    nonmembers = Examples(ids[n:], texts[n:], np.zeros(n, dtype=int))
+    settings = MetricSettings(n_boot=100)
+    risk = ExtractionRisk(prefix_tokens=2, suffix_tokens=4, queries=[1, 10, 100]).run(
+        release, AttackContext(members, nonmembers, settings=settings)
+    )
+    loss = AttackResult.from_scores(
+        "lm-loss",
+        np.r_[rng.normal(2, 1, n), rng.normal(0, 1, n)],
+        np.r_[np.ones(n, dtype=int), np.zeros(n, dtype=int)],
+        ids,
+        settings,
+        "loss",
+    )
+    run = run_record(
+        "users-lm", "as-is", PrivacyClaim.none(), None, [loss], None, aggregate_only, None, [risk]
+    )
+    if not aggregate_only:
+        run["example_texts"] = dict(zip(ids, texts, strict=True))
+    build_leakage_map(run, release, members, None, 5, False, aggregate_only)
+    return assemble_results([run], "Leakage map", 0, {}, aggregate_only), texts[:n]
+
+
+def _dump_dom(path: Path, profile: Path) -> str:
+    binary = chromium_binary()
+    return subprocess.run(
+        [binary, *CHROMIUM_FLAGS, "--virtual-time-budget=3000", f"--user-data-dir={profile}"]
+        + ["--dump-dom", path.resolve().as_uri()],
+        capture_output=True,
+        timeout=180,
+        check=True,
+    ).stdout.decode("utf-8")
+
+
+def test_leakage_map_shows_escaped_tokens_and_nothing_in_aggregate_only(tmp_path):
+    from reports import write_report
+
+    results, member_texts = _leakage_map_results(aggregate_only=False)
+    path = write_report(results, tmp_path / "full")
+    scan = _DomScan()
+    scan.feed(_dump_dom(path, tmp_path / "p1"))
+    spans = [a for t, a in scan.tags if t == "span" and a.get("class") == "tok"]
+    assert len(spans) == 5 * 6  # 5 listed records x 6 tokens, each one element
+    assert all(a.get("style", "").startswith("background:rgba(") for a in spans)
+    assert "script" not in [t for t, _ in scan.tags] and "iframe" not in [t for t, _ in scan.tags]
+    assert not [(t, k) for t, a in scan.tags for k in a if k.startswith("on")]
+    assert not [t for t, a in scan.tags if a.get("id") == "xss-node" or "data-xss" in a]
+    text = "".join(scan.text)
+    assert "Which records leak, and where" in text
+    assert "Extraction risk at your decoding settings" in text
+    for payload in PAYLOADS.values():  # tokens, ids and texts are shown as text
+        assert payload in text
+    shot = tmp_path / "map.png"
+    subprocess.run(
+        [chromium_binary(), *CHROMIUM_FLAGS, "--virtual-time-budget=3000"]
+        + [f"--user-data-dir={tmp_path / 'p2'}", "--window-size=1280,4000"]
+        + [f"--screenshot={shot}", path.resolve().as_uri()],
+        capture_output=True,
+        timeout=180,
+        check=True,
+    )
+    from PIL import Image
+
+    pixels = np.asarray(Image.open(shot).convert("RGB")).reshape(-1, 3).astype(int)
+    shaded = ((pixels[:, 0] > 200) & (pixels[:, 1] < 200) & (pixels[:, 2] < 200)).sum()
+    assert shaded > 500  # the red token shading is painted
+
+    agg, _ = _leakage_map_results(aggregate_only=True)
+    apath = write_report(agg, tmp_path / "agg")
+    source = apath.read_text(encoding="utf-8")
+    dom = _dump_dom(apath, tmp_path / "p3")
+    for doc in (source, dom, json.dumps(agg)):
+        assert 'class="tok"' not in doc and "Which records leak" not in doc
+        for t in member_texts:
+            assert t not in doc
+    assert "Extraction risk at your decoding settings" in dom  # the aggregates stay

@@ -13,9 +13,15 @@ the same model, texts and batch size, timed side by side in one run:
   token tensors, already tokenized and padded (the cheapest way to get the logits; it
   computes no statistic).
 
-The texts are split into chunks; the two cases alternate chunk by chunk (and which goes
-first alternates too), so load drifts on a shared machine hit both alike. Reported:
-tokens per second of each case and the throughput ratio suite / plain (target >= 0.9).
+With ``--extraction`` (issue 28) a third case, ``suite+extraction``, is ``suite`` with
+extraction risk on: the same single forward pass also gives each record's suffix
+probability under temperature 0.7, top-k 50 and top-p 0.9 (the costliest settings: a top-k
+and a full sort per suffix position), with Hayes et al.'s 50-token prefix and suffix, and
+the risks within 1, 10, 100 and 1,000 queries (target: at most 1.2x the time of ``suite``).
+
+The texts are split into chunks; the cases alternate chunk by chunk (and which goes first
+rotates too), so load drifts on a shared machine hit all alike. Reported: tokens per
+second of each case and the throughput ratio suite / plain (target >= 0.9).
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ import torch
 from audit.benchmarks.timing import BenchResult, BenchSettings, CaseTiming
 
 TARGET_RATIO = 0.9
+EXTRACTION_TARGET = 1.2  # suite+extraction time / suite time
 DEFAULTS = {"sequences": 2000, "seq_len": 256, "batch_size": 8}
 QUICK = {"sequences": 16, "seq_len": 32, "batch_size": 4}
 
@@ -64,7 +71,9 @@ def run(settings: BenchSettings) -> BenchResult:
     from defenses.base import PrivacyClaim
     from defenses.targets.scoring import HFLMRelease, HFTokenizer
 
-    sizes = {**(QUICK if settings.quick else DEFAULTS), **(settings.extra or {})}
+    extra = dict(settings.extra or {})
+    extraction = bool(extra.pop("extraction", False))
+    sizes = {**(QUICK if settings.quick else DEFAULTS), **extra}
     n, seq_len, batch = int(sizes["sequences"]), int(sizes["seq_len"]), int(sizes["batch_size"])
     vocab = 500 if settings.quick else 50257
     torch.manual_seed(settings.seed)
@@ -85,10 +94,25 @@ def run(settings: BenchSettings) -> BenchResult:
             for ids, mask in chunk_ids:
                 model(input_ids=ids, attention_mask=mask)
 
-    def suite(chunk_texts):
+    def suite(chunk_texts, spec=None):
         rel = HFLMRelease(model, tok, seq_len, claim, batch_size=batch)
-        logp = [-s.nll for s in rel.token_stats(chunk_texts)]
+        rel.extraction = spec  # set before scoring, as the audit does
+        stats = rel.token_stats(chunk_texts)
+        logp = [-s.nll for s in stats]
         loss_scores(logp), zlib_scores(logp, chunk_texts), min_k_scores(logp)
+        if spec is not None:
+            lp = np.array([sequence_log_prob(s) for s in stats], dtype=float)
+            assert np.isfinite(lp).any() or np.isneginf(lp).all()
+            for q in (1, 10, 100, 1000):
+                risk_within(lp, q)
+
+    spec = None
+    if extraction:
+        from attacks.extraction_risk import risk_within, sequence_log_prob
+        from defenses.targets.decoding import Decoding, ExtractionSpec
+
+        prefix = min(50, max(1, (seq_len - 2) // 2))
+        spec = ExtractionSpec(Decoding(0.7, 50, 0.9), prefix, min(50, seq_len - 2 - prefix))
 
     chunk = batch * 4
     chunks = [texts[i : i + chunk] for i in range(0, n, chunk)]
@@ -98,11 +122,18 @@ def run(settings: BenchSettings) -> BenchResult:
         encoded.append([(ids[i : i + batch], mask[i : i + batch]) for i in range(0, len(c), batch)])
     assert encoded[0][0][0].shape[1] == seq_len
     plain(encoded[0][:1]), suite(chunks[0][:batch])  # warm-up, untimed
-    times = {"plain": CaseTiming("plain", []), "suite": CaseTiming("suite", [])}
-    wall = {"plain": 0.0, "suite": 0.0}
+    names = ["plain", "suite"]
+    if spec is not None:
+        suite(chunks[0][:batch], spec)
+        names.append("suite+extraction")
+    times = {k: CaseTiming(k, []) for k in names}
+    wall = dict.fromkeys(names, 0.0)
     for k, (c, e) in enumerate(zip(chunks, encoded, strict=True)):
         order = [("plain", lambda e=e: plain(e)), ("suite", lambda c=c: suite(c))]
-        for name, fn in order if k % 2 == 0 else order[::-1]:
+        if spec is not None:
+            order.append(("suite+extraction", lambda c=c: suite(c, spec)))
+        shift = k % len(order)
+        for name, fn in order[shift:] + order[:shift]:
             t0, w0 = clock(), time.perf_counter()
             fn()
             times[name].times_s.append(clock() - t0)
@@ -130,6 +161,13 @@ def run(settings: BenchSettings) -> BenchResult:
         "signals": ["lm-loss", "zlib", "min-k"],
         "full_size": (n, seq_len) == (DEFAULTS["sequences"], DEFAULTS["seq_len"]),
     }
+    ratios = {"suite": total["suite"] / total["plain"], "plain": 1.0}
+    targets = {"suite": f"throughput >= {TARGET_RATIO}x plain"}
+    if spec is not None:
+        ratios["suite+extraction"] = total["suite+extraction"] / total["plain"]
+        setup["extraction"] = spec.to_dict() | {"queries": [1, 10, 100, 1000]}
+        setup["extraction_time_over_suite"] = total["suite+extraction"] / total["suite"]
+        targets["suite+extraction"] = f"time <= {EXTRACTION_TARGET}x suite"
     notes = [
         "suite: tokenize + one forward pass per text giving TokenStats (float64 log p, mean "
         "and variance of log p over the vocabulary) and pooled hidden states, then lm-loss, "
@@ -145,8 +183,8 @@ def run(settings: BenchSettings) -> BenchResult:
         name="byo-lm",
         reference="plain",
         cases={k: t.summary() for k, t in times.items()},
-        ratios={"suite": total["suite"] / total["plain"], "plain": 1.0},
+        ratios=ratios,
         setup=setup,
-        targets={"suite": f"throughput >= {TARGET_RATIO}x plain"},
+        targets=targets,
         notes=notes + ([] if math.isfinite(ratio) else ["ratio is not finite"]),
     )

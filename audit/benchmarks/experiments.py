@@ -27,6 +27,7 @@ EXPERIMENTS: dict[str, str] = {
     "dp-forward-table4": "audit.benchmarks.dp_forward_table4:run",
     "snd-auc": "audit.benchmarks.snd_auc:run",
     "dp-blogs-audit": "audit.benchmarks.dp_blogs_audit:run",
+    "deciding-before-release": "audit.benchmarks.deciding_before_release:run",
 }
 
 SCHEMA = "privacy-audit-experiment/1"

@@ -90,6 +90,29 @@ def _model_args(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="audit even if loading leaves weights untrained (the report is marked)",
     )
+    x = p.add_argument_group(
+        "extraction risk at your decoding settings (causal LM; any of these turns it on)",
+        "probability that N sampled queries return a record's suffix verbatim given its "
+        "prefix ([extraction] in a config); defaults are transformers' generation defaults",
+    )
+    x.add_argument("--temperature", type=float, help="sampling temperature (default 1.0)")
+    x.add_argument("--top-k", type=int, help="top-k cut, 0 = off (default 50)")
+    x.add_argument("--top-p", type=float, help="top-p (nucleus) cut, 1 = off (default 1.0)")
+    x.add_argument(
+        "--queries", metavar="N,N,...", help="numbers of queries (default 1,10,100,1000)"
+    )
+    x.add_argument("--prefix-tokens", type=int, help="prompt tokens per record (default 32)")
+    x.add_argument("--suffix-tokens", type=int, help="suffix tokens to extract (default 32)")
+    x.add_argument(
+        "--leakage-top",
+        type=int,
+        help="members in the per-record leakage table and token map (default 10)",
+    )
+    x.add_argument(
+        "--per-token",
+        action="store_true",
+        help="results.json also gets every member's per-token log-probabilities",
+    )
 
 
 def _one_line_config(args):
@@ -119,9 +142,42 @@ def _one_line_config(args):
         data["test"] = args.test
     raw: dict = {"title": f"Privacy audit of {Path(args.model or args.adapter).name}"}
     raw.update({"target": target, "data": data})
+    extraction = _extraction_flags(args)
+    if extraction is not None:
+        raw["extraction"] = extraction
+    report = {}
+    if args.leakage_top is not None:
+        report["leakage_top"] = args.leakage_top
+    if args.per_token:
+        report["per_token"] = True
+    if report:
+        raw["report"] = report
     if args.device is not None:
         raw["device"] = args.device
     return parse_config(raw, source="command line (--model)", base_dir=Path.cwd())
+
+
+EXTRACTION_FLAGS = ("temperature", "top_k", "top_p", "queries", "prefix_tokens", "suffix_tokens")
+
+
+def _extraction_flags(args) -> dict | None:
+    """``--temperature ... --suffix-tokens`` as an ``[extraction]`` table (None: none given)."""
+    given = {k: getattr(args, k) for k in EXTRACTION_FLAGS if getattr(args, k, None) is not None}
+    if not given:
+        return None
+    out: dict = {}
+    decoding = {k: given.pop(k) for k in ("temperature", "top_k", "top_p") if k in given}
+    if decoding:
+        out["decoding"] = decoding
+    if "queries" in given:
+        try:
+            out["queries"] = [int(q) for q in str(given.pop("queries")).split(",")]
+        except ValueError:
+            raise AuditError(
+                f"--queries takes comma-separated integers (e.g. 1,10,100), got {args.queries!r}"
+            ) from None
+    out.update(given)
+    return out
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -197,6 +253,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         metavar="NAME=VALUE",
         help="threshold on a leakage headline (repeatable): inversion-recall, extraction-rate, "
+        "extraction-risk@N (largest member risk within N queries), "
         "attribute-accuracy (fractions in [0, 1]), exposure (bits), mi (nats/token), "
         "attention-epsilon, or a leakage attack's name",
     )
@@ -239,6 +296,24 @@ def build_parser() -> argparse.ArgumentParser:
 
     from audit.benchmarks import BENCHMARKS
 
+    x = sub.add_parser(
+        "export-risky",
+        help="write the ids of the most exposed training records (to scrub or unlearn)",
+        description="Read a results.json of a causal-LM audit and write the ids of its top K "
+        "members, one per line: ranked by exposure (target - reference log-likelihood, or the "
+        "strongest attack's score) or by extraction risk within N queries.",
+    )
+    x.add_argument("results", help="results.json written by 'run' (not --aggregate-only)")
+    x.add_argument("--top", type=int, required=True, metavar="K", help="how many records")
+    x.add_argument(
+        "--by",
+        default="exposure",
+        metavar="exposure|extraction-risk@N",
+        help="ranking (default exposure: the report's leakage table order)",
+    )
+    x.add_argument("--run", metavar="NAME", help="which run (default: the only one)")
+    x.add_argument("--out", required=True, metavar="FILE", help="ids file to write (atomically)")
+
     b = sub.add_parser(
         "bench",
         help="measure the cost of privacy: training-step time (and memory) of each defense "
@@ -260,6 +335,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     b.add_argument("--seq-len", type=int, help="byo-lm: tokens per text (default 256)")
     b.add_argument("--lm-batch", type=int, help="byo-lm: scoring batch size (default 8)")
+    b.add_argument(
+        "--extraction",
+        action="store_true",
+        help="byo-lm: add a case with extraction risk on (target: <= 1.2x the suite's time)",
+    )
     _add_experiment_and_claims(sub)
     _add_dataset_inference(sub)
 
@@ -416,6 +496,7 @@ def _cmd_run(args, epsilon: bool | None = None) -> int:
         getattr(args, k, None) not in (None, False)
         for k in ("model", "members", "nonmembers", "test", "reference", "adapter", "kind")
         + ("max_length", "device", "dtype", "allow_uninitialized")
+        + (*EXTRACTION_FLAGS, "leakage_top", "per_token")
     )
     cfg = _one_line_config(args) if one_line else load_config(args.config)
     from audit.config import resolve_targets
@@ -832,6 +913,10 @@ def _cmd_bench(args) -> int:
             if value < (3 if key == "seq_len" else 1):
                 raise AuditError(f"--{key.replace('_', '-')} is too small: {value}")
             extra[key] = value
+    if args.extraction:
+        if "byo-lm" not in names:
+            raise AuditError("--extraction applies to the byo-lm benchmark only")
+        extra["extraction"] = True
     settings = BenchSettings(
         args.repeats, args.warmup, args.quick, args.seed, "cpu", args.threads, extra
     )
@@ -864,6 +949,74 @@ def _cmd_bench(args) -> int:
     }
     atomic_write_text(Path(args.out), dumps_json(payload))
     print(f"\nresults: {args.out}")
+    return EXIT_OK
+
+
+def _cmd_export_risky(args) -> int:
+    from audit.integrations.gate import load_results
+    from audit.io import atomic_write_text
+
+    if args.top < 1:
+        raise AuditError(f"--top must be at least 1, got {args.top}")
+    by = args.by
+    m = re.fullmatch(r"extraction-risk@([1-9][0-9]*)", by)
+    if by != "exposure" and m is None:
+        raise AuditError(f"--by must be exposure or extraction-risk@N, got {by!r}")
+    _check_writable(args.out, "--out")
+    results = load_results(args.results)
+    if results.get("aggregate_only"):
+        raise AuditError(
+            f"{args.results!r} is an aggregate-only run: its record ids are one-way pseudonyms; "
+            "rerun without --aggregate-only to export ids"
+        )
+    runs = results["runs"]
+    if args.run is not None:
+        runs = [r for r in runs if r.get("name") == args.run]
+        if not runs:
+            names = ", ".join(str(r.get("name")) for r in results["runs"])
+            raise AuditError(f"no run named {args.run!r} in {args.results!r}; runs: {names}")
+    if len(runs) != 1:
+        raise AuditError(f"{args.results!r} holds {len(runs)} runs; name one with --run")
+    run = runs[0]
+    if m is None:
+        ranking = run.get("leakage_ranking")
+        if not isinstance(ranking, dict) or not isinstance(ranking.get("ids"), list):
+            why = ranking.get("reason") if isinstance(ranking, dict) else None
+            raise AuditError(
+                f"run {run['name']!r} has no per-record leakage ranking"
+                + (f" ({why})" if why else " (a causal-LM audit of your own model writes one)")
+            )
+        ids = [str(i) for i in ranking["ids"]]
+    else:
+        n = m[1]
+        rec = next(
+            (
+                r
+                for r in run.get("leakage") or []
+                if r.get("attack") == "extraction-risk" and r.get("status") == "ok"
+            ),
+            None,
+        )
+        records = (rec or {}).get("details", {}).get("records") if rec else None
+        if not isinstance(records, dict) or f"risk@{n}" not in records:
+            raise AuditError(
+                f"run {run['name']!r} has no extraction risk within {n} queries "
+                "(run with [extraction] and that n in queries)"
+            )
+        rows = [
+            (r, str(i))
+            for i, r, mem in zip(
+                records["ids"], records[f"risk@{n}"], records["members"], strict=True
+            )
+            if mem and r is not None
+        ]
+        rows.sort(key=lambda t: -t[0])  # stable: ties keep the members' order
+        ids = [i for _, i in rows]
+    chosen = ids[: args.top]
+    if any("\n" in i or "\r" in i for i in chosen):
+        raise AuditError("a record id holds a line break; it cannot be written one per line")
+    atomic_write_text(Path(args.out), "".join(f"{i}\n" for i in chosen))
+    print(f"{len(chosen)} record id(s) ranked by {by} written to {args.out}")
     return EXIT_OK
 
 
@@ -935,6 +1088,7 @@ def main(argv: list[str] | None = None) -> int:
         "score": _cmd_score,
         "gate": _cmd_gate,
         "bench": _cmd_bench,
+        "export-risky": _cmd_export_risky,
         "compare": _cmd_compare,
         "experiment": _cmd_experiment,
         "claims": _cmd_claims,

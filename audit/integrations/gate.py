@@ -381,6 +381,13 @@ LEAKAGE_GATES: dict[str, tuple[tuple[str, ...], str, str]] = {
     "mi": (("mutual-information",), "nonnegative", "mutual information (nats/token)"),
     "attribute-accuracy": (("attribute-inference",), "rate", "attribute-inference accuracy"),
     "attention-epsilon": (("attention-lrt",), "nonnegative", "attention LRT ε lower bound"),
+    # the largest member's risk within the headline's n queries (100 when measured);
+    # ``extraction-risk@N`` gates the risk within N queries instead
+    "extraction-risk": (
+        ("extraction-risk",),
+        "rate",
+        "largest member extraction risk",
+    ),
 }
 LEAKAGE_GATES.update(
     {
@@ -389,6 +396,19 @@ LEAKAGE_GATES.update(
         for attack in attacks
     }
 )
+#: ``--max-leakage extraction-risk@N=R``: no audited member may come out verbatim within N
+#: sampled queries with probability above R (attacks/extraction_risk.py).
+_RISK_AT = re.compile(r"extraction-risk@([1-9][0-9]{0,11})")
+
+
+def _gate_entry(name: str) -> tuple[tuple[str, ...], str, str] | None:
+    """LEAKAGE_GATES' entry of a ``--max-leakage`` name (None: unknown)."""
+    m = _RISK_AT.fullmatch(name)
+    if m:
+        return ("extraction-risk",), "rate", f"largest member extraction risk within {m[1]} queries"
+    return LEAKAGE_GATES.get(name)
+
+
 #: Thresholds on fractions: AUC, TPR and rates must lie in [0, 1]; ε bounds >= 0.
 RATE_THRESHOLDS = ("max_auc", "max_tpr_at_1pct_fpr")
 
@@ -415,16 +435,16 @@ def parse_leakage_thresholds(items: list[str] | None) -> dict[str, float]:
         name = name.strip()
         if not sep:
             raise DataError(f"--max-leakage takes NAME=VALUE, got {item!r}")
-        if name not in LEAKAGE_GATES:
+        if _gate_entry(name) is None:
             raise DataError(
                 f"unknown leakage metric {name!r} in --max-leakage; allowed: "
-                f"{', '.join(LEAKAGE_GATES)}"
+                f"{', '.join(LEAKAGE_GATES)}, extraction-risk@N (N queries, e.g. extraction-risk@100)"
             )
         try:
             v = float(value)
         except ValueError:
             raise DataError(f"--max-leakage {name}: {value!r} is not a number") from None
-        check_threshold(f"--max-leakage {name}", v, LEAKAGE_GATES[name][1])
+        check_threshold(f"--max-leakage {name}", v, _gate_entry(name)[1])
         if name in out:
             raise DataError(f"--max-leakage names {name!r} twice")
         out[name] = v
@@ -480,7 +500,14 @@ def _unmeasured(m: Any) -> str | None:
 
 
 def _leakage_matches(name: str, att: dict[str, Any]) -> bool:
-    return att.get("attack") in LEAKAGE_GATES[name][0]
+    return att.get("attack") in _gate_entry(name)[0]
+
+
+def _gated_metric(name: str, att: dict[str, Any]) -> Any:
+    """The metric of ``att`` that ``--max-leakage name`` holds: the headline, or for
+    ``extraction-risk@N`` the largest member risk within N queries."""
+    m = _RISK_AT.fullmatch(name)
+    return f"max_member_risk@{m[1]}" if m else att.get("headline")
 
 
 def check_all(
@@ -571,10 +598,10 @@ def check_all(
                 if not _leakage_matches(name, att):
                     continue
                 leak_seen[name] += 1
-                head = att.get("headline")
+                head = _gated_metric(name, att)
                 metrics = att.get("metrics") if isinstance(att.get("metrics"), dict) else {}
                 m = metrics.get(head) if isinstance(head, str) else None
-                label = f"{LEAKAGE_GATES[name][2]} ({head})"
+                label = f"{_gate_entry(name)[2]} ({head})"
                 why = _unmeasured(m)
                 if why is not None:
                     failures.append(
@@ -670,7 +697,7 @@ def check_all(
                     name,
                     "unmeasured",
                     f"--max-leakage {name}: no run has a measured "
-                    f"{' / '.join(LEAKAGE_GATES[name][0])} result to hold to it",
+                    f"{' / '.join(_gate_entry(name)[0])} result to hold to it",
                 )
             )
     if n_measured == 0 and not allow_empty:

@@ -43,14 +43,23 @@ class _Scorer:
             loaded, recipe["max_length"], PrivacyClaim.none("scoring replica"), device
         )
 
-    def score(self, texts: list[str]) -> list[tuple]:
-        from defenses.targets.scoring import encode_lengths, score_batch
+    def score(self, texts: list[str], extraction=None) -> list[tuple]:
+        from defenses.targets.scoring import encode_lengths, extraction_spans, score_batch
 
         rel = self.release
         rows, _ = encode_lengths(rel.tokenizer, texts, rel.max_length)
-        stats, hidden = score_batch(rel.model, rel.tokenizer, rows, hidden=True)
+        spans = extraction_spans(rel.tokenizer, texts, rows, extraction)
+        decoding = extraction.decoding if extraction is not None else None
+        stats, hidden = score_batch(rel.model, rel.tokenizer, rows, True, decoding, spans)
         return [
-            (s.token_ids, s.log_probs, s.mean_log_prob, s.var_log_prob, hidden[k])
+            (
+                s.token_ids,
+                s.log_probs,
+                s.mean_log_prob,
+                s.var_log_prob,
+                hidden[k],
+                s.decoding_log_probs,
+            )
             for k, s in enumerate(stats)
         ]
 
@@ -93,12 +102,13 @@ def ray_token_stats(release, texts: list[str], executor) -> tuple[list[TokenStat
         out_stats: list[TokenStats | None] = [None] * len(texts)
         out_hidden: list[np.ndarray | None] = [None] * len(texts)
         try:
-            results = list(pool.map(lambda a, v: a.score.remote(v), chunks))
+            extraction = getattr(release, "extraction", None)
+            results = list(pool.map(lambda a, v: a.score.remote(v, extraction), chunks))
         except ray.exceptions.RayActorError as exc:
             raise AuditError(f"a Ray scoring worker failed: {exc}") from None
         for b, res in zip(batches, results, strict=True):
-            for i, (tid, lp, mu, var, h) in zip(b, res, strict=True):
-                out_stats[i] = TokenStats(tid, lp, mu, var)
+            for i, (tid, lp, mu, var, h, dec) in zip(b, res, strict=True):
+                out_stats[i] = TokenStats(tid, lp, mu, var, dec)
                 out_hidden[i] = h
         for a in actors:
             ray.kill(a)

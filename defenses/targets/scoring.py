@@ -22,6 +22,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Sequence
 
@@ -200,13 +201,73 @@ def _input_device(model) -> torch.device:
     return emb.weight.device if emb is not None else next(model.parameters()).device
 
 
+#: How many special tokens an encoding may put before a text's own tokens (BOS, ...).
+MAX_LEAD = 4
+
+
+def suffix_span(row, text_ids, prefix_tokens: int, suffix_tokens: int) -> tuple[int, int] | None:
+    """Where an extraction suffix lies among a scored row's *targets* (``row[1:]``).
+
+    The prefix is the text's first ``prefix_tokens`` tokens (``text_ids``: the text's
+    own tokens, no special tokens) and the suffix the next ``suffix_tokens``. The row is
+    the text as the model is scored on it (whatever special tokens the encoding puts
+    first), so the prompt a product would send is ``row[: lead + prefix_tokens]``. Returns
+    ``(start, stop)`` in target coordinates, or None when the row does not hold the whole
+    prefix and suffix (a text too short, or cut by ``max_length``)."""
+    need = int(prefix_tokens) + int(suffix_tokens)
+    if prefix_tokens < 1 or suffix_tokens < 1 or len(text_ids) < need:
+        return None
+    want = [int(t) for t in text_ids[:need]]
+    r = [int(t) for t in row]
+    for lead in range(0, min(len(r) - need, MAX_LEAD) + 1):
+        if r[lead : lead + need] == want:
+            start = lead + int(prefix_tokens) - 1
+            return start, start + int(suffix_tokens)
+    return None
+
+
+def _decoding_log_probs(logits, ids, n_targets: int, span, decoding) -> np.ndarray:
+    """Per-target log P_decode at ``span`` (NaN elsewhere) from one row's logits [L, V]."""
+    out = np.full(n_targets, np.nan)
+    if span is not None:
+        s, e = span
+        # logits at position t predict the token at t + 1 (target t)
+        vals = decoding.log_probs(logits[s:e], ids[s + 1 : e + 1]).cpu().numpy()
+        out[s:e] = np.where(np.isnan(vals), np.inf, vals)  # +inf: the model gave NaN here
+    return out
+
+
 @torch.no_grad()
-def forward_stats(model, ids: torch.Tensor, mask: torch.Tensor, hidden: bool = True):
-    """One forward pass -> (TokenStats per row, mean-pooled last hidden state [B, d])."""
+def forward_stats(
+    model,
+    ids: torch.Tensor,
+    mask: torch.Tensor,
+    hidden: bool = True,
+    decoding=None,
+    spans: Sequence[tuple[int, int] | None] | None = None,
+):
+    """One forward pass -> (TokenStats per row, mean-pooled last hidden state [B, d]).
+
+    With ``decoding`` (a :class:`~defenses.targets.decoding.Decoding`) and per-row target
+    ``spans``, the same logits also give ``TokenStats.decoding_log_probs``: each span
+    token's probability under the product's sampling distribution (temperature, top-k,
+    top-p applied as generation applies them), which needs the full distribution at those
+    positions and so is computed here, not from the stored statistics."""
     dev = _input_device(model)
     ids, mask = ids.to(dev), mask.to(dev)
     out = model(input_ids=ids, attention_mask=mask, output_hidden_states=hidden)
     stats = token_statistics_from_logits(out.logits, ids, mask)
+    if decoding is not None:
+        spans = list(spans) if spans is not None else [None] * len(stats)
+        stats = [
+            dataclasses.replace(
+                st,
+                decoding_log_probs=_decoding_log_probs(
+                    out.logits[i], ids[i], len(st), spans[i], decoding
+                ),
+            )
+            for i, st in enumerate(stats)
+        ]
     pooled = None
     if hidden:
         h = out.hidden_states[-1].float()
@@ -221,7 +282,14 @@ def encode_lengths(tokenizer, texts: Sequence[str], max_length: int):
     return rows, [int(r.numel()) for r in rows]
 
 
-def score_batch(model, tokenizer, rows: Sequence[torch.Tensor], hidden: bool = True):
+def score_batch(
+    model,
+    tokenizer,
+    rows: Sequence[torch.Tensor],
+    hidden: bool = True,
+    decoding=None,
+    spans: Sequence[tuple[int, int] | None] | None = None,
+):
     """One right-padded forward pass over encoded ``rows``: (TokenStats list, pooled hidden)."""
     width = max(int(r.numel()) for r in rows)
     pad = getattr(tokenizer, "pad_id", 0)
@@ -230,7 +298,19 @@ def score_batch(model, tokenizer, rows: Sequence[torch.Tensor], hidden: bool = T
     for k, r in enumerate(rows):
         ids[k, : r.numel()] = r
         mask[k, : r.numel()] = 1
-    return forward_stats(model, ids, mask, hidden)
+    return forward_stats(model, ids, mask, hidden, decoding, spans)
+
+
+def extraction_spans(tokenizer, texts: Sequence[str], rows, extraction) -> list:
+    """:func:`suffix_span` of each encoded row (None for every row without ``extraction``)."""
+    if extraction is None:
+        return [None] * len(rows)
+    return [
+        suffix_span(
+            r.tolist(), tokenizer.token_ids(t), extraction.prefix_tokens, extraction.suffix_tokens
+        )
+        for t, r in zip(texts, rows, strict=True)
+    ]
 
 
 def score_texts(
@@ -242,12 +322,17 @@ def score_texts(
     token_budget: int | None = None,
     hidden: bool = True,
     progress=None,
+    extraction=None,
 ):
     """TokenStats and pooled hidden states for ``texts``, one forward pass each, batched
     by length with CUDA out-of-memory backoff. Returns ``(stats, hidden or None, batch)``
-    with ``batch`` the batch size that was finally used."""
+    with ``batch`` the batch size that was finally used. With ``extraction`` (an
+    :class:`~defenses.targets.decoding.ExtractionSpec`) each text's stats also carry its
+    suffix's decoding log-probabilities, from the same pass."""
     texts = list(texts)
     rows, lengths = encode_lengths(tokenizer, texts, max_length)
+    spans = extraction_spans(tokenizer, texts, rows, extraction)
+    decoding = extraction.decoding if extraction is not None else None
     stats: list[TokenStats | None] = [None] * len(texts)
     pooled: list[np.ndarray | None] = [None] * len(texts)
 
@@ -256,7 +341,9 @@ def score_texts(
             idx = [i for i in idx if stats[i] is None]  # done before a backoff
             if not idx:
                 continue
-            s, h = score_batch(model, tokenizer, [rows[i] for i in idx], hidden)
+            s, h = score_batch(
+                model, tokenizer, [rows[i] for i in idx], hidden, decoding, [spans[i] for i in idx]
+            )
             for k, i in enumerate(idx):
                 stats[i] = s[k]
                 pooled[i] = None if h is None else h[k]
@@ -322,6 +409,9 @@ class HFLMRelease(LMRelease):
             self.model.to(self.device)
         self.model.eval()
         self._hidden_cache: dict[str, np.ndarray] = {}
+        # set before scoring so the shared pass also gives the extraction suffix's decoding
+        # log-probabilities (see :meth:`extraction_stats`)
+        self.extraction = None
 
     def _input_device(self) -> torch.device:
         return _input_device(self.model)
@@ -351,12 +441,31 @@ class HFLMRelease(LMRelease):
                 self.token_budget,
                 hidden=True,
                 progress=bar.update,
+                extraction=getattr(self, "extraction", None),
             )
             bar.close()
             self.batch_size = used  # keep what fitted
             cache.update(zip(todo, stats, strict=True))
             self._hidden_cache.update(zip(todo, hid, strict=True))
         return [cache[t] for t in texts]
+
+    def extraction_stats(self, texts: list[str], extraction) -> list[TokenStats]:
+        """:meth:`token_stats` whose ``decoding_log_probs`` hold ``extraction``'s suffix.
+
+        Free when :attr:`extraction` was set to the same spec before the texts were scored
+        (the audit does that); otherwise the texts are scored again, once, with it."""
+        cache = self.__dict__.setdefault("_token_stats_cache", {})
+        if getattr(self, "extraction", None) != extraction:  # values of another spec: stale
+            self.extraction = extraction
+            for t, st in cache.items():
+                if st.decoding_log_probs is not None:
+                    cache[t] = dataclasses.replace(st, decoding_log_probs=None)
+        stale = [
+            t for t in dict.fromkeys(texts) if t in cache and cache[t].decoding_log_probs is None
+        ]
+        for t in stale:
+            cache.pop(t)
+        return self.token_stats(texts)
 
     def hidden(self, texts: list[str]) -> np.ndarray:
         """Mean-pooled last-layer hidden state over each text's tokens, shape (n, d)."""
