@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from audit.data import AuditData, load_audit_data
+from audit.data import AuditData, drop_cross_duplicates, load_audit_data, log_duplicates
 from audit.errors import AuditError, DataError
 from audit.textcap import cap_audit_data
 from defenses.base import Examples, PrivacyClaim
@@ -56,6 +56,7 @@ def cut_to_max_length(data: AuditData, tokenizer, max_length: int) -> tuple[Audi
         _cut(data.test, tokenizer, max_length),
         data.label_names,
         _cut(data.public, tokenizer, max_length),
+        data.exact_duplicates,
     )
     n_cut = sum(
         a != b
@@ -169,6 +170,7 @@ def audit_own_model(
         notes["texts_cut_to_max_length"] = n_cut
         if n_cut:
             _log(f"  {n_cut} text(s) cut to max_length = {release.max_length} tokens", progress)
+            data = drop_cross_duplicates(data)  # texts that differ only past the cut
         if opts.get("reference_dir") and "reference" in cfg.attacks:
             _log(f"  reference model {opts['reference_dir']}", progress)
             ref = load_reference(cfg, release.tokenizer, release.max_length)
@@ -190,6 +192,7 @@ def audit_own_model(
             "random (allow_uninitialized = true): " + ", ".join(loaded.uninitialized[:8]),
             progress,
         )
+    log_duplicates(data, progress)
     _log(f"auditing {cfg.audit_dir} as it is (no training)", progress)
     run = evaluate_release(
         name,
@@ -214,6 +217,7 @@ def audit_own_model(
     }
     if loaded.uninitialized:
         run["uninitialized_weights"] = list(loaded.uninitialized)
+    run["exact_duplicates"] = data.exact_duplicates
     return run, release
 
 
