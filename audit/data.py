@@ -404,13 +404,13 @@ def _check_sets(
         in_m = sum(1 for r in members if r["id"] == dup)
         if sources is not None and in_m == 1:
             raise DataError(
-                f"example id {dup!r} occurs in both the members file {sources[0]!r} and the "
-                f"non-members file {sources[1]!r}; ids must be unique across the two"
+                f"example ids are not unique: {dup!r} occurs in both the members file "
+                f"{sources[0]!r} and the non-members file {sources[1]!r}"
             )
         where = (
             f" (members {sources[0]!r}, non-members {sources[1]!r})" if sources is not None else ""
         )
-        raise DataError(f"example id {dup!r} is not unique across members and non-members{where}")
+        raise DataError(f"example ids are not unique: {dup!r} occurs twice{where}")
 
 
 def _id_prefixes(a: str | Path, b: str | Path) -> tuple[str | None, str | None]:
