@@ -9,7 +9,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from own_models import build_causal_lm, random_texts, save, word_tokenizer, write_lines
 
 
