@@ -392,6 +392,8 @@ def verdict_line(run: dict) -> str:
     parts.append(f"claim {str(status).upper() if status == 'violated' else status}")
     if v.get("level") == "inconclusive" and v.get("inconclusive"):
         parts.append(one_line(str(v["inconclusive"])))
+    if v.get("level") == "invalid-attack" and v.get("invalid"):
+        parts.append(one_line(str(v["invalid"])))
     return "; ".join(parts)
 
 
