@@ -39,6 +39,11 @@ def _positive(x: Any) -> bool:
 
 
 # section -> key -> (accepted types, default, check or None, description of valid values)
+#: Most bootstrap resamples a config (or ``score --bootstrap``) may ask for: the resampling
+#: error of an interval end shrinks as 1/sqrt(resamples), so beyond this more only costs
+#: time and memory (10^12 ran out of memory after training; 10^7 ran with no output).
+MAX_BOOTSTRAP = 100_000
+
 SCHEMA: dict[str, dict[str, tuple]] = {
     "": {
         "title": (str, "Privacy audit", None, ""),
@@ -90,7 +95,12 @@ SCHEMA: dict[str, dict[str, tuple]] = {
     "metrics": {
         "delta": (_NUM, 1e-5, lambda x: 0 < x < 1, "a number in (0, 1)"),
         "confidence": (_NUM, 0.95, lambda x: 0 < x < 1, "a number in (0, 1)"),
-        "bootstrap": (int, 1000, lambda x: x >= 100, "an integer >= 100"),
+        "bootstrap": (
+            int,
+            1000,
+            lambda x: 100 <= x <= MAX_BOOTSTRAP,
+            f"an integer in [100, {MAX_BOOTSTRAP:,}]",
+        ),
     },
     "claim": {
         "epsilon": (_NUM, None, _positive, "a positive number"),
@@ -119,8 +129,18 @@ SCHEMA: dict[str, dict[str, tuple]] = {
     },
     "epsilon": {
         "enabled": (bool, False, None, ""),
-        "gradient_trials": (int, 100_000, lambda x: x >= 1000, "an integer >= 1000"),
-        "canaries": (int, 200, lambda x: x == 0 or x >= 20, "0 (off) or an integer >= 20"),
+        "gradient_trials": (
+            int,
+            100_000,
+            lambda x: 1000 <= x <= 100_000_000,
+            "an integer in [1000, 100,000,000]",
+        ),
+        "canaries": (
+            int,
+            200,
+            lambda x: x == 0 or 20 <= x <= 100_000,
+            "0 (off) or an integer in [20, 100,000]",
+        ),
         "canary_kind": (
             str,
             "random-token",
@@ -148,7 +168,12 @@ SCHEMA: dict[str, dict[str, tuple]] = {
     },
     # [shadow]: shadow-model membership attacks (attacks/shadow.py); on when the section is given
     "shadow": {
-        "n_models": (int, 16, lambda x: x >= 2 and x % 2 == 0, "an even integer >= 2"),
+        "n_models": (
+            int,
+            16,
+            lambda x: 2 <= x <= 1024 and x % 2 == 0,
+            "an even integer in [2, 1024]",
+        ),
         "attacks": (list, list(SHADOW_ATTACKS), None, ""),
         # an integer: that many public examples (data.public); with target.audit_dir also a
         # text file of population texts the references may be trained on (audit/references.py)

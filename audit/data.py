@@ -45,6 +45,32 @@ DATA_FORMATS = (".txt", ".jsonl", ".json", ".ndjson", ".csv", ".parquet")
 NO_LABEL = "-"
 
 
+_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+
+
+def label_key(label: Any) -> str:
+    """A label as text, compared by value: ``1``, ``1.0``, ``"1"`` and ``"1.0"`` are all
+    ``"1"`` (a JSON integer, a float column and a CSV string name the same class);
+    ``1.5`` is ``"1.5"``; anything not a number is its plain text."""
+    if isinstance(label, bool):
+        return str(label)
+    if isinstance(label, int):
+        return str(label)
+    if isinstance(label, float):
+        return str(int(label)) if label.is_integer() else repr(label)
+    text = str(label)
+    if _NUMBER.fullmatch(text.strip()):
+        try:
+            x = float(text)
+        except (ValueError, OverflowError):  # pragma: no cover - the pattern is a float
+            return text
+        if math.isfinite(x):
+            if x.is_integer() and abs(x) < 2**53:
+                return str(int(x))
+            return repr(x)
+    return text
+
+
 def _read_text(p: Path) -> str:
     try:
         # bytes, not read_text(): no newline translation, so a quoted CSV field keeps its \r
@@ -128,6 +154,7 @@ def read_table(
     label_column: str | None,
     id_column: str | None,
     label_required: bool = True,
+    id_prefix: str | None = None,
 ) -> list[dict]:
     """Rows of a data file as dicts with keys ``id``, ``text``, ``label``.
 
@@ -137,7 +164,9 @@ def read_table(
     label is read (causal LMs), every row gets :data:`NO_LABEL`; with
     ``label_required=False`` a row without the label column gets it too. Ids come from
     ``id_column`` when the row has one, else they are stable: ``<file stem>:<line>`` for
-    ``.txt`` (1-based line number), ``<file stem>-<row>`` otherwise (0-based row)."""
+    ``.txt`` (1-based line number), ``<file stem>-<row>`` otherwise (0-based row);
+    ``id_prefix`` replaces the file stem there (two files with one name in different
+    folders). Labels are compared by value (:func:`label_key`)."""
     p = Path(path)
     if p.is_dir():
         records = _dataset_records(p)
@@ -211,9 +240,9 @@ def read_table(
             {
                 "id": _utf8_text(str(rid), where)
                 if rid not in (None, "")
-                else f"{p.stem}{sep}{pos}",
+                else f"{id_prefix or p.stem}{sep}{pos}",
                 "text": _utf8_text(text, where),
-                "label": _utf8_text(str(label), where),
+                "label": _utf8_text(label_key(label), where),
             }
         )
     return rows
@@ -226,6 +255,8 @@ class AuditData:
     test: Examples
     label_names: list[str]
     public: Examples | None = None
+    #: exact member/non-member duplicates removed at loading (:func:`drop_cross_duplicates`)
+    exact_duplicates: dict[str, Any] | None = None
 
     def attack_set(self) -> Examples:
         """Members then non-members, with membership labels (1 = member)."""
@@ -252,7 +283,111 @@ def to_examples(rows: list[dict], label_index: dict[str, int]) -> Examples:
     )
 
 
-def _check_sets(members: list[dict], nonmembers: list[dict], train: bool) -> None:
+def _dup_key(text: str) -> str:
+    return text.strip()
+
+
+def cross_duplicates(members: list[str], nonmembers: list[str]) -> list[int]:
+    """Indices of the non-member texts that also occur among the members (exactly, up to
+    surrounding whitespace)."""
+    seen = {_dup_key(t) for t in members}
+    return [i for i, t in enumerate(nonmembers) if _dup_key(t) in seen]
+
+
+def _label_summary(labels: set[str]) -> str:
+    shown = sorted(labels)[:5]
+    more = f" and {len(labels) - 5} more" if len(labels) > 5 else ""
+    return "{" + ", ".join(repr(x) for x in shown) + more + "}"
+
+
+def _drop_duplicate_rows(
+    members: list[dict], nonmembers: list[dict], where: str
+) -> tuple[list[dict], dict[str, Any]]:
+    """The non-member rows without exact copies of a member text, and the count record.
+
+    A non-member whose text the model was trained on (as a member) is not a non-member:
+    kept, it pulls the AUC towards 0.5 and, with every non-member duplicated, reads as
+    LOW leakage. The non-member copy goes; the members (the training set) stay as they are.
+    """
+    drop = set(cross_duplicates([r["text"] for r in members], [r["text"] for r in nonmembers]))
+    record = {
+        "removed_nonmembers": len(drop),
+        "distinct_texts": len({_dup_key(nonmembers[i]["text"]) for i in drop}),
+        "nonmembers_before": len(nonmembers),
+        "where": where,
+    }
+    if drop and len(drop) == len(nonmembers):
+        raise DataError(
+            f"every one of the {len(nonmembers)} non-member texts is also a member text "
+            "(exact duplicates): the two sets are the same data and no membership can be "
+            "measured; give held-out texts the model never saw as non-members"
+        )
+    kept = [r for i, r in enumerate(nonmembers) if i not in drop]
+    return kept, record
+
+
+def drop_cross_duplicates(data: AuditData, where: str = "after cutting to max_length") -> AuditData:
+    """``data`` without non-members whose text equals a member text (the counts are added
+    to ``data.exact_duplicates``); the same object when there are none."""
+    m, n = data.members, data.nonmembers
+    drop = set(cross_duplicates(m.texts, n.texts))
+    if not drop:
+        return data
+    if len(drop) == len(n):
+        raise DataError(
+            f"every one of the {len(n)} non-member texts equals a member text {where} "
+            "(exact duplicates): no membership can be measured"
+        )
+    keep = [i for i in range(len(n)) if i not in drop]
+    from dataclasses import replace
+
+    kept = Examples(
+        ids=[n.ids[i] for i in keep],
+        texts=[n.texts[i] for i in keep],
+        labels=n.labels[keep],
+        members=n.members[keep] if n.members is not None else None,
+        attributes=[n.attributes[i] for i in keep] if n.attributes is not None else None,
+    )
+    record = dict(data.exact_duplicates or {"removed_nonmembers": 0, "nonmembers_before": len(n)})
+    record["removed_nonmembers"] = int(record.get("removed_nonmembers", 0)) + len(drop)
+    record[f"removed_{where.replace(' ', '_')}"] = len(drop)
+    test = kept if data.test is data.nonmembers else data.test
+    return replace(data, nonmembers=kept, test=test, exact_duplicates=record)
+
+
+def log_duplicates(data: AuditData, progress: bool) -> None:
+    """One progress line when exact member/non-member duplicates were removed."""
+    import sys
+
+    rec = data.exact_duplicates or {}
+    n = int(rec.get("removed_nonmembers", 0))
+    if n and progress:
+        print(
+            f"  removed {n} non-member text(s) that are exact copies of member texts "
+            f"({len(data.nonmembers)} non-members remain)",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
+def _check_labels(members: list[dict], nonmembers: list[dict]) -> None:
+    """Refuse label sets that share nothing: a classifier audited on non-members whose
+    labels never occur among the members sees two populations, not members and
+    non-members (e.g. ``1`` vs ``1.0`` before labels compared by value, or
+    ``label_column`` naming the text)."""
+    have = {r["label"] for r in members}
+    other = {r["label"] for r in nonmembers}
+    if not have & other:
+        raise DataError(
+            "no non-member label occurs among the members: members have labels "
+            f"{_label_summary(have)}, non-members {_label_summary(other)}; check "
+            "label_column and that both files label the same classes"
+        )
+
+
+def _check_sets(
+    members: list[dict], nonmembers: list[dict], train: bool, sources: tuple[str, str] | None = None
+) -> None:
     if not members or not nonmembers:
         raise DataError(
             f"need both members and non-members, got {len(members)} members and {len(nonmembers)} non-members"
@@ -263,7 +398,33 @@ def _check_sets(members: list[dict], nonmembers: list[dict], train: bool) -> Non
         )
     ids = [r["id"] for r in members + nonmembers]
     if len(set(ids)) != len(ids):
-        raise DataError("example ids are not unique across members and non-members")
+        from collections import Counter
+
+        dup = next(i for i, c in Counter(ids).items() if c > 1)
+        in_m = sum(1 for r in members if r["id"] == dup)
+        if sources is not None and in_m == 1:
+            raise DataError(
+                f"example ids are not unique: {dup!r} occurs in both the members file "
+                f"{sources[0]!r} and the non-members file {sources[1]!r}"
+            )
+        where = (
+            f" (members {sources[0]!r}, non-members {sources[1]!r})" if sources is not None else ""
+        )
+        raise DataError(f"example ids are not unique: {dup!r} occurs twice{where}")
+
+
+def _id_prefixes(a: str | Path, b: str | Path) -> tuple[str | None, str | None]:
+    """Id prefixes for two data files with the same name in different folders: the
+    shortest trailing paths that tell them apart (``members/a`` vs ``held-out/a``)."""
+    pa, pb = Path(a).resolve(), Path(b).resolve()
+    if pa == pb or pa.stem != pb.stem:
+        return None, None
+    ra, rb = pa.with_suffix("").parts, pb.with_suffix("").parts
+    for k in range(2, max(len(ra), len(rb)) + 1):
+        ta, tb = "/".join(ra[-k:]), "/".join(rb[-k:])
+        if ta != tb:
+            return ta, tb
+    return None, None
 
 
 def load_audit_data(
@@ -292,9 +453,12 @@ def load_audit_data(
     if not labels:
         label_names = [NO_LABEL]
         train = False  # the single-label check is for classifiers
+    sources = None
     if data_cfg["members"] is not None:
-        members = read(data_cfg["members"], *cols)
-        nonmembers = read(data_cfg["nonmembers"], *cols)
+        sources = (str(data_cfg["members"]), str(data_cfg["nonmembers"]))
+        pre_m, pre_n = _id_prefixes(*sources)
+        members = read(data_cfg["members"], *cols, id_prefix=pre_m)
+        nonmembers = read(data_cfg["nonmembers"], *cols, id_prefix=pre_n)
         test = read(data_cfg["test"], *cols) if data_cfg["test"] else nonmembers
     else:
         if data_cfg["corpus"] == "fixtures":
@@ -320,6 +484,7 @@ def load_audit_data(
         members = [pool[i] for i in order[:n_in]]
         nonmembers = [pool[i] for i in order[n_in : n_in + n_out]]
         test = [pool[i] for i in order[n_in + n_out : n_in + n_out + n_test]]
+    same_test = test is nonmembers  # the default test set: the non-members
     public: list[dict] | None = None
     if data_cfg["public"] is not None and data_cfg["public"] != "fixtures":
         public = read(data_cfg["public"], *cols)
@@ -342,7 +507,12 @@ def load_audit_data(
             [{**r, "label": NO_LABEL} for r in rows] for rows in (members, nonmembers, test)
         )
         public = [{**r, "label": NO_LABEL} for r in public] if public else public
-    _check_sets(members, nonmembers, train)
+    nonmembers, duplicates = _drop_duplicate_rows(members, nonmembers, "at loading")
+    if same_test:
+        test = nonmembers
+    _check_sets(members, nonmembers, train, sources)
+    if labels is True:  # a classifier: its task labels must describe the same classes
+        _check_labels(members, nonmembers)
     if label_names is None:
         label_names = sorted({r["label"] for r in members + nonmembers + test})
     index = {name: i for i, name in enumerate(label_names)}
@@ -359,4 +529,5 @@ def load_audit_data(
         to_examples(test, index),
         label_names,
         to_examples(public, index) if public else None,
+        duplicates,
     )

@@ -22,6 +22,9 @@ from audit.data import AuditData
 from audit.results import run_record
 from defenses.base import ReleasedModel
 
+#: From this many bootstrap resamples each attack's metrics take long enough to announce.
+LONG_BOOTSTRAP = 10_000
+
 
 def _log(msg: str, progress: bool) -> None:
     if progress:
@@ -73,9 +76,16 @@ def evaluate_release(
         attack = ATTACKS[attack_name](**kwargs)
         if hasattr(attack, "prepare"):  # attacks that need side data (a reference model, ...)
             attack.prepare(public=data.public, seed=settings.seed)
-        _log(f"  attack {attack_name} on {name}", progress)
+        boot = getattr(settings, "n_boot", 0) or 0
+        _log(
+            f"  attack {attack_name} on {name}"
+            + (f" (scores, then {boot:,} bootstrap resamples)" if boot >= LONG_BOOTSTRAP else ""),
+            progress,
+        )
         try:
             results.append(run_attack(attack, release, examples, settings))
+            if boot >= LONG_BOOTSTRAP:
+                _log(f"  attack {attack_name} on {name}: metrics done", progress)
         except ValueError as exc:  # e.g. a surface returned NaN: record it, keep the run
             results.append(
                 AttackResult(

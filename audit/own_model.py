@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from audit.data import AuditData, load_audit_data
+from audit.data import AuditData, drop_cross_duplicates, load_audit_data, log_duplicates
 from audit.errors import AuditError, DataError
 from audit.textcap import cap_audit_data
 from defenses.base import Examples, PrivacyClaim
@@ -56,6 +56,7 @@ def cut_to_max_length(data: AuditData, tokenizer, max_length: int) -> tuple[Audi
         _cut(data.test, tokenizer, max_length),
         data.label_names,
         _cut(data.public, tokenizer, max_length),
+        data.exact_duplicates,
     )
     n_cut = sum(
         a != b
@@ -174,6 +175,7 @@ def audit_own_model(
         notes["texts_cut_to_max_length"] = n_cut
         if n_cut:
             _log(f"  {n_cut} text(s) cut to max_length = {release.max_length} tokens", progress)
+            data = drop_cross_duplicates(data)  # texts that differ only past the cut
         data, split, blind = run_split_check(data, cfg, progress)  # on the texts as scored
         ref_dirs = opts.get("reference_dirs") or (
             [opts["reference_dir"]] if opts.get("reference_dir") else []
@@ -210,6 +212,7 @@ def audit_own_model(
             "random (allow_uninitialized = true): " + ", ".join(loaded.uninitialized[:8]),
             progress,
         )
+    log_duplicates(data, progress)
     _log(f"auditing {cfg.audit_dir} as it is (no training)", progress)
     run = evaluate_release(
         name,
@@ -255,6 +258,7 @@ def audit_own_model(
 
         split["attacks"] = compare_attacks(split, run["attacks"], blind)
     run["split_check"] = split
+    run["exact_duplicates"] = data.exact_duplicates
     return run, release
 
 

@@ -63,7 +63,10 @@ def score_file(
     seed: int = 0,
     aggregate_only: bool = False,
 ) -> dict[str, Any]:
-    """Bring-your-own scores: a CSV with columns ``score,member`` and optional ``id``.
+    """Bring-your-own scores: a CSV with columns ``score,member`` and optional ``id`` and
+    ``text``. With ``text``, non-member rows whose text equals a member's (exact duplicates)
+    are removed and counted in ``run["exact_duplicates"]``; a repeated column name is
+    refused.
 
     ``aggregate_only`` pseudonymises the ids (see the module docstring)."""
     import csv
@@ -77,7 +80,17 @@ def score_file(
     try:
         # newline="": str.splitlines() would also split quoted ids on \x0c, \x85, \u2028 ...
         text = p.read_bytes().decode("utf-8-sig")
-        rows = list(csv.DictReader(io.StringIO(text, newline="")))
+        reader = csv.DictReader(io.StringIO(text, newline=""))
+        header = reader.fieldnames or []
+        seen_cols: set[str] = set()
+        for col in header:
+            if col.strip() in seen_cols:  # DictReader would keep the last one silently
+                raise DataError(
+                    f"scores file {str(p)!r} has the column {col.strip()!r} twice; "
+                    "column names must be unique"
+                )
+            seen_cols.add(col.strip())
+        rows = list(reader)
     except UnicodeDecodeError:
         raise DataError(f"scores file {str(p)!r} is not UTF-8 text") from None
     except csv.Error as exc:  # e.g. a field over the csv module's 128 KiB limit
@@ -89,7 +102,7 @@ def score_file(
             raise DataError(
                 f"scores file {str(p)!r} has no column {col!r}; expected columns: score,member[,id]"
             )
-    scores, members, ids = [], [], []
+    scores, members, ids, texts = [], [], [], []
     for i, r in enumerate(rows, start=2):
         try:
             scores.append(float(r["score"]))
@@ -104,6 +117,7 @@ def score_file(
             )
         members.append(1 if m in ("1", "true") else 0)
         ids.append(r.get("id") or str(i - 2))
+        texts.append(r.get("text"))
     if len(set(ids)) != len(ids):
         from collections import Counter
 
@@ -114,10 +128,38 @@ def score_file(
         raise DataError(
             f"scores file {str(p)!r} has {int((~np.isfinite(s)).sum())} NaN or infinite score(s)"
         )
+    duplicates = None
+    if "text" in rows[0]:  # optional: non-members that repeat a member's text are dropped
+        from audit.data import cross_duplicates
+
+        m_idx = [i for i, m in enumerate(members) if m == 1]
+        n_idx = [i for i, m in enumerate(members) if m == 0]
+        drop = {
+            n_idx[j]
+            for j in cross_duplicates(
+                [texts[i] or "" for i in m_idx], [texts[i] or "" for i in n_idx]
+            )
+        }
+        if drop and len(drop) == len(n_idx):
+            raise DataError(
+                f"scores file {str(p)!r}: every one of the {len(n_idx)} non-member texts is "
+                "also a member text (exact duplicates); no membership can be measured"
+            )
+        duplicates = {
+            "removed_nonmembers": len(drop),
+            "nonmembers_before": len(n_idx),
+            "where": "at loading",
+        }
+        if drop:
+            keep = [i for i in range(len(members)) if i not in drop]
+            s = s[keep]
+            members = [members[i] for i in keep]
+            ids = [ids[i] for i in keep]
+            texts = [texts[i] for i in keep]
     split = None
     if "text" in rows[0]:  # texts given: the split check runs first (audit/split_check.py)
         s, members, ids, split = _score_split_check(
-            [r.get("text") or "" for r in rows], s, members, ids, seed, aggregate_only, p
+            [t or "" for t in texts], s, members, ids, seed, aggregate_only, p
         )
     settings = MetricSettings(delta=delta, n_boot=n_boot, seed=seed)
     try:
@@ -141,6 +183,8 @@ def score_file(
         if blind is not None:
             check["attacks"] = compare_attacks(check, run["attacks"], blind)
         run["split_check"] = check
+    if duplicates is not None:
+        run["exact_duplicates"] = duplicates
     config = {
         "source": str(p),
         "command": "score",

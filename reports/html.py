@@ -718,6 +718,17 @@ def build_context(results: dict) -> dict:
         )
     if not runs:
         warnings.append("The results contain no runs.")
+    for run in runs:
+        dup = run.get("exact_duplicates")
+        n_dup = dup.get("removed_nonmembers") if isinstance(dup, dict) else None
+        if isinstance(n_dup, int) and not isinstance(n_dup, bool) and n_dup > 0:
+            before = dup.get("nonmembers_before")
+            of = f" of {before}" if isinstance(before, int) else ""
+            warnings.append(
+                f"{_text(run.get('name'), 'A run')}: {n_dup}{of} non-member text(s) were exact "
+                "copies of member texts and were removed before the attacks ran (a text the "
+                "model was trained on is not a non-member)."
+            )
     # Weights the checkpoint did not hold (target.allow_uninitialized = true): red banner
     dangers = []
     for run in runs:

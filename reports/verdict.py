@@ -14,7 +14,18 @@ from typing import Any
 
 from .formatting import as_finite, as_float, ci, num, pct_ci, small
 
-LEVELS = ("high", "moderate", "low", "inconclusive", "not-measured", "split-shifted")
+LEVELS = (
+    "high",
+    "moderate",
+    "low",
+    "inconclusive",
+    "not-measured",
+    "split-shifted",
+    "invalid-attack",
+)
+
+#: What an AUC interval entirely below chance means (the ``invalid-attack`` level).
+INVALID_ATTACK_TEXT = "the scores point the wrong way: check the labels or the score direction"
 
 #: AUC lower CI bound at or above which leakage is called "high".
 HIGH_AUC_CI_LOW = 0.6
@@ -506,7 +517,8 @@ def verdict_level(run: dict) -> tuple[str, str]:
     """The leakage level of a run and, for "inconclusive", why and what would decide.
 
     Rules on the strongest attack (first match wins): ``not-measured`` (no attack with
-    an AUC); ``high`` (AUC ``ci_low`` >= 0.6 or TPR@1%FPR ``ci_low`` >= 0.05);
+    an AUC); ``invalid-attack`` (the AUC interval lies entirely below 0.5); ``high`` (AUC
+    ``ci_low`` >= 0.6 or TPR@1%FPR ``ci_low`` >= 0.05);
     ``moderate`` (AUC ``ci_low`` > 0.5 or ε lower bound > 0); ``low`` only when the
     attacks could have seen a high leak: AUC ``ci_high`` < 0.6 **and** TPR@1%FPR
     ``ci_high`` < 0.05 (a TPR flagged below resolution, or missing, is not measured);
@@ -521,6 +533,10 @@ def verdict_level(run: dict) -> tuple[str, str]:
     tpr = measured_metric(attack, TPR_1)
     lb = metric(attack, EPS_LB)
     auc_v, auc_lo, auc_hi = (as_float(auc.get(k)) for k in ("value", "ci_low", "ci_high"))
+    if auc_hi is not None and auc_hi < CHANCE_AUC:
+        # even the strongest attack ranks non-members above members beyond chance: inverted
+        # scores or swapped labels, which say nothing about leakage (never "low")
+        return "invalid-attack", INVALID_ATTACK_TEXT
     tpr_lo = as_float(tpr.get("ci_low")) if tpr else None
     tpr_hi = as_float(tpr.get("ci_high")) if tpr else None
     lb_v = as_float(lb.get("value")) if lb else None
@@ -605,6 +621,9 @@ def verdict_for_run(run: dict) -> dict:
     need a multiple-testing correction). Rules, first match wins:
 
     * ``"not-measured"``: no attack has status ``ok`` with an AUC.
+    * ``"invalid-attack"``: the AUC ``ci_high`` < 0.5 — the scores point the wrong way
+      (inverted score direction or wrong labels); this measures nothing, so it is never
+      "low", and the gate fails on it.
     * ``"high"``: AUC ``ci_low`` ≥ 0.6, or TPR@1%FPR ``ci_low`` ≥ 0.05
       (at least 5% of members identified at 1% false positives, i.e. 5× chance).
     * ``"moderate"``: AUC ``ci_low`` > 0.5 (the interval excludes chance), or
@@ -679,7 +698,12 @@ def verdict_for_run(run: dict) -> dict:
         tpr_txt = ""
 
     level, undecided = verdict_level(run)
-    if level == "high":
+    if level == "invalid-attack":
+        text = (
+            f"Invalid attack: the strongest attack ({name}) reaches {auc_txt}, entirely below "
+            f"chance (0.5), so {INVALID_ATTACK_TEXT}. This says nothing about leakage."
+        )
+    elif level == "high":
         text = f"Measurable membership leakage: the strongest attack ({name}) reaches {auc_txt}"
         text += f" and {tpr_txt}." if tpr_txt else "."
         text += " Training data is not safe to assume private."
@@ -736,6 +760,7 @@ def verdict_for_run(run: dict) -> dict:
         "attack": name,
         "claim_status": claim["status"],
         **({"inconclusive": undecided} if level == "inconclusive" else {}),
+        **({"invalid": undecided} if level == "invalid-attack" else {}),
     }
 
 

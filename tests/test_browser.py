@@ -340,6 +340,15 @@ PAGE_STATE = """(() => {
       return {scroll: wrap ? wrap.scrollWidth : null, client: wrap ? wrap.clientWidth : null,
               badges: badges.map(b => b.getBoundingClientRect().right)};
     })(),
+    epsilon: Array.from(document.querySelectorAll('#epsilon-audit td.audit-status')).map(td => {
+      const r = td.getBoundingClientRect(), w = td.closest('.table-wrap').getBoundingClientRect();
+      return {left: r.left, right: r.right, width: r.width, wrapLeft: w.left, wrapRight: w.right,
+              text: td.innerText.trim()};
+    }),
+    epsilonWrap: (() => {
+      const w = document.querySelector('#epsilon-audit .table-wrap');
+      return w ? {scroll: w.scrollWidth, client: w.clientWidth} : null;
+    })(),
     tables: Array.from(document.querySelectorAll('.table-wrap')).map(w => ({
       id: (w.closest('section') || {}).id || '', scroll: w.scrollWidth, client: w.clientWidth})),
   };
@@ -435,6 +444,23 @@ def test_summary_verdict_visible_without_scrolling_at_1280px(browsed):
     assert max(summary["badges"]) <= state["viewport"], summary
     wide = [t for t in state["tables"] if t["scroll"] > t["client"] + 1]
     assert not [t for t in wide if t["id"] == "summary"], wide
+
+
+def test_epsilon_audit_status_visible_without_scrolling_at_1280px(browsed):
+    """Issue 26: in "Claimed vs audited ε" (hostile long names and method text included)
+    every audit's status cell has a box that lies inside the table's visible area and the
+    1280 px window, and the table needs no horizontal scrollbar."""
+    state = browsed["state"]
+    assert state["viewport"] == 1280
+    cells = state["epsilon"]
+    assert cells, "no status cells in the Claimed vs audited ε table"
+    for c in cells:
+        assert c["text"], c
+        assert c["width"] > 0, c
+        assert c["left"] >= c["wrapLeft"] - 1 and c["right"] <= c["wrapRight"] + 1, c
+        assert c["right"] <= state["viewport"], c
+    wrap = state["epsilonWrap"]
+    assert wrap["scroll"] <= wrap["client"] + 1, wrap
 
 
 # --------------------------------------------------------------------------- #

@@ -103,7 +103,10 @@ def test_relative_paths_resolve_against_the_config_folder(tmp_path):
         ("[train]\nepochs = true\n", "'train.epochs' must be an integer, got True"),
         ("[train]\nlearning_rate = nan\n", "'train.learning_rate' must be finite"),
         ("[train]\nlearning_rate = -0.1\n", "'train.learning_rate' must be a positive number"),
-        ("[metrics]\nbootstrap = 50\n", "'metrics.bootstrap' must be an integer >= 100"),
+        (
+            "[metrics]\nbootstrap = 50\n",
+            r"'metrics.bootstrap' must be an integer in \[100, 100,000\]",
+        ),
         ("[metrics]\ndelta = 1.0\n", r"'metrics.delta' must be a number in \(0, 1\)"),
         ('device = "tpu"\n', "'device' must be one of cpu, cuda, auto"),
         ('[target]\npreset = "gpt5"\n', "'target.preset' must be one of tiny, minilm"),

@@ -202,13 +202,16 @@ def test_explicit_files_errors(tmp_path):
         [{"id": "m1", "text": "a", "label": "x"}, {"id": "m2", "text": "b", "label": "x"}],
     )
     dup = _jsonl(tmp_path / "dup.jsonl", [{"id": "m1", "text": "c", "label": "y"}])
-    out = _jsonl(tmp_path / "out.jsonl", [{"id": "n1", "text": "c", "label": "z"}])
+    out = _jsonl(
+        tmp_path / "out.jsonl",
+        [{"id": "n1", "text": "c", "label": "z"}, {"id": "n2", "text": "d", "label": "x"}],
+    )
     cfg = _data_cfg(members=str(one_class), nonmembers=str(out))
     with pytest.raises(DataError, match="single task label"):
         load_audit_data(cfg, seed=0, train=True)
     # auditing a trained model needs no two classes, but labels must be the model's
     d = load_audit_data(cfg, seed=0, train=False, label_names=["x", "y", "z"])
-    assert d.members.labels.tolist() == [0, 0] and d.nonmembers.labels.tolist() == [2]
+    assert d.members.labels.tolist() == [0, 0] and d.nonmembers.labels.tolist() == [2, 0]
     with pytest.raises(DataError, match="label 'z' in the data is not one of the model's labels"):
         load_audit_data(cfg, seed=0, train=False, label_names=["x", "y"])
     cfg = _data_cfg(members=str(one_class), nonmembers=str(dup))
@@ -282,6 +285,10 @@ def test_every_text_format_loads_without_labels(tmp_path):
         "label_column": "label",
         "id_column": "id",
     }
+    # the same four texts on both sides are exact duplicates (issue 26): refused
+    with pytest.raises(DataError, match="exact duplicates"):
+        load_audit_data(cfg, seed=0, train=False, labels=False)
+    cfg["nonmembers"] = str(_jsonl(tmp_path / "held.jsonl", [{"text": t + "!"} for t in TEXTS]))
     d = load_audit_data(cfg, seed=0, train=False, labels=False)
     assert d.label_names == ["-"] and len(d.members) == 4 and len(d.nonmembers) == 4
 

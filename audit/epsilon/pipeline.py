@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import html
 import json
+import math
 import os
 import sys
 from pathlib import Path
@@ -38,6 +39,11 @@ from defenses.base import Examples
 
 SCHEMA = "privacy-audit-canaries/1"
 FILES = ("canaries.json", "inclusion.secret.json", "train_canaries.txt")
+#: Upper bound of ``canaries make --n``: far beyond what one audit needs (the bound's
+#: ceiling grows only with log n) and still minutes, not days, to write.
+MAX_CANARIES = 100_000
+#: Upper bound of ``--secret-tokens`` / ``--prefix-tokens`` (a canary fits a context).
+MAX_CANARY_TOKENS = 512
 
 
 def _log(msg: str, quiet: bool = False) -> None:
@@ -59,7 +65,13 @@ def _read_lines(path: str | None) -> list[str] | None:
     p = Path(path)
     if not p.is_file():
         raise AuditError(f"--data {path!r} is not a file")
-    lines = [ln.strip() for ln in p.read_text(encoding="utf-8").splitlines() if ln.strip()]
+    try:
+        content = p.read_bytes().decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise AuditError(f"--data {path!r} is not UTF-8 text") from None
+    except OSError as exc:
+        raise AuditError(f"--data {path!r} cannot be read: {exc.strerror or exc}") from None
+    lines = [ln.strip() for ln in content.splitlines() if ln.strip()]
     if not lines:
         raise AuditError(f"--data {path!r} holds no text")
     return lines
@@ -85,12 +97,18 @@ def make(args) -> int:
     design = args.design
     if design not in LM_CANARY_DESIGNS:
         raise AuditError(f"unknown design {design!r}; allowed: {', '.join(LM_CANARY_DESIGNS)}")
-    if args.n < 20:
-        raise AuditError(f"--n must be at least 20, got {args.n}")
+    if not 20 <= args.n <= MAX_CANARIES:
+        raise AuditError(f"--n must be in 20..{MAX_CANARIES:,}, got {args.n}")
     if not 1 <= args.repeat <= 64:
         raise AuditError(f"--repeat must be in 1..64, got {args.repeat}")
-    if args.temperature <= 0:
-        raise AuditError(f"--temperature must be positive, got {args.temperature}")
+    for flag, value, low in (
+        ("--secret-tokens", args.secret_tokens, 1),
+        ("--prefix-tokens", args.prefix_tokens, 0),
+    ):
+        if not low <= value <= MAX_CANARY_TOKENS:
+            raise AuditError(f"{flag} must be in {low}..{MAX_CANARY_TOKENS}, got {value}")
+    if not (math.isfinite(args.temperature) and args.temperature > 0):
+        raise AuditError(f"--temperature must be a finite positive number, got {args.temperature}")
     out = Path(args.out)
     if out.exists() and any((out / f).exists() for f in FILES) and not args.force:
         raise AuditError(f"{out} already holds canaries; use --force to replace them")

@@ -525,17 +525,24 @@ def _cmd_run(args, epsilon: bool | None = None) -> int:
     _check_dir_option(args.out, "--out")
     if run_dir is not None:
         _check_dir_option(run_dir, "--run-dir")
-    check_output_dir(args.out)
-    with capture_library_output(Path(args.out) / RUN_LOG):
-        results = run_audit(
-            cfg,
-            progress=not args.quiet,
-            epsilon=epsilon,
-            executor=spec,
-            run_dir=run_dir,
-            resume=args.resume,
-        )
-    html, js = write_outputs(results, args.out)
+    from audit.lock import DirLock
+
+    with contextlib.ExitStack() as locks:
+        # one live run per directory: a second run is refused before it clears or writes
+        locks.enter_context(DirLock(args.out, "--out"))
+        if run_dir is not None and not _inside(run_dir, args.out):
+            locks.enter_context(DirLock(run_dir, "--run-dir"))
+        check_output_dir(args.out)
+        with capture_library_output(Path(args.out) / RUN_LOG):
+            results = run_audit(
+                cfg,
+                progress=not args.quiet,
+                epsilon=epsilon,
+                executor=spec,
+                run_dir=run_dir,
+                resume=args.resume,
+            )
+        html, js = write_outputs(results, args.out)
     for run in results["runs"]:
         print(verdict_line(run))
     if not args.quiet:
@@ -591,6 +598,8 @@ def verdict_line(run: dict) -> str:
     blind = (split.get("blind") or {}).get("auc")
     if blind:
         parts.append(f"blind AUC {ci(blind)}{' (split SHIFTED)' if split.get('shifted') else ''}")
+    if v.get("level") == "invalid-attack" and v.get("invalid"):
+        parts.append(one_line(str(v["invalid"])))
     return "; ".join(parts)
 
 
@@ -669,16 +678,26 @@ def _cmd_compare(args) -> int:
 
 
 def _cmd_score(args) -> int:
+    from audit.config import MAX_BOOTSTRAP
     from audit.results import check_output_dir, write_outputs
     from audit.runner import score_file
 
+    if not 100 <= args.bootstrap <= MAX_BOOTSTRAP:
+        raise AuditError(
+            f"--bootstrap must be an integer in [100, {MAX_BOOTSTRAP:,}], got {args.bootstrap}"
+        )
     check_output_dir(args.out)
-    if args.bootstrap < 100:
-        raise AuditError(f"--bootstrap must be at least 100, got {args.bootstrap}")
     results = score_file(
         args.scores, args.delta, args.bootstrap, args.seed, aggregate_only=args.aggregate_only
     )
     html, js = write_outputs(results, args.out)
+    dup = results["runs"][0].get("exact_duplicates") or {}
+    if dup.get("removed_nonmembers"):
+        print(
+            f"removed {dup['removed_nonmembers']} non-member row(s) whose text is an exact copy "
+            "of a member's",
+            file=sys.stderr,
+        )
     m = results["runs"][0]["attacks"][0]["metrics"]
     tpr = m["tpr_at_fpr_0.01"]
     tpr_text = "below resolution" if tpr.get("value") is None else f"{tpr['value']:.3f}"
@@ -707,6 +726,23 @@ def _check_dir_option(path: str, option: str) -> None:
                 what = "is" if q == p else f"is inside {str(q)!r}, which is"
                 raise AuditError(f"{option} {path!r} {what} a file, not a directory")
             break
+
+
+def _inside(path: str, parent: str) -> bool:
+    """Whether ``path`` is ``parent`` or lies below it (after resolving)."""
+    p, q = Path(path).resolve(), Path(parent).resolve()
+    return p == q or q in p.parents
+
+
+def _same_file(a: str, b: str) -> bool:
+    """Whether two paths name one file (same path after resolving links, or one inode)."""
+    pa, pb = Path(a), Path(b)
+    try:
+        if pa.exists() and pb.exists():
+            return pa.samefile(pb)
+        return pa.resolve() == pb.resolve()
+    except (OSError, RuntimeError, ValueError):
+        return str(pa) == str(pb)
 
 
 def _check_writable(path: str, option: str) -> None:
@@ -771,8 +807,14 @@ def _cmd_gate(args) -> int:
     tolerance = 0.0 if args.tolerance is None else args.tolerance
     if not (math.isfinite(tolerance) and tolerance >= 0):
         raise AuditError(f"--tolerance must be a finite number >= 0, got {args.tolerance}")
-    if args.junit is not None and args.junit == args.summary:
+    if args.junit is not None and args.summary is not None and _same_file(args.junit, args.summary):
         raise AuditError("--junit and --summary must name different files")
+    for option, out in (("--junit", args.junit), ("--summary", args.summary)):
+        for what, inp in (("the results file", args.results), ("--baseline", args.baseline)):
+            if out is not None and inp is not None and _same_file(out, inp):
+                raise AuditError(
+                    f"{option} {out!r} is {what} {inp!r}; writing it would overwrite an input"
+                )
     results = load_results(args.results)
     baseline = load_baseline(args.baseline, results) if args.baseline is not None else None
     violations, failures = check_all(
@@ -872,6 +914,7 @@ def _cmd_gate(args) -> int:
         ("claim-violated", "{n} privacy claim(s) VIOLATED"),
         ("inconclusive", "{n} inconclusive verdict(s) under --strict"),
         ("split-shifted", "{n} shifted member/non-member split(s)"),
+        ("invalid-attack", "{n} invalid-attack verdict(s) (scores point the wrong way)"),
     ):
         n = sum(1 for f in failures if f.kind == kind)
         if n:

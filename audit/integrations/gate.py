@@ -305,7 +305,19 @@ def load_results(path: str | Path, what: str = "results file") -> dict[str, Any]
                 f"{what} {str(p)!r}: run {run['name']!r} has an 'epsilon_audit' that is not "
                 "an object with an 'audits' list"
             )
+        _normalise_status(run)
     return results
+
+
+def _normalise_status(run: dict[str, Any]) -> None:
+    """Lower-case every ``status`` the gate reads (``"OK"``, ``"Violated"``): compared
+    verbatim, a hand-edited or foreign status would make a result silently absent."""
+    ea = run.get("epsilon_audit") if isinstance(run.get("epsilon_audit"), dict) else {}
+    tradeoff = ea.get("tradeoff") if isinstance(ea.get("tradeoff"), dict) else None
+    items = [*run.get("attacks", []), *run.get("leakage", []), *ea.get("audits", [])]
+    for item in [*items, *([ea] if ea else []), *([tradeoff] if tradeoff else [])]:
+        if isinstance(item.get("status"), str):
+            item["status"] = item["status"].strip().lower()
 
 
 def load_baseline(path: str | Path, results: dict[str, Any]) -> dict[str, Any]:
@@ -461,6 +473,7 @@ class Failure:
     attack: str
     key: str  # what was checked, e.g. "auc", "claim", "measured"
     # "unmeasured" | "nothing-measured" | "claim-violated" | "inconclusive" | "split-shifted"
+    # | "invalid-attack"
     kind: str
     message: str
 
@@ -499,6 +512,11 @@ def _unmeasured(m: Any) -> str | None:
     return None
 
 
+def _reason(att: dict[str, Any]) -> str:
+    reason = att.get("reason")
+    return str(reason).strip()[:200] if reason else "no reason recorded"
+
+
 def _leakage_matches(name: str, att: dict[str, Any]) -> bool:
     return att.get("attack") in _gate_entry(name)[0]
 
@@ -525,8 +543,11 @@ def check_all(
     - ``--max-epsilon-lb`` also holds every ``ok`` ε audit's bound, by name;
     - ``leakage`` thresholds hold the headline of every ``ok`` matching leakage attack, and
       fail when no run measured one;
-    - a run whose privacy claim is violated (by its ε audit or by the strongest attack's
+    - a run whose privacy claim is violated (by its ε audit or by any ``ok`` attack's
       ε lower bound) always fails, with the evidence;
+    - a run whose verdict is "invalid-attack" (AUC interval entirely below 0.5) fails;
+    - an attack with status ``error`` is unmeasured (a failure) when a threshold is given,
+      unless nothing at all was measured and ``allow_empty`` accepts that;
     - with ``strict``, a run whose verdict is "inconclusive" fails;
     - no measured result at all fails unless ``allow_empty``;
     - a run whose split check found the member / non-member split shifted (verdict
@@ -535,8 +556,10 @@ def check_all(
     """
     from reports.verdict import (
         audit_evidence,
+        check_attack_claim,
         check_claim,
         epsilon_audit_bounds,
+        ok_attacks,
         split_shifted,
         verdict_level,
     )
@@ -549,6 +572,20 @@ def check_all(
     for run in results["runs"]:
         rname = run["name"]
         for att in run.get("attacks", []):
+            if att.get("status") == "error" and any(v is not None for v in thresholds.values()):
+                # an attack that ran and failed is unmeasured, not absent: its threshold
+                # cannot be held, so it fails rather than silently dropping out
+                failures.append(
+                    Failure(
+                        rname,
+                        att["attack"],
+                        "status",
+                        "unmeasured",
+                        f"attack '{att['attack']}' on '{rname}' errored "
+                        f"({_reason(att)}); the gate cannot hold it to the thresholds",
+                    )
+                )
+                continue
             if att.get("status") != "ok":
                 continue
             n_measured += 1
@@ -651,6 +688,14 @@ def check_all(
                     Violation(rname, aname, label, v, limit, "epsilon_audit", "ε audit")
                 )
         claim = check_claim(run)
+        if claim["status"] != "violated":
+            # the README's claim check reads every attack's ε bound, not only the strongest
+            # attack's: any measured bound above a comparable claim contradicts it
+            for att in ok_attacks(run):
+                other = check_attack_claim(run, att)
+                if other["status"] == "violated":
+                    claim = other
+                    break
         if claim["status"] == "violated":
             evidence = audit_evidence(run) or [claim["text"]]
             failures.append(
@@ -676,8 +721,19 @@ def check_all(
                         + " (pass --allow-shifted-split to accept)",
                     )
                 )
+        level, why = verdict_level(run)
+        if level == "invalid-attack":
+            failures.append(
+                Failure(
+                    rname,
+                    "(verdict)",
+                    "verdict",
+                    "invalid-attack",
+                    f"the verdict of '{rname}' is invalid-attack: the AUC interval lies entirely "
+                    f"below 0.5, so {why}",
+                )
+            )
         if strict:
-            level, why = verdict_level(run)
             if level == "inconclusive":
                 failures.append(
                     Failure(
@@ -700,6 +756,8 @@ def check_all(
                     f"{' / '.join(_gate_entry(name)[0])} result to hold to it",
                 )
             )
+    if n_measured == 0 and allow_empty:  # nothing measured, as the user accepted
+        failures = [f for f in failures if f.key != "status"]
     if n_measured == 0 and not allow_empty:
         failures.append(
             Failure(

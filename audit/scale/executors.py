@@ -114,6 +114,75 @@ def execute(fn: str, payload: dict[str, Any], deps: list[dict[str, Any]], thread
         torch.set_num_threads(before)
 
 
+def _num_list(x: Any) -> bool:
+    return isinstance(x, list) and all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) for v in x
+    )
+
+
+def _attack_problem(a: Any, where: str) -> str | None:
+    """What is wrong with one stored attack record (``None``: nothing the run reads)."""
+    if not isinstance(a, dict):
+        return f"{where} is not an object"
+    if not isinstance(a.get("attack"), str):
+        return f"{where} has no attack name"
+    if not isinstance(a.get("status"), str):
+        return f"{where} has no status"
+    if a["status"] == "ok":
+        metrics = a.get("metrics")
+        auc = metrics.get("auc") if isinstance(metrics, dict) else None
+        value = auc.get("value") if isinstance(auc, dict) else None
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            return f"{where} is 'ok' but has no numeric metrics.auc.value"
+        ex = a.get("examples")
+        if ex is not None and not (
+            isinstance(ex, dict)
+            and isinstance(ex.get("ids"), list)
+            and _num_list(ex.get("scores"))
+            and _num_list(ex.get("members"))
+            and len(ex["ids"]) == len(ex["scores"]) == len(ex["members"])
+        ):
+            return f"{where} has malformed per-example scores"
+    return None
+
+
+def result_problem(kind: str, result: dict[str, Any]) -> str | None:
+    """Why a finished task's stored result cannot be what that task returned (``None``:
+    it can). Checked before any work on ``--resume``, so a damaged file is exit 2, not an
+    internal error halfway through assembling the report."""
+    if kind == "audit-trial":
+        run = result["run"]
+        if not isinstance(run.get("name"), str):
+            return "its run has no name"
+        if not isinstance(run.get("defense", ""), str):
+            return "its run's defense is not text"
+        attacks = run.get("attacks")
+        if not isinstance(attacks, list):
+            return "its run has no attacks list"
+        for i, a in enumerate(attacks):
+            why = _attack_problem(a, f"attack #{i + 1}")
+            if why:
+                return why
+        for key in ("leakage",):
+            if key in run and not (
+                isinstance(run[key], list) and all(isinstance(x, dict) for x in run[key])
+            ):
+                return f"its run's {key} is not a list of objects"
+        for key in ("claim", "training", "epsilon_audit"):
+            if run.get(key) is not None and not isinstance(run[key], dict):
+                return f"its run's {key} is not an object"
+        if "pool" in result:
+            pool = result["pool"]
+            if not isinstance(pool, dict) or ("loss" in pool and not _num_list(pool["loss"])):
+                return "its shadow pool losses are not a list of numbers"
+    elif kind == "train-shadow":
+        if "loss" in result and not _num_list(result["loss"]):
+            return "its losses are not a list of numbers"
+    elif kind == "score-attack":
+        return _attack_problem(result, "the attack")
+    return None
+
+
 class RunDir:
     """``<dir>/tasks/<key>.json`` per finished task, written atomically, and an append-only
     ``events.log`` (``start``/``done`` lines with task keys) recording what ran when."""
@@ -151,6 +220,9 @@ class RunDir:
             )
         if kind == "audit-trial" and not isinstance(result.get("run"), dict):
             raise AuditError(f"{what} has no run record; delete it or run without --resume")
+        problem = result_problem(kind, result)
+        if problem is not None:
+            raise AuditError(f"{what} is damaged ({problem}); delete it or run without --resume")
         return result
 
     def save(self, key: str, text: str) -> None:

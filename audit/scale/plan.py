@@ -60,12 +60,20 @@ class Plan:
         return out
 
 
-def plan(cfg: AuditConfig, epsilon: bool, data=None) -> Plan:
-    """The task graph for a config (``data``: the loaded AuditData, for shadow payloads)."""
+def plan(cfg: AuditConfig, epsilon: bool, data=None, inputs: dict | None = None) -> Plan:
+    """The task graph for a config (``data``: the loaded AuditData, for shadow payloads;
+    ``inputs``: :func:`audit.scale.fingerprint.input_fingerprints`, computed when not
+    given). Every task's key covers the contents of every input file and model directory,
+    so a changed input re-runs its tasks on ``--resume``."""
+    from audit.scale.fingerprint import input_fingerprints, task_inputs
+
+    if inputs is None:
+        inputs = input_fingerprints(cfg)
     base = {
         "config": _task_config(cfg),
         "source": cfg.source,
         "base_dir": str(Path(cfg.source).resolve().parent) if Path(cfg.source).is_file() else None,
+        "inputs": task_inputs(inputs),
     }
     shadow = None
     if cfg.shadow is not None:
@@ -254,11 +262,25 @@ def run_planned(
     data = load_audit_data(cfg.data, cfg.seed, train=True, labels=labels)  # fails before any task
     if cfg.shadow is not None:
         task_module.shadow_pool(data, cfg.shadow["population"], cfg.seed)
-    the_plan = plan(cfg, do_epsilon, data)
+    from audit.scale.fingerprint import MANIFEST, changed_inputs, input_fingerprints
+
+    inputs = input_fingerprints(cfg)
+    the_plan = plan(cfg, do_epsilon, data, inputs)
     spec = executor or ExecutorSpec.from_config(cfg.executor)
     rd = RunDir(run_dir) if run_dir is not None else None
     if rd is not None and not resume:
         rd.clear()
+    if rd is not None and resume and (rd.path / MANIFEST).is_file():
+        from audit.io import read_json
+
+        try:
+            before = read_json(rd.path / MANIFEST, "run directory manifest")
+        except AuditError:
+            before = None
+            log(f"resume: {MANIFEST} of the run directory is unreadable; inputs not compared")
+        for line in changed_inputs(before, inputs):
+            log(f"resume: {line}: the tasks that read it run again")
+            rd.log("input-changed", line.split(" ", 1)[0], line)
     n_shadow = sum(len(v) for v in the_plan.shadow_tasks.values())
     log(
         f"data: {len(data.members)} members, {len(data.nonmembers)} non-members, "
@@ -268,11 +290,18 @@ def run_planned(
         + f"; executor {spec.kind}"
         + (f" ({spec.workers} workers)" if spec.workers else "")
     )
+    from audit.data import log_duplicates
+
+    log_duplicates(data, progress)
     ex = make_executor(spec)
     task_module._DATA.clear()  # in-process tasks reload the data once per run
     task_module.SHOW_PROGRESS = progress and spec.kind == "local" and (spec.workers or 1) <= 1
     fresh_dir = rd is not None and not rd.path.exists()
     try:
+        if rd is not None:
+            from audit.io import atomic_write_text, dumps_json
+
+            atomic_write_text(rd.path / MANIFEST, dumps_json(inputs))
         stage1 = list(the_plan.trial_tasks)
         for v in the_plan.shadow_tasks.values():
             stage1 += v
@@ -292,7 +321,9 @@ def run_planned(
     for t in the_plan.trial_tasks:
         run = results[t.key]["run"]
         shadow = [results[s.key] for s in the_plan.score_tasks.get(t.key, [])]
-        runs.append(_finish_run(run, shadow))
+        run = _finish_run(run, shadow)
+        run["exact_duplicates"] = data.exact_duplicates
+        runs.append(run)
     if cfg.aggregate_only:
         _aggregate_only(runs)
     out = assemble_results(runs, cfg.title, cfg.seed, cfg.to_dict(), cfg.aggregate_only)

@@ -54,7 +54,51 @@ def check_model_dir(path: str | Path, what: str = "model directory") -> Path:
         raise AuditError(
             f"{what} {str(p)!r} has no config.json; expected a Hugging Face model directory"
         )
+    _check_config_sizes(p, what)
     return p
+
+
+#: config.json sizes that must be positive integers (a negative layer count used to reach
+#: the model constructor and end in an internal error after the data was read).
+_POSITIVE_SIZES = (
+    "n_layer",
+    "num_hidden_layers",
+    "num_layers",
+    "n_head",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "n_embd",
+    "hidden_size",
+    "d_model",
+    "intermediate_size",
+    "n_inner",
+    "vocab_size",
+    "n_positions",
+    "max_position_embeddings",
+    "num_labels",
+)
+#: Larger than any released model has; past it, building the model exhausts memory.
+_MAX_SIZE = 10_000_000
+
+
+def _check_config_sizes(p: Path, what: str) -> None:
+    import json
+
+    try:
+        conf = json.loads((p / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return  # reported by the loader with its own line
+    if not isinstance(conf, dict):
+        return
+    for key in _POSITIVE_SIZES:
+        v = conf.get(key)
+        if v is None:
+            continue
+        if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= _MAX_SIZE:
+            raise AuditError(
+                f"config.json in {what} {str(p)!r}: {key} must be an integer in "
+                f"[1, {_MAX_SIZE:,}], got {v!r}"
+            )
 
 
 def _load_local(path: Path, num_labels: int | None, label_names: list[str] | None):
@@ -420,6 +464,15 @@ def load_audit_target(
         what = "causal LM" if kind == "causal-lm" else "classifier"
         raise AuditError(f"could not load a {what} from {str(base)!r}: {first}") from exc
     missing = uninitialized_report(info)
+    emb = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
+    rows = getattr(getattr(emb, "weight", None), "shape", (None,))[0]
+    if isinstance(rows, int) and len(tokenizer) > rows:
+        # a token id past the embedding is an IndexError mid-audit: refuse it up front
+        raise AuditError(
+            f"the tokenizer of {str(tok_dir)!r} has {len(tokenizer)} tokens but the model's "
+            f"embedding in {str(base)!r} only {rows} rows; was the tokenizer extended without "
+            "model.resize_token_embeddings(len(tokenizer))?"
+        )
     adapter_info = None
     if adapter is not None:
         model, adapter_info = _apply_adapter(model, adapter)
