@@ -268,3 +268,59 @@ def test_bad_add_bos_is_refused():
         HFTokenizer(hf, add_bos="yes")
     with pytest.raises(ValueError, match="add_eos"):
         HFTokenizer(hf, add_eos="auto")
+
+
+def test_config_add_bos_add_eos_and_the_max_length_default():
+    from audit.config import MAX_LENGTH_CAP, TRAIN_MAX_LENGTH, parse_config
+    from audit.errors import ConfigError
+
+    data = {"members": "m.txt", "nonmembers": "n.txt"}
+    cfg = parse_config({"target": {"audit_dir": "model"}, "data": data})
+    assert cfg.target.max_length == MAX_LENGTH_CAP and cfg.audit["max_length_auto"]
+    assert cfg.audit["add_bos"] == "auto" and cfg.audit["add_eos"] is False
+    cfg = parse_config({"target": {"audit_dir": "model", "max_length": 40}, "data": data})
+    assert cfg.target.max_length == 40 and not cfg.audit["max_length_auto"]
+    assert parse_config({}).target.max_length == TRAIN_MAX_LENGTH  # the suite's own training
+    for ok in (True, False, "auto"):
+        t = {"audit_dir": "model", "add_bos": ok, "add_eos": True}
+        assert parse_config({"target": t, "data": data}).audit["add_bos"] == ok
+    for key, bad in (("add_bos", "yes"), ("add_bos", 1), ("add_eos", "auto"), ("add_eos", 0)):
+        with pytest.raises(ConfigError, match=f"'target.{key}'"):
+            parse_config({"target": {"audit_dir": "model", key: bad}, "data": data})
+    for key, value in (("add_bos", True), ("add_eos", True)):  # the suite trains: no effect
+        with pytest.raises(ConfigError, match="applies only when auditing a trained model"):
+            parse_config({"target": {key: value}})
+
+
+def test_bad_add_bos_in_a_config_is_one_line_and_exit_2(tmp_path, cli):
+    cfg = tmp_path / "audit.toml"
+    cfg.write_text(
+        '[target]\naudit_dir = "m"\nadd_bos = "sometimes"\n'
+        '[data]\nmembers = "a.txt"\nnonmembers = "b.txt"\n',
+        encoding="utf-8",
+    )
+    outcome = cli(["run", str(cfg), "--out", str(tmp_path / "out"), "--quiet"])
+    assert outcome.code == 2
+    lines = [ln for ln in outcome.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "target.add_bos" in lines[0], outcome.stderr
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("flag", "want"), [([], "auto"), (["--add-bos"], True), (["--no-add-bos"], False)]
+)
+def test_one_liner_add_bos_flags(flag, want):
+    from audit.integrations.cli import _one_line_config, build_parser
+
+    args = build_parser().parse_args(
+        ["run", "--model", "m", "--members", "a.txt", "--nonmembers", "b.txt", *flag]
+    )
+    assert _one_line_config(args).audit["add_bos"] == want
+
+
+def test_max_length_follows_the_model_context():
+    from audit.own_model import resolve_max_length
+
+    _, model = family("gpt2")  # n_positions = 64
+    assert resolve_max_length(model, 512) == 64
+    assert resolve_max_length(model, 40) == 40
