@@ -54,7 +54,12 @@ class TokenView:
         elif lead is None:  # a Hugging Face tokenizer: as tokenizer(text) encodes
             from defenses.targets.scoring import HFTokenizer
 
-            lead = list(HFTokenizer(tokenizer).prefix)
+            try:
+                lead = list(HFTokenizer(tokenizer).prefix)
+            except ValueError:  # no EOS / pad token: read what tokenizer(text) adds in front
+                own = tokenizer("a")["input_ids"]
+                plain = tokenizer("a", add_special_tokens=False)["input_ids"]
+                lead = list(own[: len(own) - len(plain)]) if own[-len(plain) :] == plain else []
         #: ids before a text's own tokens in the model's encoding (none: GPT-2, Pythia)
         self.lead = lead
 
