@@ -324,3 +324,25 @@ def test_max_length_follows_the_model_context():
     _, model = family("gpt2")  # n_positions = 64
     assert resolve_max_length(model, 512) == 64
     assert resolve_max_length(model, 40) == 40
+
+
+@pytest.mark.parametrize("name", ["gpt2", "llama"])
+def test_canary_positions_follow_the_encoding(name):
+    """LM canaries read log p of the text's own token j at entry j (NaN where nothing
+    precedes it): through the release's scores and through the plain HF scorer."""
+    from audit.epsilon.lm_canaries import TokenView, hf_token_log_probs
+
+    hf, model = family(name)
+    rel = _release(name, 4)
+    texts = [t for t in _texts() if 2 < len(hf(t)["input_ids"]) <= L]  # not cut
+    assert len(texts) >= 4
+    view = TokenView(rel.tokenizer)
+    plain_rows = hf_token_log_probs(model, hf, texts)
+    for text, s, plain in zip(texts, rel.token_stats(texts), plain_rows, strict=True):
+        own = hf(text, add_special_tokens=False)["input_ids"]
+        full = hf(text)["input_ids"]
+        lead = len(full) - len(own)
+        _, lp = _plain_log_probs(model, full)  # lp[k] = log p(full[k + 1])
+        want = np.array([np.nan if j + lead == 0 else lp[j + lead - 1] for j in range(len(own))])
+        np.testing.assert_allclose(view.aligned(s.log_probs), want, atol=ATOL, rtol=0)
+        np.testing.assert_allclose(plain, want, atol=ATOL, rtol=0)
