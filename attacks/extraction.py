@@ -57,11 +57,14 @@ def find_secret(text: str, min_digits: int) -> tuple[str, str] | None:
 
 @torch.no_grad()
 def secret_nll(release, prefix: str, secrets: list[str]) -> np.ndarray:
-    """NLL (nats) of each secret's tokens given ``<bos> prefix``, one forward of the
-    prefix and a key/value cache shared by all candidates."""
+    """NLL (nats) of each secret's tokens given the prefix as the release encodes a
+    prompt (``<bos> prefix``, or no BOS where the user's tokenizer adds none), one forward
+    of the prefix and a key/value cache shared by all candidates."""
     tok, model = release.tokenizer, release.model
     model.eval()
-    p_ids = [tok.bos_id, *tok.token_ids(prefix)]
+    p_ids = [*getattr(tok, "prefix", [tok.bos_id]), *tok.token_ids(prefix)]
+    if not p_ids:
+        raise ValueError("the secret's prefix encodes to no token")
     s_ids = [tok.token_ids(s) for s in secrets]
     length = len(s_ids[0])
     if any(len(s) != length for s in s_ids):

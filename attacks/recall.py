@@ -3,8 +3,8 @@ log-likelihoods").
 
     score(x) = LL(x | P) / LL(x),
 
-where LL is the average next-token log-likelihood of x's tokens (negative), unconditional
-(x after ``<bos>``) or conditioned on a prefix P of ``shots`` known **non-member** texts.
+where LL is the average next-token log-likelihood of x's scored tokens (negative),
+unconditional (x as the release encodes it) or conditioned on a prefix P of ``shots`` known **non-member** texts.
 The paper's finding: a non-member prefix lowers the likelihood of member text more than
 that of non-member text, so LL(x|P) ≪ LL(x) for members and the ratio (both logs
 negative) is larger: higher = member, as in the paper.
@@ -36,9 +36,10 @@ def recall_ratio(conditional_ll: np.ndarray, unconditional_ll: np.ndarray) -> np
 
 def fit_prefix(release: ReleasedModel, shots: list[str], text: str, max_length: int) -> str:
     """The shots joined by spaces, cut from the left by words to fit ``max_length`` with
-    ``<bos>``, the text and ``<eos>``."""
+    the text and the special tokens of the release's encoding."""
     words = " ".join(shots).split()
-    budget = max_length - 2 - count_tokens(release, text)
+    specials = getattr(getattr(release, "tokenizer", None), "specials", 2)  # <bos> .. <eos>
+    budget = max_length - specials - count_tokens(release, text)
     lo = 0
     while lo < len(words) and count_tokens(release, " ".join(words[lo:])) > budget:
         lo += 1

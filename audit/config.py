@@ -32,6 +32,10 @@ EXECUTORS = ("local", "ray")
 # TOML integers are 64-bit; Python's parsers accept any size, which breaks float checks,
 # repr() of the value in error messages (> 4300 digits) and torch.manual_seed.
 _INT64 = (-(2**63), 2**63 - 1)
+#: The default max_length of a model audited as it is: its context length, at most this.
+MAX_LENGTH_CAP = 512
+#: The default max_length of a model the suite trains.
+TRAIN_MAX_LENGTH = 64
 
 
 def _positive(x: Any) -> bool:
@@ -79,8 +83,19 @@ SCHEMA: dict[str, dict[str, tuple]] = {
         "dtype": (str, "auto", lambda x: x in DTYPES, f"one of {', '.join(DTYPES)}"),
         "device_map": (str, "none", lambda x: x in DEVICE_MAPS, f"one of {', '.join(DEVICE_MAPS)}"),
         "batch_size": (int, 32, lambda x: x >= 1, "an integer >= 1"),
-        "max_length": (int, 64, lambda x: 8 <= x <= 512, "an integer in [8, 512]"),
+        # tokens per text; unset: 64 for a model the suite trains, the model's context
+        # length capped at MAX_LENGTH_CAP for a model audited as it is
+        "max_length": (int, None, lambda x: 8 <= x <= 512, "an integer in [8, 512]"),
         "public_epochs": (int, 0, lambda x: x >= 0, "an integer >= 0"),
+        # how a causal LM audited as it is was trained: "auto" = tokenizer(text) as is
+        # (defenses/targets/scoring.py HFTokenizer)
+        "add_bos": (
+            (bool, str),
+            "auto",
+            lambda x: isinstance(x, bool) or x == "auto",
+            'true, false or "auto"',
+        ),
+        "add_eos": (bool, False, None, ""),
     },
     "train": {
         "epochs": (int, 10, lambda x: x >= 1, "an integer >= 1"),
@@ -587,6 +602,12 @@ def parse_config(
                     "('target.audit_dir'); the suite's shadow models train like its target"
                 )
 
+    max_length = target["max_length"]
+    if max_length is None:  # audited as it is: the model's context (read when loaded)
+        max_length = MAX_LENGTH_CAP if as_is else TRAIN_MAX_LENGTH
+    if as_is:
+        audit_opts["max_length_auto"] = target["max_length"] is None
+
     claim = None
     if "claim" in raw:
         if not as_is:
@@ -601,7 +622,7 @@ def parse_config(
         target=TargetSpec(
             target["preset"],
             target["model_dir"],
-            target["max_length"],
+            max_length,
             target["public_epochs"],
             target["kind"] if target["model_dir"] is not None else "auto",
         ),
@@ -973,12 +994,23 @@ def _audit_target(target: dict[str, Any]) -> tuple[str | None, dict[str, Any]]:
     audit_dir = target["audit_dir"] or target["classifier_dir"]
     adapter = target["adapter_dir"]
     if audit_dir is None and adapter is None:
-        for k in ("adapter_dir", "reference_dir", "reference_dirs", "allow_uninitialized"):
+        for k in (
+            "adapter_dir",
+            "reference_dir",
+            "reference_dirs",
+            "allow_uninitialized",
+            "add_eos",
+        ):
             if target[k] not in (None, False):
                 raise ConfigError(
                     f"'target.{k}' applies only when auditing a trained model "
                     "('target.audit_dir' or 'target.adapter_dir')"
                 )
+        if target["add_bos"] != "auto":
+            raise ConfigError(
+                "'target.add_bos' applies only when auditing a trained model "
+                "('target.audit_dir' or 'target.adapter_dir')"
+            )
         if target["model_dir"] is None and target["kind"] != "auto":
             raise ConfigError("'target.kind' applies only with 'target.audit_dir' or 'model_dir'")
         return None, {}
@@ -993,6 +1025,8 @@ def _audit_target(target: dict[str, Any]) -> tuple[str | None, dict[str, Any]]:
         "dtype": target["dtype"],
         "device_map": target["device_map"],
         "batch_size": target["batch_size"],
+        "add_bos": target["add_bos"],
+        "add_eos": target["add_eos"],
         # the older key meant a classifier: the kind it falls back to when config.json
         # names no head
         "_fallback_kind": "classifier" if target["classifier_dir"] is not None else None,
@@ -1107,6 +1141,9 @@ def resolve_targets(cfg: AuditConfig) -> AuditConfig:
                         f"shadow.population = {pop} draws from data.public, which is not set; "
                         'give a file of population texts: shadow.population = "pop.txt"'
                     )
+            for k, plain in (("add_bos", "auto"), ("add_eos", False)):
+                if opts.get(k, plain) != plain and kind != "causal-lm":
+                    raise ConfigError(f"'target.{k}' applies to causal LMs only")
             opts.update(
                 kind=kind,
                 resolved=True,

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from audit.config import MAX_LENGTH_CAP
 from audit.data import AuditData, drop_cross_duplicates, load_audit_data, log_duplicates
 from audit.errors import AuditError, DataError
 from audit.textcap import cap_audit_data
@@ -66,10 +67,71 @@ def cut_to_max_length(data: AuditData, tokenizer, max_length: int) -> tuple[Audi
     return out, int(n_cut)
 
 
+def resolve_max_length(model, max_length: int) -> int:
+    """Tokens per text: ``max_length`` (the default is :data:`MAX_LENGTH_CAP`), never past
+    the model's context length."""
+    from defenses.targets.lm import context_length
+
+    try:
+        return min(int(max_length), context_length(model))
+    except ValueError:  # a config that names no context length
+        return int(max_length)
+
+
+def count_cut_classifier(data: AuditData, tokenizer, max_length: int) -> int:
+    """How many member / non-member texts the classifier's tokenizer cuts at
+    ``max_length`` tokens (special tokens included)."""
+    n = 0
+    for ex in (data.members, data.nonmembers):
+        for t in ex.texts:
+            n += len(tokenizer(t, truncation=False)["input_ids"]) > max_length
+    return n
+
+
+def _encoding_line(enc: dict) -> str:
+    return (
+        f"{enc.get('encoding')}; first token {enc.get('first_token')}; "
+        f"max_length {enc.get('max_length')}"
+    )
+
+
+def drop_unscored(data: AuditData, release) -> tuple[AuditData, int]:
+    """The data without member / non-member texts in which no token is predicted (one
+    token and no BOS, or none at all): a score of nothing would read as a perfect fit."""
+
+    def scored(t: str) -> bool:
+        row = release.tokenizer.row(t, release.max_length)
+        return len(row) >= 2
+
+    def keep(ex: Examples) -> Examples:
+        idx = [i for i, t in enumerate(ex.texts) if scored(t)]
+        return Examples(
+            ids=[ex.ids[i] for i in idx],
+            texts=[ex.texts[i] for i in idx],
+            labels=ex.labels[idx],
+            members=ex.members[idx] if ex.members is not None else None,
+            attributes=None if ex.attributes is None else [ex.attributes[i] for i in idx],
+        )
+
+    if not hasattr(release.tokenizer, "row"):
+        return data, 0
+    m, n = keep(data.members), keep(data.nonmembers)
+    dropped = len(data.members) - len(m) + len(data.nonmembers) - len(n)
+    if not dropped:
+        return data, 0
+    if len(m) < 2 or len(n) < 2:
+        raise DataError(
+            "fewer than 2 members or non-members have a token the model predicts "
+            "(texts of one token without a BOS are not scored)"
+        )
+    return AuditData(m, n, data.test, data.label_names, data.public), dropped
+
+
 def load_reference(cfg, target_tokenizer, max_length: int, path: str | None = None):
     """The user's reference LM (``path``, default ``[target] reference_dir``) as a release;
     exit 2 when its tokenizer differs from the target's (the loss difference would compare
-    different token sequences)."""
+    different token sequences). It scores every text on the target's encoding (the target's
+    tokenizer object, so the same ids at the same positions)."""
     from defenses.targets.loading import load_audit_target, load_causal_lm_release
     from defenses.targets.scoring import same_tokenizer
 
@@ -87,6 +149,8 @@ def load_reference(cfg, target_tokenizer, max_length: int, path: str | None = No
         max_length,
         PrivacyClaim.none("reference model"),
         cfg.device,
+        add_bos=opts.get("add_bos", "auto"),
+        add_eos=opts.get("add_eos", False),
         batch_size=opts["batch_size"],
     )
     diff = same_tokenizer(target_tokenizer, release.tokenizer)
@@ -95,6 +159,7 @@ def load_reference(cfg, target_tokenizer, max_length: int, path: str | None = No
             f"reference model {path!r} (target.reference_dirs) has a different tokenizer from the "
             f"target ({diff}); the reference attack needs the same tokenizer"
         )
+    release.tokenizer = target_tokenizer  # the target's encoding, token for token
     return release
 
 
@@ -155,27 +220,55 @@ def audit_own_model(
         if tok.pad_token_id is None and tok.eos_token_id is not None:
             tok.pad_token = tok.eos_token  # GPT-2-style classifiers have no pad token
             loaded.model.config.pad_token_id = tok.eos_token_id
+    max_length = resolve_max_length(loaded.model, cfg.target.max_length)
+    if kind == "classifier":
         label_names = _byo_label_names(loaded.model, cfg.data)
         data = cap_audit_data(  # bounded work: never tokenize megabytes (audit/textcap.py)
             load_audit_data(cfg.data, cfg.seed, train=False, label_names=label_names),
-            cfg.target.max_length,
+            max_length,
         )
-        release = ClassifierRelease(
-            loaded.model, tok, cfg.target.max_length, claim, label_names, cfg.device
-        )
+        release = ClassifierRelease(loaded.model, tok, max_length, claim, label_names, cfg.device)
+        n_cut = count_cut_classifier(data, tok, max_length)
+        notes["encoding"] = {
+            "encoding": "tokenizer(text, truncation=True, max_length=max_length)",
+            "max_length": max_length,
+        }
         data, split, blind = run_split_check(data, cfg, progress)
     else:
         data = cap_audit_data(
-            load_audit_data(cfg.data, cfg.seed, train=False, labels=False), cfg.target.max_length
+            load_audit_data(cfg.data, cfg.seed, train=False, labels=False), max_length
         )
         release = load_causal_lm_release(
-            loaded, cfg.target.max_length, claim, cfg.device, batch_size=opts["batch_size"]
+            loaded,
+            max_length,
+            claim,
+            cfg.device,
+            add_bos=opts.get("add_bos", "auto"),
+            add_eos=opts.get("add_eos", False),
+            batch_size=opts["batch_size"],
         )
         data, n_cut = cut_to_max_length(data, release.tokenizer, release.max_length)
-        notes["texts_cut_to_max_length"] = n_cut
+        notes["encoding"] = release.encoding()
+        _log(f"  encoding: {_encoding_line(notes['encoding'])}", progress)
+    notes["encoding"]["max_length_source"] = (
+        f"the model's context length, at most {MAX_LENGTH_CAP}"
+        if opts.get("max_length_auto")
+        else "target.max_length"
+    )
+    notes["texts_cut_to_max_length"] = n_cut
+    if n_cut:
+        _log(f"  {n_cut} text(s) cut to max_length = {max_length} tokens", progress)
+    if kind != "classifier":
         if n_cut:
-            _log(f"  {n_cut} text(s) cut to max_length = {release.max_length} tokens", progress)
             data = drop_cross_duplicates(data)  # texts that differ only past the cut
+        data, n_empty = drop_unscored(data, release)
+        if n_empty:
+            notes["texts_without_scored_token"] = n_empty
+            _log(
+                f"  {n_empty} text(s) left out: no token is predicted in them "
+                "(a single token and no BOS)",
+                progress,
+            )
         data, split, blind = run_split_check(data, cfg, progress)  # on the texts as scored
         ref_dirs = opts.get("reference_dirs") or (
             [opts["reference_dir"]] if opts.get("reference_dir") else []
@@ -213,6 +306,7 @@ def audit_own_model(
             progress,
         )
     log_duplicates(data, progress)
+    notes["texts_scored"] = len(data.members) + len(data.nonmembers)
     _log(f"auditing {cfg.audit_dir} as it is (no training)", progress)
     run = evaluate_release(
         name,

@@ -692,6 +692,31 @@ def _epsilon_audit_view(run: dict, idx: int, name: str) -> dict | None:
     }
 
 
+def _scoring_view(run: dict) -> str:
+    """One line on how a model audited as it is was scored: its encoding, how the first
+    token is handled, the cut length and how many texts it cut ("" for other runs)."""
+    target = run.get("target") if isinstance(run.get("target"), dict) else {}
+    enc = target.get("encoding") if isinstance(target.get("encoding"), dict) else None
+    if enc is None:
+        return ""
+    parts = [f"scored as {_text(enc.get('encoding'))}"]
+    if enc.get("first_token"):
+        parts.append(f"first token {_text(enc.get('first_token'))}")
+    if enc.get("suffix_tokens"):
+        parts.append("ends with " + " ".join(_text(t) for t in enc["suffix_tokens"]))
+    n_cut, n = target.get("texts_cut_to_max_length"), target.get("texts_scored")
+    cut = f"{_text(n_cut)} of {_text(n)} texts" if n is not None else f"{_text(n_cut)} texts"
+    parts.append(
+        f"{cut} cut to max_length = {_text(enc.get('max_length'))} tokens "
+        f"({_text(enc.get('max_length_source'), 'target.max_length')})"
+    )
+    if target.get("texts_without_scored_token"):
+        parts.append(
+            f"{_text(target['texts_without_scored_token'])} texts left out (no token predicted)"
+        )
+    return " · ".join(parts)
+
+
 def _kv(value: Any) -> str:
     if isinstance(value, dict | list):
         return json.dumps(value, ensure_ascii=False, default=str)
@@ -767,6 +792,7 @@ def build_context(results: dict) -> dict:
                 "eps_lb_detail": lb["detail"],
                 "level": verdict["level"],
                 "level_class": _level_class(verdict["level"]),
+                "scoring": _scoring_view(run),
             }
         )
         verdicts.append(

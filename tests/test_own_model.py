@@ -91,6 +91,13 @@ def test_users_gpt2_and_llama_end_to_end(users_models, cli):
     assert run["target"]["kind"] == "causal-lm"
     assert run["target"]["architecture"] == "GPT2LMHeadModel"
     assert run["target"]["uninitialized_weights"] == []
+    enc = run["target"]["encoding"]  # the convention is recorded (issue 24)
+    assert enc["encoding"] == "tokenizer(text)" and enc["prefix_tokens"] == []
+    assert enc["first_token"].startswith("not scored: no BOS")
+    assert enc["max_length"] == 64  # the model's context length (under the 512 cap)
+    assert enc["max_length_source"].startswith("the model's context length")
+    assert run["target"]["texts_cut_to_max_length"] == 0
+    assert "first token not scored: no BOS" in (out / "report.html").read_text("utf-8")
     names = [a["attack"] for a in run["attacks"]]
     # LM defaults + reference, then RMIA and offline LiRA against the reference
     assert names == ["lm-loss", "zlib", "min-k", "reference", "lira-offline", "rmia-offline"]
@@ -136,10 +143,15 @@ def test_users_gpt2_and_llama_end_to_end(users_models, cli):
     res = _results(out)
     assert res["runs"][0]["target"]["adapter"]["type"] == "LORA"
     assert _attack(res, "lm-loss")["metrics"]["auc"]["ci_low"] > 0.5
-    # the same base without the adapter leaks nothing it never saw
+    # the same base without the adapter leaks nothing it never saw. It never saw any
+    # text, so any two fresh sets of random texts test it; 32 + 32 are too few: over 200
+    # draws of 32 + 32 texts its lm-loss AUC was 0.507 (SD 0.073), and the fixture's own
+    # draw sits in the 1% tail (0.68) once scored on tokenizer(text) (issue 24)
+    write_lines(root / "fresh-a.txt", random_texts(200, 3))
+    write_lines(root / "fresh-b.txt", random_texts(200, 4))
     outcome = cli(
-        ["run", "--model", str(root / "gpt2-base"), "--members", str(root / "members.txt")]
-        + ["--nonmembers", str(root / "nonmembers.txt"), "--out", str(root / "o"), "--quiet"]
+        ["run", "--model", str(root / "gpt2-base"), "--members", str(root / "fresh-a.txt")]
+        + ["--nonmembers", str(root / "fresh-b.txt"), "--out", str(root / "o"), "--quiet"]
     )
     assert outcome.code == 0
     assert _attack(_results(root / "o"), "lm-loss")["metrics"]["auc"]["ci_low"] < 0.5
@@ -188,7 +200,10 @@ def test_architectures_load_and_score_like_one_text_at_a_time(arch, tmp_path):
     for text, s in zip(texts, stats, strict=True):
         ids, mask = rel.tokenizer.encode([text], 32)
         alone = token_statistics(loaded.model, ids, mask)[0]
-        assert len(s) == len(text.split()) + 1  # every word and <eos> is scored
+        # encoded as tokenizer(text): this tokenizer adds no BOS or EOS, so every word but
+        # the first (which nothing precedes) is scored
+        assert ids[0].tolist() == tok(text)["input_ids"]
+        assert len(s) == len(text.split()) - 1
         np.testing.assert_allclose(s.log_probs, alone.log_probs, atol=1e-5)
         np.testing.assert_allclose(s.mean_log_prob, alone.mean_log_prob, atol=1e-5)
     hidden = rel.hidden(texts)
@@ -221,7 +236,7 @@ def test_texts_are_cut_before_tokenizing_the_whole_text():
 
     tok.hf.__call__ = spy  # instance attribute: the class's __call__ is what runs
     cut = tok.truncate_text(long, 16)
-    assert cut == " ".join(["w1"] * 14)  # 16 tokens with <bos> and <eos>
+    assert cut == " ".join(["w1"] * 16)  # 16 tokens: this tokenizer adds no special token
     ids, _ = tok.encode([long], 16)
     assert ids.shape == (1, 16)
     assert tok.char_cap(16) < 1000  # the tokenizer never sees more than this

@@ -6,7 +6,7 @@ scores ``--sequences`` texts of ``--seq-len`` tokens (issue 15: 2,000 x 256). Tw
 the same model, texts and batch size, timed side by side in one run:
 
 - ``suite``: what ``privacy-audit run --model DIR`` does for the LM membership attacks --
-  tokenize, one forward pass per text (length-bucketed batches) giving every text's
+  tokenize (as ``tokenizer(text)`` does), one forward pass per text (length-bucketed batches) giving every text's
   :class:`~defenses.base.TokenStats` (log p, mean and variance of log p per token) and its
   pooled hidden state, then the ``lm-loss``, ``zlib`` and ``min-k`` scores from them;
 - ``plain``: a batched ``model(input_ids=..., attention_mask=...)`` loop over the same
@@ -81,10 +81,10 @@ def run(settings: BenchSettings) -> BenchResult:
     hf_tok = _word_tokenizer(vocab)
     tok = HFTokenizer(hf_tok)
     rng = np.random.default_rng(settings.seed)
-    # seq_len tokens with <bos> and <eos>: seq_len - 2 words
-    texts = [
-        " ".join(f"w{int(i)}" for i in rng.integers(2, vocab, size=seq_len - 2)) for _ in range(n)
-    ]
+    # seq_len tokens as tokenizer(text) encodes them (this GPT-2-like tokenizer adds no
+    # special token; the suite scores exactly that encoding)
+    words = seq_len - tok.specials
+    texts = [" ".join(f"w{int(i)}" for i in rng.integers(2, vocab, size=words)) for _ in range(n)]
     single = torch.get_num_threads() == 1
     clock = time.process_time if single else time.perf_counter
     claim = PrivacyClaim.none("bench")

@@ -43,10 +43,34 @@ class TokenView:
     """Token ids <-> text for canary construction, whatever the tokenizer."""
 
     def __init__(self, tokenizer) -> None:
+        lead = None
         if getattr(tokenizer, "kind", None) == "hf":  # the suite's wrapper of a user's LM
+            lead = list(tokenizer.prefix)  # the ids its encoding puts before a text
             tokenizer = tokenizer.hf
         self.tok = tokenizer
         self.builtin = hasattr(tokenizer, "index") and hasattr(tokenizer, "kind")
+        if lead is None and self.builtin:
+            lead = [tokenizer.bos_id]  # the suite's LMs: <bos> tokens <eos>
+        elif lead is None:  # a Hugging Face tokenizer: as tokenizer(text) encodes
+            from defenses.targets.scoring import HFTokenizer
+
+            try:
+                lead = list(HFTokenizer(tokenizer).prefix)
+            except ValueError:  # no EOS / pad token: read what tokenizer(text) adds in front
+                own = tokenizer("a")["input_ids"]
+                plain = tokenizer("a", add_special_tokens=False)["input_ids"]
+                lead = list(own[: len(own) - len(plain)]) if own[-len(plain) :] == plain else []
+        #: ids before a text's own tokens in the model's encoding (none: GPT-2, Pythia)
+        self.lead = lead
+
+    def aligned(self, log_probs) -> np.ndarray:
+        """Scored log-probs indexed by the text's own token positions: entry j is
+        log p(token j | what precedes it); NaN where a token is not predicted (the first
+        one when nothing precedes it)."""
+        lp = np.asarray(log_probs, dtype=np.float64)
+        if not self.lead:
+            return np.concatenate([[np.nan], lp])
+        return lp[len(self.lead) - 1 :]
 
     @property
     def sep(self) -> str:
@@ -142,9 +166,10 @@ def _bigram_secrets(view, texts, n, length, cand, rng) -> list[list[int]]:
 
 
 def _model_ids(view: TokenView, prefix: str) -> list[int]:
-    ids = view.ids(prefix)
-    bos = view.tok.bos_id if view.builtin else getattr(view.tok, "bos_token_id", None)
-    return ([bos] if bos is not None else []) + ids
+    ids = [*view.lead, *view.ids(prefix)]
+    if not ids:
+        raise ValueError("a canary without a prefix needs a tokenizer that adds a BOS token")
+    return ids
 
 
 @torch.no_grad()
@@ -316,7 +341,7 @@ def extend_builtin(model, tokenizer, new_tokens, seed: int = 0, init: str = "ran
         tokenizer.hf.add_tokens(list(new_tokens))
         model.resize_token_embeddings(len(tokenizer.hf), mean_resizing=False)
         _init_new_rows(model, len(new_tokens), seed, init)
-        return model, HFTokenizer(tokenizer.hf)
+        return model, HFTokenizer(tokenizer.hf, tokenizer.add_bos_option, tokenizer.add_eos)
     bad = [t for t in new_tokens if not re.fullmatch(r"[a-z]+", t)]
     if bad or tokenizer.kind != "word":
         raise ValueError("new tokens need a word-level tokenizer and lowercase letter tokens")
@@ -366,7 +391,7 @@ def release_secret_scores(release, canaries: CanarySet) -> np.ndarray:
     """Scores of a suite release with ``token_stats`` (log-probs over ``tokens + <eos>``)."""
     view = TokenView(release.tokenizer)
     stats = release.token_stats(list(canaries.examples.texts))
-    return _mean_over([s.log_probs for s in stats], _spans(view, canaries))
+    return _mean_over([view.aligned(s.log_probs) for s in stats], _spans(view, canaries))
 
 
 def reference_secret_scores(release, model, canaries: CanarySet) -> np.ndarray:
@@ -441,18 +466,19 @@ def calibrated_scores(after, before) -> np.ndarray:
 def hf_token_log_probs(
     model, tokenizer, texts: list[str], batch_size: int = 16
 ) -> list[np.ndarray]:
-    """log p(token_j | <bos>, tokens_<j) for each text's tokens (no specials added);
-    without a BOS token the first token is not predicted (its entry is NaN)."""
+    """log p(token_j | tokens_<j) for each text's tokens, encoded as ``tokenizer(text)``
+    encodes it (its own BOS, if any, before them); without a BOS the first token is not
+    predicted (its entry is NaN)."""
     model.eval()
     view = TokenView(tokenizer)
-    bos = getattr(tokenizer, "bos_token_id", None)
+    lead = view.lead
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     n_ctx = getattr(model.config, "n_positions", None) or getattr(
         model.config, "max_position_embeddings", 1024
     )
     out: list[np.ndarray] = []
     for i in range(0, len(texts), batch_size):
-        rows = [([bos] if bos is not None else []) + view.ids(t) for t in texts[i : i + batch_size]]
+        rows = [[*lead, *view.ids(t)] for t in texts[i : i + batch_size]]
         rows = [r[:n_ctx] for r in rows]
         width = max(len(r) for r in rows)
         ids = torch.full((len(rows), width), pad, dtype=torch.long)
@@ -463,8 +489,7 @@ def hf_token_log_probs(
         logp = torch.log_softmax(model(input_ids=ids, attention_mask=mask).logits.double(), -1)
         tgt = logp[:, :-1].gather(-1, ids[:, 1:].unsqueeze(-1)).squeeze(-1).numpy()
         for j, r in enumerate(rows):
-            lp = tgt[j, : len(r) - 1]
-            out.append(lp if bos is not None else np.concatenate([[np.nan], lp]))
+            out.append(view.aligned(tgt[j, : len(r) - 1]))
     return out
 
 

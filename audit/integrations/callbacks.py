@@ -237,12 +237,14 @@ class PrivacyMonitor:
         attacks: str | Iterable[str] | None = None,
         every_n_steps: int | None = 100,
         stop_if: Mapping[str, float | None] | None = None,
-        max_length: int = 64,
+        max_length: int | None = None,
         n_boot: int = 200,
         delta: float = 1e-5,
         seed: int = 0,
         batch_size: int = 64,
         kind: str = "auto",
+        add_bos: bool | str = "auto",
+        add_eos: bool = False,
     ) -> None:
         if kind not in MODEL_KINDS:
             raise ValueError(f"unknown model kind {kind!r}; allowed: {', '.join(MODEL_KINDS)}")
@@ -256,7 +258,14 @@ class PrivacyMonitor:
         self.attacks = _check_attacks(attacks, resolved)
         self.every_n_steps = _check_positive_int("every_n_steps", every_n_steps, allow_none=True)
         self.stop_if = _check_stop_if(stop_if)
-        self.max_length = _check_positive_int("max_length", max_length)
+        # None: the model's context length, at most 512 (as `privacy-audit run`)
+        self.max_length = _check_positive_int("max_length", max_length, allow_none=True)
+        if add_bos not in ("auto", True, False) or add_eos not in (True, False):
+            raise ValueError(
+                f'add_bos must be "auto", True or False and add_eos True or False, got '
+                f"{add_bos!r} and {add_eos!r}"
+            )
+        self.add_bos, self.add_eos = add_bos, add_eos
         self.batch_size = _check_positive_int("batch_size", batch_size)
         _check_positive_int("n_boot", n_boot)
         if isinstance(delta, bool) or not isinstance(delta, Real) or not 0.0 < delta < 1.0:
@@ -305,12 +314,12 @@ class PrivacyMonitor:
             from defenses.targets.scoring import HFLMRelease, HFTokenizer
 
             tok = self.tokenizer
-            if isinstance(tok, PreTrainedTokenizerBase):
-                tok = HFTokenizer(tok)
+            if isinstance(tok, PreTrainedTokenizerBase):  # encoded as tokenizer(text)
+                tok = HFTokenizer(tok, add_bos=self.add_bos, add_eos=self.add_eos)
             return HFLMRelease(
                 model,
                 tok,
-                self.max_length,
+                self._max_length(model),
                 claim,
                 device=str(_model_device(model)),
                 batch_size=self.batch_size,
@@ -330,12 +339,18 @@ class PrivacyMonitor:
         return ClassifierRelease(  # a fresh release: its logits cache is per call
             model,
             self.tokenizer,
-            self.max_length,
+            self._max_length(model),
             claim,
             _label_names(model, int(self.examples.labels.max()) + 1),
             device=str(_model_device(model)),
             batch_size=self.batch_size,
         )
+
+    def _max_length(self, model) -> int:
+        """``max_length``, or the model's context length capped at 512 (never past it)."""
+        from audit.own_model import resolve_max_length
+
+        return resolve_max_length(model, self.max_length or 512)
 
     def is_due(self, global_step: int) -> bool:
         """Whether :meth:`step` would evaluate at ``global_step``."""
@@ -427,12 +442,14 @@ class PrivacyAuditCallback(TrainerCallback):
         every_epoch: bool = True,
         stop_if: Mapping[str, float | None] | None = None,
         tokenizer: Any = None,
-        max_length: int = 64,
+        max_length: int | None = None,
         n_boot: int = 200,
         delta: float = 1e-5,
         seed: int = 0,
         batch_size: int = 64,
         kind: str = "auto",
+        add_bos: bool | str = "auto",
+        add_eos: bool = False,
     ) -> None:
         if every_n_steps is None and not every_epoch:
             raise ValueError("nothing to monitor: set every_n_steps, every_epoch=True, or both")
@@ -450,6 +467,8 @@ class PrivacyAuditCallback(TrainerCallback):
             seed=seed,
             batch_size=batch_size,
             kind=kind,
+            add_bos=add_bos,
+            add_eos=add_eos,
         )
         self.every_epoch = bool(every_epoch)
         self._trainer = None

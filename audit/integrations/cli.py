@@ -82,7 +82,18 @@ def _model_args(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--kind", choices=("auto", "causal-lm", "classifier"), help="model kind (default: auto)"
     )
-    g.add_argument("--max-length", type=int, help="tokens per example (default: 64)")
+    g.add_argument(
+        "--max-length",
+        type=int,
+        help="tokens per example (default: the model's context length, at most 512)",
+    )
+    g.add_argument(
+        "--add-bos",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="score each text with (--add-bos) or without (--no-add-bos) a leading BOS "
+        "token, for a model trained that way (default: as tokenizer(text) encodes it)",
+    )
     g.add_argument("--device", choices=("auto", "cpu", "cuda"), help="default: auto")
     g.add_argument("--dtype", choices=("auto", "float32", "bfloat16", "float16"))
     g.add_argument(
@@ -131,6 +142,7 @@ def _one_line_config(args):
         ("reference_dirs", args.reference),
         ("kind", args.kind),
         ("max_length", args.max_length),
+        ("add_bos", args.add_bos),
         ("dtype", args.dtype),
     ):
         if value is not None:
@@ -492,12 +504,15 @@ def _cmd_run(args, epsilon: bool | None = None) -> int:
     from audit.results import check_output_dir, write_outputs
     from audit.runner import run_audit
 
-    one_line = any(
-        getattr(args, k, None) not in (None, False)
-        for k in ("model", "members", "nonmembers", "test", "reference", "adapter", "kind")
-        + ("max_length", "device", "dtype", "allow_uninitialized")
-        + (*EXTRACTION_FLAGS, "leakage_top", "per_token")
-    )
+    one_line = (
+        any(
+            getattr(args, k, None) not in (None, False)
+            for k in ("model", "members", "nonmembers", "test", "reference", "adapter", "kind")
+            + ("max_length", "device", "dtype", "allow_uninitialized")
+            + (*EXTRACTION_FLAGS, "leakage_top", "per_token")
+        )
+        or getattr(args, "add_bos", None) is not None
+    )  # --no-add-bos is False, still given
     cfg = _one_line_config(args) if one_line else load_config(args.config)
     from audit.config import resolve_targets
 

@@ -40,7 +40,12 @@ class _Scorer:
             recipe.get("device_map", "none"),
         )
         self.release = load_causal_lm_release(
-            loaded, recipe["max_length"], PrivacyClaim.none("scoring replica"), device
+            loaded,
+            recipe["max_length"],
+            PrivacyClaim.none("scoring replica"),
+            device,
+            add_bos=recipe.get("add_bos", "auto"),  # the driver's encoding
+            add_eos=recipe.get("add_eos", False),
         )
 
     def score(self, texts: list[str], extraction=None) -> list[tuple]:

@@ -534,12 +534,22 @@ def _apply_adapter(model, adapter: Path):
     return peft_model.merge_and_unload(), info
 
 
-def load_causal_lm_release(loaded: LoadedTarget, max_length: int, claim, device: str, **kw):
-    """An :class:`~defenses.targets.scoring.HFLMRelease` over a loaded causal LM."""
+def load_causal_lm_release(
+    loaded: LoadedTarget,
+    max_length: int,
+    claim,
+    device: str,
+    add_bos: bool | str = "auto",
+    add_eos: bool = False,
+    **kw,
+):
+    """An :class:`~defenses.targets.scoring.HFLMRelease` over a loaded causal LM, its texts
+    encoded as its tokenizer encodes them (``add_bos`` / ``add_eos``: see
+    :class:`~defenses.targets.scoring.HFTokenizer`)."""
     from defenses.targets.scoring import HFLMRelease, HFTokenizer
 
     try:
-        tok = HFTokenizer(loaded.tokenizer)
+        tok = HFTokenizer(loaded.tokenizer, add_bos=add_bos, add_eos=add_eos)
     except ValueError as exc:
         raise AuditError(f"tokenizer of {loaded.path!r}: {exc}") from None
     sharded = loaded.info.get("device") == "device_map=auto"
@@ -553,6 +563,8 @@ def load_causal_lm_release(loaded: LoadedTarget, max_length: int, claim, device:
         "dtype": loaded.info.get("dtype", "auto"),
         "device_map": "auto" if sharded else "none",
         "max_length": release.max_length,
+        "add_bos": add_bos,
+        "add_eos": add_eos,
         "device": "cuda" if str(device).startswith("cuda") else "cpu",
     }
     return release

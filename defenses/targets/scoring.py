@@ -3,10 +3,13 @@
 - :class:`HFTokenizer` puts a user's Hugging Face tokenizer behind the suite's LM
   tokenizer interface (``encode`` / ``token_ids`` / ``decode``), so the suite's LM code
   (releases, training loops, DP engines) runs on the user's model unchanged. Each text is
-  ``<bos> tokens <eos>`` with ``<bos>`` the tokenizer's BOS token or, when it has none,
-  its EOS token (GPT-2's ``<|endoftext|>`` document separator), so the first real token is
-  scored too. A tokenizer without a pad token pads with EOS; padding is masked out of
-  every statistic by the attention mask, never by the token id.
+  encoded exactly as ``tokenizer(text)`` encodes it (and cut as ``tokenizer(text,
+  truncation=True, max_length=...)`` cuts it), so the model is scored on the tokens and
+  positions it was trained on; ``add_bos`` / ``add_eos`` (``[target]``) change that for a
+  model trained with another convention. Every statistic is over the tokens the model
+  predicts: without a BOS the first token has no prediction and is not scored. A
+  tokenizer without a pad token pads with EOS; padding is masked out of every statistic
+  by the attention mask, never by the token id.
 - Padding side: right for scoring (positions 0..L-1 stay where training put them; the
   padding lies after every real token, so causal attention never sees it), left for
   batched generation (every prompt ends at the last column, where new tokens are
@@ -37,11 +40,25 @@ MIN_BATCH = 1
 
 
 class HFTokenizer:
-    """A Hugging Face tokenizer with the interface of :class:`defenses.targets.lm.LMTokenizer`."""
+    """A Hugging Face tokenizer with the interface of :class:`defenses.targets.lm.LMTokenizer`.
+
+    A text is encoded exactly as ``tokenizer(text)`` encodes it (the tokenizer's own
+    ``add_special_tokens``: GPT-2 and GPT-NeoX add nothing, Llama adds ``<s>``, OPT adds
+    ``</s>`` in front), and cut at ``max_length`` as ``tokenizer(text, truncation=True,
+    max_length=...)`` cuts it (the special tokens stay, the text's tokens are cut).
+    ``add_bos`` / ``add_eos`` change that for a model trained otherwise: ``add_bos`` =
+    ``"auto"`` (as the tokenizer), ``True`` (a leading BOS, or EOS when the tokenizer has no
+    BOS: GPT-2's ``<|endoftext|>`` separator) or ``False`` (no leading BOS);
+    ``add_eos = True`` appends EOS (``False``: only what the tokenizer itself appends).
+    """
 
     kind = "hf"
 
-    def __init__(self, tokenizer) -> None:
+    def __init__(self, tokenizer, add_bos: bool | str = "auto", add_eos: bool = False) -> None:
+        if add_bos not in ("auto", True, False):
+            raise ValueError(f'add_bos must be "auto", true or false, got {add_bos!r}')
+        if add_eos not in (True, False):
+            raise ValueError(f"add_eos must be true or false, got {add_eos!r}")
         eos = tokenizer.eos_token_id
         if eos is None:
             eos = tokenizer.pad_token_id
@@ -55,12 +72,72 @@ class HFTokenizer:
         self.pad_id = int(tokenizer.pad_token_id) if tokenizer.pad_token_id is not None else eos
         self.bos_id = int(tokenizer.bos_token_id) if tokenizer.bos_token_id is not None else eos
         self.unk_id = tokenizer.unk_token_id
+        self.add_bos_option, self.add_eos = add_bos, bool(add_eos)
         self._vocab: list[str] | None = None
         # The longest token string bounds how many characters max_length tokens can
-        # cover; texts are cut to that many characters before they are tokenized.
+        # cover; texts are cut to (a multiple of) that many characters before they are
+        # tokenized.
         self.max_token_chars = max(
             (len(t) for t in tokenizer.get_vocab()), default=1
         )  # byte-level markers (e.g. GPT-2's 'Ġ') only make the bound looser
+        own_prefix, own_suffix = self._own_specials()
+        self.own_prefix, self.own_suffix = own_prefix, own_suffix
+        prefix = list(own_prefix)
+        if add_bos is True and not (prefix and prefix[0] == self.bos_id):
+            prefix = [self.bos_id, *prefix]
+        elif add_bos is False and prefix and prefix[0] == self.bos_id:
+            prefix = prefix[1:]
+        suffix = list(own_suffix)
+        if self.add_eos and not (suffix and suffix[-1] == self.eos_id):
+            suffix.append(self.eos_id)
+        self.prefix, self.suffix = prefix, suffix
+
+    def _own_specials(self) -> tuple[list[int], list[int]]:
+        """The ids ``tokenizer(text)`` puts before and after the text's own tokens."""
+        probe = "The quick brown fox jumps over the lazy dog"
+        with_sp = list(self.hf(probe, add_special_tokens=True)["input_ids"])
+        plain = list(self.hf(probe, add_special_tokens=False)["input_ids"])
+        n = len(plain)
+        for k in range(len(with_sp) - n + 1):
+            if with_sp[k : k + n] == plain:
+                return with_sp[:k], with_sp[k + n :]
+        raise ValueError(
+            "the tokenizer's special tokens are not a prefix and a suffix around the text's "
+            "tokens; its encoding cannot be reproduced"
+        )
+
+    @property
+    def has_bos(self) -> bool:
+        """Whether an encoded text starts with a token before its own (so its first token
+        is predicted and scored)."""
+        return bool(self.prefix)
+
+    @property
+    def specials(self) -> int:
+        """Special tokens around every encoded text."""
+        return len(self.prefix) + len(self.suffix)
+
+    def convention(self) -> dict:
+        """How texts are encoded, for results.json and the report."""
+        conv = self.hf.convert_ids_to_tokens
+        first = (
+            f"scored after {' '.join(conv(self.prefix))}"
+            if self.prefix
+            else "not scored: no BOS (no token precedes it)"
+        )
+        follows = self.prefix == self.own_prefix and self.suffix == self.own_suffix
+        return {
+            "encoding": "tokenizer(text)"
+            if follows
+            else "tokenizer(text) with add_bos / add_eos changed",
+            "add_bos": self.add_bos_option,
+            "add_eos": self.add_eos,
+            "prefix_tokens": conv(self.prefix),
+            "suffix_tokens": conv(self.suffix),
+            "first_token": first,
+            "truncation": f"{getattr(self.hf, 'truncation_side', 'right')} side, as "
+            "tokenizer(text, truncation=True, max_length=...)",
+        }
 
     @property
     def vocab_size(self) -> int:
@@ -83,47 +160,99 @@ class HFTokenizer:
 
         Deliberately not ``audit.textcap.char_cap``: that one is tokenizer-agnostic (a
         fixed 64 characters per token, applied to the data at loading), while this bound
-        comes from this tokenizer's own longest token; and :meth:`truncate_text` returns
-        the capped prefix as the scored text, so a different cap would change which text
-        zlib and the other per-example signals see."""
+        comes from this tokenizer's own longest token."""
         return (max_tokens + 1) * self.max_token_chars
+
+    def _head(self, text: str, budget: int) -> tuple[list[int], bool, list[int] | None]:
+        """``(ids, cut, ends)``: the first ``budget`` token ids of ``text`` (no special
+        tokens) exactly as in the tokenization of the whole text, whether the text had
+        more, and the character offset where each kept token ends (None without offsets).
+
+        Only a prefix of the text is tokenized (work stays O(max_length)); it grows until
+        it holds more than ``budget`` tokens and a whitespace lies after the kept ones, so
+        the word the prefix cuts in two cannot change them."""
+        fast = bool(getattr(self.hf, "is_fast", False))
+        if getattr(self.hf, "truncation_side", "right") == "left":
+            ids = list(self.hf(text, add_special_tokens=False)["input_ids"])
+            return ids[-budget:], len(ids) > budget, None
+        cap = self.char_cap(budget)
+        while True:
+            capped = text[:cap]
+            whole = len(capped) == len(text)
+            enc = self.hf(capped, add_special_tokens=False, return_offsets_mapping=fast)
+            ids = list(enc["input_ids"])
+            if len(ids) <= budget:
+                if whole:
+                    return ids, False, None
+            elif not fast:
+                if whole or len(ids) > budget + 1:
+                    return ids[:budget], True, None
+            else:
+                ends = [int(e) for _, e in enc["offset_mapping"][:budget]]
+                if whole or any(c.isspace() for c in capped[ends[-1] :]):
+                    return ids[:budget], True, ends
+            cap *= 2
+
+    def _suffix(self, add_eos: bool | None) -> list[int]:
+        if add_eos is None:  # the convention
+            return self.suffix
+        if not add_eos:  # the prompt of a continuation
+            return []
+        return self.suffix if self.suffix[-1:] == [self.eos_id] else [*self.suffix, self.eos_id]
+
+    def _budget(self, max_length: int, suffix: list[int]) -> int:
+        budget = max_length - len(self.prefix) - len(suffix)
+        if budget < 1:
+            raise ValueError(
+                f"max_length = {max_length} leaves no room for a text's tokens beside "
+                f"{len(self.prefix) + len(suffix)} special token(s)"
+            )
+        return budget
 
     def token_ids(self, text: str, max_tokens: int | None = None) -> list[int]:
         """Ids of ``text`` without special tokens (at most ``max_tokens``)."""
-        if max_tokens is not None:
-            text = text[: self.char_cap(max_tokens)]
-        ids = self.hf(text, add_special_tokens=False)["input_ids"]
-        return list(ids[:max_tokens] if max_tokens is not None else ids)
+        if max_tokens is None:
+            return list(self.hf(text, add_special_tokens=False)["input_ids"])
+        return self._head(text, max_tokens)[0]
+
+    def row(self, text: str, max_length: int, add_eos: bool | None = None) -> list[int]:
+        """The ids of one encoded text, as ``tokenizer(text, truncation=True,
+        max_length=max_length)`` gives them under this convention. ``add_eos``: None
+        follows the convention, False gives the prompt of a continuation (no suffix),
+        True ends the row with EOS."""
+        suffix = self._suffix(add_eos)
+        ids = self._head(text, self._budget(max_length, suffix))[0]
+        return [*self.prefix, *ids, *suffix]
 
     def truncate_text(self, text: str, max_length: int) -> str:
-        """The prefix of ``text`` that :meth:`encode` keeps under ``max_length`` (room for
-        ``<bos>`` and ``<eos>``): the data is cut to it once, so zlib and every other
-        per-example signal see exactly the scored text."""
-        budget = max(max_length - 2, 1)
-        capped = text[: self.char_cap(budget)]
-        if not getattr(self.hf, "is_fast", False):
-            ids = self.token_ids(capped, None)
-            return capped if len(ids) <= budget else self.hf.decode(ids[:budget])
-        enc = self.hf(capped, add_special_tokens=False, return_offsets_mapping=True)
-        offsets = enc["offset_mapping"]
-        if len(offsets) <= budget:
-            return capped
-        return capped[: offsets[budget - 1][1]]
+        """The prefix of ``text`` that :meth:`encode` keeps under ``max_length``: the data
+        is cut to it once, so zlib and every other per-example signal see exactly the
+        scored text. The cut lies at a kept token's end, stepped back a token when the
+        cut text would tokenize differently (a word cut inside a merge), so the cut
+        text's encoding is the truncated encoding (or a prefix of it)."""
+        ids, cut, ends = self._head(text, self._budget(max_length, self.suffix))
+        if not cut:
+            return text
+        if ends is not None:
+            for k in range(len(ids), 0, -1):
+                piece = text[: ends[k - 1]]
+                if list(self.hf(piece, add_special_tokens=False)["input_ids"]) == ids[:k]:
+                    return piece
+        return self.hf.decode(ids)
 
     def encode(
-        self, texts: Sequence[str], max_length: int, add_eos: bool = True, left_pad: bool = False
+        self,
+        texts: Sequence[str],
+        max_length: int,
+        add_eos: bool | None = None,
+        left_pad: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(input_ids, attention_mask)`` of ``<bos> tokens [<eos>]`` rows, cut to
-        ``max_length`` tokens, padded with the pad (or EOS) id on the right (scoring and
-        training) or on the left (``left_pad``, batched generation)."""
+        """``(input_ids, attention_mask)`` of the encoded rows (:meth:`row`), padded with
+        the pad (or EOS) id on the right (scoring and training) or on the left
+        (``left_pad``, batched generation)."""
         if max_length < 2:
             raise ValueError(f"max_length must be at least 2, got {max_length}")
-        rows = []
-        for text in texts:
-            ids = [self.bos_id, *self.token_ids(text, max_length)]
-            if add_eos:
-                ids.append(self.eos_id)
-            rows.append(ids[:max_length])
+        rows = [self.row(text, max_length, add_eos) for text in texts]
         longest = max((len(r) for r in rows), default=1)
         out = torch.full((len(rows), longest), self.pad_id, dtype=torch.long)
         mask = torch.zeros((len(rows), longest), dtype=torch.long)
@@ -277,7 +406,8 @@ def forward_stats(
 
 
 def encode_lengths(tokenizer, texts: Sequence[str], max_length: int):
-    """Per text: its encoded row (``<bos> tokens <eos>``, cut to ``max_length``) and length."""
+    """Per text: its encoded row (the tokenizer's convention, cut to ``max_length``) and
+    length."""
     rows = [tokenizer.encode([t], max_length)[0][0] for t in texts]
     return rows, [int(r.numel()) for r in rows]
 
@@ -475,8 +605,20 @@ class HFLMRelease(LMRelease):
             return np.zeros((0, int(self.model.config.hidden_size)))
         return np.stack([self._hidden_cache[t] for t in texts])
 
+    def encode(self, texts: list[str], add_eos: bool | None = None):
+        """``(input_ids, attention_mask)`` of ``texts`` under the tokenizer's convention
+        (``add_eos = False``: prompts, no suffix)."""
+        return self.tokenizer.encode(list(texts), self.max_length, add_eos=add_eos)
+
+    def encoding(self) -> dict:
+        """The encoding convention and cut length, for results.json and the report."""
+        conv = getattr(self.tokenizer, "convention", None)
+        out = dict(conv()) if conv is not None else {"encoding": "the suite's LM tokenizer"}
+        out["max_length"] = self.max_length
+        return out
+
     def token_ids(self, texts: list[str]) -> list[np.ndarray]:
-        """Input token ids of each text (``<bos> tokens <eos>``), aligned with token_hidden."""
+        """Input token ids of each text (as encoded for scoring), aligned with token_hidden."""
         out = []
         for t in texts:
             ids, _ = self.tokenizer.encode([t], self.max_length)
