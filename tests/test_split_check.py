@@ -355,10 +355,12 @@ def test_same_distribution_split_end_to_end_keeps_the_verdict(untrained_lm, cli)
 
     # two texts that differ only after 64 tokens: identical as scored (cut to max_length)
     head = random_texts(1, 9, length=70)[0]
-    m, n = random_texts(40, 1) + [head + " w1 w2"], random_texts(40, 2) + [head + " w3 w4"]
+    m, n = random_texts(39, 1) + [head + " w1 w2"], random_texts(40, 2) + [head + " w3 w4"]
     _, res = _audit(cli, untrained_lm, m, n, "same")
     run = res["runs"][0]
-    assert run["split_check"]["duplicates"]["exact_pairs"] == 1
+    # the copy is dropped from the non-members after the cut (audit/data.py), before the check
+    assert run["exact_duplicates"]["removed_nonmembers"] == 1
+    assert run["split_check"]["duplicates"]["pairs"] == 0
     assert run["attacks"][0]["n_members"] == 40 and run["attacks"][0]["n_nonmembers"] == 40
     auc = run["split_check"]["blind"]["auc"]
     assert auc["ci_low"] <= 0.5 <= auc["ci_high"] and run["split_check"]["shifted"] is False
@@ -372,7 +374,8 @@ def test_score_with_a_text_column_runs_the_split_check(tmp_path, cli):
     words = [f"w{i}" for i in range(120)]
     m = generator(40, 1, words[:60])
     n = generator(40, 2, words[60:], numbers=True)
-    n[0] = m[0]  # a planted duplicate
+    n[0] = m[0]  # an exact copy: dropped from the non-members at loading (audit/data.py)
+    n[1] = m[1] + " " + words[0]  # a near-duplicate: left to the split check
     rng = np.random.default_rng(0)
     path = tmp_path / "scores.csv"
     with path.open("w", newline="", encoding="utf-8") as f:
@@ -384,11 +387,14 @@ def test_score_with_a_text_column_runs_the_split_check(tmp_path, cli):
     assert out.code == 0, out.stderr
     res = json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8"))
     run = res["runs"][0]
+    assert run["exact_duplicates"]["removed_nonmembers"] == 1
     assert run["split_check"]["duplicates"]["pairs"] == 1
-    assert run["attacks"][0]["n_members"] == 39 and run["attacks"][0]["n_nonmembers"] == 39
-    assert "r0" not in run["attacks"][0]["examples"]["ids"]
+    assert run["attacks"][0]["n_members"] == 39 and run["attacks"][0]["n_nonmembers"] == 38
+    ids = run["attacks"][0]["examples"]["ids"]
+    assert "r0" in ids and "r40" not in ids  # the member of an exact copy stays
+    assert "r1" not in ids and "r41" not in ids  # both texts of a near-duplicate go
     assert run["verdict"]["level"] == "split-shifted" and "SPLIT SHIFTED" in out.stdout
-    assert run["split_check"]["attacks"][0]["n"] == 78
+    assert run["split_check"]["attacks"][0]["n"] == 77
 
 
 # --------------------------------------------------------------------------- #
