@@ -1,0 +1,7 @@
+"""``python -m privacy_audit ...``: the ``privacy-audit`` command."""
+
+import sys
+
+from privacy_audit.audit.integrations.cli import main
+
+sys.exit(main())
