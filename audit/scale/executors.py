@@ -44,6 +44,13 @@ RESULT_KEYS: dict[str, tuple[str, ...]] = {
 }
 
 
+def _key_fn(fn: str) -> str:
+    """A task function's name as keys hash it: without the ``privacy_audit.`` import root
+    (issue 29), i.e. as named before the root existed, so a run directory written before
+    then still resumes instead of silently recomputing every task."""
+    return fn.removeprefix("privacy_audit.")
+
+
 @dataclass(frozen=True)
 class Task:
     kind: str  # "audit-trial" | "train-shadow" | "score-attack" | ...
@@ -60,7 +67,7 @@ class Task:
                 {
                     "format": TASK_FORMAT,
                     "kind": self.kind,
-                    "fn": self.fn,
+                    "fn": _key_fn(self.fn),
                     "payload": self.payload,
                     "deps": list(self.deps),
                 },
