@@ -6,9 +6,9 @@
 tests; one :class:`LeakageResult` each). Both are listed in ``[attacks] names``.
 """
 
-from attacks.attention_lrt import AttentionLRTAttack
-from attacks.attribute_inference import AttributeInference
-from attacks.base import (
+from privacy_audit.attacks.attention_lrt import AttentionLRTAttack
+from privacy_audit.attacks.attribute_inference import AttributeInference
+from privacy_audit.attacks.base import (
     Attack,
     AttackContext,
     AttackResult,
@@ -18,22 +18,27 @@ from attacks.base import (
     run_attack,
     run_leakage_attack,
 )
-from attacks.dc_pdd import DCPDDAttack
-from attacks.embedding_inversion import NearestNeighbourInversion, RelaxedInversion
-from attacks.extraction import EXTRACTION_ATTACKS
-from attacks.extraction_risk import ExtractionRisk
-from attacks.extraction_untargeted import UntargetedExtraction
-from attacks.grad_norm import GradNormAttack
-from attacks.gradient_inversion import GradientInversionAttack
-from attacks.llm_membership import LLM_ATTACKS
-from attacks.lowercase import LowercaseAttack
-from attacks.membership import ConfidenceAttack, EntropyAttack, LossAttack, ModifiedEntropyAttack
-from attacks.min_k_pp import MinKPlusPlusAttack
-from attacks.mutual_info import TokenMutualInformationAttack
-from attacks.neighbourhood import NeighbourhoodAttack
-from attacks.pii_extraction import PIIExtraction
-from attacks.recall import RecallAttack
-from attacks.stacked import StackedAttack
+from privacy_audit.attacks.dc_pdd import DCPDDAttack
+from privacy_audit.attacks.embedding_inversion import NearestNeighbourInversion, RelaxedInversion
+from privacy_audit.attacks.extraction import EXTRACTION_ATTACKS
+from privacy_audit.attacks.extraction_risk import ExtractionRisk
+from privacy_audit.attacks.extraction_untargeted import UntargetedExtraction
+from privacy_audit.attacks.grad_norm import GradNormAttack
+from privacy_audit.attacks.gradient_inversion import GradientInversionAttack
+from privacy_audit.attacks.llm_membership import LLM_ATTACKS
+from privacy_audit.attacks.lowercase import LowercaseAttack
+from privacy_audit.attacks.membership import (
+    ConfidenceAttack,
+    EntropyAttack,
+    LossAttack,
+    ModifiedEntropyAttack,
+)
+from privacy_audit.attacks.min_k_pp import MinKPlusPlusAttack
+from privacy_audit.attacks.mutual_info import TokenMutualInformationAttack
+from privacy_audit.attacks.neighbourhood import NeighbourhoodAttack
+from privacy_audit.attacks.pii_extraction import PIIExtraction
+from privacy_audit.attacks.recall import RecallAttack
+from privacy_audit.attacks.stacked import StackedAttack
 
 ATTACKS: dict[str, type[Attack]] = {
     cls.name: cls for cls in (LossAttack, ConfidenceAttack, EntropyAttack, ModifiedEntropyAttack)

@@ -12,9 +12,9 @@ computed here as (k/2)·[tr(D(B − Σ1)) + Σ_j(λ_j − 1 − ln λ_j)], D = �
 β-close (λ − 1 ~ 1e-8).
 
 The game draws ``trials`` releases of the real mechanism for each side, scores them by Z
-and feeds the scores to :func:`attacks.epsilon.epsilon_lower_bound` (Clopper–Pearson,
+and feeds the scores to :func:`privacy_audit.attacks.epsilon.epsilon_lower_bound` (Clopper–Pearson,
 threshold chosen on a disjoint half), printed next to its ceiling. The privacy loss Z of
-one release under Σ1 is also drawn exactly (:func:`defenses.dp_attention.privacy_loss_samples`)
+one release under Σ1 is also drawn exactly (:func:`privacy_audit.defenses.dp_attention.privacy_loss_samples`)
 to estimate E[Z] and Pr[Z > ε] against δ.
 
 Neighbours: ``beta-close`` (the paper's Def 1.6: one column moved by β = β_max along the
@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from attacks.base import (
+from privacy_audit.attacks.base import (
     AttackContext,
     LeakageAttack,
     LeakageResult,
@@ -38,9 +38,9 @@ from attacks.base import (
     mean_estimate,
     proportion_estimate,
 )
-from attacks.epsilon import epsilon_ceiling, epsilon_lower_bound
-from defenses.base import ReleasedModel
-from defenses.dp_attention import (
+from privacy_audit.attacks.epsilon import epsilon_ceiling, epsilon_lower_bound
+from privacy_audit.defenses.base import ReleasedModel
+from privacy_audit.defenses.dp_attention import (
     gaussian_sampling_mechanism,
     privacy_loss_eigenvalues,
     privacy_loss_mean,

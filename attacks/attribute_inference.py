@@ -18,14 +18,14 @@ from collections import Counter
 
 import numpy as np
 
-from attacks.base import (
+from privacy_audit.attacks.base import (
     AttackContext,
     LeakageAttack,
     LeakageResult,
     estimate,
     proportion_estimate,
 )
-from defenses.base import ReleasedModel, Surface
+from privacy_audit.defenses.base import ReleasedModel, Surface
 
 
 def balanced_accuracy_estimate(

@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from defenses.base import Examples, ReleasedModel, Surface
+from privacy_audit.defenses.base import Examples, ReleasedModel, Surface
 
 
 @dataclass(frozen=True)
@@ -83,7 +83,7 @@ class AttackResult:
         description: str = "",
         surfaces: list[str] | None = None,
     ) -> AttackResult:
-        from attacks.metrics import membership_metrics
+        from privacy_audit.attacks.metrics import membership_metrics
 
         s, m = validate_scores(scores, members)
         ids = [str(i) for i in ids] if ids is not None else [str(i) for i in range(len(s))]
@@ -109,7 +109,7 @@ class AttackResult:
 
     def to_dict(self) -> dict[str, Any]:
         """The record as stored in results.json (aggregate-only pseudonymisation of the
-        ids happens in ``audit.results.run_record``, with a per-run secret salt)."""
+        ids happens in ``privacy_audit.audit.results.run_record``, with a per-run secret salt)."""
         d: dict[str, Any] = {
             "attack": self.attack,
             "description": self.description,

@@ -46,8 +46,13 @@ FEATURES = ("loss", "zlib", "min-k-20", "min-k++-20")
 def lm_features(release, texts: list[str], reference=None) -> tuple[np.ndarray, list[str]]:
     """Per-text membership signals (higher = more member-like) from the release's cached
     token statistics: one forward pass per distinct text, shared with the attacks."""
-    from attacks.llm_membership import loss_scores, min_k_scores, token_stats, zlib_scores
-    from attacks.min_k_pp import min_k_pp_scores
+    from privacy_audit.attacks.llm_membership import (
+        loss_scores,
+        min_k_scores,
+        token_stats,
+        zlib_scores,
+    )
+    from privacy_audit.attacks.min_k_pp import min_k_pp_scores
 
     st = token_stats(release, list(texts))
     logp = [s.log_probs for s in st]

@@ -22,9 +22,9 @@ from pathlib import Path
 
 import numpy as np
 
-from attacks.base import Attack
-from attacks.llm_membership import token_stats
-from defenses.base import Examples, ReleasedModel, Surface, TokenStats
+from privacy_audit.attacks.base import Attack
+from privacy_audit.attacks.llm_membership import token_stats
+from privacy_audit.defenses.base import Examples, ReleasedModel, Surface, TokenStats
 
 
 def token_frequencies(counts: np.ndarray) -> np.ndarray:

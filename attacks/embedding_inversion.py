@@ -20,14 +20,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from attacks.base import (
+from privacy_audit.attacks.base import (
     AttackContext,
     LeakageAttack,
     LeakageResult,
     estimate,
     mean_estimate,
 )
-from defenses.base import ReleasedModel, Surface
+from privacy_audit.defenses.base import ReleasedModel, Surface
 
 
 def _unit_centered(x: np.ndarray) -> np.ndarray:

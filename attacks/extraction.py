@@ -32,19 +32,21 @@ from typing import Any
 import numpy as np
 import torch
 
-from attacks.base import (
+from privacy_audit.attacks.base import (
     AttackContext,
     LeakageAttack,
     LeakageResult,
     mean_estimate,
     proportion_estimate,
 )
-from defenses.base import Examples, ReleasedModel, Surface
+from privacy_audit.defenses.base import Examples, ReleasedModel, Surface
 
 
 def _require_lm(release: ReleasedModel) -> None:
     if not all(hasattr(release, a) for a in ("model", "tokenizer", "generate_ids")):
-        raise ValueError("this attack needs a causal language model release (defenses.targets.lm)")
+        raise ValueError(
+            "this attack needs a causal language model release (privacy_audit.defenses.targets.lm)"
+        )
 
 
 def find_secret(text: str, min_digits: int) -> tuple[str, str] | None:

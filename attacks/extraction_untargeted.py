@@ -31,9 +31,14 @@ import math
 import numpy as np
 import torch
 
-from attacks.base import AttackContext, LeakageAttack, LeakageResult, proportion_estimate
-from attacks.llm_membership import text_token_ids, token_stats, zlib_bits
-from defenses.base import ReleasedModel, Surface
+from privacy_audit.attacks.base import (
+    AttackContext,
+    LeakageAttack,
+    LeakageResult,
+    proportion_estimate,
+)
+from privacy_audit.attacks.llm_membership import text_token_ids, token_stats, zlib_bits
+from privacy_audit.defenses.base import ReleasedModel, Surface
 
 RANKINGS = ("perplexity", "zlib", "lowercase", "reference")
 
@@ -139,7 +144,7 @@ class UntargetedExtraction(LeakageAttack):
             raise ValueError("extraction-untargeted temperature must be positive")
 
     def run(self, release: ReleasedModel, context: AttackContext) -> LeakageResult:
-        from attacks.llm_membership import loss_scores, train_reference
+        from privacy_audit.attacks.llm_membership import loss_scores, train_reference
 
         tok = getattr(release, "tokenizer", None)
         if not (

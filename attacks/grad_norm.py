@@ -14,13 +14,13 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from attacks.base import Attack
-from defenses.base import Examples, ReleasedModel, Surface
+from privacy_audit.attacks.base import Attack
+from privacy_audit.defenses.base import Examples, ReleasedModel, Surface
 
 
 def gradient_norms(release, texts: list[str]) -> np.ndarray:
     """‖∇_θ L(x)‖₂ for every text (float64)."""
-    from defenses.targets.lm import sequence_loss
+    from privacy_audit.defenses.targets.lm import sequence_loss
 
     model = getattr(release, "model", None)
     if model is None or not hasattr(release, "encode"):

@@ -2,7 +2,7 @@
 
 Works against every release exposing ``Surface.GRADIENTS`` with white-box weights: the BERT
 classifier releases (``none``, ``dp-sgd``, ``dp-attention``) and the causal-LM releases
-(``defenses.targets.lm.LMRelease``: ``none``, ``phantom-dp-sgd``, ``dp-blogs`` on an LM target).
+(``privacy_audit.defenses.targets.lm.LMRelease``: ``none``, ``phantom-dp-sgd``, ``dp-blogs`` on an LM target).
 For an LM the text is its own target: the dummy's next-token targets are its own soft
 tokens (framed by <bos> … <eos>), there are no labels, and the word order comes back too.
 The adversary sees the update the mechanism releases for a batch of training sequences
@@ -42,14 +42,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from attacks.base import (
+from privacy_audit.attacks.base import (
     AttackContext,
     LeakageAttack,
     LeakageResult,
     mean_estimate,
     proportion_estimate,
 )
-from defenses.base import ReleasedModel, Surface
+from privacy_audit.defenses.base import ReleasedModel, Surface
 
 OBJECTIVES = ("l2", "cosine", "tag")
 PRIORS = ("embedding-gradient", "none")
@@ -329,7 +329,7 @@ class GradientInversionAttack(LeakageAttack):
     def _invert(self, release, batch, labels, seed, mean_probs=None):
         """Reconstruct one batch from its released update; returns token ids per
         sequence and the recovered labels."""
-        from defenses.targets.classifier import forward_kwargs
+        from privacy_audit.defenses.targets.classifier import forward_kwargs
 
         o = self.options
         model, tokenizer = release.model, release.tokenizer
@@ -486,7 +486,7 @@ class GradientInversionAttack(LeakageAttack):
 
 
 def _is_lm_tokenizer(tokenizer) -> bool:
-    """The suite's LM tokenizer (``defenses.targets.lm.LMTokenizer``) rather than a Hugging Face one."""
+    """The suite's LM tokenizer (``privacy_audit.defenses.targets.lm.LMTokenizer``) rather than a Hugging Face one."""
     return hasattr(tokenizer, "token_ids") and hasattr(tokenizer, "bos_id")
 
 

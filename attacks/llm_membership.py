@@ -12,7 +12,7 @@ Every score is oriented so that **higher = member**:
   and tokenizer, is freshly initialised and trained non-privately on the **public** split
   only (never on members or non-members), so it calibrates away how easy a text is.
 
-They need a release exposing per-token log-probabilities (``defenses.targets.lm.LMRelease``).
+They need a release exposing per-token log-probabilities (``privacy_audit.defenses.targets.lm.LMRelease``).
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from attacks.base import Attack
-from defenses.base import Examples, ReleasedModel, Surface, TokenStats
+from privacy_audit.attacks.base import Attack
+from privacy_audit.defenses.base import Examples, ReleasedModel, Surface, TokenStats
 
 #: Reference models by (architecture, tokenizer, public data, recipe, seed): one per run.
 _REFERENCE_CACHE: dict[str, Any] = {}
@@ -139,8 +139,8 @@ def _reference_key(release, public: Examples, seed: int) -> str:
 def train_reference(release, public: Examples, seed: int = 0):
     """A reference LM: the target's architecture and tokenizer, fresh initialisation,
     trained non-privately on (at most ``max_texts`` of) the public split. Cached."""
-    from defenses.base import PrivacyClaim
-    from defenses.targets.lm import LMRelease, train_lm
+    from privacy_audit.defenses.base import PrivacyClaim
+    from privacy_audit.defenses.targets.lm import LMRelease, train_lm
 
     if public is None or len(public) == 0:
         raise ValueError("the reference-model attack needs a public split (data.public)")

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from attacks.base import Attack
-from attacks.llm_membership import token_stats
-from defenses.base import Examples, ReleasedModel, Surface, TokenStats
+from privacy_audit.attacks.base import Attack
+from privacy_audit.attacks.llm_membership import token_stats
+from privacy_audit.defenses.base import Examples, ReleasedModel, Surface, TokenStats
 
 
 def lowercase_ratio(original: list[TokenStats], lowered: list[TokenStats]) -> np.ndarray:

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from attacks.base import Attack
-from defenses.base import Examples, ReleasedModel, Surface
+from privacy_audit.attacks.base import Attack
+from privacy_audit.defenses.base import Examples, ReleasedModel, Surface
 
 _TINY = 1e-30  # keeps log finite at p = 0 or 1 without moving any realistic score
 

@@ -67,7 +67,7 @@ VECTORISED_STATISTICS = (
     "balanced_accuracy",
 )
 #: Max-type statistics whose percentile-bootstrap interval undercovers (measured by
-#: ``audit.benchmarks.statistics.percentile_bootstrap_coverage``, docs/statistics.md):
+#: ``privacy_audit.audit.benchmarks.statistics.percentile_bootstrap_coverage``, docs/statistics.md):
 #: :func:`bootstrap_ci` refuses them and names the interval to use instead.
 UNDERCOVERING_STATISTICS = {
     "advantage": "use membership_metrics(...)['advantage'] (split lower limit, bootstrap "
@@ -306,7 +306,7 @@ def bootstrap_ci(
     are refused with a ``ValueError`` naming the interval to use: their percentile
     intervals cover well below the nominal level (measured in docs/statistics.md).
 
-    * Names: Poisson bootstrap on the order sorted once (:func:`attacks.scores.poisson_bootstrap`):
+    * Names: Poisson bootstrap on the order sorted once (:func:`privacy_audit.attacks.scores.poisson_bootstrap`):
       every example gets an independent Poisson(1) weight per resample, the ROC counts
       are cumulative weight sums, rates use the resample's own class totals; no sort
       per resample.  ``"balanced_accuracy"`` keeps the halves of
@@ -512,7 +512,7 @@ def membership_metrics(
     * ``"epsilon_lower_bound"``: ``{"value", "ci_low", "ci_high", "delta",
       "confidence", "method", "threshold", "ceiling", "point_estimate",
       "point_estimate_note"}``.  ``value`` is
-      :func:`attacks.epsilon.epsilon_lower_bound` with Clopper-Pearson and a split
+      :func:`privacy_audit.attacks.epsilon.epsilon_lower_bound` with Clopper-Pearson and a split
       threshold: a one-sided lower confidence bound at ``confidence`` (valid for any
       (eps, delta)-DP mechanism if the trials are independent), so ``ci_low`` equals
       ``value`` and ``ci_high`` is ``None``.  ``ceiling`` is the largest value a

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from attacks.base import Attack
-from attacks.llm_membership import token_stats
-from defenses.base import Examples, ReleasedModel, Surface, TokenStats
+from privacy_audit.attacks.base import Attack
+from privacy_audit.attacks.llm_membership import token_stats
+from privacy_audit.defenses.base import Examples, ReleasedModel, Surface, TokenStats
 
 #: σ_t below this (a one-hot next-token distribution) is floored so z_t stays finite.
 SIGMA_FLOOR = 1e-6

@@ -33,8 +33,8 @@ from typing import Any
 import numpy as np
 from scipy.special import digamma, gammaln
 
-from attacks.base import AttackContext, LeakageAttack, LeakageResult, estimate
-from defenses.base import ReleasedModel, Surface
+from privacy_audit.attacks.base import AttackContext, LeakageAttack, LeakageResult, estimate
+from privacy_audit.defenses.base import ReleasedModel, Surface
 
 METHODS = ("ksg", "kl", "gaussian-copula", "infonce")
 # Above this joint dimension the default switches from KSG to the Gaussian copula: at

@@ -32,10 +32,15 @@ from pathlib import Path
 
 import numpy as np
 
-from attacks.base import AttackContext, LeakageAttack, LeakageResult, proportion_estimate
-from attacks.extraction_untargeted import sample_unprompted
-from attacks.llm_membership import text_token_ids, token_stats
-from defenses.base import ReleasedModel, Surface
+from privacy_audit.attacks.base import (
+    AttackContext,
+    LeakageAttack,
+    LeakageResult,
+    proportion_estimate,
+)
+from privacy_audit.attacks.extraction_untargeted import sample_unprompted
+from privacy_audit.attacks.llm_membership import text_token_ids, token_stats
+from privacy_audit.defenses.base import ReleasedModel, Surface
 
 EMAIL = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}")
 PHONE = re.compile(r"(?<![\d-])(?:\(\d{3}\)\s?|\d{3}[-. ])\d{3,4}[-. ]\d{4}(?![\d-])")

@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from attacks.base import Attack
-from attacks.llm_membership import count_tokens, token_stats
-from defenses.base import Examples, ReleasedModel, Surface
+from privacy_audit.attacks.base import Attack
+from privacy_audit.attacks.llm_membership import count_tokens, token_stats
+from privacy_audit.defenses.base import Examples, ReleasedModel, Surface
 
 
 def recall_ratio(conditional_ll: np.ndarray, unconditional_ll: np.ndarray) -> np.ndarray:

@@ -7,7 +7,7 @@ standard one: every pool example is in the training set of exactly half of the s
 models (:func:`inclusion_design`), so each example has ``n/2`` IN and ``n/2`` OUT models.
 
 This module is pure numpy on per-example numbers; training the shadow models is a task of
-the executor layer (``audit.scale.tasks.train_shadow``), so these functions run anywhere.
+the executor layer (``privacy_audit.audit.scale.tasks.train_shadow``), so these functions run anywhere.
 
 Scores (higher = member):
 

@@ -2,7 +2,7 @@
 with its calibration leak fixed.
 
 Features per example (all from the released model, white-box for the gradient norm):
-the LOSS, zlib, Min-K% and reference-model signals (``attacks.llm_membership``), and over
+the LOSS, zlib, Min-K% and reference-model signals (``privacy_audit.attacks.llm_membership``), and over
 the sequence's positions the mean confidence (max next-token probability), mean predictive
 entropy, mean logit margin (true token's logit minus the best other logit) and the L2 norm
 of the sequence-loss gradient.
@@ -29,15 +29,15 @@ import warnings
 import numpy as np
 import torch
 
-from attacks.base import Attack
-from attacks.llm_membership import (
+from privacy_audit.attacks.base import Attack
+from privacy_audit.attacks.llm_membership import (
     ReferenceAttack,
     _token_log_probs,
     loss_scores,
     min_k_scores,
     zlib_scores,
 )
-from defenses.base import Examples, ReleasedModel, Surface
+from privacy_audit.defenses.base import Examples, ReleasedModel, Surface
 
 FEATURES = (
     "loss",
@@ -54,7 +54,7 @@ FEATURES = (
 @torch.no_grad()
 def _position_features(release, texts: list[str]) -> np.ndarray:
     """Per text: mean max-probability, mean entropy, mean (true logit − best other logit)."""
-    from defenses.targets.lm import trim
+    from privacy_audit.defenses.targets.lm import trim
 
     model, rows = release.model, []
     model.eval()
@@ -81,7 +81,7 @@ def _position_features(release, texts: list[str]) -> np.ndarray:
 
 
 def _gradient_norms(release, texts: list[str]) -> np.ndarray:
-    from attacks.grad_norm import gradient_norms
+    from privacy_audit.attacks.grad_norm import gradient_norms
 
     return gradient_norms(release, texts)
 

@@ -1,5 +1,5 @@
 import sys
 
-from audit.integrations.cli import main
+from privacy_audit.audit.integrations.cli import main
 
 sys.exit(main())

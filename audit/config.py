@@ -17,14 +17,14 @@ try:
 except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
-from attacks import ATTACKS, DEFAULT_ATTACKS, LEAKAGE_ATTACKS
-from attacks.shadow import SHADOW_ATTACKS
-from audit.epsilon.canaries import CANARY_KINDS, LM_CANARY_DESIGNS
-from audit.errors import ConfigError
-from defenses import DEFENSES
-from defenses.base import NOTIONS, UNITS
-from defenses.targets.lm import LM_PRESETS
-from defenses.targets.loading import DEVICE_MAPS, DTYPES, KINDS, PRESETS, TargetSpec
+from privacy_audit.attacks import ATTACKS, DEFAULT_ATTACKS, LEAKAGE_ATTACKS
+from privacy_audit.attacks.shadow import SHADOW_ATTACKS
+from privacy_audit.audit.epsilon.canaries import CANARY_KINDS, LM_CANARY_DESIGNS
+from privacy_audit.audit.errors import ConfigError
+from privacy_audit.defenses import DEFENSES
+from privacy_audit.defenses.base import NOTIONS, UNITS
+from privacy_audit.defenses.targets.lm import LM_PRESETS
+from privacy_audit.defenses.targets.loading import DEVICE_MAPS, DTYPES, KINDS, PRESETS, TargetSpec
 
 _NUM = (int, float)
 DEVICES = ("cpu", "cuda", "auto")
@@ -656,7 +656,7 @@ def _extraction(
     raw: dict[str, Any], names: list[str], attack_options: dict[str, dict[str, Any]]
 ) -> tuple[list[str], dict[str, dict[str, Any]]]:
     """``[extraction]`` -> the ``extraction-risk`` attack and its options."""
-    from attacks.extraction_risk import ExtractionRisk
+    from privacy_audit.attacks.extraction_risk import ExtractionRisk
 
     sec = _section(raw, "extraction")
     if "extraction-risk" in attack_options:
@@ -720,7 +720,7 @@ def expand_sweep(cfg: AuditConfig) -> list[Trial]:
     """One trial per defense without ``[sweep]``; else defenses × ε × seeds.
 
     Raises ConfigError when the sweep expands to zero tasks."""
-    from defenses import DEFENSES
+    from privacy_audit.defenses import DEFENSES
 
     if cfg.sweep is None:
         return [Trial(i, d.label, {}, cfg.seed, d.label, None) for i, d in enumerate(cfg.defenses)]
@@ -841,8 +841,8 @@ def model_layers(spec: TargetSpec) -> int | None:
     reports the problem)."""
     import json
 
-    from defenses.targets.lm import LM_PRESETS
-    from defenses.targets.loading import TINY_CONFIG, minilm_path
+    from privacy_audit.defenses.targets.lm import LM_PRESETS
+    from privacy_audit.defenses.targets.loading import TINY_CONFIG, minilm_path
 
     if spec.model_dir:
         path = Path(spec.model_dir) / "config.json"
@@ -873,9 +873,9 @@ def model_layers(spec: TargetSpec) -> int | None:
 def _check_bench(path: str) -> None:
     """``[report] bench``: an existing ``privacy-audit bench`` JSON with a cost-of-privacy
     result (read as the report will read it, after a depth- and type-guarded parse)."""
-    from audit.benchmarks.cost_of_privacy import cost_table_from_bench_json
-    from audit.errors import AuditError
-    from audit.io import read_json
+    from privacy_audit.audit.benchmarks.cost_of_privacy import cost_table_from_bench_json
+    from privacy_audit.audit.errors import AuditError
+    from privacy_audit.audit.io import read_json
 
     try:
         read_json(path, "config key 'report.bench' file")
@@ -915,14 +915,18 @@ def check_runnable(cfg: AuditConfig) -> None:
 
 
 def default_config_text() -> str:
-    return resources.files("audit.configs").joinpath("default.toml").read_text(encoding="utf-8")
+    return (
+        resources.files("privacy_audit.audit.configs")
+        .joinpath("default.toml")
+        .read_text(encoding="utf-8")
+    )
 
 
 def bundled_configs() -> list[str]:
     """Names of the configs shipped in ``audit/configs`` (``privacy-audit run NAME``)."""
     return sorted(
         f.name[: -len(".toml")]
-        for f in resources.files("audit.configs").iterdir()
+        for f in resources.files("privacy_audit.audit.configs").iterdir()
         if f.name.endswith(".toml")
     )
 
@@ -940,7 +944,11 @@ def _load_config(path: str | Path | None) -> AuditConfig:
         return parse_config(tomllib.loads(default_config_text()), source="bundled default")
     p = Path(path)
     if not p.is_file() and str(path) in bundled_configs():
-        text = resources.files("audit.configs").joinpath(f"{path}.toml").read_text("utf-8")
+        text = (
+            resources.files("privacy_audit.audit.configs")
+            .joinpath(f"{path}.toml")
+            .read_text("utf-8")
+        )
         return parse_config(tomllib.loads(text), source=f"bundled {path}")
     if not p.is_file():
         raise ConfigError(
@@ -1052,8 +1060,8 @@ def resolve_targets(cfg: AuditConfig) -> AuditConfig:
     when ``attacks.names`` is not given. Idempotent."""
     import dataclasses
 
-    from audit.errors import AuditError
-    from defenses.targets.loading import (
+    from privacy_audit.audit.errors import AuditError
+    from privacy_audit.defenses.targets.loading import (
         adapter_base_dir,
         check_lm_defense,
         detect_kind,
@@ -1067,7 +1075,7 @@ def resolve_targets(cfg: AuditConfig) -> AuditConfig:
     def check_local_dir(path, what, key=None):
         """The directory, or one line; a missing path written like ``org/name`` is
         named as a hub name (never downloaded)."""
-        from defenses.targets.loading import check_local_dir as check
+        from privacy_audit.defenses.targets.loading import check_local_dir as check
 
         written = raw_target.get(key) if key else None
         missing = not Path(path).expanduser().is_dir()

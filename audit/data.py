@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from audit.errors import DataError
-from defenses.base import Examples
+from privacy_audit.audit.errors import DataError
+from privacy_audit.defenses.base import Examples
 
 # Universal newlines only: str.splitlines() also splits on \x0b, \x0c, \x1c-\x1e, \x85,
 # \u2028 and \u2029, which json.dumps(ensure_ascii=False) and CSV fields keep verbatim.
@@ -462,7 +462,7 @@ def load_audit_data(
         test = read(data_cfg["test"], *cols) if data_cfg["test"] else nonmembers
     else:
         if data_cfg["corpus"] == "fixtures":
-            import fixtures
+            from privacy_audit import fixtures
 
             pool = [
                 {
@@ -491,7 +491,7 @@ def load_audit_data(
     elif data_cfg["public"] == "fixtures" or (
         data_cfg["corpus"] == "fixtures" and data_cfg["members"] is None
     ):
-        import fixtures
+        from privacy_audit import fixtures
 
         public = [
             {

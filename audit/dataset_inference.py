@@ -4,7 +4,7 @@ Loads the user's causal LM (and optional reference LM) as ``run --model`` does, 
 suspect and validation texts, cuts them to ``max_length`` tokens (the texts as scored),
 runs the split check on suspect vs validation (a shifted pair gets no p-value: the test's
 assumption fails), computes every text's token statistics once (locally or on Ray actors
-with ``--executor ray``) and runs :class:`attacks.dataset_inference.DatasetInference`.
+with ``--executor ray``) and runs :class:`privacy_audit.attacks.dataset_inference.DatasetInference`.
 
 Config form (``privacy-audit dataset-inference CONFIG``)::
 
@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from audit.errors import AuditError, ConfigError, DataError
+from privacy_audit.audit.errors import AuditError, ConfigError, DataError
 
 #: Keys of ``[dataset_inference]``: name -> (types, check, allowed).
 KEYS = {
@@ -75,7 +75,7 @@ def load_di_config(path: str | Path):
     as for ``run``; the suspect / validation files stand in for members / non-members."""
     import tomllib
 
-    from audit.config import parse_config
+    from privacy_audit.audit.config import parse_config
 
     p = Path(path)
     if not p.is_file():
@@ -102,15 +102,15 @@ def run_dataset_inference(
     (``results.json`` of this command)."""
     import datetime as _dt
 
-    from attacks.dataset_inference import DatasetInference, lm_features, result_text
-    from audit import __version__
-    from audit.data import load_audit_data
-    from audit.own_model import cut_to_max_length, load_reference, prefill_token_stats
-    from audit.results import environment
-    from audit.split_check import SplitCheck
-    from audit.textcap import cap_audit_data
-    from defenses.base import PrivacyClaim
-    from defenses.targets.loading import load_audit_target, load_causal_lm_release
+    from privacy_audit.attacks.dataset_inference import DatasetInference, lm_features, result_text
+    from privacy_audit.audit import __version__
+    from privacy_audit.audit.data import load_audit_data
+    from privacy_audit.audit.own_model import cut_to_max_length, load_reference, prefill_token_stats
+    from privacy_audit.audit.results import environment
+    from privacy_audit.audit.split_check import SplitCheck
+    from privacy_audit.audit.textcap import cap_audit_data
+    from privacy_audit.defenses.base import PrivacyClaim
+    from privacy_audit.defenses.targets.loading import load_audit_target, load_causal_lm_release
 
     opts = cfg.audit
     if opts.get("kind", "causal-lm") != "causal-lm":

@@ -7,7 +7,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from attacks import (
+from privacy_audit.attacks import (
     ATTACKS,
     LEAKAGE_ATTACKS,
     AttackContext,
@@ -17,10 +17,10 @@ from attacks import (
     run_attack,
     run_leakage_attack,
 )
-from audit.config import AuditConfig
-from audit.data import AuditData
-from audit.results import run_record
-from defenses.base import ReleasedModel
+from privacy_audit.audit.config import AuditConfig
+from privacy_audit.audit.data import AuditData
+from privacy_audit.audit.results import run_record
+from privacy_audit.defenses.base import ReleasedModel
 
 #: From this many bootstrap resamples each attack's metrics take long enough to announce.
 LONG_BOOTSTRAP = 10_000
@@ -116,7 +116,7 @@ def metric_settings(cfg: AuditConfig) -> MetricSettings:
 
 def epsilon_settings(cfg: AuditConfig):
     """The ``[epsilon]`` section (with ``[metrics]`` δ and confidence) for the ε audits."""
-    from audit.epsilon.audit import EpsilonAuditSettings
+    from privacy_audit.audit.epsilon.audit import EpsilonAuditSettings
 
     return EpsilonAuditSettings(
         gradient_trials=cfg.epsilon.get("gradient_trials", 100_000),

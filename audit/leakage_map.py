@@ -61,7 +61,7 @@ def build_leakage_map(
 ) -> None:
     """Add ``leakage_ranking`` (and, unless ``aggregate_only``, ``leakage_map`` and with
     ``per_token`` ``per_token``) to ``run``, in place. ``members`` are the audited member
-    :class:`~defenses.base.Examples` (texts as scored)."""
+    :class:`~privacy_audit.defenses.base.Examples` (texts as scored)."""
     ids = [str(i) for i in members.ids]
     texts = list(members.texts)
     if not ids:
@@ -75,7 +75,7 @@ def build_leakage_map(
         by = "target - reference log-likelihood"
         shade = "target - reference log-probability per token (nats)"
     else:
-        from reports.verdict import strongest_attack
+        from privacy_audit.reports.verdict import strongest_attack
 
         best = strongest_attack(run)
         if best is None or not isinstance(best.get("examples"), dict):

@@ -16,7 +16,7 @@ import shutil
 import socket
 from pathlib import Path
 
-from audit.errors import AuditError
+from privacy_audit.audit.errors import AuditError
 
 LOCK_NAME = ".privacy-audit.lock"
 

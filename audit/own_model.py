@@ -1,7 +1,7 @@
 """Auditing the user's own trained model as it is (``[target] audit_dir``; no training).
 
 The model (a local causal LM or sequence classifier, optionally with a PEFT adapter) is
-loaded by :func:`defenses.targets.loading.load_audit_target`, which refuses weights the
+loaded by :func:`privacy_audit.defenses.targets.loading.load_audit_target`, which refuses weights the
 checkpoint does not hold unless ``allow_uninitialized``; then the membership attacks that
 fit its kind run on the members / non-members, and one run record comes back. For a
 causal LM every text is first cut to the prefix that ``max_length`` tokens cover, so every
@@ -15,11 +15,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from audit.config import MAX_LENGTH_CAP
-from audit.data import AuditData, drop_cross_duplicates, load_audit_data, log_duplicates
-from audit.errors import AuditError, DataError
-from audit.textcap import cap_audit_data
-from defenses.base import Examples, PrivacyClaim
+from privacy_audit.audit.config import MAX_LENGTH_CAP
+from privacy_audit.audit.data import (
+    AuditData,
+    drop_cross_duplicates,
+    load_audit_data,
+    log_duplicates,
+)
+from privacy_audit.audit.errors import AuditError, DataError
+from privacy_audit.audit.textcap import cap_audit_data
+from privacy_audit.defenses.base import Examples, PrivacyClaim
 
 
 def _log(msg: str, progress: bool) -> None:
@@ -70,7 +75,7 @@ def cut_to_max_length(data: AuditData, tokenizer, max_length: int) -> tuple[Audi
 def resolve_max_length(model, max_length: int) -> int:
     """Tokens per text: ``max_length`` (the default is :data:`MAX_LENGTH_CAP`), never past
     the model's context length."""
-    from defenses.targets.lm import context_length
+    from privacy_audit.defenses.targets.lm import context_length
 
     try:
         return min(int(max_length), context_length(model))
@@ -132,8 +137,8 @@ def load_reference(cfg, target_tokenizer, max_length: int, path: str | None = No
     exit 2 when its tokenizer differs from the target's (the loss difference would compare
     different token sequences). It scores every text on the target's encoding (the target's
     tokenizer object, so the same ids at the same positions)."""
-    from defenses.targets.loading import load_audit_target, load_causal_lm_release
-    from defenses.targets.scoring import same_tokenizer
+    from privacy_audit.defenses.targets.loading import load_audit_target, load_causal_lm_release
+    from privacy_audit.defenses.targets.scoring import same_tokenizer
 
     opts = cfg.audit
     path = path or opts["reference_dir"]
@@ -168,7 +173,7 @@ def prefill_token_stats(release, texts: list[str], executor=None, progress: bool
     Ray actors (one model replica each) with ``executor.kind == 'ray'``. Returns where."""
     texts = list(dict.fromkeys(texts))
     if executor is not None and getattr(executor, "kind", "local") == "ray":
-        from defenses.targets.distributed import ray_token_stats
+        from privacy_audit.defenses.targets.distributed import ray_token_stats
 
         stats, hidden = ray_token_stats(release, texts, executor)
         release.__dict__.setdefault("_token_stats_cache", {}).update(zip(texts, stats, strict=True))
@@ -192,10 +197,10 @@ def audit_own_model(
     resume: bool = False,
 ) -> tuple[dict[str, Any], Any]:
     """Load and audit ``cfg.audit_dir``; returns ``(run record, release)``."""
-    from attacks import ATTACKS
-    from audit.evaluate import evaluate_release
-    from defenses.targets.classifier import ClassifierRelease
-    from defenses.targets.loading import load_audit_target, load_causal_lm_release
+    from privacy_audit.attacks import ATTACKS
+    from privacy_audit.audit.evaluate import evaluate_release
+    from privacy_audit.defenses.targets.classifier import ClassifierRelease
+    from privacy_audit.defenses.targets.loading import load_audit_target, load_causal_lm_release
 
     opts = cfg.audit
     kind = opts.get("kind", "classifier")
@@ -285,7 +290,7 @@ def audit_own_model(
             texts = data.members.texts + data.nonmembers.texts
             prefill_token_stats(ref, texts, executor, progress)
         if "extraction-risk" in cfg.attacks:  # the same pass gives the suffix's decoding probs
-            from attacks.extraction_risk import ExtractionRisk
+            from privacy_audit.attacks.extraction_risk import ExtractionRisk
 
             release.extraction = ExtractionRisk(
                 **cfg.attack_options.get("extraction-risk", {})
@@ -326,7 +331,7 @@ def audit_own_model(
         cfg, run, release, refs, data, settings, executor, run_dir, resume, progress, id_salt, notes
     )
     if kind == "causal-lm" and cfg.leakage_map.get("leakage_top", 10) >= 0:
-        from audit.leakage_map import build_leakage_map
+        from privacy_audit.audit.leakage_map import build_leakage_map
 
         ref_release = attack_kwargs.get("reference", {}).get("reference")
         build_leakage_map(
@@ -348,7 +353,7 @@ def audit_own_model(
     if loaded.uninitialized:
         run["uninitialized_weights"] = list(loaded.uninitialized)
     if blind is not None:
-        from audit.split_check import compare_attacks
+        from privacy_audit.audit.split_check import compare_attacks
 
         split["attacks"] = compare_attacks(split, run["attacks"], blind)
     run["split_check"] = split
@@ -361,7 +366,11 @@ def _reference_attacks(
 ) -> None:
     """RMIA and LiRA against the reference models (audit/references.py): the given ones
     (offline attacks) and those ``[shadow] base_dir`` fine-tunes (online ones too)."""
-    from audit.references import add_to_run, given_reference_attacks, trained_reference_attacks
+    from privacy_audit.audit.references import (
+        add_to_run,
+        given_reference_attacks,
+        trained_reference_attacks,
+    )
 
     named = []
     trained = cfg.shadow is not None and cfg.shadow.get("base_dir")
@@ -396,7 +405,7 @@ def _reference_attacks(
 def run_split_check(data: AuditData, cfg, progress: bool):
     """The split check (audit/split_check.py) before any attack: near-duplicates across the
     sets are removed from the attack set, and the blind baseline is measured."""
-    from audit.split_check import check_audit_data
+    from privacy_audit.audit.split_check import check_audit_data
 
     _log("  split check: near-duplicates and blind baseline (model-free classifier)", progress)
     data, split, blind = check_audit_data(data, cfg.seed, cfg.aggregate_only)
@@ -419,7 +428,7 @@ def run_split_check(data: AuditData, cfg, progress: bool):
 
 def _byo_label_names(model, data_cfg: dict[str, Any]) -> list[str]:
     """Map data labels onto the model's output indices: by name, or as integer indices."""
-    from audit.data import read_table
+    from privacy_audit.audit.data import read_table
 
     n = int(model.config.num_labels)
     id2label = {int(k): str(v) for k, v in (model.config.id2label or {}).items()}

@@ -9,17 +9,17 @@ Two sources of references (``[target] audit_dir`` only):
 - **trained** (``[shadow] base_dir``): ``n_models`` references fine-tuned from the user's
   base model (LoRA by default, or full fine-tuning) on random halves of the pool = the
   audited candidate texts (members and non-members, unlabelled) + the ``[shadow]
-  population`` texts. The inclusion design (:func:`attacks.shadow.inclusion_design`) puts
+  population`` texts. The inclusion design (:func:`privacy_audit.attacks.shadow.inclusion_design`) puts
   every pool text in exactly half of the references, so each audited text has IN and OUT
   references and online LiRA / RMIA run as well. Each fine-tuning is a task of the
-  resumable runner (:mod:`audit.scale.executors`): a run directory keeps every finished
+  resumable runner (:mod:`privacy_audit.audit.scale.executors`): a run directory keeps every finished
   reference's losses, ``--resume`` reuses them, and ``[executor] kind = "ray"`` runs them
   on Ray.
 
-The attack math is :mod:`attacks.shadow` (Carlini et al. 2022; Zarifzadeh et al. 2024),
-scored by :func:`audit.scale.tasks.shadow_attack_record` exactly as for the suite's own
+The attack math is :mod:`privacy_audit.attacks.shadow` (Carlini et al. 2022; Zarifzadeh et al. 2024),
+scored by :func:`privacy_audit.audit.scale.tasks.shadow_attack_record` exactly as for the suite's own
 shadow models; every model (target and references) is scored by the same release code
-(:func:`defenses.targets.loading.load_causal_lm_release`), so every loss is taken over
+(:func:`privacy_audit.defenses.targets.loading.load_causal_lm_release`), so every loss is taken over
 the same encoding of the same text.
 
 RMIA's z samples: the population texts when there are any (trained references), else the
@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from audit.errors import AuditError, DataError
+from privacy_audit.audit.errors import AuditError, DataError
 
 #: the offline attacks run against given references (none of them trained on the texts)
 OFFLINE = ("lira-offline", "rmia-offline")
@@ -50,8 +50,8 @@ def _log(msg: str, progress: bool) -> None:
 
 def shadow_params(shadow: dict[str, Any] | None, n_models: int) -> dict[str, Any]:
     """LiRA / RMIA settings (``[shadow]`` or the defaults) for ``n_models`` references."""
-    from audit.config import SCHEMA
-    from audit.scale.plan import lira_fixed_variance
+    from privacy_audit.audit.config import SCHEMA
+    from privacy_audit.audit.scale.plan import lira_fixed_variance
 
     d = {k: v[1] for k, v in SCHEMA["shadow"].items()}
     s = {**d, **(shadow or {})}
@@ -65,8 +65,8 @@ def shadow_params(shadow: dict[str, Any] | None, n_models: int) -> dict[str, Any
 
 def read_population(path: str, data_cfg: dict[str, Any]) -> list[str]:
     """The population texts of ``[shadow] population`` (a data file in any format
-    :func:`audit.data.read_table` reads, ``text_column`` of ``[data]``)."""
-    from audit.data import read_table
+    :func:`privacy_audit.audit.data.read_table` reads, ``text_column`` of ``[data]``)."""
+    from privacy_audit.audit.data import read_table
 
     rows = read_table(path, data_cfg["text_column"], None, data_cfg["id_column"])
     texts = [r["text"] for r in rows if r["text"].strip()]
@@ -88,7 +88,7 @@ def reference_attacks(
 ) -> list[dict[str, Any]]:
     """``AttackResult`` records of ``names`` on the attack set (the pool's first
     ``len(attack)`` texts) from per-text losses of the target and the references."""
-    from audit.scale.tasks import shadow_attack_record
+    from privacy_audit.audit.scale.tasks import shadow_attack_record
 
     metrics = {
         "delta": settings.delta,
@@ -126,7 +126,7 @@ def given_reference_attacks(
     cfg, release, refs: list[tuple[str, str, Any]], data, settings, executor, progress: bool
 ) -> tuple[list[dict], dict[str, Any]]:
     """RMIA and offline LiRA against the given references ``(path, source, release)``."""
-    from audit.own_model import prefill_token_stats
+    from privacy_audit.audit.own_model import prefill_token_stats
 
     attack = data.attack_set()
     texts = list(attack.texts)
@@ -168,7 +168,7 @@ def given_reference_attacks(
 def reference_tasks(cfg, pool: list[str], keep: np.ndarray, max_length: int):
     """One resumable task per reference: fine-tune reference ``i`` from ``[shadow]
     base_dir`` on ``pool[keep[i]]``, return its per-text loss on the whole pool."""
-    from audit.scale.executors import Task
+    from privacy_audit.audit.scale.executors import Task
 
     sh = cfg.shadow
     lr = sh["learning_rate"] or DEFAULT_LR[sh["finetune"]]
@@ -195,7 +195,13 @@ def reference_tasks(cfg, pool: list[str], keep: np.ndarray, max_length: int):
         }
         label = f"reference {i + 1}/{keep.shape[0]} ({recipe['finetune']})"
         tasks.append(
-            Task("train-reference", "audit.references:train_reference", payload, (), label)
+            Task(
+                "train-reference",
+                "privacy_audit.audit.references:train_reference",
+                payload,
+                (),
+                label,
+            )
         )
     return tasks, recipe
 
@@ -204,10 +210,10 @@ def train_reference(payload: dict[str, Any], deps: list[dict]) -> dict[str, Any]
     """Task: fine-tune one reference from the base model; its loss on every pool text."""
     import torch
 
-    from defenses.base import PrivacyClaim
-    from defenses.targets.lm import train_lm
-    from defenses.targets.loading import load_audit_target, load_causal_lm_release
-    from defenses.targets.scoring import HFTokenizer
+    from privacy_audit.defenses.base import PrivacyClaim
+    from privacy_audit.defenses.targets.lm import train_lm
+    from privacy_audit.defenses.targets.loading import load_audit_target, load_causal_lm_release
+    from privacy_audit.defenses.targets.scoring import HFTokenizer
 
     r = payload["recipe"]
     loaded = load_audit_target(payload["base_dir"], "causal-lm", dtype="float32", device="cpu")
@@ -274,8 +280,8 @@ def trained_reference_attacks(
 ) -> tuple[list[dict], dict[str, Any]]:
     """Fine-tune ``[shadow] n_models`` references (resumable tasks), then LiRA and RMIA
     (``[shadow] attacks``; online ones too: every audited text is IN half of them)."""
-    from attacks.shadow import inclusion_design
-    from audit.scale.executors import ExecutorSpec, RunDir, make_executor, run_tasks
+    from privacy_audit.attacks.shadow import inclusion_design
+    from privacy_audit.audit.scale.executors import ExecutorSpec, RunDir, make_executor, run_tasks
 
     sh = cfg.shadow
     attack = data.attack_set()
@@ -367,8 +373,8 @@ def trained_reference_attacks(
 def add_to_run(run: dict, results: list[dict], aggregate_only: bool, id_salt) -> None:
     """Append reference-attack records to a run record (pseudonymised ids in
     aggregate-only mode, like every other attack) and re-pick the strongest attack."""
-    from audit.results import pseudonymise_ids
-    from audit.scale.plan import _finish_run
+    from privacy_audit.audit.results import pseudonymise_ids
+    from privacy_audit.audit.scale.plan import _finish_run
 
     if aggregate_only and id_salt is not None:
         for att in results:

@@ -24,11 +24,11 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from attacks import AttackResult, LeakageResult
-from audit import __version__
-from audit.errors import AuditError
-from audit.io import dumps_json
-from defenses.base import PrivacyClaim
+from privacy_audit.attacks import AttackResult, LeakageResult
+from privacy_audit.audit import __version__
+from privacy_audit.audit.errors import AuditError
+from privacy_audit.audit.io import dumps_json
+from privacy_audit.defenses.base import PrivacyClaim
 
 SCHEMA_VERSION = 1
 PACKAGES = (
@@ -116,7 +116,7 @@ def assemble_results(
     aggregate_only: bool = False,
 ) -> dict[str, Any]:
     """The results dictionary (results.json); verdicts are computed from the numbers in it."""
-    from reports.verdict import compare_runs, verdict_for_run
+    from privacy_audit.reports.verdict import compare_runs, verdict_for_run
 
     for run in runs:
         run["verdict"] = verdict_for_run(run)
@@ -138,10 +138,10 @@ def write_outputs(results: dict[str, Any], out_dir: str | Path) -> tuple[Path, P
     """Render the report and JSON in memory, then publish them as a pair: both
     temporaries are written first, then report.html is renamed into place and
     results.json last, so **results.json marks a finished output** (see
-    :func:`audit.io.publish_together`)."""
-    from audit.io import publish_together
-    from reports import render_html
-    from reports.html import REPORT_FILENAME
+    :func:`privacy_audit.audit.io.publish_together`)."""
+    from privacy_audit.audit.io import publish_together
+    from privacy_audit.reports import render_html
+    from privacy_audit.reports.html import REPORT_FILENAME
 
     out = Path(out_dir)
     html = render_html(results)
@@ -161,7 +161,7 @@ def check_output_dir(out_dir: str | Path) -> None:
     """Fail before any work if the output directory cannot be created or written."""
     import tempfile
 
-    from audit.io import remove_stale_temporaries
+    from privacy_audit.audit.io import remove_stale_temporaries
 
     out = Path(out_dir)
     try:

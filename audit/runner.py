@@ -7,12 +7,12 @@ from typing import Any
 
 import numpy as np
 
-from attacks import AttackResult, MetricSettings
-from audit.config import AuditConfig
-from audit.errors import AuditError, DataError
-from audit.evaluate import _log, epsilon_settings, metric_settings
-from audit.results import assemble_results, new_id_salt, run_record
-from defenses.base import PrivacyClaim
+from privacy_audit.attacks import AttackResult, MetricSettings
+from privacy_audit.audit.config import AuditConfig
+from privacy_audit.audit.errors import AuditError, DataError
+from privacy_audit.audit.evaluate import _log, epsilon_settings, metric_settings
+from privacy_audit.audit.results import assemble_results, new_id_salt, run_record
+from privacy_audit.defenses.base import PrivacyClaim
 
 
 def run_audit(
@@ -25,10 +25,10 @@ def run_audit(
 ) -> dict[str, Any]:
     """Run the audit. ``epsilon`` turns the claimed-vs-audited ε audits on or off
     (default: the config's ``epsilon.enabled``). ``executor`` (an
-    ``audit.scale.executors.ExecutorSpec``; default: the config's ``[executor]``) runs the
+    ``privacy_audit.audit.scale.executors.ExecutorSpec``; default: the config's ``[executor]``) runs the
     training tasks; ``run_dir`` keeps each finished task, and ``resume`` reuses them."""
-    from audit.config import resolve_targets
-    from audit.epsilon.audit import epsilon_audit
+    from privacy_audit.audit.config import resolve_targets
+    from privacy_audit.audit.epsilon.audit import epsilon_audit
 
     cfg = resolve_targets(cfg)
     do_epsilon = cfg.epsilon.get("enabled", False) if epsilon is None else epsilon
@@ -37,7 +37,7 @@ def run_audit(
     settings = metric_settings(cfg)
     runs: list[dict[str, Any]] = []
     if cfg.classifier_dir is not None:  # target.audit_dir: the user's model as it is
-        from audit.own_model import audit_own_model
+        from privacy_audit.audit.own_model import audit_own_model
 
         run, release = audit_own_model(cfg, settings, progress, id_salt, executor, run_dir, resume)
         if do_epsilon:
@@ -50,7 +50,7 @@ def run_audit(
     else:
         # Training audits run as tasks (audit/scale/plan.py): in-process by default, or on a
         # process pool or Ray, resumable from a run directory.
-        from audit.scale.plan import run_planned
+        from privacy_audit.audit.scale.plan import run_planned
 
         return run_planned(cfg, progress, epsilon, executor, run_dir, resume)
     return assemble_results(runs, cfg.title, cfg.seed, cfg.to_dict(), cfg.aggregate_only)
@@ -130,7 +130,7 @@ def score_file(
         )
     duplicates = None
     if "text" in rows[0]:  # optional: non-members that repeat a member's text are dropped
-        from audit.data import cross_duplicates
+        from privacy_audit.audit.data import cross_duplicates
 
         m_idx = [i for i, m in enumerate(members) if m == 1]
         n_idx = [i for i, m in enumerate(members) if m == 0]
@@ -177,7 +177,7 @@ def score_file(
         aggregate_only=aggregate_only,
     )
     if split is not None:
-        from audit.split_check import compare_attacks
+        from privacy_audit.audit.split_check import compare_attacks
 
         check, blind = split
         if blind is not None:
@@ -199,7 +199,7 @@ def score_file(
 def _score_split_check(texts, s, members, ids, seed, aggregate_only, p):
     """The split check of a scores file with a ``text`` column: near-duplicate
     member/non-member rows are dropped, the blind scores come back in row order."""
-    from audit.split_check import SplitCheck
+    from privacy_audit.audit.split_check import SplitCheck
 
     m = np.asarray(members)
     mi, ni = np.flatnonzero(m == 1), np.flatnonzero(m == 0)

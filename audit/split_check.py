@@ -514,7 +514,7 @@ def check_audit_data(data, seed: int, aggregate_only: bool, dedupe: bool = True)
     """The split check of an ``AuditData``'s members and non-members. Returns the data
     with near-duplicate pairs removed (both sides), the check's dict, and the blind scores
     in attack-set order (members then non-members of the returned data)."""
-    from audit.errors import DataError
+    from privacy_audit.audit.errors import DataError
 
     members, nonmembers = data.members, data.nonmembers
     try:

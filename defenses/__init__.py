@@ -1,6 +1,6 @@
 """Defense adapters, one module per mechanism. ``DEFENSES`` maps config names to classes."""
 
-from defenses.base import (
+from privacy_audit.defenses.base import (
     Defense,
     Examples,
     PrivacyClaim,
@@ -8,14 +8,14 @@ from defenses.base import (
     Surface,
     SurfaceNotAvailable,
 )
-from defenses.dp_attention import DPAttention
-from defenses.dp_blogs import DPBloGS
-from defenses.dp_forward import DPForward
-from defenses.dp_sgd import DPSGD
-from defenses.none import NonPrivate
-from defenses.phantom_dp_sgd import PhantomDPSGD
-from defenses.re_attention import ReAttentionDefense
-from defenses.split_n_denoise import SplitNDenoise
+from privacy_audit.defenses.dp_attention import DPAttention
+from privacy_audit.defenses.dp_blogs import DPBloGS
+from privacy_audit.defenses.dp_forward import DPForward
+from privacy_audit.defenses.dp_sgd import DPSGD
+from privacy_audit.defenses.none import NonPrivate
+from privacy_audit.defenses.phantom_dp_sgd import PhantomDPSGD
+from privacy_audit.defenses.re_attention import ReAttentionDefense
+from privacy_audit.defenses.split_n_denoise import SplitNDenoise
 
 DEFENSES: dict[str, type[Defense]] = {
     cls.name: cls

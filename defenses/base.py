@@ -94,7 +94,7 @@ class TokenStats:
     mean_log_prob: np.ndarray
     var_log_prob: np.ndarray
     # log P_decode(x_t | x_<t) under a product's sampling settings (temperature, top-k,
-    # top-p; defenses.targets.decoding) at an extraction suffix's positions, NaN elsewhere;
+    # top-p; privacy_audit.defenses.targets.decoding) at an extraction suffix's positions, NaN elsewhere;
     # None when the pass was asked for no decoding (all NaN: the text has no such suffix)
     decoding_log_probs: np.ndarray | None = None
 

@@ -7,7 +7,7 @@ get_noise_multiplier`` (double σ from 20 until ε(σ) <= target, then bisect un
 the same σ for the same inputs; ε(σ) comes from Opacus's maintained accountants. Opacus's
 own loop has no bound: for ε = 1e308 the bisection drives σ towards 0 forever, and for a
 tiny ε the doubling evaluates the (slow) PRV accountant up to σ = 10^6 first. The config
-loader rejects such ε up front (``audit.config.EPS_DELTA_RANGES``); these bounds are the
+loader rejects such ε up front (``privacy_audit.audit.config.EPS_DELTA_RANGES``); these bounds are the
 backstop for any input that still gets here.
 """
 
@@ -17,7 +17,7 @@ import math
 import time
 import warnings
 
-from audit.errors import AuditError
+from privacy_audit.audit.errors import AuditError
 
 #: Most accountant evaluations one calibration may make (doubling + bisection).
 MAX_ITERATIONS = 200

@@ -40,7 +40,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from defenses.base import Defense, Examples, PrivacyClaim, TrainingReport
+from privacy_audit.defenses.base import Defense, Examples, PrivacyClaim, TrainingReport
 
 #: Constant of ρ (the paper's O(·), P4). As k → ∞, √k(A^{-1/2}BA^{-1/2} − I) tends to a
 #: symmetric Gaussian matrix whose squared Frobenius norm is 2·χ²_{n(n+1)/2}, so the
@@ -920,8 +920,15 @@ class DPAttention(Defense):
         )
 
     def fit(self, target, train: Examples, training, seed: int):
-        from defenses.gradient_mechanism import GaussianGradientMechanism, SamplingSchedule
-        from defenses.targets.classifier import ClassifierRelease, make_loader, train_loop
+        from privacy_audit.defenses.gradient_mechanism import (
+            GaussianGradientMechanism,
+            SamplingSchedule,
+        )
+        from privacy_audit.defenses.targets.classifier import (
+            ClassifierRelease,
+            make_loader,
+            train_loop,
+        )
 
         cfg = self.config(training.max_length)
         forced = cfg.validate()
@@ -987,7 +994,7 @@ class AttentionMechanismView:
     @torch.no_grad()
     def clipped_inputs(self, text: str, head: int = 0) -> np.ndarray:
         """X (n × d_head) entering the mechanism at ``layer``/``head`` for ``text``."""
-        from defenses.targets.classifier import encode, forward_kwargs
+        from privacy_audit.defenses.targets.classifier import encode, forward_kwargs
 
         ids, mask = encode(self.tokenizer, [text], self.cfg.n)
         n = int(mask.sum())

@@ -23,7 +23,7 @@ Faithful to the paper and its reference implementation (``forgetnet`` v0.1, see
 **The claim is not a DP guarantee.** No noise is added: the release is a block permutation
 of the clipped batch gradient, so its per-tensor norm, sum, sorted values and block multiset
 are released exactly. For generic neighbouring batches the two output supports are
-disjoint, so no finite ε holds (note §5.3); ``attacks.shuffle_audit`` measures it.
+disjoint, so no finite ε holds (note §5.3); ``privacy_audit.attacks.shuffle_audit`` measures it.
 The adapter therefore states the paper's ε with ``proven=False``.
 """
 
@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from defenses.base import Defense, PrivacyClaim, TrainingReport
+from privacy_audit.defenses.base import Defense, PrivacyClaim, TrainingReport
 
 MODES = ("reference", "strict")
 GUARANTEE = "accountant claim only: not a valid DP guarantee (no noise is added)"
@@ -579,7 +579,7 @@ def _canary_text(seed: int) -> str:
 
 
 def _make_release_class():
-    from defenses.targets.lm import LMRelease, sequence_loss
+    from privacy_audit.defenses.targets.lm import LMRelease, sequence_loss
 
     class _Release(LMRelease):
         """An LM trained with DP-BloGS. Its gradient surface is one step's release:
@@ -590,7 +590,7 @@ def _make_release_class():
         audit_trials: int
 
         def _batch_grads(self, texts: list[str]) -> list[torch.Tensor]:
-            from attacks.shuffle_audit import batch_gradient
+            from privacy_audit.attacks.shuffle_audit import batch_gradient
 
             was = self.model.training
             self.model.eval()
@@ -612,10 +612,10 @@ def _make_release_class():
         def gradient_audits(
             self, delta: float, confidence: float, claimed: float | None
         ) -> list[dict[str, Any]]:
-            """The white-box shuffle audit (``attacks.shuffle_audit``): the batch of
+            """The white-box shuffle audit (``privacy_audit.attacks.shuffle_audit``): the batch of
             training texts with and without a canary; replaces the Dirac-canary audit,
             whose coordinate model does not apply to a permutation."""
-            from attacks.shuffle_audit import ShuffleAudit
+            from privacy_audit.attacks.shuffle_audit import ShuffleAudit
 
             base = list(self.audit_texts)
             with_canary = [_canary_text(len(base)), *base[1:]]
@@ -670,10 +670,10 @@ class DPBloGS(Defense):
     def fit(self, target, train, training, seed: int):
         import time
 
-        from defenses.targets.lm import is_lm_target, sequence_loss, trim
+        from privacy_audit.defenses.targets.lm import is_lm_target, sequence_loss, trim
 
         if not is_lm_target(target):
-            from audit.errors import ConfigError
+            from privacy_audit.audit.errors import ConfigError
 
             raise ConfigError(
                 "dp-blogs trains the causal LM target: set [target] preset to 'tiny-gpt2' or "

@@ -1,7 +1,7 @@
 """DP-SGD for the causal LM target, in three separable pieces (as in Opacus):
 
 1. **per-sample norms and clipped sums** (pluggable): ``"phantom"`` (Phantom Clipping,
-   :mod:`defenses.phantom`, tied embeddings, no per-sample gradients built) or
+   :mod:`privacy_audit.defenses.phantom`, tied embeddings, no per-sample gradients built) or
    ``"explicit"`` (``torch.func.vmap(grad)`` per-sample gradients, the reference);
 2. **clip and noise**: ``w_i = min(1, C/(‖g_i‖+1e-6))`` (or the normalisation
    ``C/(‖g_i‖+γ)`` of Bu et al. 2023a that the paper trains with), then
@@ -30,7 +30,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from defenses.phantom import (
+from privacy_audit.defenses.phantom import (
     PhantomCapture,
     _check_model,
     check_batch,
@@ -105,7 +105,7 @@ class DPSGDEngine:
         self.params = [p for p in model.parameters() if p.requires_grad]
         self.last_norms: Tensor | None = None
         # white-box audit: Dirac canaries added to the clipped sums, read after the noise
-        self.canaries = None  # defenses.gradient_canaries.GradientCanaries
+        self.canaries = None  # privacy_audit.defenses.gradient_canaries.GradientCanaries
 
     # 1. norms + weighted sums ------------------------------------------------
     def clipped_sum(
@@ -191,7 +191,7 @@ def calibrate_noise(
     target_epsilon: float, delta: float, sample_rate: float, steps: int, accountant: str = "prv"
 ) -> float:
     """Smallest σ (conservative end of Opacus's bisection) with ε(σ) ≤ target."""
-    from defenses.calibration import bounded_noise_multiplier
+    from privacy_audit.defenses.calibration import bounded_noise_multiplier
 
     if accountant not in ACCOUNTANTS:
         raise ValueError(f"unknown accountant {accountant!r}; allowed: {', '.join(ACCOUNTANTS)}")
@@ -273,8 +273,8 @@ def train_private_ids(
 ) -> dict[str, Any]:
     """Poisson-sampled private training of ``engine.model`` on token tensors with AdamW
     (each row is one privacy unit); returns steps, seconds and the fraction clipped."""
-    from audit.integrations.progress import progress_bar
-    from defenses.targets.lm import trim
+    from privacy_audit.audit.integrations.progress import progress_bar
+    from privacy_audit.defenses.targets.lm import trim
 
     dev = device or ids.device
     opt = optimizer or torch.optim.AdamW(engine.params, lr=learning_rate, weight_decay=weight_decay)
@@ -319,7 +319,7 @@ def train_lm_private(
     desc: str = "train dp",
 ) -> dict[str, Any]:
     """Poisson-sampled private training of ``engine.model`` with AdamW."""
-    from defenses.targets.lm import sequence_loss, training_tensors, trim
+    from privacy_audit.defenses.targets.lm import sequence_loss, training_tensors, trim
 
     model = engine.model
     dev, ids, mask = training_tensors(model, tokenizer, texts, max_length, device)
@@ -371,9 +371,12 @@ def fit_lm_dp(
 ) -> tuple[Any, dict[str, Any]]:
     """Train an LM target privately with :class:`DPSGDEngine`; returns ``(release, info)``.
     ``model_hook(model, sigma, sample_rate, tokenizer)`` may modify the model (re-attention)."""
-    from defenses.base import PrivacyClaim
-    from defenses.gradient_mechanism import GaussianGradientMechanism, SamplingSchedule
-    from defenses.targets.lm import LMRelease
+    from privacy_audit.defenses.base import PrivacyClaim
+    from privacy_audit.defenses.gradient_mechanism import (
+        GaussianGradientMechanism,
+        SamplingSchedule,
+    )
+    from privacy_audit.defenses.targets.lm import LMRelease
 
     model, tokenizer = target.build(seed)
     n = len(train)
@@ -472,8 +475,8 @@ def gradient_canaries_for(
     m = int(getattr(training, "gradient_canaries", 0) or 0)
     if m <= 0:
         return None
-    from defenses.gradient_canaries import GradientCanaries, pilot_gradient
-    from defenses.targets.lm import context_length
+    from privacy_audit.defenses.gradient_canaries import GradientCanaries, pilot_gradient
+    from privacy_audit.defenses.targets.lm import context_length
 
     pilot = None
     if model is not None:
@@ -506,9 +509,12 @@ def fit_lm_opacus(target, train, training, seed: int, params: dict[str, Any]):
     copy of the input embedding at initialisation (more parameters than the tied model)."""
     from opacus import GradSampleModule
 
-    from defenses.base import PrivacyClaim
-    from defenses.gradient_mechanism import GaussianGradientMechanism, SamplingSchedule
-    from defenses.targets.lm import LMRelease, training_tensors, trim
+    from privacy_audit.defenses.base import PrivacyClaim
+    from privacy_audit.defenses.gradient_mechanism import (
+        GaussianGradientMechanism,
+        SamplingSchedule,
+    )
+    from privacy_audit.defenses.targets.lm import LMRelease, training_tensors, trim
 
     model, tokenizer = target.build(seed)
     head = model.get_output_embeddings()  # any causal LM, not only GPT-2's lm_head
@@ -535,7 +541,7 @@ def fit_lm_opacus(target, train, training, seed: int, params: dict[str, Any]):
     sampler = torch.Generator().manual_seed(seed)
     noise = torch.Generator().manual_seed(seed + 1)
     start = time.perf_counter()
-    from audit.integrations.progress import progress_bar
+    from privacy_audit.audit.integrations.progress import progress_bar
 
     bar = progress_bar(
         steps, "train dp-sgd (lm, opacus)", training.progress, training.epochs, leave=False
@@ -671,7 +677,7 @@ class OpacusGhostStep:
         from opacus.grad_sample import GradSampleModuleFastGradientClipping
         from opacus.optimizers import DPOptimizerFastGradientClipping
 
-        from defenses.targets.lm import is_tied
+        from privacy_audit.defenses.targets.lm import is_tied
 
         if is_tied(model):
             raise ValueError(

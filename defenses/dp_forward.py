@@ -36,9 +36,9 @@ import torch
 from scipy.optimize import brentq
 from scipy.special import log_ndtr, ndtr
 
-from audit.errors import ConfigError
-from defenses.base import Defense, Examples, PrivacyClaim, Surface, TrainingReport
-from defenses.targets.classifier import (
+from privacy_audit.audit.errors import ConfigError
+from privacy_audit.defenses.base import Defense, Examples, PrivacyClaim, Surface, TrainingReport
+from privacy_audit.defenses.targets.classifier import (
     ClassifierRelease,
     TrainingConfig,
     encode,
@@ -242,8 +242,8 @@ def central_epsilon_accounting(
     setting). With ``cap`` (the composed local ε, which bounds the central ε too) PRV is
     skipped when PLD alone already reaches the cap, and ``claimed`` is ``min(max, cap)``.
     """
-    from defenses.dp_engine import epsilon_opacus, epsilon_pld
-    from defenses.dp_sgd import dp_accounting_epsilon
+    from privacy_audit.defenses.dp_engine import epsilon_opacus, epsilon_pld
+    from privacy_audit.defenses.dp_sgd import dp_accounting_epsilon
 
     z, n = float(noise_multiplier), int(n_users)
     if not (math.isfinite(z) and z > 0):
@@ -290,7 +290,7 @@ def central_noise_multiplier(
     """Smallest z (to relative ``tol``, rounded up) whose claimed central ε (max of PLD and
     PRV, :func:`central_epsilon_accounting`) is ≤ ``target_epsilon``. Bisection on log z
     with PLD, then z is raised until the max of both accountants meets the target."""
-    from defenses.dp_engine import epsilon_pld
+    from privacy_audit.defenses.dp_engine import epsilon_pld
 
     eps, _ = _check_eps_delta(target_epsilon, delta)
     q, steps = 1.0 / int(n_users), int(epochs) * int(n_users)

@@ -15,10 +15,15 @@ import warnings
 
 import torch
 
-from defenses.base import Defense, Examples, PrivacyClaim, TrainingReport
-from defenses.dp_engine import attach_canary_record, gradient_canaries_for
-from defenses.gradient_mechanism import GaussianGradientMechanism, SamplingSchedule
-from defenses.targets.classifier import ClassifierRelease, TrainingConfig, make_loader, train_loop
+from privacy_audit.defenses.base import Defense, Examples, PrivacyClaim, TrainingReport
+from privacy_audit.defenses.dp_engine import attach_canary_record, gradient_canaries_for
+from privacy_audit.defenses.gradient_mechanism import GaussianGradientMechanism, SamplingSchedule
+from privacy_audit.defenses.targets.classifier import (
+    ClassifierRelease,
+    TrainingConfig,
+    make_loader,
+    train_loop,
+)
 
 ACCOUNTANTS = ("prv", "rdp")
 
@@ -78,11 +83,11 @@ class DPSGD(Defense):
     def fit(self, target, train: Examples, training: TrainingConfig, seed: int):
         from opacus import PrivacyEngine
 
-        from defenses.calibration import bounded_noise_multiplier
-        from defenses.targets.lm import is_lm_target
+        from privacy_audit.defenses.calibration import bounded_noise_multiplier
+        from privacy_audit.defenses.targets.lm import is_lm_target
 
         if is_lm_target(target):  # causal LM: Opacus with an untied head (defenses/dp_engine.py)
-            from defenses.dp_engine import fit_lm_opacus
+            from privacy_audit.defenses.dp_engine import fit_lm_opacus
 
             release, info = fit_lm_opacus(target, train, training, seed, self.params)
             return release, TrainingReport(info)

@@ -1,5 +1,5 @@
 """Defense ``phantom-dp-sgd``: DP-SGD on the tied GPT-2 LM target with Phantom Clipping
-(Ding et al., ICML 2024) computing the per-sample norms (:mod:`defenses.phantom`).
+(Ding et al., ICML 2024) computing the per-sample norms (:mod:`privacy_audit.defenses.phantom`).
 
 The released mechanism is ordinary DP-SGD (per-sequence clipping to C, Gaussian noise
 σC, Poisson sampling), so the guarantee is DP-SGD's: noise calibrated to the target
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 
-from defenses.base import Defense, Examples, TrainingReport
+from privacy_audit.defenses.base import Defense, Examples, TrainingReport
 
 NORMS = ("phantom", "explicit")
 CLIPPING = ("clip", "normalize")
@@ -61,8 +61,8 @@ class PhantomDPSGD(Defense):
         validate_dp_params(self.name, self.params)
 
     def fit(self, target, train: Examples, training, seed: int):
-        from defenses.dp_engine import fit_lm_dp
-        from defenses.targets.lm import is_lm_target
+        from privacy_audit.defenses.dp_engine import fit_lm_dp
+        from privacy_audit.defenses.targets.lm import is_lm_target
 
         if not is_lm_target(target):
             raise ValueError(

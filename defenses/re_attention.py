@@ -48,7 +48,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from defenses.base import Defense, Examples, TrainingReport
+from privacy_audit.defenses.base import Defense, Examples, TrainingReport
 
 IMPL = "re_attention"
 P_SOURCES = ("public", "uniform")
@@ -337,7 +337,7 @@ def simulate_distraction(
 # the defense
 # --------------------------------------------------------------------------- #
 def public_texts_default() -> list[str]:
-    import fixtures
+    from privacy_audit import fixtures
 
     return [r["text"] for r in fixtures.load_corpus("public")]
 
@@ -364,7 +364,7 @@ class ReAttentionDefense(Defense):
     }
 
     def validate(self) -> None:
-        from defenses.phantom_dp_sgd import validate_dp_params
+        from privacy_audit.defenses.phantom_dp_sgd import validate_dp_params
 
         validate_dp_params(self.name, self.params)
         if self.params["p_source"] not in P_SOURCES:
@@ -382,8 +382,8 @@ class ReAttentionDefense(Defense):
         )
 
     def fit(self, target, train: Examples, training, seed: int):
-        from defenses.dp_engine import fit_lm_dp
-        from defenses.targets.lm import is_lm_target
+        from privacy_audit.defenses.dp_engine import fit_lm_dp
+        from privacy_audit.defenses.targets.lm import is_lm_target
 
         if not is_lm_target(target):
             raise ValueError(

@@ -21,7 +21,7 @@ causal self-attention over item embeddings with learned positional embeddings, d
 1 head, 2 blocks, and the item-embedding matrix shared between input and output (the
 paper's "parameter sharing", which Phantom Clipping makes affordable). It is a GPT-2
 LM-head model whose vocabulary is the items (plus four special ids), so the suite's DP
-engine (:mod:`defenses.dp_engine`, phantom norms) and :mod:`defenses.re_attention` apply
+engine (:mod:`privacy_audit.defenses.dp_engine`, phantom norms) and :mod:`privacy_audit.defenses.re_attention` apply
 unchanged. Differences from SASRec: full softmax cross-entropy over all items instead of
 SASRec's sampled binary cross-entropy, and GPT-2's pre-LayerNorm blocks.
 
@@ -40,7 +40,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
-N_SPECIAL = 4  # PAD, BOS, EOS, UNK of defenses.targets.lm; item i has token id N_SPECIAL + i
+N_SPECIAL = (
+    4  # PAD, BOS, EOS, UNK of privacy_audit.defenses.targets.lm; item i has token id N_SPECIAL + i
+)
 
 
 @dataclass(frozen=True)
@@ -143,7 +145,7 @@ def item_frequency_summary(seqs: np.ndarray, n_items: int) -> dict:
 
 def to_tokens(seqs: np.ndarray) -> tuple[Tensor, Tensor]:
     """``[BOS, item tokens...]`` ids and an all-ones mask (sequences have equal length)."""
-    from defenses.targets.lm import BOS
+    from privacy_audit.defenses.targets.lm import BOS
 
     ids = torch.as_tensor(seqs + N_SPECIAL, dtype=torch.long)
     ids = torch.cat([torch.full((len(ids), 1), BOS, dtype=torch.long), ids], 1)
@@ -167,7 +169,7 @@ def inclusion_probs(seqs: np.ndarray, n_items: int, smoothing: float = 1.0) -> T
 
 def build_sasrec(n_items: int, seq_len: int, seed: int, n_embd=64, n_layer=2, n_head=1):
     """The paper's next-item Transformer (App. D.2) as a tied GPT-2 LM over item tokens."""
-    from defenses.targets.lm import build_lm
+    from privacy_audit.defenses.targets.lm import build_lm
 
     return build_lm(
         n_items + N_SPECIAL,

@@ -3,7 +3,7 @@
 Split-and-Denoise (Mai et al.; seed 002; notes in ``shared/notes/seeds/split_n_denoise.md``):
 
 1. the **client** runs only the word-embedding lookup, adds dχ noise z = l·v
-   (l ~ Gamma(d, 1/η), v uniform on the sphere; :mod:`defenses.snd_noise`) to every token
+   (l ~ Gamma(d, 1/η), v uniform on the sphere; :mod:`privacy_audit.defenses.snd_noise`) to every token
    embedding and clips each to a public norm bound C (default: the largest row norm of the
    public embedding table, which is data-independent);
 2. the **server** runs the frozen encoder on the noisy embeddings (``inputs_embeds``) and
@@ -37,8 +37,15 @@ from typing import Any
 import numpy as np
 import torch
 
-from defenses.base import Defense, Examples, PrivacyClaim, ReleasedModel, Surface, TrainingReport
-from defenses.snd_noise import (
+from privacy_audit.defenses.base import (
+    Defense,
+    Examples,
+    PrivacyClaim,
+    ReleasedModel,
+    Surface,
+    TrainingReport,
+)
+from privacy_audit.defenses.snd_noise import (
     VARIANTS,
     check_clip,
     check_eta,
@@ -443,7 +450,7 @@ class SnDRelease(ReleasedModel):
     def evaluate_utility(self, test: Examples) -> dict[str, Any]:
         """Accuracy of the released variant (exact CI), plus every variant's accuracy and
         cosine similarity to the clean server output e_c on the same privatised test batch."""
-        from attacks.base import mean_estimate, proportion_estimate
+        from privacy_audit.attacks.base import mean_estimate, proportion_estimate
 
         if len(test) == 0:
             raise ValueError("the utility test set is empty")
@@ -582,7 +589,7 @@ class SplitNDenoise(Defense):
 
         public = getattr(target, "public", None)
         if public is None or len(public) == 0:
-            from audit.errors import DataError
+            from privacy_audit.audit.errors import DataError
 
             raise DataError("split-n-denoise trains its denoiser on public data: set data.public")
         pub_texts = public.texts[: p["public_examples"]]

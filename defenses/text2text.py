@@ -2,7 +2,7 @@
 Split-N-Denoise paper compares with.
 
 Each token's public word embedding x gets dχ noise z (density ∝ exp(−η‖z‖), the same
-sampler as SnD: :func:`defenses.snd_noise.sample_dx_noise`) and is replaced by the
+sampler as SnD: :func:`privacy_audit.defenses.snd_noise.sample_dx_noise`) and is replaced by the
 vocabulary token whose embedding is nearest (L2) to x + z. The replacement is
 post-processing of an η-dχ-private release, so each token is η-dχ private in the L2 metric
 on embeddings, exactly as SnD's noisy embeddings; the server then sees ordinary token ids.
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from defenses.snd_noise import check_eta, sample_dx_noise
+from privacy_audit.defenses.snd_noise import check_eta, sample_dx_noise
 
 
 def nearest_tokens(points: np.ndarray, vocab: np.ndarray, chunk: int = 1024) -> np.ndarray:

@@ -402,7 +402,7 @@ def _dpf_mvg(doc) -> Measure:
 
 def _process_runs(doc) -> list[tuple[list, Any]]:
     """``(pointer prefix, bench document)`` per separate process run: a file written by
-    ``python -m audit.benchmarks.process_runs`` holds ``process_runs``; a plain bench JSON is
+    ``python -m privacy_audit.audit.benchmarks.process_runs`` holds ``process_runs``; a plain bench JSON is
     one run."""
     if isinstance(doc, dict) and "process_runs" in doc:
         runs = follow(doc, ["process_runs"])
@@ -724,7 +724,7 @@ def _lm(doc) -> Measure:
 
 def _lm_grid(doc) -> Measure:
     """Re-Attention vs phantom on the LM after public pretraining, each at its own learning
-    rate from the same grid (python -m audit.benchmarks.lm_lr_grid)."""
+    rate from the same grid (python -m privacy_audit.audit.benchmarks.lm_lr_grid)."""
     table = follow(doc, ["table"])
     floors = _lm_floors(doc)
     j, ra = next((j, r) for j, r in enumerate(table) if r.get("arm") == "re-attention")
@@ -865,7 +865,7 @@ CLAIMS: tuple[Claim, ...] = (
         DPF,
         "training time ≈ non-private (Fig. 4)",
         "≈ 1× (figure only)",
-        "python -m audit.benchmarks.process_runs --runs 3 --out docs/bench-dp-forward-runs.json "
+        "python -m privacy_audit.audit.benchmarks.process_runs --runs 3 --out docs/bench-dp-forward-runs.json "
         "-- privacy-audit bench dp-forward --threads 1",
         "bench-dp-forward-runs.json",
         _dpf_bench("time"),
@@ -874,7 +874,7 @@ CLAIMS: tuple[Claim, ...] = (
         DPF,
         "≈ 3× faster than DP-SGD (Opacus) (Fig. 4)",
         "≈ 3× (figure only)",
-        "python -m audit.benchmarks.process_runs --runs 3 --out docs/bench-dp-forward-runs.json "
+        "python -m privacy_audit.audit.benchmarks.process_runs --runs 3 --out docs/bench-dp-forward-runs.json "
         "-- privacy-audit bench dp-forward --threads 1",
         "bench-dp-forward-runs.json",
         _dpf_bench("speedup"),
@@ -934,7 +934,7 @@ CLAIMS: tuple[Claim, ...] = (
         BLOGS,
         "perplexity comparable to DP-SGD; extraction lower (p = 0.002)",
         "norm. PPL diff −0.023 (p = 0.55); EXT p = 0.002",
-        "python -m audit.benchmarks.lm_utility --config dp-blogs --out docs/dp-blogs-utility.json",
+        "python -m privacy_audit.audit.benchmarks.lm_utility --config dp-blogs --out docs/dp-blogs-utility.json",
         "dp-blogs-utility.json",
         _blogs_perplexity,
     ),
@@ -967,7 +967,7 @@ CLAIMS: tuple[Claim, ...] = (
         "Re-Attention improves DP LM utility too (the suite's own check, not a claim of the "
         "paper; perplexity, private fine-tuning after public pretraining)",
         "no LM number in the paper (its tasks are recommendation)",
-        "python -m audit.benchmarks.lm_lr_grid --config lm --out docs/lm-utility-lr-grid.json",
+        "python -m privacy_audit.audit.benchmarks.lm_lr_grid --config lm --out docs/lm-utility-lr-grid.json",
         "lm-utility-lr-grid.json",
         _lm_grid,
     ),

@@ -15,7 +15,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from audit.errors import AuditError, DataError
+from privacy_audit.audit.errors import AuditError, DataError
 
 COMPARE_HTML = "compare.html"
 METRICS = ("auc", "tpr_at_fpr_0.01", "tpr_at_fpr_0.001", "epsilon_lower_bound")
@@ -26,7 +26,7 @@ def load_for_compare(path: str | Path) -> tuple[str, dict]:
     f = p / "results.json" if p.is_dir() else p
     if not f.is_file():
         raise DataError(f"no results.json at {str(path)!r}; give a run directory or a results file")
-    from audit.io import read_json
+    from privacy_audit.audit.io import read_json
 
     res = read_json(f, "results file")
     if not isinstance(res, dict):
@@ -37,7 +37,7 @@ def load_for_compare(path: str | Path) -> tuple[str, dict]:
 
 def check_schemas(named: list[tuple[str, dict]]) -> None:
     """All inputs must be privacy-audit results of the schema this version reads."""
-    from audit.results import SCHEMA_VERSION
+    from privacy_audit.audit.results import SCHEMA_VERSION
 
     seen = []
     for name, res in named:
@@ -141,7 +141,7 @@ def utility_floor_checks(named: list[tuple[str, dict]]) -> list[dict]:
     True when the run's utility CI clears every baseline, False when it does not (its
     privacy numbers then describe a model that learned nothing: not comparable), None when
     no baseline is recorded (not checked, never an all-clear)."""
-    from reports.claims import Arm, Baseline, clears
+    from privacy_audit.reports.claims import Arm, Baseline, clears
 
     out = []
     for src, res in named:
@@ -330,7 +330,7 @@ def _bar(v: float, lo: Any, hi: Any) -> list[list[float]]:
 def _plots(named: list[tuple[str, dict]]) -> list[tuple[str, str, bytes]]:
     import numpy as np
 
-    from reports.plots import _new_figure, _placeholder, _png, plain
+    from privacy_audit.reports.plots import _new_figure, _placeholder, _png, plain
 
     rows = records(named)
     sources = [n for n, _ in named]
@@ -473,7 +473,7 @@ def _fmt_ci(v: Any, ci: list) -> str:
 def render_compare(named: list[tuple[str, dict]]) -> tuple[str, list[dict]]:
     from jinja2 import Environment
 
-    from reports.html import _data_uri
+    from privacy_audit.reports.html import _data_uri
 
     diffs = differences(named)
     view = [
@@ -525,8 +525,8 @@ def render_compare(named: list[tuple[str, dict]]) -> tuple[str, list[dict]]:
 
 
 def compare_runs_cli(paths: list[str], out_dir: str | Path) -> tuple[Path, Path]:
-    from audit.io import atomic_write_text, dumps_json
-    from audit.results import check_output_dir
+    from privacy_audit.audit.io import atomic_write_text, dumps_json
+    from privacy_audit.audit.results import check_output_dir
 
     if len(paths) < 2:
         raise AuditError("compare needs at least two runs (RUN_A RUN_B ...)")

@@ -876,7 +876,7 @@ def build_context(results: dict) -> dict:
 
     sweep = results.get("sweep")
     if runs and isinstance(sweep, dict):  # [sweep]: privacy-utility curves across seeds
-        from reports.sweep_plots import sweep_curves
+        from privacy_audit.reports.sweep_plots import sweep_curves
 
         figures.append(
             {
@@ -975,7 +975,7 @@ def write_report(results: dict, out_dir: str | os.PathLike) -> Path:
     temporary file and ``os.replace``, so readers never see a half-written report and a
     failed render leaves any previous report untouched.
     """
-    from audit.io import atomic_write_text
+    from privacy_audit.audit.io import atomic_write_text
 
     html = render_html(results)
     return atomic_write_text(Path(out_dir) / REPORT_FILENAME, html)

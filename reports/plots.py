@@ -126,9 +126,9 @@ def examples_arrays(attack: dict) -> tuple[np.ndarray, np.ndarray] | None:
 
 def roc_curve(scores: Sequence[float], members: Sequence[int]):
     """ROC points ``(fpr, tpr)`` for "higher score = member", or ``None`` when either
-    class is empty. The one ROC implementation is :func:`attacks.metrics.roc_curve`
+    class is empty. The one ROC implementation is :func:`privacy_audit.attacks.metrics.roc_curve`
     (tied scores form one threshold); non-finite scores are dropped for plotting."""
-    from attacks.metrics import roc_curve as exact_roc
+    from privacy_audit.attacks.metrics import roc_curve as exact_roc
 
     s = np.asarray(scores, dtype=float).ravel()
     m = np.asarray(members).ravel().astype(bool)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from reports.plots import _new_figure, _placeholder, _png, plain
+from privacy_audit.reports.plots import _new_figure, _placeholder, _png, plain
 
 
 def _err(est: dict) -> tuple[float, float, float] | None:

@@ -813,7 +813,7 @@ def did_not_learn(run: dict) -> str | None:
     its utility CI against the unigram perplexity (LMs, ``utility.unigram_floor``) or the
     majority-class rate (classifiers, ``utility.majority_rate``); None when it cleared it or
     no baseline is recorded."""
-    from reports.claims import Arm, Baseline, clears
+    from privacy_audit.reports.claims import Arm, Baseline, clears
 
     u = run.get("utility")
     if not isinstance(u, dict) or not isinstance(u.get("value"), (int, float)):

@@ -4,7 +4,7 @@ Not a test (pytest does not collect it): a before/after tool for the closing not
 
     python tests/bad_inputs_outcomes.py --root /path/to/tree [--json out.json]
 
-Every case runs ``python -m audit ...`` in a subprocess with ``PYTHONPATH=ROOT`` (so a
+Every case runs ``python -m privacy_audit ...`` in a subprocess with ``PYTHONPATH=ROOT`` (so a
 checkout of an older commit can be measured with this venv), under a timeout that marks a
 hang. Each case names what must happen; an outcome is one of:
 
@@ -62,7 +62,7 @@ def _jsonl(path: Path, rows: list[dict]) -> Path:
 
 
 def _fixture_rows(n: int, start: int = 0) -> list[dict]:
-    import fixtures
+    from privacy_audit import fixtures
 
     rows = fixtures.load_corpus("private")[start : start + n]
     return [{"id": r["id"], "text": r["text"], "label": r["label"]} for r in rows]
@@ -494,7 +494,7 @@ def run_case(root: Path, setup, timeout: float) -> dict:
                 left = timeout  # per command: a case may run the CLI twice
                 try:
                     p = subprocess.run(
-                        [sys.executable, "-m", "audit", *step],
+                        [sys.executable, "-m", "privacy_audit", *step],
                         env=env,
                         cwd=d,
                         capture_output=True,

@@ -61,8 +61,8 @@ class CliOutcome:
 
 
 def invoke_cli(argv: list[str]) -> CliOutcome:
-    """Run ``audit.integrations.cli.main(argv)`` in-process, capturing stdout/stderr and SystemExit."""
-    from audit.integrations.cli import main
+    """Run ``privacy_audit.audit.integrations.cli.main(argv)`` in-process, capturing stdout/stderr and SystemExit."""
+    from privacy_audit.audit.integrations.cli import main
 
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
@@ -109,7 +109,7 @@ TINY_LABELS = ["account", "billing", "shipping", "technical"]
 @pytest.fixture(scope="session")
 def tiny_model():
     """A freshly initialised tiny target ``(model, tokenizer)`` over the fixture labels."""
-    from defenses.targets.loading import TargetSpec
+    from privacy_audit.defenses.targets.loading import TargetSpec
 
     return TargetSpec("tiny", max_length=32).build(TINY_LABELS, 0)
 
@@ -117,8 +117,8 @@ def tiny_model():
 @pytest.fixture(scope="session")
 def fixture_examples():
     """Eight private fixture rows as ``Examples`` (task labels as indices of TINY_LABELS)."""
-    import fixtures
-    from defenses.base import Examples
+    from privacy_audit import fixtures
+    from privacy_audit.defenses.base import Examples
 
     rows = fixtures.load_corpus("private")[:8]
     return Examples(

@@ -6,25 +6,25 @@ import numpy as np
 import pytest
 import torch
 
-import fixtures
-from attacks import LEAKAGE_ATTACKS
-from attacks.attention_lrt import (
+from privacy_audit import fixtures
+from privacy_audit.attacks import LEAKAGE_ATTACKS
+from privacy_audit.attacks.attention_lrt import (
     AttentionLRTAttack,
     audit_pair,
     distinguishing_game,
     lrt_statistic,
     make_neighbour,
 )
-from attacks.base import AttackContext, MetricSettings, run_leakage_attack
-from defenses import DEFENSES
-from defenses.base import Examples
-from defenses.dp_attention import (
+from privacy_audit.attacks.base import AttackContext, MetricSettings, run_leakage_attack
+from privacy_audit.defenses import DEFENSES
+from privacy_audit.defenses.base import Examples
+from privacy_audit.defenses.dp_attention import (
     DPAttentionConfig,
     gaussian_sampling_mechanism,
     privacy_loss_samples,
 )
-from defenses.targets.classifier import TrainingConfig
-from defenses.targets.loading import Target, TargetSpec
+from privacy_audit.defenses.targets.classifier import TrainingConfig
+from privacy_audit.defenses.targets.loading import Target, TargetSpec
 
 
 def _good(rng, n, d, cfg):
@@ -161,8 +161,8 @@ def test_lrt_attack_on_a_dp_attention_release_and_not_applicable_elsewhere(dp_re
 
 
 def test_report_states_the_enormous_realistic_privacy_loss(dp_release):
-    from audit.results import assemble_results, run_record
-    from reports.html import render_html
+    from privacy_audit.audit.results import assemble_results, run_record
+    from privacy_audit.reports.html import render_html
 
     release, _, ctx, *_ = dp_release
     res = run_leakage_attack(AttentionLRTAttack(trials=50, loss_draws=500), release, ctx)
@@ -173,7 +173,7 @@ def test_report_states_the_enormous_realistic_privacy_loss(dp_release):
 
 
 def test_bundled_dp_attention_config_is_valid():
-    from audit.config import bundled_configs, load_config
+    from privacy_audit.audit.config import bundled_configs, load_config
 
     assert "dp-attention" in bundled_configs()
     cfg = load_config("dp-attention")
@@ -183,8 +183,8 @@ def test_bundled_dp_attention_config_is_valid():
 
 
 def test_config_with_out_of_range_epsilon_is_a_one_line_config_error(tmp_path):
-    from audit.config import load_config
-    from audit.errors import ConfigError
+    from privacy_audit.audit.config import load_config
+    from privacy_audit.audit.errors import ConfigError
 
     path = tmp_path / "c.toml"
     path.write_text('[[defenses]]\nname = "dp-attention"\nepsilon = 0.5\n')
@@ -197,7 +197,7 @@ def test_config_with_out_of_range_epsilon_is_a_one_line_config_error(tmp_path):
 
 
 def test_membership_bounds_are_not_called_consistent_with_a_feature_column_claim(dp_release):
-    from reports.verdict import check_attack_claim
+    from privacy_audit.reports.verdict import check_attack_claim
 
     release, *_ = dp_release
     for value in (0.01, 5.0):  # below and above the claimed 0.09

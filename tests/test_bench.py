@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from audit.benchmarks.timing import CaseTiming, ratios_to, time_cases
-from audit.integrations.cli import main
+from privacy_audit.audit.benchmarks.timing import CaseTiming, ratios_to, time_cases
+from privacy_audit.audit.integrations.cli import main
 
 
 def test_time_cases_interleaves_and_counts_calls():

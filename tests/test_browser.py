@@ -91,9 +91,9 @@ def chromium_binary() -> str:
 def hostile_results() -> tuple[dict, int]:
     """Results with payloads in every user-controlled string; and the number of plots
     the report must show."""
-    from attacks.base import AttackResult, MetricSettings
-    from audit.results import assemble_results, run_record
-    from defenses.base import PrivacyClaim
+    from privacy_audit.attacks.base import AttackResult, MetricSettings
+    from privacy_audit.audit.results import assemble_results, run_record
+    from privacy_audit.defenses.base import PrivacyClaim
 
     rng = np.random.default_rng(0)
     n = 60
@@ -168,7 +168,7 @@ def hostile_results() -> tuple[dict, int]:
 
 @pytest.fixture(scope="module")
 def report(tmp_path_factory) -> tuple[Path, int]:
-    from reports import write_report
+    from privacy_audit.reports import write_report
 
     results, n_plots = hostile_results()
     out = tmp_path_factory.mktemp("hostile-report")
@@ -616,10 +616,10 @@ def test_dump_dom_and_screenshot_from_the_command_line(report, tmp_path):
 def test_untrained_weights_banner_is_red_and_visible(tmp_path):
     """A run audited with ``allow_uninitialized`` (weights the checkpoint did not hold)
     shows a red banner at the top of the page, its weight names escaped."""
-    from attacks.base import AttackResult, MetricSettings
-    from audit.results import assemble_results, run_record
-    from defenses.base import PrivacyClaim
-    from reports import write_report
+    from privacy_audit.attacks.base import AttackResult, MetricSettings
+    from privacy_audit.audit.results import assemble_results, run_record
+    from privacy_audit.defenses.base import PrivacyClaim
+    from privacy_audit.reports import write_report
 
     rng = np.random.default_rng(1)
     members = np.r_[np.ones(40, dtype=int), np.zeros(40, dtype=int)]
@@ -670,11 +670,11 @@ def _leakage_map_results(aggregate_only: bool) -> tuple[dict, list[str]]:
     risk and the leakage map built by the suite's own code from a stand-in release."""
     from types import SimpleNamespace
 
-    from attacks.base import AttackContext, AttackResult, MetricSettings
-    from attacks.extraction_risk import ExtractionRisk
-    from audit.leakage_map import build_leakage_map
-    from audit.results import assemble_results, run_record
-    from defenses.base import Examples, PrivacyClaim, TokenStats
+    from privacy_audit.attacks.base import AttackContext, AttackResult, MetricSettings
+    from privacy_audit.attacks.extraction_risk import ExtractionRisk
+    from privacy_audit.audit.leakage_map import build_leakage_map
+    from privacy_audit.audit.results import assemble_results, run_record
+    from privacy_audit.defenses.base import Examples, PrivacyClaim, TokenStats
 
     payloads = list(PAYLOADS.values())
     n = 8
@@ -740,7 +740,7 @@ def _dump_dom(path: Path, profile: Path) -> str:
 
 
 def test_leakage_map_shows_escaped_tokens_and_nothing_in_aggregate_only(tmp_path):
-    from reports import write_report
+    from privacy_audit.reports import write_report
 
     results, member_texts = _leakage_map_results(aggregate_only=False)
     path = write_report(results, tmp_path / "full")

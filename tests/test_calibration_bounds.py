@@ -8,7 +8,7 @@ import warnings
 
 import pytest
 
-from defenses.calibration import CalibrationError, bounded_noise_multiplier
+from privacy_audit.defenses.calibration import CalibrationError, bounded_noise_multiplier
 
 
 @pytest.mark.parametrize("eps, sr, steps", [(8, 0.25, 40), (1, 0.1, 100), (1e8, 0.125, 240)])

@@ -7,11 +7,11 @@ import re
 import pytest
 import torch
 
-import fixtures
-from audit.integrations.callbacks import PrivacyAuditCallback, PrivacyMonitor
-from defenses.base import Examples
-from defenses.targets.classifier import encode, forward_kwargs, trim_padding
-from defenses.targets.loading import TargetSpec
+from privacy_audit import fixtures
+from privacy_audit.audit.integrations.callbacks import PrivacyAuditCallback, PrivacyMonitor
+from privacy_audit.defenses.base import Examples
+from privacy_audit.defenses.targets.classifier import encode, forward_kwargs, trim_padding
+from privacy_audit.defenses.targets.loading import TargetSpec
 
 LABELS = ["account", "billing", "shipping", "technical"]
 MAX_LENGTH = 32

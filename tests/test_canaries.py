@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-import fixtures
-from audit.epsilon.canaries import CANARY_KINDS, make_canaries, with_canaries
-from defenses.base import Examples
+from privacy_audit import fixtures
+from privacy_audit.audit.epsilon.canaries import CANARY_KINDS, make_canaries, with_canaries
+from privacy_audit.defenses.base import Examples
 
 CORPUS = [r["text"] for r in fixtures.load_corpus("private")[:500]]
 
@@ -65,7 +65,7 @@ def test_bad_canary_requests_are_errors():
 # --------------------------------------------------------------------------- #
 @pytest.fixture(scope="module")
 def lm():
-    from defenses.targets.lm import build_lm_target
+    from privacy_audit.defenses.targets.lm import build_lm_target
 
     return build_lm_target("tiny-gpt2-word", 0)
 
@@ -74,7 +74,7 @@ def lm():
     "design", ["random-token", "new-token", "search-token", "bigram", "synthetic"]
 )
 def test_lm_designs_prefix_secret_unique_half_included(lm, design):
-    from audit.epsilon.lm_canaries import TokenView, make_lm_canaries, secret_span
+    from privacy_audit.audit.epsilon.lm_canaries import TokenView, make_lm_canaries, secret_span
 
     model, tok = lm
     n = 40 if design in ("search-token", "synthetic") else 200
@@ -93,7 +93,7 @@ def test_lm_designs_prefix_secret_unique_half_included(lm, design):
 
 
 def test_new_token_canaries_extend_vocab_and_embedding(lm):
-    from audit.epsilon.lm_canaries import extend_builtin, make_lm_canaries
+    from privacy_audit.audit.epsilon.lm_canaries import extend_builtin, make_lm_canaries
 
     model, tok = lm
     c = make_lm_canaries(30, "new-token", tok, texts=CORPUS, seed=1, secret_tokens=3)
@@ -108,7 +108,7 @@ def test_new_token_canaries_extend_vocab_and_embedding(lm):
 
 
 def test_search_token_picks_unlikely_tokens_and_bigram_follows_the_text(lm):
-    from audit.epsilon.lm_canaries import TokenView, make_lm_canaries
+    from privacy_audit.audit.epsilon.lm_canaries import TokenView, make_lm_canaries
 
     model, tok = lm
     view = TokenView(tok)
@@ -136,8 +136,8 @@ def test_search_token_picks_unlikely_tokens_and_bigram_follows_the_text(lm):
 
 
 def test_repeat_inserts_copies():
-    from audit.epsilon.lm_canaries import make_lm_canaries
-    from defenses.targets.lm import build_tokenizer
+    from privacy_audit.audit.epsilon.lm_canaries import make_lm_canaries
+    from privacy_audit.defenses.targets.lm import build_tokenizer
 
     c = make_lm_canaries(
         30, "random-token", build_tokenizer("word"), texts=CORPUS, seed=0, repeat=3
@@ -147,7 +147,7 @@ def test_repeat_inserts_copies():
 
 
 def test_bad_lm_design_requests_are_errors(lm):
-    from audit.epsilon.lm_canaries import make_lm_canaries
+    from privacy_audit.audit.epsilon.lm_canaries import make_lm_canaries
 
     model, tok = lm
     with pytest.raises(ValueError, match="unknown LM canary design"):

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from attacks.canary_bounds import (
+from privacy_audit.attacks.canary_bounds import (
     gaussian_mu_lower,
     gaussian_one_run_epsilon,
     group_delta,
@@ -16,7 +16,7 @@ from attacks.canary_bounds import (
     one_run_group_epsilon,
     tpr_at_1pct_fpr,
 )
-from attacks.epsilon import gaussian_mechanism_epsilon, one_run_best, one_run_epsilon
+from privacy_audit.attacks.epsilon import gaussian_mechanism_epsilon, one_run_best, one_run_epsilon
 
 DELTA = 1e-5
 
@@ -141,7 +141,7 @@ def _dpsgd_signals(rng, m, q, steps, sigma):
 
 
 def test_gaussian_audit_sound_in_its_regime_white_box_dpsgd():
-    from defenses.dp_engine import epsilon_pld
+    from privacy_audit.defenses.dp_engine import epsilon_pld
 
     q, steps, sigma, m = 0.1, 200, 1.0, 500
     eps_true = epsilon_pld(sigma, q, steps, DELTA)  # the accountant's tight ε (≥ true ε)
@@ -182,9 +182,12 @@ def test_tpr_at_1pct_fpr_has_ci():
 
 
 def test_one_run_white_box_audit_on_a_mechanism_and_schedule():
-    from attacks.gradient_canary import OneRunWhiteBoxAudit
-    from defenses.dp_engine import epsilon_pld
-    from defenses.gradient_mechanism import GaussianGradientMechanism, SamplingSchedule
+    from privacy_audit.attacks.gradient_canary import OneRunWhiteBoxAudit
+    from privacy_audit.defenses.dp_engine import epsilon_pld
+    from privacy_audit.defenses.gradient_mechanism import (
+        GaussianGradientMechanism,
+        SamplingSchedule,
+    )
 
     class Release:
         pass

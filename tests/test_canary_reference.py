@@ -7,15 +7,15 @@ import numpy as np
 import pytest
 import torch
 
-from audit.epsilon.lm_canaries import (
+from privacy_audit.audit.epsilon.lm_canaries import (
     calibrated_scores,
     extend_builtin,
     make_lm_canaries,
     reference_secret_scores,
     release_secret_scores,
 )
-from defenses.base import PrivacyClaim
-from defenses.targets.lm import LMRelease, build_lm_target
+from privacy_audit.defenses.base import PrivacyClaim
+from privacy_audit.defenses.targets.lm import LMRelease, build_lm_target
 
 TEXTS = ["the cat sat on the mat today", "a dog ran in the park at noon"] * 4
 
@@ -58,7 +58,7 @@ def test_new_token_rows_are_set_by_design_not_by_the_global_rng():
 
 
 def test_reference_scores_read_the_release_path_and_calibrate_the_audit():
-    from audit.epsilon.audit import EpsilonAuditSettings, input_canary_audit
+    from privacy_audit.audit.epsilon.audit import EpsilonAuditSettings, input_canary_audit
 
     model, tok, cs = _canary_model()
     release = LMRelease(model, tok, 40, PrivacyClaim.none())
@@ -83,7 +83,11 @@ def test_reference_scores_read_the_release_path_and_calibrate_the_audit():
 
 def test_contrast_score_known_answer():
     """log p(secret token) − mean log p(new tokens), same context, averaged over the secret."""
-    from audit.epsilon.lm_canaries import TokenView, contrast_secret_scores, secret_span
+    from privacy_audit.audit.epsilon.lm_canaries import (
+        TokenView,
+        contrast_secret_scores,
+        secret_span,
+    )
 
     model, tok, cs = _canary_model(n=6)
     view = TokenView(tok)

@@ -56,10 +56,10 @@ def test_quiet_keeps_only_verdict_lines(tiny_run_dir, tiny_config_path, tmp_path
 def test_dp_lm_trainers_print_one_line_per_epoch(capsys):
     """The DP-SGD LM loops (own engine, Opacus-style) report progress in a CI log too:
     stderr is not a terminal under pytest, so each prints one line per epoch."""
-    from audit.config import parse_config
-    from audit.scale.tasks import _data, _target
-    from defenses import DEFENSES
-    from defenses.targets.classifier import TrainingConfig
+    from privacy_audit.audit.config import parse_config
+    from privacy_audit.audit.scale.tasks import _data, _target
+    from privacy_audit.defenses import DEFENSES
+    from privacy_audit.defenses.targets.classifier import TrainingConfig
 
     cfg = parse_config(
         {

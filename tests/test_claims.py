@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from audit.integrations.cli import build_parser, main
-from reports.claims import (
+from privacy_audit.audit.integrations.cli import build_parser, main
+from privacy_audit.reports.claims import (
     CLAIMS,
     INCONCLUSIVE,
     NOT_COMPARABLE,

@@ -1,7 +1,7 @@
 """The command line end to end: ``privacy-audit run | score | gate``.
 
 Exit codes: 0 ok, 1 gate failed, 2 bad input (one ``privacy-audit: error:`` line on
-stderr), 3 internal error. Most tests call ``audit.integrations.cli.main`` in-process; one runs the
+stderr), 3 internal error. Most tests call ``privacy_audit.audit.integrations.cli.main`` in-process; one runs the
 real module in a subprocess to check what a shell sees.
 """
 
@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import fixtures
+from privacy_audit import fixtures
 
 LABELS = ["account", "billing", "shipping", "technical"]
 METRIC_KEYS = (
@@ -410,10 +410,10 @@ def test_score_report_escapes_ids_and_file_name(tmp_path, cli):
 
 
 def test_rendered_title_is_escaped():
-    from attacks import AttackResult, MetricSettings
-    from audit.results import assemble_results, run_record
-    from defenses.base import PrivacyClaim
-    from reports import render_html
+    from privacy_audit.attacks import AttackResult, MetricSettings
+    from privacy_audit.audit.results import assemble_results, run_record
+    from privacy_audit.defenses.base import PrivacyClaim
+    from privacy_audit.reports import render_html
 
     rng = np.random.default_rng(0)
     members = np.r_[np.ones(30), np.zeros(30)]
@@ -640,7 +640,7 @@ def test_subprocess_bad_config_exit_code_and_single_stderr_line(tmp_path):
     cfg = _config(tmp_path, "[train]\nepochz = 3\n")
     out = tmp_path / "out"
     proc = subprocess.run(
-        [sys.executable, "-m", "audit", "run", str(cfg), "--out", str(out)],
+        [sys.executable, "-m", "privacy_audit", "run", str(cfg), "--out", str(out)],
         capture_output=True,
         text=True,
         timeout=300,
@@ -658,7 +658,7 @@ def test_subprocess_bad_config_exit_code_and_single_stderr_line(tmp_path):
 # --------------------------------------------------------------------------- #
 @pytest.fixture(scope="module")
 def byo_run(tmp_path_factory, cli):
-    from defenses.targets.loading import TargetSpec
+    from privacy_audit.defenses.targets.loading import TargetSpec
 
     d = tmp_path_factory.mktemp("byo")
     model_dir = d / "my-classifier"

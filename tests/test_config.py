@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from audit.config import TOP_SECTIONS, load_config, parse_config
-from audit.errors import ConfigError
+from privacy_audit.audit.config import TOP_SECTIONS, load_config, parse_config
+from privacy_audit.audit.errors import ConfigError
 
 
 def _load(tmp_path, text: str, name: str = "audit.toml"):
@@ -203,7 +203,7 @@ def test_claim_for_a_trained_classifier(tmp_path):
 
 
 def test_bundled_config_loads_by_name():
-    from audit.config import bundled_configs
+    from privacy_audit.audit.config import bundled_configs
 
     assert "default" in bundled_configs()
     cfg = load_config("default")

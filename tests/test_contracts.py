@@ -9,14 +9,14 @@ import math
 import numpy as np
 import pytest
 
-from attacks import ATTACKS, Attack, AttackResult, MetricSettings, run_attack
-from attacks.base import validate_scores
-from attacks.membership import ConfidenceAttack, LossAttack
-from defenses import DEFENSES, SurfaceNotAvailable
-from defenses.base import Examples, PrivacyClaim, ReleasedModel, Surface
-from defenses.dp_sgd import DPSGD
-from defenses.none import NonPrivate
-from defenses.targets.classifier import ClassifierRelease
+from privacy_audit.attacks import ATTACKS, Attack, AttackResult, MetricSettings, run_attack
+from privacy_audit.attacks.base import validate_scores
+from privacy_audit.attacks.membership import ConfidenceAttack, LossAttack
+from privacy_audit.defenses import DEFENSES, SurfaceNotAvailable
+from privacy_audit.defenses.base import Examples, PrivacyClaim, ReleasedModel, Surface
+from privacy_audit.defenses.dp_sgd import DPSGD
+from privacy_audit.defenses.none import NonPrivate
+from privacy_audit.defenses.targets.classifier import ClassifierRelease
 
 SETTINGS = MetricSettings(n_boot=100, seed=0)
 
@@ -98,8 +98,8 @@ def test_generation_attack_on_classifier_release_is_not_applicable(tiny_model, f
 
 def test_evaluate_release_never_raises_and_records_errors():
     """A missing surface is not_applicable, a NaN surface is an error; the run goes on."""
-    from audit.data import AuditData
-    from audit.evaluate import evaluate_release
+    from privacy_audit.audit.data import AuditData
+    from privacy_audit.audit.evaluate import evaluate_release
 
     ex, table = _examples()
     table[ex.texts[0]] = [math.nan, 0.5, 0.5]
@@ -160,7 +160,7 @@ def test_from_scores_rejects_mismatched_ids():
 
 
 def test_aggregate_only_pseudonymises_ids_with_a_secret_salt():
-    from audit.results import new_id_salt, pseudonymise_ids, run_record
+    from privacy_audit.audit.results import new_id_salt, pseudonymise_ids, run_record
 
     ids = ["alice@example.com", "bob-secret", "carol", "dave"]
     res = AttackResult.from_scores("x", [3.0, 2.0, 1.0, 0.0], [1, 1, 0, 0], ids)
@@ -289,7 +289,7 @@ def test_classifier_release_surfaces(tiny_model, fixture_examples):
 # the gradient surface
 # --------------------------------------------------------------------------- #
 def _release(tiny_model, clip_norm=None, noise_multiplier=0.0) -> ClassifierRelease:
-    from defenses.gradient_mechanism import GaussianGradientMechanism
+    from privacy_audit.defenses.gradient_mechanism import GaussianGradientMechanism
 
     model, tokenizer = tiny_model
     mechanism = GaussianGradientMechanism(clip_norm, noise_multiplier)

@@ -8,10 +8,10 @@ import json
 import numpy as np
 import pytest
 
-import fixtures
-from audit.config import parse_config
-from audit.data import load_audit_data, read_table
-from audit.errors import DataError
+from privacy_audit import fixtures
+from privacy_audit.audit.config import parse_config
+from privacy_audit.audit.data import load_audit_data, read_table
+from privacy_audit.audit.errors import DataError
 
 LABELS = ["account", "billing", "shipping", "technical"]
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from attacks.dataset_inference import (
+from privacy_audit.attacks.dataset_inference import (
     DatasetInference,
     aggregate,
     fit_aggregator,
@@ -122,8 +122,8 @@ def tiny_lms(tmp_path_factory):
 
 
 def _release(path, max_length=32):
-    from defenses.base import PrivacyClaim
-    from defenses.targets.loading import load_audit_target, load_causal_lm_release
+    from privacy_audit.defenses.base import PrivacyClaim
+    from privacy_audit.defenses.targets.loading import load_audit_target, load_causal_lm_release
 
     loaded = load_audit_target(str(path), "causal-lm", device="cpu")
     return load_causal_lm_release(loaded, max_length, PrivacyClaim.none(), "cpu", batch_size=16)

@@ -11,7 +11,7 @@ import pytest
 import torch
 from scipy.stats import chi2, ks_2samp
 
-from defenses.dp_attention import (
+from privacy_audit.defenses.dp_attention import (
     RHO_CONSTANT,
     DPAttentionConfig,
     DPSymmetricAttention,
@@ -404,8 +404,8 @@ def test_paper_mode_flags_rank_deficient_inputs():
 
 
 def test_bench_times_one_and_all_layers_against_non_private():
-    from audit.benchmarks.dp_attention import run
-    from audit.benchmarks.timing import BenchSettings
+    from privacy_audit.audit.benchmarks.dp_attention import run
+    from privacy_audit.audit.benchmarks.timing import BenchSettings
 
     res = run(BenchSettings(repeats=2, warmup=1, quick=True))
     assert res.reference == "non-private" and res.ratios["non-private"] == 1.0

@@ -10,7 +10,7 @@ import pytest
 import torch
 from scipy.stats import chisquare
 
-from defenses.dp_blogs import (
+from privacy_audit.defenses.dp_blogs import (
     AccountantWarning,
     BloGSAccountant,
     BloGSGenerator,
@@ -25,7 +25,7 @@ from defenses.dp_blogs import (
     gpt2_small_dims,
 )
 
-pytestmark = pytest.mark.filterwarnings("ignore::defenses.dp_blogs.AccountantWarning")
+pytestmark = pytest.mark.filterwarnings("ignore::privacy_audit.defenses.dp_blogs.AccountantWarning")
 
 
 def gen(seed=0):
@@ -360,7 +360,7 @@ def test_bad_inputs_raise_clear_errors():
 def test_bench_dp_blogs_runs_side_by_side(tmp_path):
     import json
 
-    from audit.integrations.cli import main
+    from privacy_audit.audit.integrations.cli import main
 
     out = tmp_path / "bench.json"
     argv = ["bench", "dp-blogs", "--quick", "--repeats", "1", "--warmup", "0", "--out", str(out)]

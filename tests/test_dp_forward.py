@@ -12,9 +12,9 @@ import pytest
 import torch
 from scipy.stats import chi2
 
-from audit.errors import ConfigError
-from defenses import DEFENSES
-from defenses.dp_forward import (
+from privacy_audit.audit.errors import ConfigError
+from privacy_audit.defenses import DEFENSES
+from privacy_audit.defenses.dp_forward import (
     DPForward,
     NoiseController,
     amgm_delta,
@@ -111,7 +111,7 @@ def test_bad_parameters_raise_one_clear_error(call, message):
 
 
 def test_mvg_installs_with_the_block_shape_of_its_position(tiny_model):
-    from defenses.dp_forward import mvg_sigma
+    from privacy_audit.defenses.dp_forward import mvg_sigma
 
     model, _ = tiny_model
     d = model.config.hidden_size
@@ -280,7 +280,7 @@ class _TokenRelease:
     """A non-dp-forward release exposing token rows: rows = table[ids] · scale + shift + noise."""
 
     def __init__(self, noise: float, seed: int = 0):
-        from defenses.base import PrivacyClaim, ReleasedModel, Surface
+        from privacy_audit.defenses.base import PrivacyClaim, ReleasedModel, Surface
 
         rng = np.random.default_rng(seed)
         table = rng.normal(size=(300, 24))
@@ -319,8 +319,8 @@ class _TokenRelease:
 
 
 def _context(n: int = 300):
-    from attacks.base import AttackContext, MetricSettings
-    from defenses.base import Examples
+    from privacy_audit.attacks.base import AttackContext, MetricSettings
+    from privacy_audit.defenses.base import Examples
 
     rng = np.random.default_rng(5)
     regions = ["north", "coast", "mountain"]
@@ -335,7 +335,7 @@ def _context(n: int = 300):
 
 @pytest.mark.parametrize("noise, high", [(0.05, True), (30.0, False)])
 def test_attacks_work_on_any_release_exposing_the_surfaces(noise, high):
-    from attacks import LEAKAGE_ATTACKS, run_leakage_attack
+    from privacy_audit.attacks import LEAKAGE_ATTACKS, run_leakage_attack
 
     release = _TokenRelease(noise).release
     ctx = _context()
@@ -358,8 +358,8 @@ def test_attacks_work_on_any_release_exposing_the_surfaces(noise, high):
 def test_pld_central_epsilon_at_the_papers_sst2_setting_is_about_one():
     """Paper §5.4 / Table 5: SST-2, N = 67,349, 3 epochs, z = 0.460 gives central ε ≈ 1 by
     PRV. dp-accounting PLD must agree within 0.05; RDP (2.78) is far looser."""
-    from defenses.dp_engine import epsilon_pld
-    from defenses.dp_sgd import dp_accounting_epsilon
+    from privacy_audit.defenses.dp_engine import epsilon_pld
+    from privacy_audit.defenses.dp_sgd import dp_accounting_epsilon
 
     n = 67_349
     pld = epsilon_pld(0.460, 1 / n, 3 * n, 1e-5)
@@ -368,7 +368,7 @@ def test_pld_central_epsilon_at_the_papers_sst2_setting_is_about_one():
 
 
 def test_central_accounting_claims_the_larger_tight_accountant_and_calibrates_safely():
-    from defenses.dp_forward import (
+    from privacy_audit.defenses.dp_forward import (
         central_epsilon_accounting,
         central_noise_multiplier,
         epsilon_for_noise_multiplier,
@@ -390,7 +390,7 @@ def test_central_accounting_claims_the_larger_tight_accountant_and_calibrates_sa
 
 
 def test_mvg_noise_matches_the_papers_example_and_exceeds_amgm():
-    from defenses.dp_forward import mvg_bound, mvg_sigma
+    from privacy_audit.defenses.dp_forward import mvg_bound, mvg_sigma
 
     # §5.3: n = 128, d = 768, ε = 8, sup‖f‖_F = 1: MVG variance > 1e8 vs aMGM ≈ 0.6 (S2 = 1)
     assert mvg_sigma(8, 1e-5, 128, 768, 1.0, 1.0) ** 2 > 1e8
@@ -421,7 +421,7 @@ def test_gm_and_mvg_options_claim_the_exact_epsilon_of_their_noise():
 
 
 def test_text2text_replaces_tokens_by_nearest_neighbour_of_the_noised_embedding():
-    from defenses.text2text import nearest_tokens, sanitize_ids
+    from privacy_audit.defenses.text2text import nearest_tokens, sanitize_ids
 
     vocab = np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0], [5.0, 5.0]], dtype=np.float32)
     pts = np.array([[0.9, 0.1], [0.1, 0.2], [4.0, 4.5], [0.2, 0.8]], dtype=np.float32)
@@ -442,7 +442,7 @@ def test_text2text_replaces_tokens_by_nearest_neighbour_of_the_noised_embedding(
 def test_experiment_cells_resume_and_summaries():
     import tempfile
 
-    from audit.benchmarks.experiments import (
+    from privacy_audit.audit.benchmarks.experiments import (
         CellStore,
         ExperimentSettings,
         macro_auc,
@@ -470,7 +470,7 @@ def test_seed_interval_and_auc_bootstrap_cover_the_truth():
     bootstrap AUC interval (binormal scores, true AUC = Φ(1/√2))."""
     from scipy.stats import norm
 
-    from audit.benchmarks.experiments import auc_estimate, seed_summary
+    from privacy_audit.audit.benchmarks.experiments import auc_estimate, seed_summary
 
     rng = np.random.default_rng(0)
     hits = 0

@@ -14,13 +14,19 @@ import math
 import pytest
 from scipy.stats import norm
 
-from attacks import ATTACKS, LEAKAGE_ATTACKS, AttackContext, MetricSettings, run_attack
-from attacks.base import run_leakage_attack
-from audit.data import load_audit_data
-from defenses.dp_forward import DPForward
-from defenses.none import NonPrivate
-from defenses.targets.classifier import TrainingConfig
-from defenses.targets.loading import Target, TargetSpec
+from privacy_audit.attacks import (
+    ATTACKS,
+    LEAKAGE_ATTACKS,
+    AttackContext,
+    MetricSettings,
+    run_attack,
+)
+from privacy_audit.attacks.base import run_leakage_attack
+from privacy_audit.audit.data import load_audit_data
+from privacy_audit.defenses.dp_forward import DPForward
+from privacy_audit.defenses.none import NonPrivate
+from privacy_audit.defenses.targets.classifier import TrainingConfig
+from privacy_audit.defenses.targets.loading import Target, TargetSpec
 
 N = 400
 

@@ -141,8 +141,8 @@ def family(name: str):
 
 
 def _release(name: str, batch_size: int, **enc):
-    from defenses.base import PrivacyClaim
-    from defenses.targets.scoring import HFLMRelease, HFTokenizer
+    from privacy_audit.defenses.base import PrivacyClaim
+    from privacy_audit.defenses.targets.scoring import HFLMRelease, HFTokenizer
 
     hf, model = family(name)
     return HFLMRelease(model, HFTokenizer(hf, **enc), L, PrivacyClaim.none(), batch_size=batch_size)
@@ -159,7 +159,7 @@ def _plain_log_probs(model, ids: list[int]) -> tuple[np.ndarray, np.ndarray]:
 
 @pytest.mark.parametrize("name", FAMILIES)
 def test_encoding_is_tokenizer_of_text_cut_as_hf_truncation(name):
-    from defenses.targets.scoring import HFTokenizer
+    from privacy_audit.defenses.targets.scoring import HFTokenizer
 
     hf, _ = family(name)
     tok = HFTokenizer(hf)
@@ -213,8 +213,8 @@ def test_per_token_log_probs_equal_plain_forward(name, batch_size):
 
 @pytest.mark.parametrize("name", FAMILIES)
 def test_lm_loss_equals_hf_labels_loss(name):
-    from attacks.llm_membership import LMLossAttack
-    from defenses.base import Examples
+    from privacy_audit.attacks.llm_membership import LMLossAttack
+    from privacy_audit.defenses.base import Examples
 
     hf, model = family(name)
     texts = [t for t in _texts() if len(hf(t, truncation=True, max_length=L)["input_ids"]) >= 2]
@@ -261,7 +261,7 @@ def test_add_bos_add_eos_override_the_tokenizer(name, add_bos, add_eos):
 
 
 def test_bad_add_bos_is_refused():
-    from defenses.targets.scoring import HFTokenizer
+    from privacy_audit.defenses.targets.scoring import HFTokenizer
 
     hf, _ = family("gpt2")
     with pytest.raises(ValueError, match="add_bos"):
@@ -271,8 +271,8 @@ def test_bad_add_bos_is_refused():
 
 
 def test_config_add_bos_add_eos_and_the_max_length_default():
-    from audit.config import MAX_LENGTH_CAP, TRAIN_MAX_LENGTH, parse_config
-    from audit.errors import ConfigError
+    from privacy_audit.audit.config import MAX_LENGTH_CAP, TRAIN_MAX_LENGTH, parse_config
+    from privacy_audit.audit.errors import ConfigError
 
     data = {"members": "m.txt", "nonmembers": "n.txt"}
     cfg = parse_config({"target": {"audit_dir": "model"}, "data": data})
@@ -310,7 +310,7 @@ def test_bad_add_bos_in_a_config_is_one_line_and_exit_2(tmp_path, cli):
     ("flag", "want"), [([], "auto"), (["--add-bos"], True), (["--no-add-bos"], False)]
 )
 def test_one_liner_add_bos_flags(flag, want):
-    from audit.integrations.cli import _one_line_config, build_parser
+    from privacy_audit.audit.integrations.cli import _one_line_config, build_parser
 
     args = build_parser().parse_args(
         ["run", "--model", "m", "--members", "a.txt", "--nonmembers", "b.txt", *flag]
@@ -319,7 +319,7 @@ def test_one_liner_add_bos_flags(flag, want):
 
 
 def test_max_length_follows_the_model_context():
-    from audit.own_model import resolve_max_length
+    from privacy_audit.audit.own_model import resolve_max_length
 
     _, model = family("gpt2")  # n_positions = 64
     assert resolve_max_length(model, 512) == 64
@@ -330,7 +330,7 @@ def test_max_length_follows_the_model_context():
 def test_canary_positions_follow_the_encoding(name):
     """LM canaries read log p of the text's own token j at entry j (NaN where nothing
     precedes it): through the release's scores and through the plain HF scorer."""
-    from audit.epsilon.lm_canaries import TokenView, hf_token_log_probs
+    from privacy_audit.audit.epsilon.lm_canaries import TokenView, hf_token_log_probs
 
     hf, model = family(name)
     rel = _release(name, 4)

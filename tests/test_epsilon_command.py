@@ -7,10 +7,10 @@ import json
 
 import pytest
 
-from audit.integrations.cli import main
-from defenses import DEFENSES
-from defenses.dp_sgd import DPSGD
-from defenses.gradient_mechanism import GaussianGradientMechanism
+from privacy_audit.audit.integrations.cli import main
+from privacy_audit.defenses import DEFENSES
+from privacy_audit.defenses.dp_sgd import DPSGD
+from privacy_audit.defenses.gradient_mechanism import GaussianGradientMechanism
 
 
 class SilentlyBrokenDPSGD(DPSGD):
@@ -145,8 +145,8 @@ def test_input_canaries_are_recorded(audited):
     ],
 )
 def test_epsilon_config_is_validated(section, message):
-    from audit.config import parse_config
-    from audit.errors import ConfigError
+    from privacy_audit.audit.config import parse_config
+    from privacy_audit.audit.errors import ConfigError
 
     with pytest.raises(ConfigError) as err:
         parse_config({"epsilon": section})

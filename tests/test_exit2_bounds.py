@@ -95,8 +95,8 @@ def test_unwritable_run_dir_is_one_line(tmp_path, cli):
     ],
 )
 def test_damaged_resumed_task_files_are_bad_input(tmp_path, payload):
-    from audit.errors import AuditError
-    from audit.scale.executors import RunDir
+    from privacy_audit.audit.errors import AuditError
+    from privacy_audit.audit.scale.executors import RunDir
 
     rd = RunDir(tmp_path / "run")
     rd.tasks.mkdir(parents=True)

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-import fixtures
-from fixtures import generate as gen
+from privacy_audit import fixtures
+from privacy_audit.fixtures import generate as gen
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 ALL_FILES = (*gen.DATA_FILES, gen.MANIFEST_FILE)
@@ -77,7 +77,9 @@ def test_regeneration_is_byte_identical(tmp_path):
     _assert_same_files(tmp_path)
 
 
-@pytest.mark.parametrize("entry", [["-m", "fixtures.generate"], ["fixtures/generate.py"]])
+@pytest.mark.parametrize(
+    "entry", [["-m", "privacy_audit.fixtures.generate"], ["fixtures/generate.py"]]
+)
 def test_both_command_lines_reproduce_committed_files(tmp_path, entry):
     subprocess.run(
         [sys.executable, *entry, "--out", str(tmp_path)],

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 from scipy import integrate, optimize, stats
 
-from attacks.canary_bounds import gaussian_mu_lower, one_run_group_epsilon
-from attacks.epsilon import tradeoff_violations
-from attacks.shadow import lira_scores, rmia_scores
+from privacy_audit.attacks.canary_bounds import gaussian_mu_lower, one_run_group_epsilon
+from privacy_audit.attacks.epsilon import tradeoff_violations
+from privacy_audit.attacks.shadow import lira_scores, rmia_scores
 
 # --------------------------------------------------------------------------- LiRA / RMIA
 

@@ -25,17 +25,24 @@ import pytest
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
-from attacks import ATTACKS
-from audit.config import DEVICES, SCHEMA, TOP_SECTIONS, TRAIN_OVERRIDES, AuditConfig, load_config
-from audit.data import read_table
-from audit.epsilon.canaries import CANARY_KINDS
-from audit.errors import AuditError, ConfigError, DataError
-from audit.io import dumps_json
-from audit.runner import score_file
-from defenses import DEFENSES
-from defenses.base import NOTIONS, UNITS
-from defenses.dp_sgd import DPSGD
-from defenses.targets.loading import PRESETS
+from privacy_audit.attacks import ATTACKS
+from privacy_audit.audit.config import (
+    DEVICES,
+    SCHEMA,
+    TOP_SECTIONS,
+    TRAIN_OVERRIDES,
+    AuditConfig,
+    load_config,
+)
+from privacy_audit.audit.data import read_table
+from privacy_audit.audit.epsilon.canaries import CANARY_KINDS
+from privacy_audit.audit.errors import AuditError, ConfigError, DataError
+from privacy_audit.audit.io import dumps_json
+from privacy_audit.audit.runner import score_file
+from privacy_audit.defenses import DEFENSES
+from privacy_audit.defenses.base import NOTIONS, UNITS
+from privacy_audit.defenses.dp_sgd import DPSGD
+from privacy_audit.defenses.targets.loading import PRESETS
 
 FUZZ = settings(
     max_examples=500,
@@ -820,7 +827,7 @@ def test_run_dir_that_is_a_file_exit_2(tmp_path, cli):
 
 def test_resumed_run_with_an_emptied_task_file_exit_2(tmp_path, cli, tiny_config_path):
     """A task file replaced by ``{}`` is reported before any training (was a KeyError)."""
-    from audit.scale.plan import plan
+    from privacy_audit.audit.scale.plan import plan
 
     cfg = load_config(tiny_config_path)
     first = plan(cfg, False).trial_tasks[0]
@@ -919,7 +926,7 @@ def test_gate_on_generated_results(text, args, as_baseline, cli):
 def test_compare_on_generated_results(text, cli):
     """Generated inputs that compare rejects: exit 2, one line, nothing written. (Accepted
     ones render plots, seconds each, so they are only counted, not rendered, here.)"""
-    from reports.compare import check_schemas, load_for_compare
+    from privacy_audit.reports.compare import check_schemas, load_for_compare
 
     with _workdir() as d:
         a, b = d / "a" / "results.json", d / "b" / "results.json"
@@ -944,9 +951,9 @@ def test_compare_on_generated_results(text, cli):
 def test_a_20_mb_line_is_cut_before_tokenizing(tmp_path):
     import time
 
-    import fixtures
-    from audit.textcap import CHARS_PER_TOKEN, cap_text
-    from defenses.targets.lm import build_tokenizer
+    from privacy_audit import fixtures
+    from privacy_audit.audit.textcap import CHARS_PER_TOKEN, cap_text
+    from privacy_audit.defenses.targets.lm import build_tokenizer
 
     bert = fixtures.load_tokenizer()
     word = build_tokenizer("word")

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from audit.integrations.gate import (
+from privacy_audit.audit.integrations.gate import (
     BASELINE_METRICS,
     IMPROVED,
     NOT_COMPARABLE,

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from audit.integrations.gate import LEAKAGE_GATES
-from reports.verdict import tradeoff_epsilon_lb
+from privacy_audit.audit.integrations.gate import LEAKAGE_GATES
+from privacy_audit.reports.verdict import tradeoff_epsilon_lb
 
 DATA = Path(__file__).parent / "data"
 
@@ -269,7 +269,7 @@ def test_max_leakage_with_nothing_to_hold_fails(tmp_path, cli):
 
 
 def test_leakage_gate_names_cover_every_leakage_attack():
-    from attacks import LEAKAGE_ATTACKS
+    from privacy_audit.attacks import LEAKAGE_ATTACKS
 
     covered = {a for attacks, _, _ in LEAKAGE_GATES.values() for a in attacks}
     assert set(LEAKAGE_ATTACKS) <= covered, set(LEAKAGE_ATTACKS) - covered
@@ -358,7 +358,7 @@ def test_report_summary_shows_the_audit_bound_beside_violated():
     the audit, never the strongest attack's "≥ 0" beside the VIOLATED badge."""
     import re
 
-    from reports.html import render_html
+    from privacy_audit.reports.html import render_html
 
     res = json.loads((DATA / "dp-blogs-results.json").read_text(encoding="utf-8"))
     html = render_html(res)

@@ -11,10 +11,10 @@ import torch
 from scipy import stats
 from transformers import GPT2Config, GPT2LMHeadModel
 
-from attacks.gradient_canary import OneRunWhiteBoxAudit
-from defenses.dp_engine import DPSGDEngine, gradient_canaries_for
-from defenses.gradient_canaries import GradientCanaries
-from defenses.targets.classifier import TrainingConfig
+from privacy_audit.attacks.gradient_canary import OneRunWhiteBoxAudit
+from privacy_audit.defenses.dp_engine import DPSGDEngine, gradient_canaries_for
+from privacy_audit.defenses.gradient_canaries import GradientCanaries
+from privacy_audit.defenses.targets.classifier import TrainingConfig
 
 DELTA = 1e-5
 
@@ -78,8 +78,8 @@ def test_gaussian_audit_in_its_regime_on_signals_recorded_in_training():
     """A real training loop (tiny GPT-2, DPSGDEngine, σ = 1, q = 0.1, T = 150) with 400
     recorded canaries: the diagnostics accept the Gaussian regime, the Gaussian bound
     stays below the accountant's ε and above the thresholded bound on the same signals."""
-    from attacks.canary_bounds import gaussian_one_run_epsilon, one_run_group_best
-    from defenses.dp_engine import epsilon_pld
+    from privacy_audit.attacks.canary_bounds import gaussian_one_run_epsilon, one_run_group_best
+    from privacy_audit.defenses.dp_engine import epsilon_pld
 
     sigma, q, steps = 1.0, 0.1, 150
     rec = _run(sigma=sigma, steps=steps, m=400, q=q).record()
@@ -118,7 +118,7 @@ def test_coordinates_come_from_the_pilot_not_from_training_data():
     The pilot of a real GPT-2 (random tokens, no training data) finds coordinates no
     input moves; the first real step plays no part in the choice (the same canaries come
     out whatever is injected later), and the model's gradients are left as they were."""
-    from defenses.gradient_canaries import pilot_gradient
+    from privacy_audit.defenses.gradient_canaries import pilot_gradient
 
     model = _tiny_lm()
     params = [p for p in model.parameters() if p.requires_grad]
@@ -144,8 +144,8 @@ def test_coordinates_come_from_the_pilot_not_from_training_data():
 
 
 def _lm_target_and_data(n=48):
-    from audit.config import parse_config
-    from audit.scale.tasks import _data, _target
+    from privacy_audit.audit.config import parse_config
+    from privacy_audit.audit.scale.tasks import _data, _target
 
     cfg = parse_config(
         {
@@ -166,7 +166,7 @@ def test_dpsgd_trainers_record_canaries_and_the_audit_reads_them(defense):
     their real updates; the one-run audit reads the recorded signals, not a simulation.
     With σ = 0 the canaries that entered a batch separate perfectly; at a claim of ε the
     thresholded bound stays below it."""
-    from defenses import DEFENSES
+    from privacy_audit.defenses import DEFENSES
 
     target, train = _lm_target_and_data()
     training = TrainingConfig(
@@ -212,7 +212,10 @@ def test_dpsgd_trainers_record_canaries_and_the_audit_reads_them(defense):
 
 
 def test_a_release_without_a_record_is_labelled_simulated():
-    from defenses.gradient_mechanism import GaussianGradientMechanism, SamplingSchedule
+    from privacy_audit.defenses.gradient_mechanism import (
+        GaussianGradientMechanism,
+        SamplingSchedule,
+    )
 
     class Release:
         gradient_mechanism = GaussianGradientMechanism(1.0, 1.0)
@@ -229,9 +232,9 @@ def test_dp_sgd_on_a_users_llama_records_canaries_and_keeps_the_claim(tmp_path):
     it through the config path with 300 white-box canaries recorded in the run; the claim
     is proven, the one-run audits read the recorded signals and stay within the claim,
     and the ε audit's status is never a false "consistent" from an untestable audit."""
-    import fixtures
-    from audit.config import parse_config
-    from audit.runner import run_audit
+    from privacy_audit import fixtures
+    from privacy_audit.audit.config import parse_config
+    from privacy_audit.audit.runner import run_audit
     from tests.own_models import build_causal_lm, word_tokenizer
 
     texts = [r["text"].lower() for r in fixtures.load_corpus("private")[:200]]
@@ -266,7 +269,7 @@ def test_dp_sgd_on_a_users_llama_records_canaries_and_keeps_the_claim(tmp_path):
 
 
 def test_report_row_states_the_gaussian_audits_sampling_level():
-    from reports.html import _audit_row
+    from privacy_audit.reports.html import _audit_row
 
     row = _audit_row(
         {
@@ -288,7 +291,7 @@ def test_report_row_states_the_gaussian_audits_sampling_level():
 
 
 def test_pilot_leaves_the_global_rng_and_training_mode_alone():
-    from defenses.gradient_canaries import pilot_gradient
+    from privacy_audit.defenses.gradient_canaries import pilot_gradient
 
     model = _tiny_lm()
     model.train()

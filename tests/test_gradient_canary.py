@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 import torch
 
-from attacks.gradient_canary import GradientCanaryAudit
-from defenses.base import Surface
-from defenses.dp_sgd import dp_accounting_epsilon
-from defenses.gradient_mechanism import GaussianGradientMechanism, SamplingSchedule
+from privacy_audit.attacks.gradient_canary import GradientCanaryAudit
+from privacy_audit.defenses.base import Surface
+from privacy_audit.defenses.dp_sgd import dp_accounting_epsilon
+from privacy_audit.defenses.gradient_mechanism import GaussianGradientMechanism, SamplingSchedule
 
 DELTA = 1e-5
 # The default audit's DP-SGD: 1000 members, Poisson q = 1/16, 8 epochs, σ from Opacus for ε = 8.
@@ -64,7 +64,7 @@ def test_non_private_release_hits_the_ceiling():
 def test_soundness_over_seeds_for_a_mechanism_with_known_epsilon():
     # One step, q = 1: the canary transcript is a plain Gaussian mechanism with μ = 1/σ,
     # whose exact ε is known; the 95% bound must stay below it in nearly all trials.
-    from attacks.epsilon import gaussian_mechanism_epsilon
+    from privacy_audit.attacks.epsilon import gaussian_mechanism_epsilon
 
     sigma = 0.5
     true_eps = gaussian_mechanism_epsilon(1 / sigma, DELTA)

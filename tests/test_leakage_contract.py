@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import attacks
-from attacks.base import (
+from privacy_audit import attacks
+from privacy_audit.attacks.base import (
     AttackContext,
     LeakageAttack,
     LeakageResult,
@@ -15,11 +15,11 @@ from attacks.base import (
     proportion_estimate,
     run_leakage_attack,
 )
-from audit.config import parse_config
-from audit.errors import ConfigError
-from audit.results import assemble_results, run_record
-from defenses.base import Examples, PrivacyClaim, ReleasedModel, Surface
-from reports import render_html
+from privacy_audit.audit.config import parse_config
+from privacy_audit.audit.errors import ConfigError
+from privacy_audit.audit.results import assemble_results, run_record
+from privacy_audit.defenses.base import Examples, PrivacyClaim, ReleasedModel, Surface
+from privacy_audit.reports import render_html
 
 
 class _Release(ReleasedModel):
@@ -112,7 +112,7 @@ def test_examples_keep_attributes_through_subset_and_concat():
 
 def test_config_options_are_validated(monkeypatch):
     monkeypatch.setitem(attacks.LEAKAGE_ATTACKS, "toy-recall", _Recall)
-    monkeypatch.setattr("audit.config.LEAKAGE_ATTACKS", attacks.LEAKAGE_ATTACKS)
+    monkeypatch.setattr("privacy_audit.audit.config.LEAKAGE_ATTACKS", attacks.LEAKAGE_ATTACKS)
     base = {"attacks": {"names": ["loss", "toy-recall"]}}
     cfg = parse_config(
         {**base, "attacks": {**base["attacks"], "options": {"toy-recall": {"k": 5}}}}

@@ -8,13 +8,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import fixtures
-from attacks import ATTACKS
-from attacks.base import AttackContext, MetricSettings, run_attack, run_leakage_attack
-from attacks.extraction_untargeted import UntargetedExtraction
-from attacks.pii_extraction import PIIExtraction, find_pii, normalise
-from defenses.base import Examples, PrivacyClaim
-from defenses.targets.lm import LMRelease, build_lm_target, train_lm
+from privacy_audit import fixtures
+from privacy_audit.attacks import ATTACKS
+from privacy_audit.attacks.base import AttackContext, MetricSettings, run_attack, run_leakage_attack
+from privacy_audit.attacks.extraction_untargeted import UntargetedExtraction
+from privacy_audit.attacks.pii_extraction import PIIExtraction, find_pii, normalise
+from privacy_audit.defenses.base import Examples, PrivacyClaim
+from privacy_audit.defenses.targets.lm import LMRelease, build_lm_target, train_lm
 
 pytestmark = pytest.mark.slow
 
@@ -183,7 +183,7 @@ def test_pii_extraction_three_measures_against_baselines(memorising, corpus):
 
 
 def test_batched_sampler_agrees_with_generate_ids(memorising):
-    from attacks.extraction_untargeted import sample_unprompted
+    from privacy_audit.attacks.extraction_untargeted import sample_unprompted
 
     # top-1 sampling is greedy decoding: the cached batch sampler must match generate_ids
     greedy = memorising.generate_ids([""], 20, greedy=True)[0]

@@ -9,21 +9,21 @@ import numpy as np
 import pytest
 import torch
 
-import fixtures
-from attacks.base import AttackContext, MetricSettings, run_attack, run_leakage_attack
-from attacks.extraction import CanaryExposure, PromptExtraction, find_secret
-from attacks.llm_membership import (
+from privacy_audit import fixtures
+from privacy_audit.attacks.base import AttackContext, MetricSettings, run_attack, run_leakage_attack
+from privacy_audit.attacks.extraction import CanaryExposure, PromptExtraction, find_secret
+from privacy_audit.attacks.llm_membership import (
     LMLossAttack,
     MinKAttack,
     ReferenceAttack,
     ZlibAttack,
     train_reference,
 )
-from attacks.stacked import StackedAttack, splits_are_disjoint
-from defenses.base import Examples, PrivacyClaim
-from defenses.targets.lm import LMRelease, build_lm_target, build_tokenizer, train_lm
+from privacy_audit.attacks.stacked import StackedAttack, splits_are_disjoint
+from privacy_audit.defenses.base import Examples, PrivacyClaim
+from privacy_audit.defenses.targets.lm import LMRelease, build_lm_target, build_tokenizer, train_lm
 
-pytestmark = pytest.mark.filterwarnings("ignore::defenses.dp_blogs.AccountantWarning")
+pytestmark = pytest.mark.filterwarnings("ignore::privacy_audit.defenses.dp_blogs.AccountantWarning")
 
 N = 100
 MAX_LEN = 128
@@ -59,7 +59,7 @@ def memorising(data):
 
 @pytest.fixture(scope="module")
 def dp_sgd(data):
-    from defenses.dp_blogs_baselines import train_lm_dp_sgd
+    from privacy_audit.defenses.dp_blogs_baselines import train_lm_dp_sgd
 
     mem, _, _ = data
     release, info = train_lm_dp_sgd(
@@ -157,10 +157,10 @@ def test_prompt_extraction_and_context_errors(memorising, data):
 
 
 def test_dp_blogs_defense_claim_and_violated_audit(data):
-    from audit.epsilon.audit import EpsilonAuditSettings, epsilon_audit
-    from defenses import DEFENSES
-    from defenses.targets.classifier import TrainingConfig
-    from defenses.targets.loading import Target, TargetSpec
+    from privacy_audit.audit.epsilon.audit import EpsilonAuditSettings, epsilon_audit
+    from privacy_audit.defenses import DEFENSES
+    from privacy_audit.defenses.targets.classifier import TrainingConfig
+    from privacy_audit.defenses.targets.loading import Target, TargetSpec
 
     mem, _, _ = data
     target = Target(TargetSpec("tiny-gpt2-word", None, MAX_LEN, 0), ("x",), None, "cpu", False)
@@ -183,7 +183,7 @@ def test_dp_blogs_defense_claim_and_violated_audit(data):
 
 
 def test_defense_bad_inputs():
-    from defenses import DEFENSES
+    from privacy_audit.defenses import DEFENSES
 
     for params, msg in (
         ({"epsilon": 0}, "epsilon"),
@@ -194,13 +194,13 @@ def test_defense_bad_inputs():
     ):
         with pytest.raises(ValueError, match=msg):
             DEFENSES["dp-blogs"](**params)
-    from audit.config import parse_config
-    from audit.errors import ConfigError
+    from privacy_audit.audit.config import parse_config
+    from privacy_audit.audit.errors import ConfigError
 
     for bad, msg in (({"epsilon": 0.0}, "epsilon"), ({"clip_value": -1.0}, "clip value")):
         with pytest.raises(ConfigError, match=msg):
             parse_config({"defenses": [{"name": "dp-blogs", **bad}]})
-    from defenses.targets.loading import Target, TargetSpec
+    from privacy_audit.defenses.targets.loading import Target, TargetSpec
 
     bert = Target(TargetSpec("tiny", None, 32, 0), ("a", "b"), None, "cpu", False)
     with pytest.raises(ConfigError, match="causal LM target"):

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from attacks.pii_extraction import find_pii
+from privacy_audit.attacks.pii_extraction import find_pii
 
 pytestmark = pytest.mark.slow
 
@@ -63,8 +63,8 @@ def _forms(s: str) -> set[str]:
 
 
 def _pii_strings(cfg_path: Path) -> list[str]:
-    from audit.config import load_config
-    from audit.data import load_audit_data
+    from privacy_audit.audit.config import load_config
+    from privacy_audit.audit.data import load_audit_data
 
     cfg = load_config(cfg_path)
     data = load_audit_data(cfg.data, cfg.seed, train=True)
@@ -104,8 +104,8 @@ def test_lm_shadow_attacks_and_aggregate_only_pii(tmp_path, cli):
         leaked = [s for s in secrets if any(f in blob for f in _forms(s))]
         assert not leaked, (p.name, leaked[:3])
     # the search can fail: the same strings are found in the audited texts themselves
-    from audit.config import load_config
-    from audit.data import load_audit_data
+    from privacy_audit.audit.config import load_config
+    from privacy_audit.audit.data import load_audit_data
 
     c = load_config(cfg)
     d = load_audit_data(c.data, c.seed, train=True)
@@ -113,7 +113,7 @@ def test_lm_shadow_attacks_and_aggregate_only_pii(tmp_path, cli):
     assert all(any(f in blob for f in _forms(s)) for s in secrets)
 
     # without aggregate-only the most-exposed table shows the text, escaped, and who flags it
-    from reports.html import render_html
+    from privacy_audit.reports.html import render_html
 
     strongest = run["strongest_attack"]
     ex = by[strongest]["examples"]

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 from own_models import build_causal_lm, random_texts, word_tokenizer
 
-from attacks import ATTACKS
-from attacks.base import AttackContext, MetricSettings, run_attack, run_leakage_attack
-from attacks.extraction_untargeted import UntargetedExtraction
-from defenses.base import Examples, PrivacyClaim
+from privacy_audit.attacks import ATTACKS
+from privacy_audit.attacks.base import AttackContext, MetricSettings, run_attack, run_leakage_attack
+from privacy_audit.attacks.extraction_untargeted import UntargetedExtraction
+from privacy_audit.defenses.base import Examples, PrivacyClaim
 
 SETTINGS = MetricSettings(n_boot=100)
 
@@ -24,7 +24,7 @@ def _ex(texts, m):
 
 @pytest.fixture(scope="module")
 def release():
-    from defenses.targets.scoring import HFLMRelease, HFTokenizer
+    from privacy_audit.defenses.targets.scoring import HFLMRelease, HFTokenizer
 
     hf = word_tokenizer()
     model = build_causal_lm("llama", len(hf), seed=0)
@@ -61,7 +61,7 @@ def test_untargeted_extraction_runs_on_a_users_hf_model(release):
 def test_neighbourhood_reads_a_users_neighbour_file(release, tmp_path):
     import json
 
-    from attacks.neighbourhood import NeighbourhoodAttack
+    from privacy_audit.attacks.neighbourhood import NeighbourhoodAttack
 
     mem, non = _ex(random_texts(6, 1), 1), _ex(random_texts(6, 2), 0)
     texts = mem.texts + non.texts

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from audit.config import load_config, parse_config
-from audit.errors import ConfigError
-from audit.runner import run_audit
+from privacy_audit.audit.config import load_config, parse_config
+from privacy_audit.audit.errors import ConfigError
+from privacy_audit.audit.runner import run_audit
 
 
 def _raw(kind="new-token", repeat=1):
@@ -66,7 +66,7 @@ def test_builtin_trainers_insert_designed_canaries_and_report_every_audit():
         assert gauss["status"] == "not_applicable" and "outside its regime" in gauss["reason"]
     assert runs["dp-sgd"]["epsilon_audit"]["status"] != "violated"
     # the report's comparison table: every audit with threat model, bound, ceiling, cost
-    from reports.html import render_html
+    from privacy_audit.reports.html import render_html
 
     page = render_html(res)
     for needle in (
@@ -100,7 +100,7 @@ def test_new_token_canaries_on_a_users_base_lm(tmp_path):
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
 
-    import fixtures
+    from privacy_audit import fixtures
 
     texts = [r["text"].lower() for r in fixtures.load_corpus("private")[:200]]
     words = sorted({w for t in texts for w in t.split()})
@@ -131,7 +131,7 @@ def test_new_token_canaries_on_a_users_base_lm(tmp_path):
 
 
 def test_gate_and_verdict_ignore_the_asymptotic_gaussian_bound():
-    from reports.verdict import epsilon_audit_bounds
+    from privacy_audit.reports.verdict import epsilon_audit_bounds
 
     run = {
         "epsilon_audit": {

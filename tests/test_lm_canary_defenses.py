@@ -18,10 +18,10 @@ import pytest
 import torch
 from sklearn.metrics import roc_auc_score
 
-from audit.config import parse_config
-from audit.runner import run_audit
-from defenses.dp_blogs import DPBloGS
-from defenses.re_attention import ReAttention, ReAttentionDefense
+from privacy_audit.audit.config import parse_config
+from privacy_audit.audit.runner import run_audit
+from privacy_audit.defenses.dp_blogs import DPBloGS
+from privacy_audit.defenses.re_attention import ReAttention, ReAttentionDefense
 
 N_MEMBERS, N_CANARIES, SECRET_TOKENS = 24, 40, 8
 
@@ -154,7 +154,7 @@ def test_re_attention_trains_on_new_token_canaries(monkeypatch):
 @pytest.mark.slow
 def test_phantom_dp_sgd_trains_on_new_token_canaries(monkeypatch):
     """phantom-dp-sgd (the engine re-attention builds on) had no designed-canary test."""
-    from defenses.phantom_dp_sgd import PhantomDPSGD
+    from privacy_audit.defenses.phantom_dp_sgd import PhantomDPSGD
 
     seen = _spy(monkeypatch, PhantomDPSGD)
     phantom = {"name": "phantom-dp-sgd", "noise_multiplier": 0.85, "accountant": "rdp"}
@@ -197,7 +197,7 @@ def test_dp_blogs_trains_on_new_token_canaries_and_they_leak(monkeypatch, tmp_pa
     nearly intact, so the new-token canaries it trained on are told apart from the ones
     it did not: the black-box one-run bound is positive. Its claim is the paper's
     accountant, labelled unproven, on a unit these audits test."""
-    from audit.results import write_outputs
+    from privacy_audit.audit.results import write_outputs
 
     seen = _spy(monkeypatch, DPBloGS)
     raw = _raw({**BLOGS, "epsilon": 100.0}, "new-token", repeat=1, epochs=8, lr=3e-2)
@@ -232,7 +232,7 @@ def test_dp_blogs_new_token_canaries_on_a_users_llama(monkeypatch, tmp_path):
     directory is left as it was."""
     from transformers import AutoTokenizer
 
-    import fixtures
+    from privacy_audit import fixtures
     from tests.own_models import build_causal_lm, word_tokenizer
 
     texts = [r["text"].lower() for r in fixtures.load_corpus("private")[:200]]

@@ -7,12 +7,12 @@ import json
 
 import pytest
 
-from audit.config import load_config, parse_config
-from audit.errors import AuditError
-from audit.runner import run_audit
-from defenses.base import Examples
-from defenses.phantom_dp_sgd import PhantomDPSGD
-from defenses.targets.classifier import TrainingConfig
+from privacy_audit.audit.config import load_config, parse_config
+from privacy_audit.audit.errors import AuditError
+from privacy_audit.audit.runner import run_audit
+from privacy_audit.defenses.base import Examples
+from privacy_audit.defenses.phantom_dp_sgd import PhantomDPSGD
+from privacy_audit.defenses.targets.classifier import TrainingConfig
 
 
 def test_bundled_lm_config_lists_the_four_runs():
@@ -59,7 +59,7 @@ def test_small_lm_audit_attacks_every_defense(tmp_path):
 
 
 def test_phantom_defense_refuses_a_classifier_target():
-    from defenses.targets.loading import Target, TargetSpec
+    from privacy_audit.defenses.targets.loading import Target, TargetSpec
 
     target = Target(TargetSpec("tiny", None, 32, 0), ("a", "b"), None, "cpu", False)
     ex = Examples(["0"], ["hello"], [0])
@@ -90,8 +90,8 @@ def _bench_json(path, quick=False):
 
 
 def test_report_gains_a_cost_of_privacy_table(tmp_path):
-    from audit.benchmarks.cost_of_privacy import cost_table_from_bench_json
-    from reports import render_html
+    from privacy_audit.audit.benchmarks.cost_of_privacy import cost_table_from_bench_json
+    from privacy_audit.reports import render_html
 
     bench = tmp_path / "bench.json"
     rows = _bench_json(bench)

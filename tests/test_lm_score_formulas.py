@@ -16,15 +16,15 @@ import pytest
 import torch
 from scipy.stats import norm
 
-from attacks.dc_pdd import dc_pdd_score, token_frequencies
-from attacks.llm_membership import loss_scores, min_k_scores, zlib_scores
-from attacks.lowercase import lowercase_ratio
-from attacks.min_k_pp import min_k_pp_scores
-from attacks.neighbourhood import embedding_neighbour_table, neighbourhood_scores
-from attacks.recall import recall_ratio
-from attacks.shadow import lira_scores, rmia_scores
-from defenses.base import TokenStats
-from defenses.targets.lm import token_statistics
+from privacy_audit.attacks.dc_pdd import dc_pdd_score, token_frequencies
+from privacy_audit.attacks.llm_membership import loss_scores, min_k_scores, zlib_scores
+from privacy_audit.attacks.lowercase import lowercase_ratio
+from privacy_audit.attacks.min_k_pp import min_k_pp_scores
+from privacy_audit.attacks.neighbourhood import embedding_neighbour_table, neighbourhood_scores
+from privacy_audit.attacks.recall import recall_ratio
+from privacy_audit.attacks.shadow import lira_scores, rmia_scores
+from privacy_audit.defenses.base import TokenStats
+from privacy_audit.defenses.targets.lm import token_statistics
 
 # three positions over a 5-token vocabulary; targets x_1..x_3 = 2, 0, 2 (token 2 repeats)
 LOGITS = [[2.0, 1.0, 0.0, -1.0, 0.5], [0.0, 0.0, 3.0, 0.0, 0.0], [1.0, 2.0, 1.5, -0.5, 0.0]]
@@ -191,8 +191,8 @@ def test_rmia_offline_known_answer_and_a_not_swapped():
 
 
 def test_membership_attack_options_are_validated_in_the_config():
-    from audit.config import parse_config
-    from audit.errors import ConfigError
+    from privacy_audit.audit.config import parse_config
+    from privacy_audit.audit.errors import ConfigError
 
     names = ["min-k++", "recall", "neighbourhood", "dc-pdd", "loss"]
     opts = {"neighbourhood": {"neighbours": 2}, "min-k++": {"k": 0.5}, "recall": {"shots": 1}}

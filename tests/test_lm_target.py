@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from defenses.base import Examples, PrivacyClaim, Surface
-from defenses.targets.lm import (
+from privacy_audit.defenses.base import Examples, PrivacyClaim, Surface
+from privacy_audit.defenses.targets.lm import (
     LMRelease,
     build_lm,
     build_lm_target,
@@ -20,7 +20,7 @@ from defenses.targets.lm import (
     train_lm,
     word_tokenizer,
 )
-from defenses.targets.loading import Target, TargetSpec
+from privacy_audit.defenses.targets.loading import Target, TargetSpec
 
 TEXTS = [
     "my secret access code is 983690",
@@ -123,7 +123,7 @@ def test_token_statistics_match_the_explicit_distribution():
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    from defenses.targets.lm import token_statistics
+    from privacy_audit.defenses.targets.lm import token_statistics
 
     torch.manual_seed(0)
     model = GPT2LMHeadModel(

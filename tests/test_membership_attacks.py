@@ -10,8 +10,8 @@ import math
 import numpy as np
 import pytest
 
-from attacks import ATTACKS, MetricSettings, run_attack
-from attacks.membership import (
+from privacy_audit.attacks import ATTACKS, MetricSettings, run_attack
+from privacy_audit.attacks.membership import (
     ConfidenceAttack,
     EntropyAttack,
     LossAttack,
@@ -19,7 +19,7 @@ from attacks.membership import (
     entropy,
     modified_entropy,
 )
-from defenses.base import Examples, PrivacyClaim, ReleasedModel, Surface
+from privacy_audit.defenses.base import Examples, PrivacyClaim, ReleasedModel, Surface
 
 # attacks on classifier outputs (causal-LM attacks declare target_kind = "lm")
 CLASSIFIER_ATTACKS = [

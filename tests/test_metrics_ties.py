@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 from scipy.stats import norm
 
-from attacks.metrics import membership_metrics, tpr_at_fpr, tpr_interval_exact
-from reports.verdict import verdict_for_run
+from privacy_audit.attacks.metrics import membership_metrics, tpr_at_fpr, tpr_interval_exact
+from privacy_audit.reports.verdict import verdict_for_run
 
 
 def _run_from(metrics: dict) -> dict:

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from attacks.mutual_info import (
+from privacy_audit.attacks.mutual_info import (
     additive_noise_mi,
     estimate_mi,
     gaussian_copula_mi,

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from scipy.stats import binom, norm
 
-from attacks.epsilon import one_run_best, one_run_epsilon, one_run_fdp_epsilon
-from audit.benchmarks.statistics import (
+from privacy_audit.attacks.epsilon import one_run_best, one_run_epsilon, one_run_fdp_epsilon
+from privacy_audit.audit.benchmarks.statistics import (
     ONE_RUN_SETTINGS,
     draw_canaries,
     gaussian_mu,

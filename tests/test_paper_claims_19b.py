@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from defenses.targets.lm import build_lm
+from privacy_audit.defenses.targets.lm import build_lm
 
 
 # --------------------------------------------------------------------------- #
@@ -24,7 +24,7 @@ def _batch():
 
 
 def test_conv1d_to_linear_keeps_the_function():
-    from defenses.dp_engine import conv1d_to_linear
+    from privacy_audit.defenses.dp_engine import conv1d_to_linear
 
     m = build_lm(40, seed=0, n_embd=16, n_layer=1, n_head=2, n_positions=10, tie=False)
     ids, _ = _batch()
@@ -37,7 +37,7 @@ def test_conv1d_to_linear_keeps_the_function():
 def test_opacus_ghost_step_equals_explicit_clipped_update():
     """Noise 0, SGD lr 1: the ghost step's update is -(Σ clip(g_i))/B, the explicit
     per-sample engine's on the same untied model (C small, so every sample is clipped)."""
-    from defenses.dp_engine import DPSGDEngine, OpacusGhostStep
+    from privacy_audit.defenses.dp_engine import DPSGDEngine, OpacusGhostStep
 
     m = build_lm(40, seed=0, n_embd=16, n_layer=2, n_head=2, n_positions=10, tie=False)
     ref = copy.deepcopy(m)
@@ -57,7 +57,7 @@ def test_opacus_ghost_step_equals_explicit_clipped_update():
 
 
 def test_opacus_ghost_refuses_a_tied_model():
-    from defenses.dp_engine import OpacusGhostStep
+    from privacy_audit.defenses.dp_engine import OpacusGhostStep
 
     tied = build_lm(40, seed=0, n_embd=16, n_layer=1, n_head=2, n_positions=10)
     with pytest.raises(ValueError, match="tied embedding"):
@@ -65,8 +65,8 @@ def test_opacus_ghost_refuses_a_tied_model():
 
 
 def test_cost_bench_row_carries_ghost_beside_phantom():
-    from audit.benchmarks.cost_of_privacy import _measure
-    from audit.benchmarks.timing import BenchSettings
+    from privacy_audit.audit.benchmarks.cost_of_privacy import _measure
+    from privacy_audit.audit.benchmarks.timing import BenchSettings
 
     dims = {"n_embd": 16, "n_layer": 1, "n_head": 2}
     cases, ratios, memory, row = _measure("t", 64, 2, 6, dims, BenchSettings(1, 0, True))
@@ -86,7 +86,7 @@ def test_cost_bench_row_carries_ghost_beside_phantom():
 
 
 def test_cost_bench_cpu_time_entry_rejects_bad_input(tmp_path):
-    from audit.benchmarks.cost_of_privacy import main
+    from privacy_audit.audit.benchmarks.cost_of_privacy import main
 
     assert main(["--out", str(tmp_path / "missing" / "x.json")]) == 2
     assert main(["--out", str(tmp_path / "x.json"), "--repeats", "0"]) == 2
@@ -97,7 +97,7 @@ def test_cost_bench_cpu_time_entry_rejects_bad_input(tmp_path):
 # item 3: sequential recommendation
 # --------------------------------------------------------------------------- #
 def test_generator_is_seeded_long_tailed_and_sequential():
-    from defenses.recsys import SyntheticSequences, item_frequency_summary
+    from privacy_audit.defenses.recsys import SyntheticSequences, item_frequency_summary
 
     g = SyntheticSequences(n_users=600, n_items=200, seq_len=12, seed=3)
     a, b = g.generate(), g.generate()
@@ -119,7 +119,7 @@ def test_generator_is_seeded_long_tailed_and_sequential():
 
 
 def test_rank_metrics_known_answer():
-    from defenses.recsys import rank_metrics
+    from privacy_audit.defenses.recsys import rank_metrics
 
     scores = torch.tensor([[0.9, 0.1, 0.5, 0.3], [0.1, 0.2, 0.3, 0.4], [0.5, 0.5, 0.1, 0.0]])
     m = rank_metrics(scores, np.array([2, 0, 1]), k=2)
@@ -130,7 +130,7 @@ def test_rank_metrics_known_answer():
 
 def test_recsys_intervals_cover_at_their_level():
     """Simulated coverage of the per-run bootstrap (users) and across-seed t intervals."""
-    from defenses.recsys import bootstrap_mean_ci, t_interval
+    from privacy_audit.defenses.recsys import bootstrap_mean_ci, t_interval
 
     rng = np.random.default_rng(0)
     boot = t = 0
@@ -149,10 +149,13 @@ def test_recsys_intervals_cover_at_their_level():
 
 @pytest.mark.slow
 def test_recsys_study_runs_and_resumes(tmp_path, monkeypatch):
-    from audit.benchmarks import BENCHMARKS
-    from audit.benchmarks import re_attention_recsys as rr
+    from privacy_audit.audit.benchmarks import BENCHMARKS
+    from privacy_audit.audit.benchmarks import re_attention_recsys as rr
 
-    assert BENCHMARKS["re-attention-recsys"] == "audit.benchmarks.re_attention_recsys:run"
+    assert (
+        BENCHMARKS["re-attention-recsys"]
+        == "privacy_audit.audit.benchmarks.re_attention_recsys:run"
+    )
     ck = tmp_path / "ck"
     res = rr.study(rr.QUICK, ck, log=lambda s: None)
     (row,) = res["table"]
@@ -176,8 +179,8 @@ def test_recsys_study_runs_and_resumes(tmp_path, monkeypatch):
 # item 5: unigram floor, public pretraining, claim scope
 # --------------------------------------------------------------------------- #
 def test_unigram_perplexity_known_answer():
-    from defenses.lm_baselines import beats_floor, unigram_perplexity
-    from defenses.targets.lm import LMTokenizer
+    from privacy_audit.defenses.lm_baselines import beats_floor, unigram_perplexity
+    from privacy_audit.defenses.targets.lm import LMTokenizer
 
     tok = LMTokenizer(["a", "b"], "word")
     v = tok.vocab_size
@@ -198,7 +201,7 @@ def test_unigram_perplexity_known_answer():
 
 
 def test_bundled_lm_config_pretrains_on_public_data():
-    from audit.config import load_config
+    from privacy_audit.audit.config import load_config
 
     cfg = load_config("lm")
     assert cfg.target.public_epochs > 0
@@ -206,8 +209,8 @@ def test_bundled_lm_config_pretrains_on_public_data():
 
 @pytest.mark.slow
 def test_lm_audit_reports_unigram_floor_and_private_fine_tuning_scope():
-    from audit.config import parse_config
-    from audit.runner import run_audit
+    from privacy_audit.audit.config import parse_config
+    from privacy_audit.audit.runner import run_audit
 
     raw = {
         "seed": 0,
@@ -237,7 +240,7 @@ def test_lm_audit_reports_unigram_floor_and_private_fine_tuning_scope():
 
 
 def test_lm_utility_summary_reads_floor_and_flags_runs(tmp_path):
-    from audit.benchmarks.lm_utility import main, summarise
+    from privacy_audit.audit.benchmarks.lm_utility import main, summarise
 
     auc = {"auc": {"value": 0.55, "ci_low": 0.5, "ci_high": 0.6}}
     results = {
@@ -273,8 +276,8 @@ def test_lm_utility_summary_reads_floor_and_flags_runs(tmp_path):
 
 @pytest.mark.slow
 def test_recsys_bench_entry_checkpoints_under_the_cache(tmp_path, monkeypatch):
-    from audit.benchmarks import re_attention_recsys as rr
-    from audit.benchmarks.timing import BenchSettings
+    from privacy_audit.audit.benchmarks import re_attention_recsys as rr
+    from privacy_audit.audit.benchmarks.timing import BenchSettings
 
     monkeypatch.setenv("PRIVACY_AUDIT_CACHE", str(tmp_path))
     res = rr.run(BenchSettings(1, 0, True)).to_dict()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from defenses.dp_engine import (
+from privacy_audit.defenses.dp_engine import (
     DPSGDEngine,
     account,
     calibrate_noise,
@@ -13,7 +13,7 @@ from defenses.dp_engine import (
     epsilon_opacus,
     epsilon_pld,
 )
-from defenses.phantom import (
+from privacy_audit.defenses.phantom import (
     PhantomCapture,
     UntiedModelError,
     explicit_per_sample_grad_norms,
@@ -23,7 +23,7 @@ from defenses.phantom import (
     phantom_embedding_sq_norms,
     phantom_sq_norms_dense,
 )
-from defenses.targets.lm import build_lm, sequence_loss
+from privacy_audit.defenses.targets.lm import build_lm, sequence_loss
 
 
 def _model(seed=0, tie=True, n_positions=32):

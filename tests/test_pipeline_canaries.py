@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import torch
 
-import fixtures
-from audit.integrations.cli import main
+from privacy_audit import fixtures
+from privacy_audit.audit.integrations.cli import main
 
 TEXTS = [r["text"] for r in fixtures.load_corpus("private")[:160]]
 
@@ -260,8 +260,8 @@ def test_tampered_inclusion_record_is_refused(tmp_path):
     )
     rec = can_dir / "canaries.json"
     rec.write_text(rec.read_text().replace('"n": 40', '"n": 41'))
-    from audit.epsilon.pipeline import load_canaries
-    from audit.errors import AuditError
+    from privacy_audit.audit.epsilon.pipeline import load_canaries
+    from privacy_audit.audit.errors import AuditError
 
     with pytest.raises(AuditError, match="does not belong"):
         load_canaries(can_dir)

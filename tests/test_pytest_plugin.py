@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from audit.integrations.pytest_plugin import AuditResults
+from privacy_audit.audit.integrations.pytest_plugin import AuditResults
 
 pytest_plugins = ["pytester"]
 
@@ -44,10 +44,10 @@ def _warm_up_scoring(tmp_path_factory):
     Exercising the scoring path once up front means the inner sessions import nothing new.
     (The sample project, which trains a model, runs in a subprocess instead.)
     """
-    from attacks.base import AttackResult, MetricSettings
-    from audit.integrations.gate import check
-    from audit.results import assemble_results, run_record, write_outputs
-    from defenses.base import PrivacyClaim
+    from privacy_audit.attacks.base import AttackResult, MetricSettings
+    from privacy_audit.audit.integrations.gate import check
+    from privacy_audit.audit.results import assemble_results, run_record, write_outputs
+    from privacy_audit.defenses.base import PrivacyClaim
 
     scores, members = separable(n=50)
     res = AttackResult.from_scores("warm-up", scores, members, settings=MetricSettings(n_boot=100))
@@ -207,7 +207,7 @@ def test_marker_is_registered_and_plugin_can_be_disabled(pytester):
 
 
 def test_assert_within_lists_every_violation(privacy_audit):
-    from audit.integrations.gate import check
+    from privacy_audit.audit.integrations.gate import check
 
     scores, members = separable()
     results = privacy_audit.score(scores, members, bootstrap=100)
@@ -224,9 +224,9 @@ def test_assert_within_lists_every_violation(privacy_audit):
 
 
 def test_results_span_every_run(privacy_audit):
-    from attacks.base import AttackResult, MetricSettings
-    from audit.results import assemble_results, run_record
-    from defenses.base import PrivacyClaim
+    from privacy_audit.attacks.base import AttackResult, MetricSettings
+    from privacy_audit.audit.results import assemble_results, run_record
+    from privacy_audit.defenses.base import PrivacyClaim
 
     def run(name, shift):
         scores, members = separable(shift=shift, seed=1)
@@ -303,9 +303,9 @@ CALLS = []
 @pytest.fixture(autouse=True)
 def fake_run_audit(monkeypatch):
     import numpy as np
-    from attacks.base import AttackResult, MetricSettings
-    from audit import results, runner
-    from defenses.base import PrivacyClaim
+    from privacy_audit.attacks.base import AttackResult, MetricSettings
+    from privacy_audit.audit import results, runner
+    from privacy_audit.defenses.base import PrivacyClaim
 
     def run_audit(cfg, progress=True, epsilon=None):
         assert progress is False
@@ -343,7 +343,7 @@ def test_run_caches_per_config_and_seed(pytester):
             from pathlib import Path
 
             import pytest
-            from audit.config import tomllib
+            from privacy_audit.audit.config import tomllib
 
             RAW = tomllib.loads((Path(__file__).parent / "privacy.toml").read_text())
 
@@ -364,7 +364,7 @@ def test_run_caches_per_config_and_seed(pytester):
                 assert fake_run_audit == [(0, 40), (1, 40)]
 
             def test_missing_config(privacy_audit):
-                from audit.errors import ConfigError
+                from privacy_audit.audit.errors import ConfigError
 
                 with pytest.raises(ConfigError, match="not found next to the test"):
                     privacy_audit.run("nope.toml")

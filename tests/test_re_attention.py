@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from defenses.re_attention import (
+from privacy_audit.defenses.re_attention import (
     NoiseSetup,
     ReAttention,
     ReAttentionDefense,
@@ -19,7 +19,7 @@ from defenses.re_attention import (
     simulate_distraction,
     token_inclusion_probs,
 )
-from defenses.targets.lm import build_lm, char_tokenizer
+from privacy_audit.defenses.targets.lm import build_lm, char_tokenizer
 
 
 def test_relu_moments_match_monte_carlo_and_printed_formula_is_wrong():

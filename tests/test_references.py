@@ -106,8 +106,8 @@ def test_lira_offline_equals_an_independent_computation(models, tmp_path, cli):
     assert outcome.code == 0, outcome.stderr[-3000:]
     a = _attack(_results(out), "lira-offline")
     texts = [t for f in ("members.txt", "nonmembers.txt") for t in _lines(root / f)]
-    from defenses.base import PrivacyClaim
-    from defenses.targets.loading import load_audit_target, load_causal_lm_release
+    from privacy_audit.defenses.base import PrivacyClaim
+    from privacy_audit.defenses.targets.loading import load_audit_target, load_causal_lm_release
 
     # the token ids the suite scores (its encoding convention); the losses are plain HF
     enc = load_causal_lm_release(
@@ -229,7 +229,7 @@ def test_lira_with_one_model_per_side_has_no_ties():
     the reference (ties); now the scores rank by φ − φ_ref like an independent ranking."""
     from scipy.stats import rankdata
 
-    from attacks.shadow import lira_scores
+    from privacy_audit.attacks.shadow import lira_scores
 
     rng = np.random.default_rng(0)
     target, ref = rng.normal(size=50), rng.normal(size=50)
@@ -249,9 +249,9 @@ def test_lira_with_one_model_per_side_has_no_ties():
 def test_full_fine_tuning_reference_and_shadow_keys_outside_audit_dir(models):
     """``finetune = "full"`` trains every weight (the loss on its training half drops);
     ``[shadow] base_dir`` / a population file are refused when the suite trains the target."""
-    from audit.config import parse_config
-    from audit.errors import ConfigError
-    from audit.references import train_reference
+    from privacy_audit.audit.config import parse_config
+    from privacy_audit.audit.errors import ConfigError
+    from privacy_audit.audit.references import train_reference
 
     root = models
     texts = _lines(root / "members.txt")[:8] + _lines(root / "nonmembers.txt")[:8]

@@ -10,8 +10,8 @@ import re
 import numpy as np
 import pytest
 
-from reports import compare_runs, plots, render_html, verdict_for_run, write_report
-from reports.formatting import ci, num, small
+from privacy_audit.reports import compare_runs, plots, render_html, verdict_for_run, write_report
+from privacy_audit.reports.formatting import ci, num, small
 
 XSS = "<script>alert(1)</script>"
 XSS_ESC = "&lt;script&gt;alert(1)&lt;/script&gt;"
@@ -298,7 +298,7 @@ def test_hostile_strings_escaped(html):
 
 
 def test_template_never_marks_data_safe():
-    from reports.html import TEMPLATE_DIR
+    from privacy_audit.reports.html import TEMPLATE_DIR
 
     text = (TEMPLATE_DIR / "report.html.j2").read_text(encoding="utf-8")
     assert "|safe" not in text.replace(" ", "")

@@ -11,8 +11,8 @@ import re
 import numpy as np
 import pytest
 
-from reports import plots, render_html, verdict_for_run
-from reports.verdict import audit_evidence, check_claim
+from privacy_audit.reports import plots, render_html, verdict_for_run
+from privacy_audit.reports.verdict import audit_evidence, check_claim
 
 XSS = "<script>alert(1)</script>"
 XSS_ESC = "&lt;script&gt;alert(1)&lt;/script&gt;"

@@ -90,7 +90,16 @@ def test_sigkill_mid_run_then_resume_gives_the_same_numbers(small_cfg, small_run
     out = tmp_path / "out"
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "audit", "run", str(small_cfg), "--out", str(out), "--quiet"],
+        [
+            sys.executable,
+            "-m",
+            "privacy_audit",
+            "run",
+            str(small_cfg),
+            "--out",
+            str(out),
+            "--quiet",
+        ],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -286,7 +295,7 @@ def test_sweep_curves_and_compare_two_runs(small_run, tmp_path, cli):
     by = {(d["attack"], d["metric"]): d for d in diffs}
     assert by[("loss", "auc")]["difference"] == pytest.approx(0.25)
     assert by[("modified-entropy", "auc")]["difference"] == 0
-    from reports.compare import load_for_compare, metric_table, records
+    from privacy_audit.reports.compare import load_for_compare, metric_table, records
 
     named = [load_for_compare(small_run), load_for_compare(tmp_path / "changed")]
     bars = metric_table(records(named), "changed", "auc")  # what the AUC panel draws

@@ -8,8 +8,8 @@ import json
 import numpy as np
 import pytest
 
-from attacks.metrics import auc, tpr_at_fpr
-from attacks.shadow import (
+from privacy_audit.attacks.metrics import auc, tpr_at_fpr
+from privacy_audit.attacks.shadow import (
     inclusion_design,
     lira_scores,
     logit_confidence_from_loss,
@@ -149,8 +149,8 @@ def test_lira_known_answer_on_the_fixture_target(tmp_path, cli):
 def test_lira_variance_default_is_global_below_64_shadow_models():
     """``[shadow] fixed_variance = "auto"`` (the default): one median σ below 64 shadow
     models, per-example σ from 64 on; an explicit true/false is kept."""
-    from audit.config import parse_config
-    from audit.scale.plan import lira_fixed_variance
+    from privacy_audit.audit.config import parse_config
+    from privacy_audit.audit.scale.plan import lira_fixed_variance
 
     cfg = parse_config({"data": {"n_members": 10}, "defenses": [{"name": "none"}], "shadow": {}})
     assert cfg.shadow["fixed_variance"] == "auto"

@@ -6,10 +6,15 @@ import numpy as np
 import pytest
 import torch
 
-from attacks.shuffle_audit import GaussianControl, ShuffleAudit, batch_gradient, certified_ceiling
-from defenses.dp_blogs import BloGSGenerator, BloGSMechanism
+from privacy_audit.attacks.shuffle_audit import (
+    GaussianControl,
+    ShuffleAudit,
+    batch_gradient,
+    certified_ceiling,
+)
+from privacy_audit.defenses.dp_blogs import BloGSGenerator, BloGSMechanism
 
-pytestmark = pytest.mark.filterwarnings("ignore::defenses.dp_blogs.AccountantWarning")
+pytestmark = pytest.mark.filterwarnings("ignore::privacy_audit.defenses.dp_blogs.AccountantWarning")
 
 
 def _loss(model, batch):

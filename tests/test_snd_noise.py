@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from attacks.mutual_info import kl_entropy
-from defenses.snd_noise import (
+from privacy_audit.attacks.mutual_info import kl_entropy
+from privacy_audit.defenses.snd_noise import (
     clip_rows,
     dx_entropy,
     dx_logpdf,

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from scipy.stats import binom
 
-from audit.split_check import (
+from privacy_audit.audit.split_check import (
     SplitCheck,
     blind_scores,
     check_audit_data,
@@ -86,8 +86,8 @@ def test_delong_variance_matches_the_hand_formula():
 # Near-duplicates
 # --------------------------------------------------------------------------- #
 def test_planted_duplicates_are_found_counted_and_removed():
-    from audit.data import AuditData
-    from defenses.base import Examples
+    from privacy_audit.audit.data import AuditData
+    from privacy_audit.defenses.base import Examples
 
     members, nonmembers = prose(60, 1)[:30], prose(60, 1)[30:]
     # exact after normalising (case, white space), and near (one word changed)
@@ -201,9 +201,9 @@ def test_bad_input_is_refused():
 # Verdict, gate and pytest plugin read the run's split check
 # --------------------------------------------------------------------------- #
 def _run_with(split: dict | None, shift: float = 1.5):
-    from attacks.base import AttackResult, MetricSettings
-    from audit.results import assemble_results, run_record
-    from defenses.base import PrivacyClaim
+    from privacy_audit.attacks.base import AttackResult, MetricSettings
+    from privacy_audit.audit.results import assemble_results, run_record
+    from privacy_audit.defenses.base import PrivacyClaim
 
     rng = np.random.default_rng(0)
     members = np.r_[np.ones(100, int), np.zeros(100, int)]
@@ -244,7 +244,7 @@ def _split(shifted: bool) -> dict:
             }
         ],
     }
-    from audit.split_check import split_text
+    from privacy_audit.audit.split_check import split_text
 
     check["text"] = split_text(check)
     return check
@@ -262,7 +262,7 @@ def test_shifted_split_never_gives_high_or_low():
 
 
 def test_gate_fails_on_a_shifted_split_unless_allowed(tmp_path, cli):
-    from audit.integrations.gate import check_all
+    from privacy_audit.audit.integrations.gate import check_all
 
     res = _run_with(_split(True), shift=0.0)
     _, failures = check_all(res, {"max_auc": 0.99})
@@ -278,7 +278,7 @@ def test_gate_fails_on_a_shifted_split_unless_allowed(tmp_path, cli):
 
 
 def test_pytest_plugin_fails_on_a_shifted_split_unless_allowed():
-    from audit.integrations.pytest_plugin import AuditResults
+    from privacy_audit.audit.integrations.pytest_plugin import AuditResults
 
     results = AuditResults(_run_with(_split(True), shift=0.0))
     with pytest.raises(AssertionError, match="split"):
@@ -287,7 +287,7 @@ def test_pytest_plugin_fails_on_a_shifted_split_unless_allowed():
 
 
 def test_report_escapes_duplicate_examples_and_shows_attack_beside_blind(tmp_path):
-    from reports import render_html
+    from privacy_audit.reports import render_html
 
     res = _run_with(_split(True))
     html = render_html(res)
@@ -351,7 +351,7 @@ def test_shifted_split_end_to_end_is_split_shifted_and_gate_exits_1(untrained_lm
 def test_same_distribution_split_end_to_end_keeps_the_verdict(untrained_lm, cli):
     from own_models import random_texts
 
-    from reports.verdict import verdict_for_run
+    from privacy_audit.reports.verdict import verdict_for_run
 
     # two texts that differ only after 64 tokens: identical as scored (cut to max_length)
     head = random_texts(1, 9, length=70)[0]
@@ -405,7 +405,7 @@ def test_split_section_and_level_render_in_headless_chromium(tmp_path):
 
     from test_browser import CHROMIUM_FLAGS, PAYLOADS, _DomScan, chromium_binary
 
-    from reports import write_report
+    from privacy_audit.reports import write_report
 
     split = _split(True)
     split["duplicates"]["examples"][0]["member"] = PAYLOADS["script"]

@@ -7,22 +7,22 @@ import numpy as np
 import pytest
 import torch
 
-import fixtures
-from attacks.attribute_inference import AttributeInference
-from attacks.base import AttackContext, run_leakage_attack
-from attacks.embedding_inversion import NearestNeighbourInversion
-from attacks.mutual_info import TokenMutualInformationAttack
-from audit.errors import ConfigError
-from defenses.base import Examples, Surface
-from defenses.split_n_denoise import (
+from privacy_audit import fixtures
+from privacy_audit.attacks.attribute_inference import AttributeInference
+from privacy_audit.attacks.base import AttackContext, run_leakage_attack
+from privacy_audit.attacks.embedding_inversion import NearestNeighbourInversion
+from privacy_audit.attacks.mutual_info import TokenMutualInformationAttack
+from privacy_audit.audit.errors import ConfigError
+from privacy_audit.defenses.base import Examples, Surface
+from privacy_audit.defenses.split_n_denoise import (
     Denoiser,
     SnDPipeline,
     SnDRelease,
     SplitEncoder,
     SplitNDenoise,
 )
-from defenses.targets.classifier import TrainingConfig
-from defenses.targets.loading import Target, TargetSpec, minilm_path
+from privacy_audit.defenses.targets.classifier import TrainingConfig
+from privacy_audit.defenses.targets.loading import Target, TargetSpec, minilm_path
 
 ROWS = fixtures.load_corpus("private")
 PUBLIC = fixtures.load_corpus("public")
@@ -164,7 +164,7 @@ def test_bad_parameters_give_one_clear_error(params, message):
 
 
 def test_config_turns_bad_eta_into_config_error(tmp_path):
-    from audit.config import load_config
+    from privacy_audit.audit.config import load_config
 
     cfg = tmp_path / "c.toml"
     cfg.write_text('[[defenses]]\nname = "split-n-denoise"\neta = -1.0\n')
@@ -174,7 +174,7 @@ def test_config_turns_bad_eta_into_config_error(tmp_path):
 
 @pytest.mark.parametrize("bad", ["eta = 0.0", "eta = -5", "clip_norm = 0.0", "clip_norm = -1"])
 def test_cli_bad_eta_or_clip_exits_2_with_one_line(tmp_path, capsys, bad):
-    from audit.integrations.cli import main
+    from privacy_audit.audit.integrations.cli import main
 
     cfg = tmp_path / "c.toml"
     cfg.write_text(f'[[defenses]]\nname = "split-n-denoise"\n{bad}\n')
@@ -197,7 +197,7 @@ def test_denoiser_dimension_mismatch_and_empty_batch(minilm_split):
 def test_bench_reports_client_cost_as_ratio_to_server(tmp_path):
     import json
 
-    from audit.integrations.cli import main
+    from privacy_audit.audit.integrations.cli import main
 
     out = tmp_path / "bench.json"
     argv = ["bench", "split-n-denoise", "--quick", "--repeats", "1", "--warmup", "0"]

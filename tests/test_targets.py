@@ -5,10 +5,15 @@ import numpy as np
 import pytest
 import torch
 
-from audit.errors import AuditError
-from defenses.base import Examples, PrivacyClaim
-from defenses.targets.classifier import ClassifierRelease
-from defenses.targets.loading import Target, TargetSpec, load_trained_classifier, minilm_path
+from privacy_audit.audit.errors import AuditError
+from privacy_audit.defenses.base import Examples, PrivacyClaim
+from privacy_audit.defenses.targets.classifier import ClassifierRelease
+from privacy_audit.defenses.targets.loading import (
+    Target,
+    TargetSpec,
+    load_trained_classifier,
+    minilm_path,
+)
 
 LABELS = ["account", "billing", "shipping", "technical"]
 

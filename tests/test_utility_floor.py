@@ -8,9 +8,9 @@ import json
 
 import numpy as np
 
-from defenses.base import Examples, ReleasedModel, Surface
-from reports.compare import compare_runs_cli, utility_floor_checks
-from reports.verdict import compare_runs, did_not_learn
+from privacy_audit.defenses.base import Examples, ReleasedModel, Surface
+from privacy_audit.reports.compare import compare_runs_cli, utility_floor_checks
+from privacy_audit.reports.verdict import compare_runs, did_not_learn
 
 
 def _attack(auc, lo, hi):

@@ -13,12 +13,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from audit.data import load_audit_data
-from audit.errors import DataError
+from privacy_audit.audit.data import load_audit_data
+from privacy_audit.audit.errors import DataError
 
 
 def _data_cfg(**kw) -> dict:
-    from audit.config import SCHEMA
+    from privacy_audit.audit.config import SCHEMA
 
     cfg = {k: v[1] for k, v in SCHEMA["data"].items()}
     cfg.update(kw)
@@ -73,7 +73,7 @@ def test_inverted_scores_are_invalid_attack_never_low_and_the_gate_fails(tmp_pat
 def test_an_interval_reaching_chance_is_not_invalid():
     """The new level is only for intervals entirely below 0.5: [0.45, 0.52] stays a
     sample-size question."""
-    from reports.verdict import verdict_level
+    from privacy_audit.reports.verdict import verdict_level
 
     run = {
         "attacks": [

@@ -9,9 +9,9 @@ import json
 import numpy as np
 import pytest
 
-from attacks import AttackResult, MetricSettings
-from reports.html import render_html
-from reports.verdict import HIGH_AUC_CI_LOW, verdict_for_run, verdict_level
+from privacy_audit.attacks import AttackResult, MetricSettings
+from privacy_audit.reports.html import render_html
+from privacy_audit.reports.verdict import HIGH_AUC_CI_LOW, verdict_for_run, verdict_level
 
 
 def _run_from_scores(scores, members, name="loss") -> dict:
@@ -101,8 +101,8 @@ def test_tpr_below_resolution_is_not_measured():
 
 def test_inconclusive_in_results_report_and_stdout(tmp_path, cli):
     """results.json (via assemble_results), the report's badge and the CLI verdict line."""
-    from audit.integrations.cli import verdict_line
-    from audit.results import assemble_results
+    from privacy_audit.audit.integrations.cli import verdict_line
+    from privacy_audit.audit.results import assemble_results
 
     rng = np.random.default_rng(0)
     run = _run_from_scores(rng.normal(0, 1, 60), [1] * 30 + [0] * 30)

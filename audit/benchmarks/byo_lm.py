@@ -7,7 +7,7 @@ the same model, texts and batch size, timed side by side in one run:
 
 - ``suite``: what ``privacy-audit run --model DIR`` does for the LM membership attacks --
   tokenize (as ``tokenizer(text)`` does), one forward pass per text (length-bucketed batches) giving every text's
-  :class:`~defenses.base.TokenStats` (log p, mean and variance of log p per token) and its
+  :class:`~privacy_audit.defenses.base.TokenStats` (log p, mean and variance of log p per token) and its
   pooled hidden state, then the ``lm-loss``, ``zlib`` and ``min-k`` scores from them;
 - ``plain``: a batched ``model(input_ids=..., attention_mask=...)`` loop over the same
   token tensors, already tokenized and padded (the cheapest way to get the logits; it
@@ -32,7 +32,7 @@ import time
 import numpy as np
 import torch
 
-from audit.benchmarks.timing import BenchResult, BenchSettings, CaseTiming
+from privacy_audit.audit.benchmarks.timing import BenchResult, BenchSettings, CaseTiming
 
 TARGET_RATIO = 0.9
 EXTRACTION_TARGET = 1.2  # suite+extraction time / suite time
@@ -67,9 +67,9 @@ def _model(quick: bool, vocab: int):
 
 
 def run(settings: BenchSettings) -> BenchResult:
-    from attacks.llm_membership import loss_scores, min_k_scores, zlib_scores
-    from defenses.base import PrivacyClaim
-    from defenses.targets.scoring import HFLMRelease, HFTokenizer
+    from privacy_audit.attacks.llm_membership import loss_scores, min_k_scores, zlib_scores
+    from privacy_audit.defenses.base import PrivacyClaim
+    from privacy_audit.defenses.targets.scoring import HFLMRelease, HFTokenizer
 
     extra = dict(settings.extra or {})
     extraction = bool(extra.pop("extraction", False))
@@ -108,8 +108,8 @@ def run(settings: BenchSettings) -> BenchResult:
 
     spec = None
     if extraction:
-        from attacks.extraction_risk import risk_within, sequence_log_prob
-        from defenses.targets.decoding import Decoding, ExtractionSpec
+        from privacy_audit.attacks.extraction_risk import risk_within, sequence_log_prob
+        from privacy_audit.defenses.targets.decoding import Decoding, ExtractionSpec
 
         prefix = min(50, max(1, (seq_len - 2) // 2))
         spec = ExtractionSpec(Decoding(0.7, 50, 0.9), prefix, min(50, seq_len - 2 - prefix))

@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from audit.benchmarks.timing import BenchResult, BenchSettings, time_cases
+from privacy_audit.audit.benchmarks.timing import BenchResult, BenchSettings, time_cases
 
 VOCABS = {"2k": 2048, "16k": 16384}
 CASES = ("phantom", "explicit", "ghost", "opacus")
@@ -121,9 +121,9 @@ def _cases(
 ):
     from opacus import GradSampleModule
 
-    from defenses.dp_engine import DPSGDEngine, OpacusGhostStep, clip_weights
-    from defenses.phantom import per_sample_token_loss
-    from defenses.targets.lm import build_lm
+    from privacy_audit.defenses.dp_engine import DPSGDEngine, OpacusGhostStep, clip_weights
+    from privacy_audit.defenses.phantom import per_sample_token_loss
+    from privacy_audit.defenses.targets.lm import build_lm
 
     g = torch.Generator().manual_seed(seed)
     ids = torch.randint(4, vocab, (batch, seq), generator=g)
@@ -194,7 +194,7 @@ def cost_table_from_bench_json(path) -> dict[str, Any]:
     import json
     from pathlib import Path
 
-    from audit.errors import AuditError
+    from privacy_audit.audit.errors import AuditError
 
     p = Path(path)
     try:
@@ -394,7 +394,7 @@ def _fmt(x) -> str:
 
 
 def main(argv=None) -> int:
-    """``python -m audit.benchmarks.cost_of_privacy --cpu-time --out FILE``: the
+    """``python -m privacy_audit.audit.benchmarks.cost_of_privacy --cpu-time --out FILE``: the
     GPT-2-small-shaped case alone, timed in this process's CPU time (``process_time``),
     which other load on a shared machine inflates far less than wall time."""
     import argparse
@@ -403,7 +403,7 @@ def main(argv=None) -> int:
     import time
     from pathlib import Path
 
-    from audit.io import atomic_write_text
+    from privacy_audit.audit.io import atomic_write_text
 
     ap = argparse.ArgumentParser(description=main.__doc__.splitlines()[0])
     ap.add_argument("--out", required=True)

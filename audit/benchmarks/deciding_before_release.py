@@ -50,8 +50,8 @@ def _memorising_lm(root: Path, members: list[str], seed: int, epochs: int) -> Pa
     import torch
     import transformers as tf
 
-    from defenses.targets.lm import train_lm
-    from defenses.targets.scoring import HFTokenizer
+    from privacy_audit.defenses.targets.lm import train_lm
+    from privacy_audit.defenses.targets.scoring import HFTokenizer
 
     hf = _tokenizer()
     torch.manual_seed(seed)
@@ -72,7 +72,7 @@ def _memorising_lm(root: Path, members: list[str], seed: int, epochs: int) -> Pa
 
 
 def _cell(seed: int, n: int, epochs: int) -> dict[str, Any]:
-    from audit.integrations.cli import main
+    from privacy_audit.audit.integrations.cli import main
 
     rng = np.random.default_rng(seed)
     members, nonmembers = _texts(n, rng), _texts(n, rng)

@@ -8,12 +8,17 @@ import copy
 
 import torch
 
-from audit.benchmarks.dp_sgd import classifier_batch, plain_step
-from audit.benchmarks.timing import BenchResult, BenchSettings, ratios_to, time_cases
+from privacy_audit.audit.benchmarks.dp_sgd import classifier_batch, plain_step
+from privacy_audit.audit.benchmarks.timing import BenchResult, BenchSettings, ratios_to, time_cases
 
 
 def run(settings: BenchSettings) -> BenchResult:
-    from defenses.dp_attention import DPAttentionConfig, dp_modules, encoder_layers, swap_attention
+    from privacy_audit.defenses.dp_attention import (
+        DPAttentionConfig,
+        dp_modules,
+        encoder_layers,
+        swap_attention,
+    )
 
     batch, seq = (8, 32) if settings.quick else (32, 64)
     model, ids, mask, y = classifier_batch(batch, seq, settings.seed)

@@ -13,15 +13,15 @@ import copy
 
 import torch
 
-from audit.benchmarks.timing import BenchResult, BenchSettings, ratios_to, time_cases
+from privacy_audit.audit.benchmarks.timing import BenchResult, BenchSettings, ratios_to, time_cases
 
 
 def run(settings: BenchSettings) -> BenchResult:
     import warnings
 
-    import fixtures
-    from defenses.dp_blogs import AccountantWarning, BloGSGenerator, BloGSOptimizer
-    from defenses.targets.lm import build_lm_target, sequence_loss, trim
+    from privacy_audit import fixtures
+    from privacy_audit.defenses.dp_blogs import AccountantWarning, BloGSGenerator, BloGSOptimizer
+    from privacy_audit.defenses.targets.lm import build_lm_target, sequence_loss, trim
 
     micro, ga, seq = (5, 2, 64) if settings.quick else (5, 10, 128)
     model, tok = build_lm_target("tiny-gpt2-word", seed=settings.seed)

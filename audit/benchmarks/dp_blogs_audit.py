@@ -1,5 +1,5 @@
 """``privacy-audit experiment dp-blogs-audit``: the gradient-level ε audit of the DP-BloGS
-shuffle (``attacks.shuffle_audit.ShuffleAudit``) recorded for the paper-claims table, with
+shuffle (``privacy_audit.attacks.shuffle_audit.ShuffleAudit``) recorded for the paper-claims table, with
 a Gaussian mechanism as positive control through the same audit.
 
 World D: a batch of 50 for a bias-free 2-layer MLP (two 64×64 tensors); world D′: the same
@@ -15,13 +15,13 @@ from typing import Any
 
 import torch
 
-from audit.benchmarks.experiments import CellStore, ExperimentSettings
+from privacy_audit.audit.benchmarks.experiments import CellStore, ExperimentSettings
 
 DELTA = 1e-5
 
 
 def _worlds(seed: int):
-    from attacks.shuffle_audit import batch_gradient
+    from privacy_audit.attacks.shuffle_audit import batch_gradient
 
     def loss(model, batch):
         return torch.nn.functional.cross_entropy(model(batch[0]), batch[1])
@@ -40,8 +40,8 @@ def _worlds(seed: int):
 def _blogs(seed: int, trials: int) -> dict[str, Any]:
     import warnings
 
-    from attacks.shuffle_audit import ShuffleAudit, certified_ceiling
-    from defenses.dp_blogs import BloGSGenerator
+    from privacy_audit.attacks.shuffle_audit import ShuffleAudit, certified_ceiling
+    from privacy_audit.defenses.dp_blogs import BloGSGenerator
 
     model, g_in, g_out = _worlds(seed)
     with warnings.catch_warnings():
@@ -55,7 +55,7 @@ def _blogs(seed: int, trials: int) -> dict[str, Any]:
 
 
 def _control(seed: int, trials: int) -> dict[str, Any]:
-    from attacks.shuffle_audit import GaussianControl, ShuffleAudit
+    from privacy_audit.attacks.shuffle_audit import GaussianControl, ShuffleAudit
 
     d = 32
     g_in = [torch.zeros(d, dtype=torch.float64)]

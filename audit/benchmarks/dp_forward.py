@@ -25,16 +25,16 @@ import time
 
 import torch
 
-from audit.benchmarks.cost_of_privacy import peak_step_memory_mib
-from audit.benchmarks.dp_sgd import classifier_batch, opacus_dp_sgd_step, plain_step
-from audit.benchmarks.timing import BenchResult, BenchSettings, time_cases
+from privacy_audit.audit.benchmarks.cost_of_privacy import peak_step_memory_mib
+from privacy_audit.audit.benchmarks.dp_sgd import classifier_batch, opacus_dp_sgd_step, plain_step
+from privacy_audit.audit.benchmarks.timing import BenchResult, BenchSettings, time_cases
 
 DP_FORWARD_MAX = 1.1
 DP_SGD_MIN_OVER_DPF = 3.0
 
 
 def _cases(model, ids, mask, y, seed: int, position: str):
-    from defenses.dp_forward import DPForward
+    from privacy_audit.defenses.dp_forward import DPForward
 
     step_plain = plain_step(copy.deepcopy(model).train(), ids, mask, y)
     dpf = copy.deepcopy(model).train()

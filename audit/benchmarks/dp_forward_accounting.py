@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from audit.benchmarks.experiments import CellStore, ExperimentSettings
+from privacy_audit.audit.benchmarks.experiments import CellStore, ExperimentSettings
 
 DELTA = 1e-5
 EPOCHS = 3
@@ -25,7 +25,10 @@ PAPER = {
 
 
 def run(settings: ExperimentSettings, cells: CellStore) -> dict[str, Any]:
-    from defenses.dp_forward import central_epsilon_accounting, epsilon_for_noise_multiplier
+    from privacy_audit.defenses.dp_forward import (
+        central_epsilon_accounting,
+        epsilon_for_noise_multiplier,
+    )
 
     todo = {"SST-2": PAPER["SST-2"]} if settings.quick else PAPER
     rows = {}

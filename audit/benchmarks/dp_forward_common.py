@@ -51,7 +51,7 @@ def frozen_head_setup(settings, epsilons: list[float]) -> dict[str, Any]:
 
 def build_target(setup: dict[str, Any], labels):
     """The experiment's classifier target on CPU (preset and max length from ``setup``)."""
-    from defenses.targets.loading import Target, TargetSpec
+    from privacy_audit.defenses.targets.loading import Target, TargetSpec
 
     return Target(
         TargetSpec(setup["preset"], None, setup["max_length"], 0), labels, None, "cpu", False
@@ -61,7 +61,7 @@ def build_target(setup: dict[str, Any], labels):
 def calibrate_dp_sgd(target_eps: float, q: float, steps: int) -> tuple[float, dict[str, Any]]:
     """σ from Opacus's PRV calibration, raised by 0.5 % steps until the claimed central ε
     (max of dp-accounting PLD and Opacus PRV) is at most ``target_eps``; σ and its account."""
-    from defenses.dp_engine import account, calibrate_noise
+    from privacy_audit.defenses.dp_engine import account, calibrate_noise
 
     sigma = calibrate_noise(target_eps, DELTA, q, steps, "prv")
     acct = account(sigma, q, steps, DELTA, "prv")

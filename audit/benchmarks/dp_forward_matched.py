@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from audit.benchmarks.dp_forward_common import (
+from privacy_audit.audit.benchmarks.dp_forward_common import (
     DELTA,
     PAPER_CLAIM_MATCHED,
     calibrate_dp_sgd,
@@ -36,8 +36,8 @@ from audit.benchmarks.dp_forward_common import (
     frozen_head_setup,
     verdict,
 )
-from audit.benchmarks.dp_forward_table4 import _features, _train_head
-from audit.benchmarks.experiments import (
+from privacy_audit.audit.benchmarks.dp_forward_table4 import _features, _train_head
+from privacy_audit.audit.benchmarks.experiments import (
     CellStore,
     ExperimentSettings,
     accuracy_estimate,
@@ -51,7 +51,7 @@ def _setup(settings: ExperimentSettings) -> dict[str, Any]:
 
 
 def _dp_forward(tr, y, te, yte, setup, n_classes, seed, eps) -> dict[str, Any]:
-    from defenses.dp_forward import (
+    from privacy_audit.defenses.dp_forward import (
         DPForward,
         central_noise_multiplier,
         epsilon_for_noise_multiplier,

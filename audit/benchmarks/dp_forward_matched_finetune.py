@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from audit.benchmarks.dp_forward_common import (
+from privacy_audit.audit.benchmarks.dp_forward_common import (
     DELTA,
     PAPER_CLAIM_MATCHED,
     build_target,
@@ -38,7 +38,7 @@ from audit.benchmarks.dp_forward_common import (
     sized_setup,
     verdict,
 )
-from audit.benchmarks.experiments import (
+from privacy_audit.audit.benchmarks.experiments import (
     CellStore,
     ExperimentSettings,
     accuracy_estimate,
@@ -76,7 +76,7 @@ def _setup(settings: ExperimentSettings) -> dict[str, Any]:
 
 
 def _training(setup):
-    from defenses.targets.classifier import TrainingConfig
+    from privacy_audit.defenses.targets.classifier import TrainingConfig
 
     return TrainingConfig(
         epochs=setup["epochs"],
@@ -88,7 +88,7 @@ def _training(setup):
 
 
 def _nonprivate(setup, train, test, labels, seed):
-    from defenses.none import NonPrivate
+    from privacy_audit.defenses.none import NonPrivate
 
     start = time.perf_counter()
     release, _ = NonPrivate().fit(build_target(setup, labels), train, _training(setup), seed)
@@ -97,7 +97,7 @@ def _nonprivate(setup, train, test, labels, seed):
 
 
 def _dp_forward(setup, train, test, labels, seed, position, target_eps):
-    from defenses.dp_forward import (
+    from privacy_audit.defenses.dp_forward import (
         DPForward,
         central_noise_multiplier,
         epsilon_for_noise_multiplier,
@@ -119,7 +119,7 @@ def _dp_sgd(setup, train, test, labels, seed, target_eps):
     with PRV alone, which can leave PLD a hair above the target)."""
     from opacus import PrivacyEngine
 
-    from defenses.targets.classifier import ClassifierRelease, make_loader, train_loop
+    from privacy_audit.defenses.targets.classifier import ClassifierRelease, make_loader, train_loop
 
     start = time.perf_counter()
     training = _training(setup)

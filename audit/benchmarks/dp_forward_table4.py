@@ -24,8 +24,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from audit.benchmarks.dp_forward_common import DELTA, build_target, frozen_head_setup
-from audit.benchmarks.experiments import (
+from privacy_audit.audit.benchmarks.dp_forward_common import DELTA, build_target, frozen_head_setup
+from privacy_audit.audit.benchmarks.experiments import (
     CellStore,
     ExperimentSettings,
     accuracy_estimate,
@@ -45,8 +45,8 @@ def _setup(settings: ExperimentSettings) -> dict[str, Any]:
 def _features(setup, labels, texts) -> tuple[np.ndarray, dict]:
     """Normalized pooled outputs of the frozen f (eval mode), via the dp-forward release
     with its noise switched off, and the freshly initialised model's head state."""
-    from defenses.dp_forward import DPForward
-    from defenses.targets.classifier import encode, forward_kwargs, trim_padding
+    from privacy_audit.defenses.dp_forward import DPForward
+    from privacy_audit.defenses.targets.classifier import encode, forward_kwargs, trim_padding
 
     model, tokenizer = build_target(setup, labels).build(0)
     model.eval()
@@ -86,7 +86,7 @@ def _train_head(feats, y, sigma, setup, n_classes, seed, test_feats, test_y) -> 
 
 
 def run(settings: ExperimentSettings, cells: CellStore) -> dict[str, Any]:
-    from defenses.dp_forward import DPForward, epsilon_from_sigma
+    from privacy_audit.defenses.dp_forward import DPForward, epsilon_from_sigma
 
     setup = _setup(settings)
     train, test, labels = fixture_split(setup["n_train"], setup["n_test"])

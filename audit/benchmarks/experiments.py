@@ -21,13 +21,13 @@ from typing import Any
 import numpy as np
 
 EXPERIMENTS: dict[str, str] = {
-    "dp-forward-accounting": "audit.benchmarks.dp_forward_accounting:run",
-    "dp-forward-matched-eps": "audit.benchmarks.dp_forward_matched:run",
-    "dp-forward-matched-eps-finetune": "audit.benchmarks.dp_forward_matched_finetune:run",
-    "dp-forward-table4": "audit.benchmarks.dp_forward_table4:run",
-    "snd-auc": "audit.benchmarks.snd_auc:run",
-    "dp-blogs-audit": "audit.benchmarks.dp_blogs_audit:run",
-    "deciding-before-release": "audit.benchmarks.deciding_before_release:run",
+    "dp-forward-accounting": "privacy_audit.audit.benchmarks.dp_forward_accounting:run",
+    "dp-forward-matched-eps": "privacy_audit.audit.benchmarks.dp_forward_matched:run",
+    "dp-forward-matched-eps-finetune": "privacy_audit.audit.benchmarks.dp_forward_matched_finetune:run",
+    "dp-forward-table4": "privacy_audit.audit.benchmarks.dp_forward_table4:run",
+    "snd-auc": "privacy_audit.audit.benchmarks.snd_auc:run",
+    "dp-blogs-audit": "privacy_audit.audit.benchmarks.dp_blogs_audit:run",
+    "deciding-before-release": "privacy_audit.audit.benchmarks.deciding_before_release:run",
 }
 
 SCHEMA = "privacy-audit-experiment/1"
@@ -60,7 +60,7 @@ class CellStore:
 
     def get(self, key: str, compute: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         """The cell ``key``: from the checkpoint if present, else computed and saved."""
-        from audit.io import atomic_write_json
+        from privacy_audit.audit.io import atomic_write_json
 
         if key in self.memory:
             return self.memory[key]
@@ -139,7 +139,7 @@ def auc_estimate(probs, labels, n_boot: int = 1000, seed: int = 0) -> dict[str, 
 
 
 def accuracy_estimate(probs, labels) -> dict[str, Any]:
-    from attacks.base import proportion_estimate
+    from privacy_audit.attacks.base import proportion_estimate
 
     labels = np.asarray(labels)
     correct = int((np.asarray(probs).argmax(1) == labels).sum())
@@ -149,8 +149,8 @@ def accuracy_estimate(probs, labels) -> dict[str, Any]:
 def fixture_split(n_train: int, n_test: int, seed: int = 0):
     """Disjoint train/test subsets of the fixture's private corpus (fixed across seeds
     and methods, so every method sees the same examples) and the label names."""
-    import fixtures
-    from defenses.base import Examples
+    from privacy_audit import fixtures
+    from privacy_audit.defenses.base import Examples
 
     rows = fixtures.load_corpus("private")
     labels = sorted({r["label"] for r in rows})

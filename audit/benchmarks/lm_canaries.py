@@ -13,7 +13,7 @@ lower bound with its ceiling (95 %, δ of the config):
 
 Reproduce (writes JSON and prints a table)::
 
-    python -m audit.benchmarks.lm_canaries --out docs/lm-canaries.json
+    python -m privacy_audit.audit.benchmarks.lm_canaries --out docs/lm-canaries.json
 
 This is not registered in ``privacy-audit bench`` (which measures time, not power).
 """
@@ -28,9 +28,9 @@ import time
 
 import numpy as np
 
-from audit.epsilon.canaries import LM_CANARY_DESIGNS, CanarySet
-from audit.io import atomic_write_text
-from defenses.base import Examples
+from privacy_audit.audit.epsilon.canaries import LM_CANARY_DESIGNS, CanarySet
+from privacy_audit.audit.io import atomic_write_text
+from privacy_audit.defenses.base import Examples
 
 
 def _union(sets: list[CanarySet]) -> CanarySet:
@@ -51,7 +51,7 @@ def _union(sets: list[CanarySet]) -> CanarySet:
 
 def _secret_token_stats(release, canaries) -> dict:
     """Per-canary, per-secret-token log p, E log p and Var log p (Min-K%++'s terms)."""
-    from audit.epsilon.lm_canaries import TokenView, _spans
+    from privacy_audit.audit.epsilon.lm_canaries import TokenView, _spans
 
     stats = release.token_stats(list(canaries.examples.texts))
     spans = _spans(TokenView(release.tokenizer), canaries)
@@ -72,10 +72,10 @@ def run_defense(
     dump=None,
     new_token_init="random",
 ) -> dict:
-    from attacks.canary_bounds import one_run_group_best, tpr_at_1pct_fpr
-    from attacks.metrics import auc
-    from audit.epsilon.canaries import with_canaries
-    from audit.epsilon.lm_canaries import (
+    from privacy_audit.attacks.canary_bounds import one_run_group_best, tpr_at_1pct_fpr
+    from privacy_audit.attacks.metrics import auc
+    from privacy_audit.audit.epsilon.canaries import with_canaries
+    from privacy_audit.audit.epsilon.lm_canaries import (
         CanaryTarget,
         calibrated_scores,
         contrast_secret_scores,
@@ -83,7 +83,7 @@ def run_defense(
         reference_secret_scores,
         release_secret_scores,
     )
-    from audit.scale.tasks import _data, _defense, _target, _training
+    from privacy_audit.audit.scale.tasks import _data, _defense, _target, _training
 
     data = _data(cfg)
     dcfg, defense = _defense(cfg, {"defense": defense_index})
@@ -165,7 +165,7 @@ def run_defense(
     if getattr(release, "schedule", None) is not None and getattr(
         release, "gradient_mechanism", None
     ):
-        from attacks.gradient_canary import OneRunWhiteBoxAudit
+        from privacy_audit.attacks.gradient_canary import OneRunWhiteBoxAudit
 
         for a in OneRunWhiteBoxAudit(canaries=1000, seed=seed).run(release, delta):
             keep = (
@@ -223,8 +223,8 @@ def envelope(
     norm with the whole model and is read through log-probabilities, so it reaches less."""
     import math
 
-    from attacks.canary_bounds import one_run_group_best
-    from defenses.dp_engine import calibrate_noise, poisson_schedule
+    from privacy_audit.attacks.canary_bounds import one_run_group_best
+    from privacy_audit.defenses.dp_engine import calibrate_noise, poisson_schedule
 
     q, steps = poisson_schedule(n, batch_size, epochs)
     sigma = calibrate_noise(epsilon, delta, q, steps)
@@ -254,7 +254,7 @@ def repetition_study(delta: float, m: int = 1000, seeds: int = 3) -> dict:
     """Does repeating each canary r times raise the per-example bound? Gaussian scores
     r·μ·b + N(0, 1) (repetition scales the signal by r under the linear idealisation of
     :func:`envelope`), bound by one_run_group_best with group = r (group privacy)."""
-    from attacks.canary_bounds import one_run_group_best
+    from privacy_audit.attacks.canary_bounds import one_run_group_best
 
     out = {}
     for mu in (0.3, 0.5, 0.8):
@@ -270,9 +270,9 @@ def repetition_study(delta: float, m: int = 1000, seeds: int = 3) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from audit.config import load_config
+    from privacy_audit.audit.config import load_config
 
-    p = argparse.ArgumentParser(prog="python -m audit.benchmarks.lm_canaries")
+    p = argparse.ArgumentParser(prog="python -m privacy_audit.audit.benchmarks.lm_canaries")
     p.add_argument("--config", default="lm", help="config (default: the bundled lm audit)")
     p.add_argument("--defenses", default="none,dp-sgd,phantom-dp-sgd")
     p.add_argument("--designs", default=",".join(LM_CANARY_DESIGNS))
@@ -362,7 +362,7 @@ def main(argv: list[str] | None = None) -> int:
             args.out,
             json.dumps(
                 {
-                    "command": "python -m audit.benchmarks.lm_canaries "
+                    "command": "python -m privacy_audit.audit.benchmarks.lm_canaries "
                     + " ".join(argv or sys.argv[1:]),
                     "config": args.config,
                     "n_per_design": args.n,

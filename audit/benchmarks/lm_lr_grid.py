@@ -2,7 +2,7 @@
 phantom-dp-sgd, re-attention, dp-blogs) gets the same grid of learning rates and the same
 training budget (epochs) from the same public-pretrained start.
 
-    python -m audit.benchmarks.lm_lr_grid --config lm --out docs/lm-utility-lr-grid.json
+    python -m privacy_audit.audit.benchmarks.lm_lr_grid --config lm --out docs/lm-utility-lr-grid.json
 
 Selection is honest: each arm's learning rate is the one with the lowest perplexity on the
 config's non-member texts (a validation split never trained on and disjoint from the test
@@ -44,14 +44,14 @@ def run_grid(
 ) -> dict[str, Any]:
     import torch
 
-    from audit.config import load_config
-    from audit.data import load_audit_data
-    from defenses import DEFENSES
-    from defenses.base import PrivacyClaim
-    from defenses.lm_baselines import utility_floor
-    from defenses.targets.classifier import TrainingConfig
-    from defenses.targets.lm import LMRelease
-    from defenses.targets.loading import Target
+    from privacy_audit.audit.config import load_config
+    from privacy_audit.audit.data import load_audit_data
+    from privacy_audit.defenses import DEFENSES
+    from privacy_audit.defenses.base import PrivacyClaim
+    from privacy_audit.defenses.lm_baselines import utility_floor
+    from privacy_audit.defenses.targets.classifier import TrainingConfig
+    from privacy_audit.defenses.targets.lm import LMRelease
+    from privacy_audit.defenses.targets.loading import Target
 
     cfg = load_config(config)
     data = load_audit_data(cfg.data, cfg.seed, train=True)
@@ -61,7 +61,7 @@ def run_grid(
         cells = json.loads(cells_path.read_text(encoding="utf-8"))
 
     def save() -> None:
-        from audit.io import atomic_write_text, dumps_json
+        from privacy_audit.audit.io import atomic_write_text, dumps_json
 
         atomic_write_text(cells_path, dumps_json(cells))
 
@@ -305,7 +305,7 @@ def main(argv=None) -> int:
     if bad or not lrs or any(lr <= 0 for lr in lrs):
         print(f"error: unknown arm(s) {bad} or empty/non-positive --lrs", file=sys.stderr)
         return 2
-    from audit.io import atomic_write_text, dumps_json
+    from privacy_audit.audit.io import atomic_write_text, dumps_json
 
     load = os.getloadavg()
     t0 = time.perf_counter()
@@ -324,7 +324,7 @@ def main(argv=None) -> int:
         batch_size=args.batch_size,
     )
     res["command"] = (
-        f"python -m audit.benchmarks.lm_lr_grid --config {args.config} --lrs {args.lrs} "
+        f"python -m privacy_audit.audit.benchmarks.lm_lr_grid --config {args.config} --lrs {args.lrs} "
         f"--arms {args.arms} --epsilon {args.epsilon:g}"
         + (f" --epochs {args.epochs}" if args.epochs else "")
         + (f" --batch-size {args.batch_size}" if args.batch_size else "")

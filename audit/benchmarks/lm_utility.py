@@ -2,7 +2,7 @@
 model with its 95% bootstrap CI over test sequences, the unigram floor every model must
 beat, and the public-pretrained starting point, recorded for the docs.
 
-    python -m audit.benchmarks.lm_utility --out docs/lm-utility.json
+    python -m privacy_audit.audit.benchmarks.lm_utility --out docs/lm-utility.json
 
 It runs the bundled ``lm`` config (or ``--config FILE``) through the ordinary runner,
 keeping finished training tasks in ``<out>.rundir`` so an interrupted run resumes, or
@@ -24,10 +24,10 @@ from typing import Any
 def pretrained_only_utility(cfg) -> dict[str, Any] | None:
     """Perplexity of the public-pretrained model (seed ``cfg.seed``) on the test texts;
     None when the config has no public pretraining."""
-    from audit.data import load_audit_data
-    from defenses.base import PrivacyClaim
-    from defenses.targets.lm import LMRelease
-    from defenses.targets.loading import Target
+    from privacy_audit.audit.data import load_audit_data
+    from privacy_audit.defenses.base import PrivacyClaim
+    from privacy_audit.defenses.targets.lm import LMRelease
+    from privacy_audit.defenses.targets.loading import Target
 
     if cfg.target.public_epochs <= 0:
         return None
@@ -91,10 +91,10 @@ def summarise(results: dict[str, Any], pretrained: dict | None) -> dict[str, Any
 def main(argv=None) -> int:
     import json
 
-    from audit.config import load_config
-    from audit.errors import AuditError
-    from audit.io import atomic_write_text, dumps_json
-    from audit.runner import run_audit
+    from privacy_audit.audit.config import load_config
+    from privacy_audit.audit.errors import AuditError
+    from privacy_audit.audit.io import atomic_write_text, dumps_json
+    from privacy_audit.audit.runner import run_audit
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--config", default="lm", help="bundled config name or TOML file")
@@ -121,7 +121,7 @@ def main(argv=None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     summary["command"] = (
-        f"python -m audit.benchmarks.lm_utility --config {args.config} --out {args.out}"
+        f"python -m privacy_audit.audit.benchmarks.lm_utility --config {args.config} --out {args.out}"
     )
     summary["seconds"] = time.perf_counter() - start
     summary["load_average_at_start"] = [round(x, 2) for x in load]

@@ -1,6 +1,6 @@
 """Run one ``privacy-audit bench`` command in several separate processes and keep every run.
 
-    python -m audit.benchmarks.process_runs --runs 3 --out docs/bench-dp-forward.json -- \
+    python -m privacy_audit.audit.benchmarks.process_runs --runs 3 --out docs/bench-dp-forward.json -- \
         privacy-audit bench dp-forward --threads 1
 
 A timing interval from one process hides the run-to-run spread (load, frequency scaling,
@@ -44,11 +44,11 @@ def main(argv=None) -> int:
     if not out.parent.is_dir():
         print(f"error: output directory {str(out.parent)!r} does not exist", file=sys.stderr)
         return 2
-    from audit.io import atomic_write_text, dumps_json
+    from privacy_audit.audit.io import atomic_write_text, dumps_json
 
     work = out.with_name(out.name + ".runs")
     work.mkdir(exist_ok=True)
-    exe = [sys.executable, "-m", "audit.integrations.cli"]
+    exe = [sys.executable, "-m", "privacy_audit.audit.integrations.cli"]
     runs, meta = [], []
     for i in range(args.runs):
         path = work / f"run{i}.json"
@@ -72,7 +72,7 @@ def main(argv=None) -> int:
         out,
         dumps_json(
             {
-                "command": f"python -m audit.benchmarks.process_runs --runs {args.runs} "
+                "command": f"python -m privacy_audit.audit.benchmarks.process_runs --runs {args.runs} "
                 f"--out {args.out} -- {shlex.join(cmd)}",
                 "process_runs": runs,
                 "process_run_meta": meta,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 
-from audit.benchmarks.timing import BenchResult, BenchSettings, ratios_to, time_cases
+from privacy_audit.audit.benchmarks.timing import BenchResult, BenchSettings, ratios_to, time_cases
 
 CONFIG = """
 title = "ray scaling benchmark"
@@ -42,10 +42,10 @@ def run(settings: BenchSettings) -> BenchResult:
     except ModuleNotFoundError:  # Python 3.10
         import tomli as tomllib  # type: ignore[no-redef]
 
-    from audit.config import parse_config
-    from audit.data import load_audit_data
-    from audit.scale.executors import ExecutorSpec, RayExecutor, import_ray
-    from audit.scale.plan import plan
+    from privacy_audit.audit.config import parse_config
+    from privacy_audit.audit.data import load_audit_data
+    from privacy_audit.audit.scale.executors import ExecutorSpec, RayExecutor, import_ray
+    from privacy_audit.audit.scale.plan import plan
 
     ray = import_ray()
     load_start = os.getloadavg()[0] if hasattr(os, "getloadavg") else None

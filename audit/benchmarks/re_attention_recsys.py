@@ -1,9 +1,9 @@
 """``privacy-audit bench re-attention-recsys``: Re-Attention on sequential recommendation,
 the task of its paper (Ding et al. 2024, Tables 2-3), on a synthetic stand-in.
 
-    python -m audit.benchmarks.re_attention_recsys --out docs/re-attention-recsys.json
+    python -m privacy_audit.audit.benchmarks.re_attention_recsys --out docs/re-attention-recsys.json
 
-Data: :class:`defenses.recsys.SyntheticSequences` (seeded; Zipf item popularity, user topic
+Data: :class:`privacy_audit.defenses.recsys.SyntheticSequences` (seeded; Zipf item popularity, user topic
 preferences, item-to-item successor chains), one sequence per user, so the DP guarantee is
 user-level as in the paper. Model: the paper's next-item Transformer (d = 64, 1 head,
 2 blocks, learned positions, tied item embedding). Arms, all from the same initialisation
@@ -67,7 +67,7 @@ METRICS = ("ndcg@10", "hit@10")
 def _train_nonprivate(model, ids, mask, settings, seed):
     import torch
 
-    from defenses.targets.lm import sequence_loss
+    from privacy_audit.defenses.targets.lm import sequence_loss
 
     opt = torch.optim.AdamW(
         model.parameters(),
@@ -90,15 +90,15 @@ def run_one(arm: str, epsilon: float | None, seed: int, settings: dict) -> dict[
     """Train one arm and evaluate it; returns per-run metrics with bootstrap CIs."""
     import torch
 
-    from defenses.dp_engine import (
+    from privacy_audit.defenses.dp_engine import (
         DPSGDEngine,
         account,
         calibrate_noise,
         poisson_schedule,
         train_private_ids,
     )
-    from defenses.re_attention import NoiseSetup, ReAttention
-    from defenses.recsys import (
+    from privacy_audit.defenses.re_attention import NoiseSetup, ReAttention
+    from privacy_audit.defenses.recsys import (
         SyntheticSequences,
         bootstrap_mean_ci,
         build_sasrec,
@@ -197,8 +197,8 @@ def study(
     """All runs (resuming from the run files in the ``checkpoint`` directory), then the
     across-seed summary. ``only_seeds`` runs a subset (for parallel processes sharing the
     directory) and returns None unless every run of the study is then present."""
-    from audit.io import atomic_write_text, dumps_json
-    from defenses.recsys import SyntheticSequences, item_frequency_summary, t_interval
+    from privacy_audit.audit.io import atomic_write_text, dumps_json
+    from privacy_audit.defenses.recsys import SyntheticSequences, item_frequency_summary, t_interval
 
     fp = _fingerprint(settings)
     done = _load_done(checkpoint, fp)
@@ -273,7 +273,7 @@ def study(
 def run(settings):
     """``privacy-audit bench re-attention-recsys`` entry (BenchSettings in, BenchResult
     out). Checkpoints under ``$PRIVACY_AUDIT_CACHE`` (default ~/.cache/privacy-audit)."""
-    from audit.benchmarks.timing import BenchResult
+    from privacy_audit.audit.benchmarks.timing import BenchResult
 
     cfg = dict(QUICK if settings.quick else DEFAULTS)
     cache = Path(os.environ.get("PRIVACY_AUDIT_CACHE", "~/.cache/privacy-audit")).expanduser()
@@ -298,7 +298,7 @@ def run(settings):
 
 
 def main(argv=None) -> int:
-    from audit.io import atomic_write_text, dumps_json
+    from privacy_audit.audit.io import atomic_write_text, dumps_json
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="re-attention-recsys.json")
@@ -336,7 +336,9 @@ def main(argv=None) -> int:
         return 0
     res["load_average_at_start"] = [round(x, 2) for x in load]
     res["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
-    res["command"] = "python -m audit.benchmarks.re_attention_recsys --out " + str(out)
+    res["command"] = "python -m privacy_audit.audit.benchmarks.re_attention_recsys --out " + str(
+        out
+    )
     res["device"] = "cpu (no GPU)"
     atomic_write_text(out, dumps_json(res))
     print(f"results: {out}")

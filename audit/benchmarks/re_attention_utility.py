@@ -1,7 +1,7 @@
 """Utility study: perplexity of the tied GPT-2 LM trained with phantom-dp-sgd, with and
 without Re-Attention, at ε ∈ {3, 8}, over several training seeds.
 
-    python -m audit.benchmarks.re_attention_utility --seeds 3 --out reatt.json
+    python -m privacy_audit.audit.benchmarks.re_attention_utility --seeds 3 --out reatt.json
 
 Each (ε, seed) trains both variants from the same initialisation, Poisson batches and
 noise draws (the only difference is the attention correction). Per run: test perplexity
@@ -42,12 +42,12 @@ def study(
     preset: str = "tiny-gpt2-word",
     max_length: int = 96,
 ) -> dict[str, Any]:
-    import fixtures
-    from defenses.base import Examples
-    from defenses.phantom_dp_sgd import PhantomDPSGD
-    from defenses.re_attention import ReAttentionDefense
-    from defenses.targets.classifier import TrainingConfig
-    from defenses.targets.loading import Target, TargetSpec
+    from privacy_audit import fixtures
+    from privacy_audit.defenses.base import Examples
+    from privacy_audit.defenses.phantom_dp_sgd import PhantomDPSGD
+    from privacy_audit.defenses.re_attention import ReAttentionDefense
+    from privacy_audit.defenses.targets.classifier import TrainingConfig
+    from privacy_audit.defenses.targets.loading import Target, TargetSpec
 
     rows = fixtures.load_corpus("private")
     train = Examples(

@@ -2,7 +2,7 @@
 
 The suite's own LM shape (the ``tiny-gpt2-word`` preset: a GPT-2 config, d = 64, 2
 layers, 2 heads) with a Hugging Face word-level tokenizer over the fixture corpus, handled
-exactly as a user's model is, through :func:`audit.runner.run_audit` (what ``privacy-audit
+exactly as a user's model is, through :func:`privacy_audit.audit.runner.run_audit` (what ``privacy-audit
 run`` does):
 
 - **base**: trained from scratch on the public fixture texts (the user's pretrained model);
@@ -24,7 +24,7 @@ references (2 + 4 + 8 fine-tunings).
 
 Reproduce (a few minutes on one CPU thread; writes JSON and prints a table)::
 
-    OMP_NUM_THREADS=1 python -m audit.benchmarks.references_k --out docs/references-k.json
+    OMP_NUM_THREADS=1 python -m privacy_audit.audit.benchmarks.references_k --out docs/references-k.json
 
 Not registered in ``privacy-audit bench`` (which measures time, not attack power).
 """
@@ -40,7 +40,7 @@ from pathlib import Path
 
 import numpy as np
 
-from audit.io import atomic_write_text
+from privacy_audit.audit.io import atomic_write_text
 
 DEFAULTS = {
     "members": 128,
@@ -87,9 +87,9 @@ def _models(root: Path, s: dict, seed: int, log) -> dict:
     from peft import LoraConfig, get_peft_model
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    import fixtures
-    from defenses.targets.lm import LM_PRESETS, train_lm
-    from defenses.targets.scoring import HFTokenizer
+    from privacy_audit import fixtures
+    from privacy_audit.defenses.targets.lm import LM_PRESETS, train_lm
+    from privacy_audit.defenses.targets.scoring import HFTokenizer
 
     private = [r["text"] for r in fixtures.load_corpus("private")]
     public = [r["text"] for r in fixtures.load_corpus("public")][: s["public"]]
@@ -154,8 +154,8 @@ WANTED = {
 
 
 def _audit(root: Path, s: dict, seed: int, k: int, bootstrap: int, rmia_a=None) -> dict:
-    from audit.config import parse_config
-    from audit.runner import run_audit
+    from privacy_audit.audit.config import parse_config
+    from privacy_audit.audit.runner import run_audit
 
     raw = {
         "title": f"references K={k}",

@@ -4,7 +4,7 @@ AUC (the paper's metric) beside accuracy — against its baselines at equal η:
 - ``snd`` (the user-side denoiser on [e_n; X̃; Z]), and the suite's controls ``server``
   (denoiser without Z) and ``local-only`` (denoiser with e_n zeroed);
 - ``tokembpriv`` (= SnD's ``none`` variant: dχ noise on token embeddings, no denoiser);
-- ``text2text`` (:mod:`defenses.text2text`: dχ noise then nearest-token replacement; the
+- ``text2text`` (:mod:`privacy_audit.defenses.text2text`: dχ noise then nearest-token replacement; the
   server encodes the sanitised text);
 - ``clean`` (η = ∞: the frozen encoder on the clean text), the reference.
 
@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from audit.benchmarks.experiments import (
+from privacy_audit.audit.benchmarks.experiments import (
     CellStore,
     ExperimentSettings,
     accuracy_estimate,
@@ -63,8 +63,8 @@ def _setup(settings: ExperimentSettings) -> dict[str, Any]:
 
 
 def _public(n):
-    import fixtures
-    from defenses.base import Examples
+    from privacy_audit import fixtures
+    from privacy_audit.defenses.base import Examples
 
     rows = fixtures.load_corpus("public")[:n]
     labels = sorted({r["label"] for r in fixtures.load_corpus("private")})
@@ -97,7 +97,7 @@ class _Env:
     @property
     def target(self):
         if self._target is None:
-            from defenses.targets.loading import Target, TargetSpec
+            from privacy_audit.defenses.targets.loading import Target, TargetSpec
 
             self._target = Target(
                 TargetSpec("minilm", None, self.setup["max_length"], 0),
@@ -110,7 +110,7 @@ class _Env:
 
     @property
     def training(self):
-        from defenses.targets.classifier import TrainingConfig
+        from privacy_audit.defenses.targets.classifier import TrainingConfig
 
         return TrainingConfig(
             epochs=self.setup["classifier_epochs"],
@@ -121,7 +121,7 @@ class _Env:
         )
 
     def split(self, seed):
-        from defenses.split_n_denoise import SplitEncoder
+        from privacy_audit.defenses.split_n_denoise import SplitEncoder
 
         model, tokenizer = self.target.build(seed)
         base = getattr(model, "base_model", model)
@@ -129,7 +129,7 @@ class _Env:
 
 
 def _snd_cell(env: _Env, eta: float, seed: int) -> dict[str, Any]:
-    from defenses.split_n_denoise import SplitNDenoise
+    from privacy_audit.defenses.split_n_denoise import SplitNDenoise
 
     start = time.perf_counter()
     defense = SplitNDenoise(
@@ -151,8 +151,8 @@ def _snd_cell(env: _Env, eta: float, seed: int) -> dict[str, Any]:
 
 
 def _text2text_cell(env: _Env, eta: float, seed: int) -> dict[str, Any]:
-    from defenses.split_n_denoise import _mlp_classifier
-    from defenses.text2text import sanitize_ids
+    from privacy_audit.defenses.split_n_denoise import _mlp_classifier
+    from privacy_audit.defenses.text2text import sanitize_ids
 
     start = time.perf_counter()
     split = env.split(seed)
@@ -175,7 +175,7 @@ def _text2text_cell(env: _Env, eta: float, seed: int) -> dict[str, Any]:
 
 
 def _clean_cell(env: _Env, seed: int) -> dict[str, Any]:
-    from defenses.split_n_denoise import _mlp_classifier
+    from privacy_audit.defenses.split_n_denoise import _mlp_classifier
 
     split = env.split(seed)
 

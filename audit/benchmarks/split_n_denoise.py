@@ -13,16 +13,16 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from audit.benchmarks.timing import BenchResult, BenchSettings, ratios_to, time_cases
+from privacy_audit.audit.benchmarks.timing import BenchResult, BenchSettings, ratios_to, time_cases
 
 
 def run(settings: BenchSettings) -> BenchResult:
     from transformers import AutoModel, AutoTokenizer
 
-    import fixtures
-    from defenses.snd_noise import privatize
-    from defenses.split_n_denoise import Denoiser, SplitEncoder
-    from defenses.targets.loading import minilm_path
+    from privacy_audit import fixtures
+    from privacy_audit.defenses.snd_noise import privatize
+    from privacy_audit.defenses.split_n_denoise import Denoiser, SplitEncoder
+    from privacy_audit.defenses.targets.loading import minilm_path
 
     batch, seq = (4, 16) if settings.quick else (32, 64)
     path = str(minilm_path())

@@ -1,7 +1,7 @@
 """The figures of docs/split-validity.md: blind baselines on real prose, the false
 ``split-shifted`` rate, dataset inference's null rejection rate and its power.
 
-    OMP_NUM_THREADS=1 python -m audit.benchmarks.split_validity --out docs/split-validity.json
+    OMP_NUM_THREADS=1 python -m privacy_audit.audit.benchmarks.split_validity --out docs/split-validity.json
 
 Everything is seeded; every rate carries its count and a Clopper-Pearson 95% interval,
 every AUC a DeLong 95% interval. Real English text ships with Python: pydoc_data.topics
@@ -63,7 +63,7 @@ def docstring_paragraphs() -> list[str]:
 
 
 def blind_figures(seed: int, n: int, trials: int) -> dict[str, Any]:
-    from audit.split_check import SplitCheck
+    from privacy_audit.audit.split_check import SplitCheck
 
     pyd, docs = pydoc_paragraphs(), docstring_paragraphs()
     rng = np.random.default_rng(seed)
@@ -96,7 +96,7 @@ def blind_figures(seed: int, n: int, trials: int) -> dict[str, Any]:
 
 
 def di_null_synthetic(trials: int) -> dict[str, Any]:
-    from attacks.dataset_inference import DatasetInference
+    from privacy_audit.attacks.dataset_inference import DatasetInference
 
     mix = np.random.default_rng(99).normal(size=(5, 5))
     rej05 = rej01 = 0
@@ -150,8 +150,8 @@ def _model(vocab: int, seed: int):
 def _release(model, tok, max_length: int):
     import tempfile
 
-    from defenses.base import PrivacyClaim
-    from defenses.targets.loading import load_audit_target, load_causal_lm_release
+    from privacy_audit.defenses.base import PrivacyClaim
+    from privacy_audit.defenses.targets.loading import load_audit_target, load_causal_lm_release
 
     d = tempfile.mkdtemp(prefix="split-validity-")
     model.save_pretrained(d)
@@ -165,12 +165,12 @@ def di_lm(seed: int, n: int, epochs: int, null_trials: int, subsamples: int) -> 
     fine-tuned on ``n`` pydoc paragraphs (the suspect set); ``n`` other pydoc paragraphs
     are the validation set. Null trials: random partitions of a third pydoc set the model
     never saw. Power: random subsamples of k suspect and k validation texts."""
-    from attacks.dataset_inference import DatasetInference, lm_features
-    from attacks.llm_membership import loss_scores, min_k_scores, zlib_scores
-    from attacks.min_k_pp import min_k_pp_scores
-    from audit.split_check import SplitCheck, delong_auc
-    from defenses.targets.lm import train_lm
-    from defenses.targets.scoring import HFTokenizer
+    from privacy_audit.attacks.dataset_inference import DatasetInference, lm_features
+    from privacy_audit.attacks.llm_membership import loss_scores, min_k_scores, zlib_scores
+    from privacy_audit.attacks.min_k_pp import min_k_pp_scores
+    from privacy_audit.audit.split_check import SplitCheck, delong_auc
+    from privacy_audit.defenses.targets.lm import train_lm
+    from privacy_audit.defenses.targets.scoring import HFTokenizer
 
     pyd, docs = pydoc_paragraphs(), docstring_paragraphs()
     rng = np.random.default_rng(seed)
@@ -255,7 +255,7 @@ def di_lm(seed: int, n: int, epochs: int, null_trials: int, subsamples: int) -> 
 
 
 def main(argv: list[str] | None = None) -> int:
-    from audit.io import atomic_write_text, dumps_json
+    from privacy_audit.audit.io import atomic_write_text, dumps_json
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True)
@@ -269,7 +269,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--parts", default="blind,null,lm", help="comma list: blind, null, lm")
     args = ap.parse_args(argv)
     parts = set(args.parts.split(","))
-    out = {"command": "python -m audit.benchmarks.split_validity " + " ".join(argv or sys.argv[1:])}
+    out = {
+        "command": "python -m privacy_audit.audit.benchmarks.split_validity "
+        + " ".join(argv or sys.argv[1:])
+    }
     if "blind" in parts:
         out["blind"] = blind_figures(args.seed, args.n, args.blind_trials)
         atomic_write_text(args.out, dumps_json(out))

@@ -2,13 +2,13 @@
 
 For each DP defense of the bundled ``lm`` config: one training run of the suite's own
 trainer with ``--canaries`` Dirac gradient canaries recorded inside it
-(:mod:`defenses.gradient_canaries`); both one-run bounds are computed from the same
+(:mod:`privacy_audit.defenses.gradient_canaries`); both one-run bounds are computed from the same
 recorded signals, beside the simulated signals of the same mechanism and schedule (what
 the audit used before canaries were recorded) and the accountant's ε.
 
 Reproduce::
 
-    python -m audit.benchmarks.white_box_one_run --out docs/white-box-one-run.json
+    python -m privacy_audit.audit.benchmarks.white_box_one_run --out docs/white-box-one-run.json
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import json
 import sys
 import time
 
-from audit.io import atomic_write_text
+from privacy_audit.audit.io import atomic_write_text
 
 
 def _row(a: dict) -> dict:
@@ -40,8 +40,8 @@ def _row(a: dict) -> dict:
 
 
 def run_defense(cfg, index: int, canaries: int, seed: int, log) -> dict:
-    from attacks.gradient_canary import OneRunWhiteBoxAudit
-    from audit.scale.tasks import _data, _defense, _target, _training
+    from privacy_audit.attacks.gradient_canary import OneRunWhiteBoxAudit
+    from privacy_audit.audit.scale.tasks import _data, _defense, _target, _training
 
     data = _data(cfg)
     dcfg, defense = _defense(cfg, {"defense": index})
@@ -78,9 +78,9 @@ def run_defense(cfg, index: int, canaries: int, seed: int, log) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from audit.config import load_config
+    from privacy_audit.audit.config import load_config
 
-    p = argparse.ArgumentParser(prog="python -m audit.benchmarks.white_box_one_run")
+    p = argparse.ArgumentParser(prog="python -m privacy_audit.audit.benchmarks.white_box_one_run")
     p.add_argument("--config", default="lm")
     p.add_argument("--defenses", default="dp-sgd,phantom-dp-sgd")
     p.add_argument("--canaries", type=int, default=1000)
@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
             args.out,
             json.dumps(
                 {
-                    "command": "python -m audit.benchmarks.white_box_one_run "
+                    "command": "python -m privacy_audit.audit.benchmarks.white_box_one_run "
                     + " ".join(argv if argv is not None else sys.argv[1:]),
                     "config": args.config,
                     "canaries": args.canaries,

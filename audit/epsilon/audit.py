@@ -2,7 +2,7 @@
 
 Three audits, each a statistically valid lower bound on ε at the run's δ:
 - ``gradient-canary``: white-box Dirac gradient canaries on the released updates
-  (``attacks.gradient_canary``), one independent training run per trial;
+  (``privacy_audit.attacks.gradient_canary``), one independent training run per trial;
 - ``input-canaries (one-run)``: canaries inserted into the training data with
   probability 1/2 and scored by their loss; the larger of the one-run bounds of
   Steinke, Nasr & Jagielski (2023) and the f-DP audit of Mahloujifar, Melis & Chaudhuri
@@ -23,11 +23,11 @@ from typing import Any
 
 import numpy as np
 
-from attacks.canary_bounds import one_run_group_best, tpr_at_1pct_fpr
-from attacks.epsilon import tradeoff_violations
-from attacks.gradient_canary import GradientCanaryAudit, OneRunWhiteBoxAudit
-from audit.epsilon.canaries import CanarySet
-from defenses.base import ReleasedModel, Surface
+from privacy_audit.attacks.canary_bounds import one_run_group_best, tpr_at_1pct_fpr
+from privacy_audit.attacks.epsilon import tradeoff_violations
+from privacy_audit.attacks.gradient_canary import GradientCanaryAudit, OneRunWhiteBoxAudit
+from privacy_audit.audit.epsilon.canaries import CanarySet
+from privacy_audit.defenses.base import ReleasedModel, Surface
 
 COMPARABLE_UNITS = ("example", "sequence", "user")
 COMPARABLE_NOTIONS = ("central-dp", "local-dp")
@@ -107,7 +107,7 @@ def input_canary_audit(
         }
     ex = canaries.examples
     if lm_design and hasattr(release, "token_stats"):
-        from audit.epsilon.lm_canaries import (
+        from privacy_audit.audit.epsilon.lm_canaries import (
             calibrated_scores,
             reference_secret_scores,
             release_secret_scores,

@@ -15,7 +15,7 @@ Designs for causal LMs (Panda, Tang, Nasr, Choquette-Choo & Mittal, "Privacy Aud
 Large Language Models", ICLR 2025; Mitchell & Andrew 2026): each canary is a short
 *prefix* (the first tokens of a training text, or random vocabulary tokens) followed by a
 *secret*, and only the secret's tokens are scored (mean log-probability given the
-prefix), as in the paper. See :mod:`audit.epsilon.lm_canaries`.
+prefix), as in the paper. See :mod:`privacy_audit.audit.epsilon.lm_canaries`.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from defenses.base import Examples
+from privacy_audit.defenses.base import Examples
 
 CANARY_KINDS = ("random-token", "pii")
 #: LM canary designs (audit/epsilon/lm_canaries.py); ``random-token`` there is the LM baseline.

@@ -33,9 +33,9 @@ from typing import Any
 
 import numpy as np
 
-from audit.epsilon.canaries import LM_CANARY_DESIGNS, CanarySet
-from audit.errors import AuditError
-from defenses.base import Examples
+from privacy_audit.audit.epsilon.canaries import LM_CANARY_DESIGNS, CanarySet
+from privacy_audit.audit.errors import AuditError
+from privacy_audit.defenses.base import Examples
 
 SCHEMA = "privacy-audit-canaries/1"
 FILES = ("canaries.json", "inclusion.secret.json", "train_canaries.txt")
@@ -92,7 +92,7 @@ def _load_tokenizer(path: str):
 
 
 def make(args) -> int:
-    from audit.epsilon.lm_canaries import load_user_lm, make_lm_canaries
+    from privacy_audit.audit.epsilon.lm_canaries import load_user_lm, make_lm_canaries
 
     design = args.design
     if design not in LM_CANARY_DESIGNS:
@@ -214,8 +214,8 @@ def _claim_status(eps_lb: float, ceiling: float, claimed: float | None) -> str:
 
 
 def audit_scores(scores, cs: CanarySet, delta: float, confidence: float, claimed, seed=0) -> dict:
-    from attacks.canary_bounds import one_run_group_best, tpr_at_1pct_fpr
-    from attacks.metrics import auc
+    from privacy_audit.attacks.canary_bounds import one_run_group_best, tpr_at_1pct_fpr
+    from privacy_audit.attacks.metrics import auc
 
     b = one_run_group_best(scores, cs.included, delta, cs.repeat, confidence)
     t = tpr_at_1pct_fpr(scores, cs.included, confidence=confidence, seed=seed)
@@ -269,13 +269,17 @@ def _report_html(res: dict) -> str:
 
 
 def audit(args) -> int:
-    from audit.epsilon.lm_canaries import calibrated_scores, hf_secret_scores, load_user_lm
+    from privacy_audit.audit.epsilon.lm_canaries import (
+        calibrated_scores,
+        hf_secret_scores,
+        load_user_lm,
+    )
 
     model_dir, canaries_dir = args.model, args.canaries
     reference_dir = args.reference
     delta, confidence = args.delta, args.confidence
     if args.config is not None:
-        from audit.config import load_config
+        from privacy_audit.audit.config import load_config
 
         cfg = load_config(args.config)
         model_dir = model_dir or cfg.epsilon.get("model_dir")

@@ -7,12 +7,12 @@ monitor, which logs into ``trainer.state.log_history`` and can stop training whe
 attack gets stronger than a threshold.
 
 Each evaluation wraps the *live* model in a release (no copy of the weights): a
-:class:`defenses.targets.classifier.ClassifierRelease` for a classifier, a
-:class:`defenses.targets.scoring.HFLMRelease` for a causal LM (``*ForCausalLM`` /
+:class:`privacy_audit.defenses.targets.classifier.ClassifierRelease` for a classifier, a
+:class:`privacy_audit.defenses.targets.scoring.HFLMRelease` for a causal LM (``*ForCausalLM`` /
 ``*LMHeadModel``, PEFT-wrapped or not; its attacks -- ``lm-loss``, ``zlib``, ``min-k`` by
 default -- share one forward pass per text, and no labels are needed: members and
 non-members may be plain lists of texts). It switches the model to eval mode, runs the attacks without gradients
-through :func:`attacks.base.run_attack`, and restores the model's previous mode. The
+through :func:`privacy_audit.attacks.base.run_attack`, and restores the model's previous mode. The
 attacks see a sample of the training data (members, the positive class) and held-out
 data from the same distribution (non-members). Only forward passes over those examples
 and a small bootstrap are spent, and no torch random state is consumed, so training
@@ -39,11 +39,11 @@ import numpy as np
 import torch
 from transformers import PreTrainedTokenizerBase, TrainerCallback
 
-from attacks import ATTACKS
-from attacks.base import AttackResult, MetricSettings, run_attack
-from audit.integrations.gate import GATED
-from defenses.base import Examples, PrivacyClaim, Surface
-from defenses.targets.classifier import ClassifierRelease
+from privacy_audit.attacks import ATTACKS
+from privacy_audit.attacks.base import AttackResult, MetricSettings, run_attack
+from privacy_audit.audit.integrations.gate import GATED
+from privacy_audit.defenses.base import Examples, PrivacyClaim, Surface
+from privacy_audit.defenses.targets.classifier import ClassifierRelease
 
 __all__ = [
     "DEFAULT_MONITOR_ATTACKS",
@@ -69,7 +69,7 @@ _PER_ATTACK = ("auc", "tpr_at_fpr_0.01", "advantage", "epsilon_lower_bound")
 
 
 def monitor_attacks(kind: str = "classifier") -> list[str]:
-    """Names from :data:`attacks.ATTACKS` that the monitor can run on a ``kind`` model
+    """Names from :data:`privacy_audit.attacks.ATTACKS` that the monitor can run on a ``kind`` model
     (``classifier`` or ``causal-lm``): attacks on forward-only surfaces that need no
     side model (the reference attack trains one)."""
     want = "lm" if kind == "causal-lm" else "classifier"
@@ -158,7 +158,7 @@ def _as_examples(data: Any, what: str) -> Examples:
         ids = [f"{what}-{i}" for i in range(len(texts))]
     else:
         raise ValueError(
-            f"{what} must be defenses.base.Examples or a (texts, labels) pair, "
+            f"{what} must be privacy_audit.defenses.base.Examples or a (texts, labels) pair, "
             f"got {type(data).__name__}"
         )
     labels = np.asarray(labels)
@@ -216,7 +216,7 @@ class PrivacyMonitor:
     """Runs membership attacks on a model under training, when due.
 
     ``members`` is a sample of the training data, ``nonmembers`` held-out data from the
-    same distribution; each is :class:`defenses.base.Examples` or a ``(texts, labels)``
+    same distribution; each is :class:`privacy_audit.defenses.base.Examples` or a ``(texts, labels)``
     pair with integer labels (at least 2 of each). ``every_n_steps`` makes
     :meth:`step` evaluate whenever ``global_step`` is a multiple of it (``None``:
     :meth:`step` never fires and only :meth:`evaluate` runs the attacks). ``stop_if``
@@ -280,7 +280,7 @@ class PrivacyMonitor:
         if any(plain) and (not all(plain) or classifier):
             what = "members" if plain[0] else "nonmembers"
             raise ValueError(
-                f"{what} must be defenses.base.Examples or a (texts, labels) pair"
+                f"{what} must be privacy_audit.defenses.base.Examples or a (texts, labels) pair"
                 + (" for a classifier" if classifier else " like the other set")
                 + " (texts alone, for both sets, suffice for a causal LM)"
             )
@@ -311,7 +311,7 @@ class PrivacyMonitor:
         """A release over the live model: classifier or causal LM."""
         claim = PrivacyClaim.none("Monitored during training.")
         if self._kind_of(model) == "causal-lm":
-            from defenses.targets.scoring import HFLMRelease, HFTokenizer
+            from privacy_audit.defenses.targets.scoring import HFLMRelease, HFTokenizer
 
             tok = self.tokenizer
             if isinstance(tok, PreTrainedTokenizerBase):  # encoded as tokenizer(text)
@@ -348,7 +348,7 @@ class PrivacyMonitor:
 
     def _max_length(self, model) -> int:
         """``max_length``, or the model's context length capped at 512 (never past it)."""
-        from audit.own_model import resolve_max_length
+        from privacy_audit.audit.own_model import resolve_max_length
 
         return resolve_max_length(model, self.max_length or 512)
 

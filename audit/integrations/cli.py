@@ -16,8 +16,8 @@ import re
 import sys
 from pathlib import Path
 
-from audit import __version__
-from audit.errors import AuditError
+from privacy_audit.audit import __version__
+from privacy_audit.audit.errors import AuditError
 
 EXIT_OK, EXIT_GATE, EXIT_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
 
@@ -128,7 +128,7 @@ def _model_args(p: argparse.ArgumentParser) -> None:
 
 def _one_line_config(args):
     """The config of ``run --model ...``: an audit of the model as it is."""
-    from audit.config import parse_config
+    from privacy_audit.audit.config import parse_config
 
     if args.config is not None:
         raise AuditError("give either a config file or --model, not both")
@@ -306,7 +306,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     g.add_argument("--summary", metavar="FILE", help="write a JSON summary of the gate decision")
 
-    from audit.benchmarks import BENCHMARKS
+    from privacy_audit.audit.benchmarks import BENCHMARKS
 
     x = sub.add_parser(
         "export-risky",
@@ -355,7 +355,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_experiment_and_claims(sub)
     _add_dataset_inference(sub)
 
-    from audit.epsilon.pipeline import add_parser as _canaries_parser
+    from privacy_audit.audit.epsilon.pipeline import add_parser as _canaries_parser
 
     _canaries_parser(sub)
     return p
@@ -364,7 +364,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _add_experiment_and_claims(sub) -> None:
     """``experiment`` (long utility runs behind the paper-claims table, resumable) and
     ``claims`` (the table itself, read from recorded JSON under docs/)."""
-    from audit.benchmarks.experiments import EXPERIMENTS
+    from privacy_audit.audit.benchmarks.experiments import EXPERIMENTS
 
     e = sub.add_parser(
         "experiment",
@@ -420,16 +420,16 @@ def _add_dataset_inference(sub) -> None:
 
 
 def _cmd_dataset_inference(args) -> int:
-    from audit.config import parse_config, resolve_targets
-    from audit.dataset_inference import (
+    from privacy_audit.audit.config import parse_config, resolve_targets
+    from privacy_audit.audit.dataset_inference import (
         load_di_config,
         parse_section,
         render_html,
         run_dataset_inference,
     )
-    from audit.io import dumps_json, publish_together
-    from audit.results import check_output_dir
-    from audit.scale.executors import ExecutorSpec
+    from privacy_audit.audit.io import dumps_json, publish_together
+    from privacy_audit.audit.results import check_output_dir
+    from privacy_audit.audit.scale.executors import ExecutorSpec
 
     flags = ("model", "suspect", "validation", "reference", "adapter", "max_length", "dtype")
     if args.config is not None:
@@ -466,7 +466,7 @@ def _cmd_dataset_inference(args) -> int:
     if spec.address and spec.kind != "ray":
         raise AuditError("--address applies only with --executor ray")
     if spec.kind == "ray":
-        from audit.scale.executors import import_ray
+        from privacy_audit.audit.scale.executors import import_ray
 
         import_ray()
     _check_dir_option(args.out, "--out")
@@ -494,15 +494,15 @@ def _cmd_dataset_inference(args) -> int:
 
 
 def one_line_text(text: str) -> str:
-    from audit.integrations.gate import one_line
+    from privacy_audit.audit.integrations.gate import one_line
 
     return one_line(text)
 
 
 def _cmd_run(args, epsilon: bool | None = None) -> int:
-    from audit.config import load_config
-    from audit.results import check_output_dir, write_outputs
-    from audit.runner import run_audit
+    from privacy_audit.audit.config import load_config
+    from privacy_audit.audit.results import check_output_dir, write_outputs
+    from privacy_audit.audit.runner import run_audit
 
     one_line = (
         any(
@@ -514,12 +514,12 @@ def _cmd_run(args, epsilon: bool | None = None) -> int:
         or getattr(args, "add_bos", None) is not None
     )  # --no-add-bos is False, still given
     cfg = _one_line_config(args) if one_line else load_config(args.config)
-    from audit.config import resolve_targets
+    from privacy_audit.audit.config import resolve_targets
 
     cfg = resolve_targets(cfg)  # model directories checked before any work or output
     if args.aggregate_only:
         cfg = dataclasses.replace(cfg, aggregate_only=True)
-    from audit.scale.executors import ExecutorSpec
+    from privacy_audit.audit.scale.executors import ExecutorSpec
 
     if args.workers is not None and args.workers < 1:
         raise AuditError(f"--workers must be at least 1, got {args.workers}")
@@ -529,7 +529,7 @@ def _cmd_run(args, epsilon: bool | None = None) -> int:
     if spec.address and spec.kind != "ray":
         raise AuditError("--address applies only with --executor ray")
     if spec.kind == "ray":
-        from audit.scale.executors import import_ray
+        from privacy_audit.audit.scale.executors import import_ray
 
         import_ray()  # the missing extra is named before any work
     run_dir = args.run_dir
@@ -540,7 +540,7 @@ def _cmd_run(args, epsilon: bool | None = None) -> int:
     _check_dir_option(args.out, "--out")
     if run_dir is not None:
         _check_dir_option(run_dir, "--run-dir")
-    from audit.lock import DirLock
+    from privacy_audit.audit.lock import DirLock
 
     with contextlib.ExitStack() as locks:
         # one live run per directory: a second run is refused before it clears or writes
@@ -574,9 +574,9 @@ RUN_LOG = "run.log"
 def verdict_line(run: dict) -> str:
     """One line per run for CI logs: verdict, strongest attack, AUC with CI, TPR@1%FPR,
     the largest certified ε lower bound (attack or ε audit) and the claim status."""
-    from audit.integrations.gate import one_line
-    from reports.formatting import as_finite, ci
-    from reports.verdict import (
+    from privacy_audit.audit.integrations.gate import one_line
+    from privacy_audit.reports.formatting import as_finite, ci
+    from privacy_audit.reports.verdict import (
         EPS_LB,
         TPR_1,
         epsilon_audit_bounds,
@@ -634,7 +634,7 @@ def capture_library_output(path: Path):
     import io
     import warnings
 
-    from audit.io import atomic_write_text
+    from privacy_audit.audit.io import atomic_write_text
 
     buf = io.StringIO()
     handler = logging.StreamHandler(buf)
@@ -684,7 +684,7 @@ def _cmd_epsilon(args) -> int:
 
 
 def _cmd_compare(args) -> int:
-    from reports.compare import compare_runs_cli
+    from privacy_audit.reports.compare import compare_runs_cli
 
     html, table = compare_runs_cli(args.runs, args.out)
     print(f"compare: {html}")
@@ -693,9 +693,9 @@ def _cmd_compare(args) -> int:
 
 
 def _cmd_score(args) -> int:
-    from audit.config import MAX_BOOTSTRAP
-    from audit.results import check_output_dir, write_outputs
-    from audit.runner import score_file
+    from privacy_audit.audit.config import MAX_BOOTSTRAP
+    from privacy_audit.audit.results import check_output_dir, write_outputs
+    from privacy_audit.audit.runner import score_file
 
     if not 100 <= args.bootstrap <= MAX_BOOTSTRAP:
         raise AuditError(
@@ -776,7 +776,7 @@ def _check_writable(path: str, option: str) -> None:
 
 
 def _cmd_gate(args) -> int:
-    from audit.integrations.gate import (
+    from privacy_audit.audit.integrations.gate import (
         RATE_THRESHOLDS,
         Failure,
         GateOutcome,
@@ -791,7 +791,7 @@ def _cmd_gate(args) -> int:
         parse_leakage_thresholds,
         summary,
     )
-    from audit.io import atomic_write_text, dumps_json
+    from privacy_audit.audit.io import atomic_write_text, dumps_json
 
     thresholds = {
         "max_auc": args.max_auc,
@@ -944,9 +944,9 @@ def _cmd_bench(args) -> int:
 
     import torch
 
-    from audit.benchmarks import BENCHMARKS
-    from audit.benchmarks.timing import BenchSettings
-    from audit.io import atomic_write_text, dumps_json
+    from privacy_audit.audit.benchmarks import BENCHMARKS
+    from privacy_audit.audit.benchmarks.timing import BenchSettings
+    from privacy_audit.audit.io import atomic_write_text, dumps_json
 
     names = args.names or list(BENCHMARKS)
     unknown = [n for n in names if n not in BENCHMARKS]
@@ -1011,8 +1011,8 @@ def _cmd_bench(args) -> int:
 
 
 def _cmd_export_risky(args) -> int:
-    from audit.integrations.gate import load_results
-    from audit.io import atomic_write_text
+    from privacy_audit.audit.integrations.gate import load_results
+    from privacy_audit.audit.io import atomic_write_text
 
     if args.top < 1:
         raise AuditError(f"--top must be at least 1, got {args.top}")
@@ -1081,8 +1081,8 @@ def _cmd_export_risky(args) -> int:
 def _cmd_experiment(args) -> int:
     import torch
 
-    from audit.benchmarks.experiments import ExperimentSettings, run_experiment
-    from audit.io import atomic_write_text, dumps_json
+    from privacy_audit.audit.benchmarks.experiments import ExperimentSettings, run_experiment
+    from privacy_audit.audit.io import atomic_write_text, dumps_json
 
     for flag, value in (
         ("--seeds", args.seeds),
@@ -1109,7 +1109,7 @@ def _cmd_experiment(args) -> int:
 
 
 def _cmd_claims(args) -> int:
-    from reports.claims import build_claims, format_table, to_markdown
+    from privacy_audit.reports.claims import build_claims, format_table, to_markdown
 
     docs = Path(args.docs) if args.docs else None
     if docs is not None and not docs.is_dir():
@@ -1121,18 +1121,18 @@ def _cmd_claims(args) -> int:
     rows = build_claims(docs)
     print(format_table(rows))
     if args.json:
-        from audit.io import atomic_write_text, dumps_json
+        from privacy_audit.audit.io import atomic_write_text, dumps_json
 
         atomic_write_text(Path(args.json), dumps_json({"claims": rows}))
     if args.markdown:
-        from audit.io import atomic_write_text
+        from privacy_audit.audit.io import atomic_write_text
 
         atomic_write_text(Path(args.markdown), to_markdown(rows))
     return EXIT_OK
 
 
 def _cmd_canaries(args) -> int:
-    from audit.epsilon.pipeline import run
+    from privacy_audit.audit.epsilon.pipeline import run
 
     return run(args)
 

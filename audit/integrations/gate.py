@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from audit.errors import DataError
+from privacy_audit.audit.errors import DataError
 
 GATED = {
     "max_auc": ("auc", "AUC"),
@@ -247,7 +247,7 @@ def load_results(path: str | Path, what: str = "results file") -> dict[str, Any]
     p = Path(path)
     if not p.is_file():
         raise DataError(f"{what} {str(p)!r} does not exist")
-    from audit.io import read_json
+    from privacy_audit.audit.io import read_json
 
     results = read_json(p, what)
     if not isinstance(results, dict) or not isinstance(results.get("runs"), list):
@@ -554,7 +554,7 @@ def check_all(
       ``split-shifted``: its attack numbers are not about the model) fails unless
       ``allow_shifted_split``.
     """
-    from reports.verdict import (
+    from privacy_audit.reports.verdict import (
         audit_evidence,
         check_attack_claim,
         check_claim,

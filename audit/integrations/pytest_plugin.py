@@ -13,7 +13,7 @@ It provides
   result the test produced exceeds a threshold, listing every exceeded threshold.
 
 Audits are cached per resolved config for the whole session, so several tests can share
-one training run. Thresholds are compared by :func:`audit.integrations.gate.check`, exactly as
+one training run. Thresholds are compared by :func:`privacy_audit.audit.integrations.gate.check`, exactly as
 ``privacy-audit gate`` compares them. See ``docs/pytest-plugin.md``.
 
 This module is imported by every pytest run once the package is installed, so it imports
@@ -30,11 +30,11 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from audit.integrations.gate import Violation
+    from privacy_audit.audit.integrations.gate import Violation
 
 MARKER = "privacy"
 THRESHOLDS = ("max_auc", "max_tpr_at_1pct_fpr", "max_epsilon_lb")
-_METRICS = {  # threshold name -> metric key in results.json (the same names as audit.integrations.gate)
+_METRICS = {  # threshold name -> metric key in results.json (the same names as privacy_audit.audit.integrations.gate)
     "max_auc": "auc",
     "max_tpr_at_1pct_fpr": "tpr_at_fpr_0.01",
     "max_epsilon_lb": "epsilon_lower_bound",
@@ -146,7 +146,7 @@ class AuditResults:
         strict: bool = False,
     ) -> list[Violation]:
         """Every threshold violation, as ``privacy-audit gate`` finds them."""
-        from audit.integrations.gate import check
+        from privacy_audit.audit.integrations.gate import check
 
         limits = _thresholds("thresholds", max_auc, max_tpr_at_1pct_fpr, max_epsilon_lb)
         return check(self.raw, limits, strict=strict)
@@ -161,8 +161,8 @@ class AuditResults:
         allow_shifted_split: bool = False,
     ) -> tuple[list[Violation], list]:
         """``(violations, failures)`` exactly as ``privacy-audit gate`` finds them
-        (:func:`audit.integrations.gate.check_all`)."""
-        from audit.integrations.gate import check_all
+        (:func:`privacy_audit.audit.integrations.gate.check_all`)."""
+        from privacy_audit.audit.integrations.gate import check_all
 
         limits = _thresholds("thresholds", max_auc, max_tpr_at_1pct_fpr, max_epsilon_lb)
         return check_all(
@@ -251,8 +251,8 @@ class PrivacyAudit:
         return Path(self._request.getfixturevalue("tmp_path"))
 
     def _load(self, config: str | Path | dict[str, Any]):
-        from audit.config import load_config, parse_config
-        from audit.errors import ConfigError
+        from privacy_audit.audit.config import load_config, parse_config
+        from privacy_audit.audit.errors import ConfigError
 
         if isinstance(config, dict):
             return parse_config(
@@ -279,7 +279,7 @@ class PrivacyAudit:
         write: bool,
         entry: _CachedAudit | None = None,
     ) -> AuditResults:
-        from audit.results import write_outputs
+        from privacy_audit.audit.results import write_outputs
 
         report: Path | None
         results: Path | None
@@ -318,7 +318,7 @@ class PrivacyAudit:
         on or off (default: the config's ``[epsilon] enabled``); ``report=False`` writes
         nothing (``report_path`` is then ``None``).
         """
-        from audit.runner import run_audit
+        from privacy_audit.audit.runner import run_audit
 
         cfg = self._load(config)
         resolved = {k: v for k, v in cfg.to_dict().items() if k != "source"}
@@ -346,9 +346,9 @@ class PrivacyAudit:
         member; ``members`` is 1 for members, 0 for non-members), as ``privacy-audit
         score`` computes them; ``report.html`` and ``results.json`` go to ``out_dir``
         (default: this test's ``tmp_path``), or nowhere with ``report=False``."""
-        from attacks.base import AttackResult, MetricSettings
-        from audit.results import assemble_results, run_record
-        from defenses.base import PrivacyClaim
+        from privacy_audit.attacks.base import AttackResult, MetricSettings
+        from privacy_audit.audit.results import assemble_results, run_record
+        from privacy_audit.defenses.base import PrivacyClaim
 
         if not 0 < delta < 1:
             raise ValueError(f"delta must be in (0, 1), got {delta}")

@@ -23,7 +23,7 @@ import struct
 from pathlib import Path
 from typing import Any
 
-from audit.errors import AuditError
+from privacy_audit.audit.errors import AuditError
 
 #: Where the last run's fingerprints are kept in the run directory.
 MANIFEST = "inputs.json"

@@ -3,7 +3,7 @@
 The config expands into independent *audit trials* (one per defense, per sweep point
 ε × seed) and, with ``[shadow]``, ``n_models`` *shadow trainings* per trial; a second
 stage *scores* each shadow attack from a trial's and its shadow models' outputs. All of
-them are :class:`audit.scale.executors.Task` objects keyed by a hash of their inputs, so a run
+them are :class:`privacy_audit.audit.scale.executors.Task` objects keyed by a hash of their inputs, so a run
 directory resumes them and any executor runs them.
 
 Sweeps: ``[sweep] defenses`` (labels), ``epsilons`` and ``seeds``. A defense that takes an
@@ -23,9 +23,9 @@ from typing import Any
 
 import numpy as np
 
-from audit.config import AuditConfig, Trial, expand_sweep
-from audit.errors import AuditError
-from audit.scale.executors import ExecutorSpec, RunDir, Task, make_executor, run_tasks
+from privacy_audit.audit.config import AuditConfig, Trial, expand_sweep
+from privacy_audit.audit.errors import AuditError
+from privacy_audit.audit.scale.executors import ExecutorSpec, RunDir, Task, make_executor, run_tasks
 
 _NOT_IN_TASKS = ("executor", "sweep", "shadow")  # never change what one task computes
 
@@ -62,10 +62,10 @@ class Plan:
 
 def plan(cfg: AuditConfig, epsilon: bool, data=None, inputs: dict | None = None) -> Plan:
     """The task graph for a config (``data``: the loaded AuditData, for shadow payloads;
-    ``inputs``: :func:`audit.scale.fingerprint.input_fingerprints`, computed when not
+    ``inputs``: :func:`privacy_audit.audit.scale.fingerprint.input_fingerprints`, computed when not
     given). Every task's key covers the contents of every input file and model directory,
     so a changed input re-runs its tasks on ``--resume``."""
-    from audit.scale.fingerprint import input_fingerprints, task_inputs
+    from privacy_audit.audit.scale.fingerprint import input_fingerprints, task_inputs
 
     if inputs is None:
         inputs = input_fingerprints(cfg)
@@ -100,7 +100,9 @@ def plan(cfg: AuditConfig, epsilon: bool, data=None, inputs: dict | None = None)
             "epsilon": bool(epsilon),
             "shadow": None if shadow is None else {"population": shadow["population"]},
         }
-        t = Task("audit-trial", "audit.scale.tasks:audit_trial", payload, label=tr.label)
+        t = Task(
+            "audit-trial", "privacy_audit.audit.scale.tasks:audit_trial", payload, label=tr.label
+        )
         p.trial_tasks.append(t)
         if shadow is None:
             continue
@@ -117,7 +119,7 @@ def plan(cfg: AuditConfig, epsilon: bool, data=None, inputs: dict | None = None)
             shadows.append(
                 Task(
                     "train-shadow",
-                    "audit.scale.tasks:train_shadow",
+                    "privacy_audit.audit.scale.tasks:train_shadow",
                     sp,
                     label=f"{tr.label} shadow {i + 1}/{shadow['n_models']}",
                 )
@@ -141,7 +143,7 @@ def plan(cfg: AuditConfig, epsilon: bool, data=None, inputs: dict | None = None)
             scores.append(
                 Task(
                     "score-attack",
-                    "audit.scale.tasks:score_shadow_attack",
+                    "privacy_audit.audit.scale.tasks:score_shadow_attack",
                     sp,
                     deps=(t.key, *(s.key for s in shadows)),
                     label=f"{tr.label} {name}",
@@ -222,7 +224,7 @@ def _finish_run(run: dict, shadow_attacks: list[dict]) -> dict:
 
 
 def _aggregate_only(runs: list[dict]) -> None:
-    from audit.results import new_id_salt, pseudonymise_ids
+    from privacy_audit.audit.results import new_id_salt, pseudonymise_ids
 
     salt = new_id_salt()  # never written anywhere
     for run in runs:
@@ -249,9 +251,9 @@ def run_planned(
     """Run a training audit as tasks; return the results dictionary."""
     import sys
 
-    from audit.data import load_audit_data
-    from audit.results import assemble_results
-    from audit.scale import tasks as task_module
+    from privacy_audit.audit.data import load_audit_data
+    from privacy_audit.audit.results import assemble_results
+    from privacy_audit.audit.scale import tasks as task_module
 
     def log(msg: str) -> None:
         if progress:
@@ -262,7 +264,7 @@ def run_planned(
     data = load_audit_data(cfg.data, cfg.seed, train=True, labels=labels)  # fails before any task
     if cfg.shadow is not None:
         task_module.shadow_pool(data, cfg.shadow["population"], cfg.seed)
-    from audit.scale.fingerprint import MANIFEST, changed_inputs, input_fingerprints
+    from privacy_audit.audit.scale.fingerprint import MANIFEST, changed_inputs, input_fingerprints
 
     inputs = input_fingerprints(cfg)
     the_plan = plan(cfg, do_epsilon, data, inputs)
@@ -271,7 +273,7 @@ def run_planned(
     if rd is not None and not resume:
         rd.clear()
     if rd is not None and resume and (rd.path / MANIFEST).is_file():
-        from audit.io import read_json
+        from privacy_audit.audit.io import read_json
 
         try:
             before = read_json(rd.path / MANIFEST, "run directory manifest")
@@ -290,7 +292,7 @@ def run_planned(
         + f"; executor {spec.kind}"
         + (f" ({spec.workers} workers)" if spec.workers else "")
     )
-    from audit.data import log_duplicates
+    from privacy_audit.audit.data import log_duplicates
 
     log_duplicates(data, progress)
     ex = make_executor(spec)
@@ -299,7 +301,7 @@ def run_planned(
     fresh_dir = rd is not None and not rd.path.exists()
     try:
         if rd is not None:
-            from audit.io import atomic_write_text, dumps_json
+            from privacy_audit.audit.io import atomic_write_text, dumps_json
 
             atomic_write_text(rd.path / MANIFEST, dumps_json(inputs))
         stage1 = list(the_plan.trial_tasks)
@@ -331,7 +333,7 @@ def run_planned(
         out["sweep"] = sweep_summary(cfg, the_plan.trials, runs)
     _lm_utility_floor(cfg, data, out)
     if cfg.bench:
-        from audit.benchmarks.cost_of_privacy import cost_table_from_bench_json
+        from privacy_audit.audit.benchmarks.cost_of_privacy import cost_table_from_bench_json
 
         out["cost_of_privacy"] = cost_table_from_bench_json(cfg.bench)
     return out
@@ -340,11 +342,11 @@ def run_planned(
 def _lm_utility_floor(cfg, data, out: dict) -> None:
     """For an LM target the suite trains: the unigram perplexity floor on the test texts
     (defenses/lm_baselines.py) and, per run, whether its perplexity CI is below it."""
-    from defenses.targets.lm import LM_PRESETS, build_lm_target
+    from privacy_audit.defenses.targets.lm import LM_PRESETS, build_lm_target
 
     if cfg.target.preset not in LM_PRESETS or cfg.target.model_dir:
         return
-    from defenses.lm_baselines import beats_floor, utility_floor
+    from privacy_audit.defenses.lm_baselines import beats_floor, utility_floor
 
     _, tokenizer = build_lm_target(cfg.target.preset, cfg.seed)
     public = list(data.public.texts) if data.public is not None else []

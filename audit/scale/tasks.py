@@ -34,7 +34,7 @@ _DATA: dict[str, Any] = {}  # per-process cache of loaded audit data (read-only 
 
 def _data(cfg):
     """The audit data for a config, loaded once per process (tasks never modify it)."""
-    from audit.data import load_audit_data
+    from privacy_audit.audit.data import load_audit_data
 
     stamps = []
     for k in ("corpus", "members", "nonmembers", "test", "public"):
@@ -45,7 +45,7 @@ def _data(cfg):
     key = json.dumps([cfg.data, cfg.seed, stamps], sort_keys=True, default=str)
     if key not in _DATA:
         _DATA.clear()  # keep one: a process serves one audit at a time
-        from audit.textcap import cap_audit_data
+        from privacy_audit.audit.textcap import cap_audit_data
 
         labels = "optional" if cfg.target.is_causal_lm else True  # LMs need no label column
         _DATA[key] = cap_audit_data(
@@ -55,7 +55,7 @@ def _data(cfg):
 
 
 def _config(payload: dict[str, Any]):
-    from audit.config import parse_config
+    from privacy_audit.audit.config import parse_config
 
     base = payload.get("base_dir")
     return parse_config(payload["config"], payload["source"], Path(base) if base else None)
@@ -63,7 +63,7 @@ def _config(payload: dict[str, Any]):
 
 def _target(cfg, data):
     """A Target whose public pretraining (when configured) runs once per process."""
-    from defenses.targets.loading import Target
+    from privacy_audit.defenses.targets.loading import Target
 
     target = Target(cfg.target, tuple(data.label_names), data.public, cfg.device, SHOW_PROGRESS)
     return target
@@ -99,14 +99,14 @@ class _CachedTarget:
 
 
 def _defense(cfg, payload):
-    from defenses import DEFENSES
+    from privacy_audit.defenses import DEFENSES
 
     dcfg = cfg.defenses[payload["defense"]]
     return dcfg, DEFENSES[dcfg.name](**{**dcfg.params, **payload.get("params", {})})
 
 
 def _training(cfg, dcfg):
-    from defenses.targets.classifier import TrainingConfig
+    from privacy_audit.defenses.targets.classifier import TrainingConfig
 
     return TrainingConfig(
         **{**cfg.train, **dcfg.train_overrides},
@@ -119,7 +119,7 @@ def _training(cfg, dcfg):
 def shadow_pool(data, population: int, seed: int):
     """The population pool: the attack set (members, then non-members) followed by
     ``population`` public examples drawn with ``seed``; and the index of the latter."""
-    from audit.errors import DataError
+    from privacy_audit.audit.errors import DataError
 
     attack = data.attack_set()
     if population == 0:
@@ -140,9 +140,9 @@ def shadow_pool(data, population: int, seed: int):
 def _lm_canaries(target, data, eps_settings, seed: int):
     """Designed LM canaries made from the target before training (its init at the audit's
     seed, or the public-pretrained model), and the target that adds new tokens if any."""
-    from audit.epsilon.lm_canaries import CanaryTarget, make_lm_canaries
-    from audit.errors import ConfigError
-    from defenses.targets.lm import is_lm_target
+    from privacy_audit.audit.epsilon.lm_canaries import CanaryTarget, make_lm_canaries
+    from privacy_audit.audit.errors import ConfigError
+    from privacy_audit.defenses.targets.lm import is_lm_target
 
     if not is_lm_target(target):
         raise ConfigError(
@@ -163,10 +163,10 @@ def _lm_canaries(target, data, eps_settings, seed: int):
 
 
 def audit_trial(payload: dict[str, Any], deps: list[dict]) -> dict[str, Any]:
-    from audit.epsilon.audit import epsilon_audit
-    from audit.epsilon.canaries import CANARY_KINDS, make_canaries, with_canaries
-    from audit.evaluate import epsilon_settings, evaluate_release, metric_settings
-    from defenses.base import Surface
+    from privacy_audit.audit.epsilon.audit import epsilon_audit
+    from privacy_audit.audit.epsilon.canaries import CANARY_KINDS, make_canaries, with_canaries
+    from privacy_audit.audit.evaluate import epsilon_settings, evaluate_release, metric_settings
+    from privacy_audit.defenses.base import Surface
 
     cfg = _config(payload)
     data = _data(cfg)
@@ -226,8 +226,8 @@ def audit_trial(payload: dict[str, Any], deps: list[dict]) -> dict[str, Any]:
 
 
 def train_shadow(payload: dict[str, Any], deps: list[dict]) -> dict[str, Any]:
-    from attacks.shadow import inclusion_design
-    from defenses.base import Surface
+    from privacy_audit.attacks.shadow import inclusion_design
+    from privacy_audit.defenses.base import Surface
 
     cfg = _config(payload)
     data = _data(cfg)
@@ -245,8 +245,8 @@ def train_shadow(payload: dict[str, Any], deps: list[dict]) -> dict[str, Any]:
 
 def score_shadow_attack(payload: dict[str, Any], deps: list[dict]) -> dict[str, Any]:
     """``deps`` = [the audit trial, shadow model 0, 1, ...]."""
-    from attacks import AttackResult
-    from attacks.shadow import DESCRIPTIONS, inclusion_design
+    from privacy_audit.attacks import AttackResult
+    from privacy_audit.attacks.shadow import DESCRIPTIONS, inclusion_design
 
     name = payload["attack"]
     trial, shadows = deps[0], deps[1:]
@@ -289,8 +289,13 @@ def shadow_attack_record(
     target's and each shadow (reference) model's on the pool (the attack set first, its
     ``len(ids)`` examples scored), ``keep`` the inclusion mask, ``population`` the pool
     indices of RMIA's z samples. ``models`` says which models served, for the description."""
-    from attacks import AttackResult, MetricSettings
-    from attacks.shadow import DESCRIPTIONS, lira_scores, logit_confidence_from_loss, rmia_scores
+    from privacy_audit.attacks import AttackResult, MetricSettings
+    from privacy_audit.attacks.shadow import (
+        DESCRIPTIONS,
+        lira_scores,
+        logit_confidence_from_loss,
+        rmia_scores,
+    )
 
     surfaces = ["loss"]
     n_attack = len(ids)

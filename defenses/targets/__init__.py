@@ -2,13 +2,13 @@
 
 Flow: target (this package) -> defense (``defenses.*``) -> release (surfaces) -> attacks.
 
-- :mod:`defenses.targets.loading`: target specs -- the suite's presets, a local Hugging
+- :mod:`privacy_audit.defenses.targets.loading`: target specs -- the suite's presets, a local Hugging
   Face directory, a public pretraining stage; nothing is ever downloaded.
-- :mod:`defenses.targets.classifier`: training loop and released surfaces of sequence
+- :mod:`privacy_audit.defenses.targets.classifier`: training loop and released surfaces of sequence
   classifiers.
-- :mod:`defenses.targets.lm`: the causal-LM target, its tokenizers, training loop and
+- :mod:`privacy_audit.defenses.targets.lm`: the causal-LM target, its tokenizers, training loop and
   released surfaces.
-- :mod:`defenses.targets.scoring`: a user's Hugging Face tokenizer and causal LM behind
+- :mod:`privacy_audit.defenses.targets.scoring`: a user's Hugging Face tokenizer and causal LM behind
   the same interfaces; one forward pass per text feeds every LM signal.
-- :mod:`defenses.targets.distributed`: that scoring sharded over Ray actors.
+- :mod:`privacy_audit.defenses.targets.distributed`: that scoring sharded over Ray actors.
 """

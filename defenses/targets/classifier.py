@@ -17,8 +17,8 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from defenses.base import Examples, PrivacyClaim, ReleasedModel, Surface
-from defenses.gradient_mechanism import GaussianGradientMechanism, SamplingSchedule
+from privacy_audit.defenses.base import Examples, PrivacyClaim, ReleasedModel, Surface
+from privacy_audit.defenses.gradient_mechanism import GaussianGradientMechanism, SamplingSchedule
 
 
 @dataclass(frozen=True)
@@ -81,7 +81,7 @@ def train_loop(
     start = time.perf_counter()
     steps = 0
     last_loss = math.nan
-    from audit.integrations.progress import progress_bar
+    from privacy_audit.audit.integrations.progress import progress_bar
 
     bar = progress_bar(cfg.epochs * len(loader), desc, cfg.progress, cfg.epochs, leave=False)
     for epoch in range(cfg.epochs):

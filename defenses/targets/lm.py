@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from defenses.base import Examples, PrivacyClaim, ReleasedModel, Surface, TokenStats
+from privacy_audit.defenses.base import Examples, PrivacyClaim, ReleasedModel, Surface, TokenStats
 
 SPECIALS = ("<pad>", "<bos>", "<eos>", "<unk>")
 PAD, BOS, EOS, UNK = range(4)
@@ -117,7 +117,7 @@ def word_tokenizer(public_texts: list[str] | None = None) -> LMTokenizer:
     """Words of ``public_texts`` (default: the fixture corpus's public split), plus every
     digit and punctuation mark, in first-seen order (deterministic)."""
     if public_texts is None:
-        import fixtures
+        from privacy_audit import fixtures
 
         public_texts = [r["text"] for r in fixtures.load_corpus("public")]
     seen: dict[str, None] = {c: None for c in string.digits + string.punctuation}
@@ -191,7 +191,7 @@ def is_tied(model) -> bool:
 
 
 def is_lm_target(target) -> bool:
-    """Whether a defense's ``target`` (``defenses.targets.loading.Target``) is an LM preset."""
+    """Whether a defense's ``target`` (``privacy_audit.defenses.targets.loading.Target``) is an LM preset."""
     spec = getattr(target, "spec", None)
     if hasattr(spec, "is_causal_lm"):
         return bool(spec.is_causal_lm)  # an LM preset or a user's local causal LM
@@ -319,7 +319,7 @@ def training_tensors(model, tokenizer, texts: list[str], max_length: int, device
     moved to the resolved device in train mode, the texts encoded to at most ``max_length``
     tokens and never past the model's context length. Private and non-private training
     share it so that both see exactly the same sequences."""
-    from defenses.targets.classifier import resolve_device
+    from privacy_audit.defenses.targets.classifier import resolve_device
 
     dev = resolve_device(device)
     model.to(dev).train()
@@ -347,7 +347,7 @@ def train_lm(
     g = torch.Generator().manual_seed(seed)
     n = len(texts)
     steps, last, start = 0, math.nan, time.perf_counter()
-    from audit.integrations.progress import progress_bar
+    from privacy_audit.audit.integrations.progress import progress_bar
 
     bar = progress_bar(epochs * math.ceil(n / batch_size), desc, progress, epochs)
     for _ in range(epochs):
@@ -412,8 +412,8 @@ class LMRelease(ReleasedModel):
         batch_size: int = 64,
         label_names: list[str] | None = None,
     ) -> None:
-        from defenses.gradient_mechanism import GaussianGradientMechanism
-        from defenses.targets.classifier import resolve_device
+        from privacy_audit.defenses.gradient_mechanism import GaussianGradientMechanism
+        from privacy_audit.defenses.targets.classifier import resolve_device
 
         self.model = model
         self.tokenizer = tokenizer
@@ -587,8 +587,11 @@ class LMRelease(ReleasedModel):
 
 def fit_lm_nonprivate(target, train: Examples, training, seed: int):
     """The ``none`` defense on an LM target: plain AdamW training on the member texts."""
-    from defenses.base import TrainingReport
-    from defenses.gradient_mechanism import GaussianGradientMechanism, SamplingSchedule
+    from privacy_audit.defenses.base import TrainingReport
+    from privacy_audit.defenses.gradient_mechanism import (
+        GaussianGradientMechanism,
+        SamplingSchedule,
+    )
 
     model, tokenizer = target.build(seed)
     info = train_lm(

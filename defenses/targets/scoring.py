@@ -17,7 +17,7 @@
 - :func:`score_texts` runs texts through the model in batches of similar length (longest
   first, so an out-of-memory error shows up on the first batch), with a batch size that
   halves on CUDA out-of-memory instead of failing, and returns per text the
-  :class:`~defenses.base.TokenStats` and the mean-pooled last hidden state of the *same*
+  :class:`~privacy_audit.defenses.base.TokenStats` and the mean-pooled last hidden state of the *same*
   forward pass.
 - :class:`HFLMRelease` is the released causal LM built on them: per-token / per-sequence
   loss, next-token distributions, generation, gradients and hidden states.
@@ -32,15 +32,15 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import torch
 
-from defenses.base import PrivacyClaim, Surface, TokenStats
-from defenses.targets.lm import LMRelease, token_statistics_from_logits
+from privacy_audit.defenses.base import PrivacyClaim, Surface, TokenStats
+from privacy_audit.defenses.targets.lm import LMRelease, token_statistics_from_logits
 
 #: The batch size a CUDA out-of-memory error halves down to before giving up.
 MIN_BATCH = 1
 
 
 class HFTokenizer:
-    """A Hugging Face tokenizer with the interface of :class:`defenses.targets.lm.LMTokenizer`.
+    """A Hugging Face tokenizer with the interface of :class:`privacy_audit.defenses.targets.lm.LMTokenizer`.
 
     A text is encoded exactly as ``tokenizer(text)`` encodes it (the tokenizer's own
     ``add_special_tokens``: GPT-2 and GPT-NeoX add nothing, Llama adds ``<s>``, OPT adds
@@ -158,7 +158,7 @@ class HFTokenizer:
         """Characters that can never produce more than ``max_tokens`` tokens' worth of
         prefix: anything beyond is cut before tokenizing (work stays O(max_length)).
 
-        Deliberately not ``audit.textcap.char_cap``: that one is tokenizer-agnostic (a
+        Deliberately not ``privacy_audit.audit.textcap.char_cap``: that one is tokenizer-agnostic (a
         fixed 64 characters per token, applied to the data at loading), while this bound
         comes from this tokenizer's own longest token."""
         return (max_tokens + 1) * self.max_token_chars
@@ -377,7 +377,7 @@ def forward_stats(
 ):
     """One forward pass -> (TokenStats per row, mean-pooled last hidden state [B, d]).
 
-    With ``decoding`` (a :class:`~defenses.targets.decoding.Decoding`) and per-row target
+    With ``decoding`` (a :class:`~privacy_audit.defenses.targets.decoding.Decoding`) and per-row target
     ``spans``, the same logits also give ``TokenStats.decoding_log_probs``: each span
     token's probability under the product's sampling distribution (temperature, top-k,
     top-p applied as generation applies them), which needs the full distribution at those
@@ -457,7 +457,7 @@ def score_texts(
     """TokenStats and pooled hidden states for ``texts``, one forward pass each, batched
     by length with CUDA out-of-memory backoff. Returns ``(stats, hidden or None, batch)``
     with ``batch`` the batch size that was finally used. With ``extraction`` (an
-    :class:`~defenses.targets.decoding.ExtractionSpec`) each text's stats also carry its
+    :class:`~privacy_audit.defenses.targets.decoding.ExtractionSpec`) each text's stats also carry its
     suffix's decoding log-probabilities, from the same pass."""
     texts = list(texts)
     rows, lengths = encode_lengths(tokenizer, texts, max_length)
@@ -521,9 +521,9 @@ class HFLMRelease(LMRelease):
         token_budget: int | None = None,
         place_model: bool = True,
     ) -> None:
-        from defenses.gradient_mechanism import GaussianGradientMechanism
-        from defenses.targets.classifier import resolve_device
-        from defenses.targets.lm import context_length
+        from privacy_audit.defenses.gradient_mechanism import GaussianGradientMechanism
+        from privacy_audit.defenses.targets.classifier import resolve_device
+        from privacy_audit.defenses.targets.lm import context_length
 
         self.model = model
         self.tokenizer = tokenizer
@@ -675,7 +675,7 @@ class HFLMRelease(LMRelease):
         """Continuation token ids per prompt (stopping at EOS), batched with left padding."""
         if max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
-        from defenses.targets.lm import context_length
+        from privacy_audit.defenses.targets.lm import context_length
 
         n_ctx = context_length(self.model)
         room = n_ctx - max_new_tokens
