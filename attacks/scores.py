@@ -14,6 +14,9 @@ sums of the weights are the resampled ROC counts.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+
 import numpy as np
 
 __all__ = ["SortedScores", "poisson_bootstrap"]
@@ -319,7 +322,29 @@ def advantage_bootstrap(
                 best[i] = max(best[i], float(g[end_pad[lo : lo + _BLOCK]].max()))
             out[done + i] = best[i]
         done += k
+        _report(done, n_boot)
     return out
+
+
+#: A callback ``(done, total)`` that long bootstraps report to (set by
+#: :func:`bootstrap_progress`; none by default, so library calls stay silent).
+_PROGRESS: contextvars.ContextVar = contextvars.ContextVar("bootstrap_progress", default=None)
+
+
+@contextlib.contextmanager
+def bootstrap_progress(callback):
+    """Within the block, :func:`poisson_bootstrap` calls ``callback(done, total)`` after
+    each chunk of resamples (the runner prints a line per tenth, for terminals and CI logs)."""
+    token = _PROGRESS.set(callback)
+    try:
+        yield
+    finally:
+        _PROGRESS.reset(token)
+
+
+def _report(done: int, total: int) -> None:
+    if (report := _PROGRESS.get()) is not None:
+        report(done, total)
 
 
 def poisson_bootstrap(
@@ -377,5 +402,6 @@ def poisson_bootstrap(
         if want_advantage:
             out["advantage"].append(_advantage_from_counts(tp, fp, n_in, n_out))
         done += k
+        _report(done, total)
     shape = (n_boot,) if one else (d, n_boot)
     return {key: np.concatenate(v).reshape(shape) for key, v in out.items() if v}

@@ -17,6 +17,7 @@ from privacy_audit.attacks import (
     run_attack,
     run_leakage_attack,
 )
+from privacy_audit.attacks.scores import bootstrap_progress
 from privacy_audit.audit.config import AuditConfig
 from privacy_audit.audit.data import AuditData
 from privacy_audit.audit.results import run_record
@@ -29,6 +30,20 @@ LONG_BOOTSTRAP = 10_000
 def _log(msg: str, progress: bool) -> None:
     if progress:
         print(msg, file=sys.stderr, flush=True)
+
+
+def tenths(prefix: str):
+    """A bootstrap progress callback that prints one line per tenth done (a terminal and a
+    CI log alike), e.g. ``attack lm-loss: bootstrap 30% (30,000 of 100,000)``."""
+    shown = [0]
+
+    def report(done: int, total: int) -> None:
+        tenth = 10 * done // max(total, 1)
+        if tenth > shown[0]:
+            shown[0] = tenth
+            print(f"{prefix} {10 * tenth}% ({done:,} of {total:,})", file=sys.stderr, flush=True)
+
+    return report
 
 
 def evaluate_release(
@@ -83,7 +98,11 @@ def evaluate_release(
             progress,
         )
         try:
-            results.append(run_attack(attack, release, examples, settings))
+            if boot >= LONG_BOOTSTRAP and progress:
+                with bootstrap_progress(tenths(f"  attack {attack_name}: bootstrap")):
+                    results.append(run_attack(attack, release, examples, settings))
+            else:
+                results.append(run_attack(attack, release, examples, settings))
             if boot >= LONG_BOOTSTRAP:
                 _log(f"  attack {attack_name} on {name}: metrics done", progress)
         except ValueError as exc:  # e.g. a surface returned NaN: record it, keep the run

@@ -8,9 +8,16 @@ from typing import Any
 import numpy as np
 
 from privacy_audit.attacks import AttackResult, MetricSettings
+from privacy_audit.attacks.scores import bootstrap_progress
 from privacy_audit.audit.config import AuditConfig
 from privacy_audit.audit.errors import AuditError, DataError
-from privacy_audit.audit.evaluate import _log, epsilon_settings, metric_settings
+from privacy_audit.audit.evaluate import (
+    LONG_BOOTSTRAP,
+    _log,
+    epsilon_settings,
+    metric_settings,
+    tenths,
+)
 from privacy_audit.audit.results import assemble_results, new_id_salt, run_record
 from privacy_audit.defenses.base import PrivacyClaim
 
@@ -162,10 +169,12 @@ def score_file(
             [t or "" for t in texts], s, members, ids, seed, aggregate_only, p
         )
     settings = MetricSettings(delta=delta, n_boot=n_boot, seed=seed)
+    report = tenths("  score: bootstrap") if n_boot >= LONG_BOOTSTRAP else None
     try:
-        result = AttackResult.from_scores(
-            "user-scores", s, members, ids, settings, "Scores supplied by the user."
-        )
+        with bootstrap_progress(report):
+            result = AttackResult.from_scores(
+                "user-scores", s, members, ids, settings, "Scores supplied by the user."
+            )
     except ValueError as exc:
         raise DataError(f"scores file {str(p)!r}: {exc}") from None
     run = run_record(

@@ -149,3 +149,18 @@ def test_canaries_make_bad_values_are_one_line(tmp_path, cli):
         _one_line(outcome, out)
         assert needle in outcome.stderr, (extra, outcome.stderr)
         assert time.monotonic() - t0 < 30, extra
+
+
+def test_long_bootstraps_print_progress(tmp_path, cli):
+    """A bootstrap of >= 10,000 resamples prints a line per tenth (terminal and CI log alike)
+    instead of running silently; short ones print nothing extra."""
+    rows = "".join(f"{(i * 7919) % 1000 / 1000 + (i % 2) * 0.1},{i % 2}\n" for i in range(2000))
+    scores = tmp_path / "s.csv"
+    scores.write_text("score,member\n" + rows, "utf-8")
+    long = cli(["score", str(scores), "--bootstrap", "20000", "--out", str(tmp_path / "a")])
+    assert long.code == 0, long.stderr
+    steps = [ln for ln in long.stderr.splitlines() if "score: bootstrap" in ln]
+    assert steps[-1].strip() == "score: bootstrap 100% (20,000 of 20,000)", long.stderr
+    assert 3 <= len(steps) <= 10 and len(set(steps)) == len(steps)
+    short = cli(["score", str(scores), "--bootstrap", "1000", "--out", str(tmp_path / "b")])
+    assert short.code == 0 and "bootstrap" not in short.stderr, short.stderr
