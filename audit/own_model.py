@@ -25,6 +25,7 @@ from privacy_audit.audit.data import (
 from privacy_audit.audit.errors import AuditError, DataError
 from privacy_audit.audit.textcap import cap_audit_data
 from privacy_audit.defenses.base import Examples, PrivacyClaim
+from privacy_audit.defenses.targets.distributed import prefill_token_stats
 
 
 def _log(msg: str, progress: bool) -> None:
@@ -166,25 +167,6 @@ def load_reference(cfg, target_tokenizer, max_length: int, path: str | None = No
         )
     release.tokenizer = target_tokenizer  # the target's encoding, token for token
     return release
-
-
-def prefill_token_stats(release, texts: list[str], executor=None, progress: bool = True) -> str:
-    """Compute every text's token statistics once, before any attack: in-process, or on
-    Ray actors (one model replica each) with ``executor.kind == 'ray'``. Returns where."""
-    texts = list(dict.fromkeys(texts))
-    if executor is not None and getattr(executor, "kind", "local") == "ray":
-        from privacy_audit.defenses.targets.distributed import ray_token_stats
-
-        stats, hidden = ray_token_stats(release, texts, executor)
-        release.__dict__.setdefault("_token_stats_cache", {}).update(zip(texts, stats, strict=True))
-        release._hidden_cache.update(zip(texts, hidden, strict=True))
-        return "ray"
-    release.show_progress = progress  # a tqdm bar in a terminal / CI log
-    try:
-        release.token_stats(texts)
-    finally:
-        release.show_progress = False
-    return "local"
 
 
 def audit_own_model(

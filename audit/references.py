@@ -126,7 +126,7 @@ def given_reference_attacks(
     cfg, release, refs: list[tuple[str, str, Any]], data, settings, executor, progress: bool
 ) -> tuple[list[dict], dict[str, Any]]:
     """RMIA and offline LiRA against the given references ``(path, source, release)``."""
-    from privacy_audit.audit.own_model import prefill_token_stats
+    from privacy_audit.defenses.targets.distributed import prefill_token_stats
 
     attack = data.attack_set()
     texts = list(attack.texts)

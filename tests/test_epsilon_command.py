@@ -139,8 +139,11 @@ def test_input_canaries_are_recorded(audited):
     ("section", "message"),
     [
         ({"canary_kind": "emoji"}, "epsilon.canary_kind' must be one of random-token, pii"),
-        ({"gradient_trials": 5}, "epsilon.gradient_trials' must be an integer >= 1000"),
-        ({"canaries": 5}, "epsilon.canaries' must be 0 (off) or an integer >= 20"),
+        (
+            {"gradient_trials": 5},
+            "epsilon.gradient_trials' must be an integer in [1000, 100,000,000]",
+        ),
+        ({"canaries": 5}, "epsilon.canaries' must be 0 (off) or an integer in [20, 100,000]"),
         ({"trails": 5}, "unknown config key 'epsilon.trails'"),
     ],
 )

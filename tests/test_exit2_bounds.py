@@ -60,11 +60,10 @@ def test_broken_model_directories_are_one_line(tmp_path, cli, config, shrink, ne
     assert needle in outcome.stderr
 
 
-def test_unwritable_run_dir_is_one_line(tmp_path, cli):
-    from conftest import TINY_CONFIG
-
+def test_unwritable_run_dir_is_one_line(tmp_path, cli, tiny_config_path):
+    tiny = tiny_config_path.read_text(encoding="utf-8")  # tests/conftest.py's
     cfg = tmp_path / "c.toml"
-    cfg.write_text(TINY_CONFIG, encoding="utf-8")
+    cfg.write_text(tiny, encoding="utf-8")
     out = tmp_path / "out"
     outcome = cli(["run", str(cfg), "--out", str(out), "--run-dir", "/proc/nope/run", "--quiet"])
     _one_line(outcome, out)
@@ -109,13 +108,12 @@ def test_damaged_resumed_task_files_are_bad_input(tmp_path, payload):
 
 
 @pytest.mark.parametrize("size", [10**7, 10**12])
-def test_bootstrap_sizes_have_an_upper_bound(tmp_path, cli, size):
+def test_bootstrap_sizes_have_an_upper_bound(tmp_path, cli, size, tiny_config_path):
     """bootstrap = 10^12 ran out of memory after training and 10^7 ran for hours: both are
     refused when the config is read (and by `score --bootstrap`)."""
-    from conftest import TINY_CONFIG
-
+    tiny = tiny_config_path.read_text(encoding="utf-8")  # tests/conftest.py's
     cfg = tmp_path / "c.toml"
-    cfg.write_text(TINY_CONFIG.replace("bootstrap = 100", f"bootstrap = {size}"), "utf-8")
+    cfg.write_text(tiny.replace("bootstrap = 100", f"bootstrap = {size}"), "utf-8")
     out = tmp_path / "out"
     t0 = time.monotonic()
     outcome = cli(["run", str(cfg), "--out", str(out), "--quiet"])

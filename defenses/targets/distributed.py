@@ -124,3 +124,20 @@ def ray_token_stats(release, texts: list[str], executor) -> tuple[list[TokenStat
         return out_stats, out_hidden
     finally:
         ray_exec.close()
+
+
+def prefill_token_stats(release, texts: list[str], executor=None, progress: bool = True) -> str:
+    """Compute every text's token statistics once, before any attack: in-process, or on
+    Ray actors (one model replica each) with ``executor.kind == 'ray'``. Returns where."""
+    texts = list(dict.fromkeys(texts))
+    if executor is not None and getattr(executor, "kind", "local") == "ray":
+        stats, hidden = ray_token_stats(release, texts, executor)
+        release.__dict__.setdefault("_token_stats_cache", {}).update(zip(texts, stats, strict=True))
+        release._hidden_cache.update(zip(texts, hidden, strict=True))
+        return "ray"
+    release.show_progress = progress  # a tqdm bar in a terminal / CI log
+    try:
+        release.token_stats(texts)
+    finally:
+        release.show_progress = False
+    return "local"
