@@ -587,6 +587,14 @@ def verdict_level(run: dict) -> tuple[str, str]:
             else:
                 needs.append(None)
     size = f"{n_min} per class" if n_min is not None else "this sample"
+    if auc_v == auc_lo == auc_hi == CHANCE_AUC:
+        # a zero-width interval at exactly 0.5: every member and non-member score is tied,
+        # so no sample size narrows the TPR interval; the attack carries no signal at all
+        return "inconclusive", (
+            f"with {size}, every member and non-member score of the strongest attack is tied "
+            "(AUC 0.500 with a zero-width interval): it gives no signal, and no sample size "
+            "would decide; check that the model and the attack produce distinct scores"
+        )
     why = f"with {size}, " + " and ".join(reasons)
     known = [x for x in needs if x is not None]
     if needs and len(known) == len(needs):
@@ -718,10 +726,12 @@ def verdict_for_run(run: dict) -> dict:
             "treat membership of individual examples as partly exposed."
         )
     elif level == "inconclusive":
-        text = (
-            f"Inconclusive: the sample is too small to call the leakage low. The strongest "
-            f"attack ({name}) reaches {auc_txt}"
+        lead = (
+            "the strongest attack's scores are all tied, so it measured nothing"
+            if "score of the strongest attack is tied" in undecided
+            else "the sample is too small to call the leakage low"
         )
+        text = f"Inconclusive: {lead}. The strongest attack ({name}) reaches {auc_txt}"
         text += f" and {tpr_txt}" if tpr_txt else ""
         text += f"; {undecided}. Do not read this as a low-leakage result."
     else:
