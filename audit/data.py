@@ -289,9 +289,10 @@ def _dup_key(text: str) -> str:
 
 def cross_duplicates(members: list[str], nonmembers: list[str]) -> list[int]:
     """Indices of the non-member texts that also occur among the members (exactly, up to
-    surrounding whitespace)."""
-    seen = {_dup_key(t) for t in members}
-    return [i for i, t in enumerate(nonmembers) if _dup_key(t) in seen]
+    surrounding whitespace). An empty text (a blank ``text`` cell of a scores file) is no
+    text: it duplicates nothing."""
+    seen = {_dup_key(t) for t in members if t and t.strip()}
+    return [i for i, t in enumerate(nonmembers) if t and t.strip() and _dup_key(t) in seen]
 
 
 def _label_summary(labels: set[str]) -> str:
@@ -351,8 +352,20 @@ def drop_cross_duplicates(data: AuditData, where: str = "after cutting to max_le
     record = dict(data.exact_duplicates or {"removed_nonmembers": 0, "nonmembers_before": len(n)})
     record["removed_nonmembers"] = int(record.get("removed_nonmembers", 0)) + len(drop)
     record[f"removed_{where.replace(' ', '_')}"] = len(drop)
-    test = kept if data.test is data.nonmembers else data.test
-    return replace(data, nonmembers=kept, test=test, exact_duplicates=record)
+    return replace(with_sets(data, data.members, kept), exact_duplicates=record)
+
+
+def with_sets(data: AuditData, members: Examples, nonmembers: Examples) -> AuditData:
+    """``data`` with new member / non-member sets and every other field kept (the record
+    of removed duplicates included). A test set that is the non-members (the default when
+    none is given: the same object, or a copy with the same ids) follows them, so a text
+    removed from the non-members never comes back as a population or test text."""
+    from dataclasses import replace
+
+    same = data.test is data.nonmembers or list(data.test.ids) == list(data.nonmembers.ids)
+    return replace(
+        data, members=members, nonmembers=nonmembers, test=nonmembers if same else data.test
+    )
 
 
 def log_duplicates(data: AuditData, progress: bool) -> None:

@@ -21,6 +21,7 @@ from privacy_audit.audit.data import (
     drop_cross_duplicates,
     load_audit_data,
     log_duplicates,
+    with_sets,
 )
 from privacy_audit.audit.errors import AuditError, DataError
 from privacy_audit.audit.textcap import cap_audit_data
@@ -130,7 +131,7 @@ def drop_unscored(data: AuditData, release) -> tuple[AuditData, int]:
             "fewer than 2 members or non-members have a token the model predicts "
             "(texts of one token without a BOS are not scored)"
         )
-    return AuditData(m, n, data.test, data.label_names, data.public), dropped
+    return with_sets(data, m, n), dropped
 
 
 def load_reference(cfg, target_tokenizer, max_length: int, path: str | None = None):

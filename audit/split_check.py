@@ -185,15 +185,17 @@ def near_duplicates(
     pairs: dict[tuple[int, int], float] = {}
     exact: dict[str, list[int]] = {}
     for i, t in enumerate(members):
-        exact.setdefault(normalise(t), []).append(i)
+        if normalise(t):  # an empty text (a blank cell) duplicates nothing
+            exact.setdefault(normalise(t), []).append(i)
     for j, t in enumerate(nonmembers):
         for i in exact.get(normalise(t), []):
             pairs[(i, j)] = 1.0
     near = _similar_pairs(
         [_shingles(t) for t in members], [_shingles(t) for t in nonmembers], jaccard
     )
-    for key, v in near.items():
-        pairs.setdefault(key, v)
+    for (i, j), v in near.items():
+        if normalise(members[i]) and normalise(nonmembers[j]):
+            pairs.setdefault((i, j), v)
     return sorted((i, j, v) for (i, j), v in pairs.items())
 
 
@@ -514,6 +516,7 @@ def check_audit_data(data, seed: int, aggregate_only: bool, dedupe: bool = True)
     """The split check of an ``AuditData``'s members and non-members. Returns the data
     with near-duplicate pairs removed (both sides), the check's dict, and the blind scores
     in attack-set order (members then non-members of the returned data)."""
+    from privacy_audit.audit.data import with_sets
     from privacy_audit.audit.errors import DataError
 
     members, nonmembers = data.members, data.nonmembers
@@ -533,13 +536,7 @@ def check_audit_data(data, seed: int, aggregate_only: bool, dedupe: bool = True)
                 f"after removing {d['pairs']} near-duplicate member/non-member pair(s) fewer "
                 "than 2 members or non-members are left; the two sets hold the same texts"
             )
-        data = type(data)(
-            members.subset(keep_m),
-            nonmembers.subset(keep_n),
-            data.test,
-            data.label_names,
-            data.public,
-        )
+        data = with_sets(data, members.subset(keep_m), nonmembers.subset(keep_n))
     # indices are of the input sets; keep them out of results.json (counts say it all)
     d.pop("member_index")
     d.pop("nonmember_index")

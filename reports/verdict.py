@@ -409,6 +409,17 @@ def check_attack_claim(run: dict, attack: dict | None = None) -> dict:
         }
     desc = describe_claim(claim)
     details = claim_details(claim)
+    split = run.get("split_check") if isinstance(run.get("split_check"), dict) else {}
+    if split.get("shifted") is True:
+        # the attacks' bounds measure the difference between the two sets of texts as well
+        # as memorisation, so they neither contradict nor support a claim (an ε audit's own
+        # violation still counts: check_claim reads it)
+        return {
+            "status": "unmeasured",
+            "text": f"The claim ({desc}) is not tested by the membership attacks: the "
+            "member / non-member split is shifted, so their ε lower bounds measure the "
+            "difference between the two sets of texts, not the model.",
+        }
     lb = metric(attack, EPS_LB)
     lb_v = as_float(lb.get("value")) if lb else None
     if lb_v is None:

@@ -772,6 +772,10 @@ def check_all(
     return violations, failures
 
 
+#: Failures :func:`check` raises on instead of returning only the threshold violations.
+BLOCKING_KINDS = ("unmeasured", "claim-violated", "split-shifted", "invalid-attack")
+
+
 def check(
     results: dict[str, Any], thresholds: dict[str, float | None], strict: bool = False
 ) -> list[Violation]:
@@ -779,10 +783,14 @@ def check(
     requested metric that was not measured raises :class:`DataError`, so a caller that
     reads only the violations (the pytest plugin) cannot pass it silently."""
     violations, failures = check_all(results, thresholds, strict, allow_empty=True)
-    unmeasured = [f for f in failures if f.kind == "unmeasured"]
-    if unmeasured:
-        more = f" (and {len(unmeasured) - 1} more)" if len(unmeasured) > 1 else ""
-        raise DataError(f"results file: {unmeasured[0].message}{more}")
+    # a failure that says the thresholds were not really tested (unmeasured metrics, a
+    # violated claim, a shifted split, an inverted attack) raises: a caller that reads only
+    # the violations must never pass such a run silently ("inconclusive" under strict is
+    # already a violation of the CI's upper end)
+    blocking = [f for f in failures if f.kind in BLOCKING_KINDS]
+    if blocking:
+        more = f" (and {len(blocking) - 1} more)" if len(blocking) > 1 else ""
+        raise DataError(f"results file: {blocking[0].message}{more}")
     return violations
 
 

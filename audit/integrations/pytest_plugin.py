@@ -145,7 +145,10 @@ class AuditResults:
         *,
         strict: bool = False,
     ) -> list[Violation]:
-        """Every threshold violation, as ``privacy-audit gate`` finds them."""
+        """Every threshold violation, as ``privacy-audit gate`` finds them. A failure the
+        gate never lets pass (an unmeasured metric, a violated claim, a shifted split, an
+        inverted attack) raises ``DataError`` instead of vanishing from the list;
+        :meth:`problems` returns those as values."""
         from privacy_audit.audit.integrations.gate import check
 
         limits = _thresholds("thresholds", max_auc, max_tpr_at_1pct_fpr, max_epsilon_lb)
