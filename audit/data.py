@@ -339,16 +339,9 @@ def drop_cross_duplicates(data: AuditData, where: str = "after cutting to max_le
             f"every one of the {len(n)} non-member texts equals a member text {where} "
             "(exact duplicates): no membership can be measured"
         )
-    keep = [i for i in range(len(n)) if i not in drop]
     from dataclasses import replace
 
-    kept = Examples(
-        ids=[n.ids[i] for i in keep],
-        texts=[n.texts[i] for i in keep],
-        labels=n.labels[keep],
-        members=n.members[keep] if n.members is not None else None,
-        attributes=[n.attributes[i] for i in keep] if n.attributes is not None else None,
-    )
+    kept = n.subset([i for i in range(len(n)) if i not in drop])
     record = dict(data.exact_duplicates or {"removed_nonmembers": 0, "nonmembers_before": len(n)})
     record["removed_nonmembers"] = int(record.get("removed_nonmembers", 0)) + len(drop)
     record[f"removed_{where.replace(' ', '_')}"] = len(drop)

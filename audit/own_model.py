@@ -111,14 +111,7 @@ def drop_unscored(data: AuditData, release) -> tuple[AuditData, int]:
         return len(row) >= 2
 
     def keep(ex: Examples) -> Examples:
-        idx = [i for i, t in enumerate(ex.texts) if scored(t)]
-        return Examples(
-            ids=[ex.ids[i] for i in idx],
-            texts=[ex.texts[i] for i in idx],
-            labels=ex.labels[idx],
-            members=ex.members[idx] if ex.members is not None else None,
-            attributes=None if ex.attributes is None else [ex.attributes[i] for i in idx],
-        )
+        return ex.subset([i for i, t in enumerate(ex.texts) if scored(t)])
 
     if not hasattr(release.tokenizer, "row"):
         return data, 0
