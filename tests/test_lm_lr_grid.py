@@ -63,3 +63,42 @@ def test_bad_input_exits_2_before_any_training(tmp_path, capsys):
     assert main(["--epochs", "0", "--out", out]) == 2
     assert not (tmp_path / "g.json").exists()
     assert "error:" in capsys.readouterr().err
+
+
+def test_a_checkpointed_cell_from_another_setting_is_run_again(tmp_path, capsys):
+    # The cells file keys cells by arm and lr only; a cell recorded under another config,
+    # batch or budget must never be reused as if it belonged to this grid.
+    import json
+
+    cfg = tmp_path / "tiny.toml"
+    cfg.write_text(
+        'seed = 0\n[data]\ncorpus = "fixtures"\nn_members = 8\nn_nonmembers = 8\nn_test = 8\n'
+        '[target]\npreset = "tiny-gpt2-word"\nmax_length = 16\npublic_epochs = 1\n'
+        "[train]\nepochs = 1\nbatch_size = 4\nlearning_rate = 1e-3\n"
+        '[[defenses]]\nname = "none"\n',
+        encoding="utf-8",
+    )
+    out = tmp_path / "g.json"
+    cells_path = tmp_path / "g.json.cells.json"
+    argv = ["--config", str(cfg), "--lrs", "1e-3", "--arms", "none", "--out", str(out)]
+    assert main(argv) == 0
+    first = json.loads(cells_path.read_text(encoding="utf-8"))["none @ lr 0.001"]
+    assert first["batch_size"] == 4 and first["setting"]["batch_size"] == 4
+    # A second run with the same setting resumes: the cell is not recomputed.
+    assert main(argv) == 0
+    again = json.loads(cells_path.read_text(encoding="utf-8"))["none @ lr 0.001"]
+    assert again["seconds"] == first["seconds"]
+    # Another batch size under the same key: re-run, and the log says why.
+    capsys.readouterr()
+    assert main([*argv, "--batch-size", "2"]) == 0
+    third = json.loads(cells_path.read_text(encoding="utf-8"))["none @ lr 0.001"]
+    assert third["batch_size"] == 2 and third["setting"]["batch_size"] == 2
+    assert "another setting, re-running" in capsys.readouterr().err
+    # A cell without a recorded setting (an older checkpoint) is stale too.
+    stale = json.loads(cells_path.read_text(encoding="utf-8"))
+    del stale["none @ lr 0.001"]["setting"]
+    stale["none @ lr 0.001"]["validation"]["value"] = -1.0
+    cells_path.write_text(json.dumps(stale), encoding="utf-8")
+    assert main([*argv, "--batch-size", "2"]) == 0
+    fresh = json.loads(cells_path.read_text(encoding="utf-8"))["none @ lr 0.001"]
+    assert fresh["validation"]["value"] > 1.0

@@ -17,6 +17,7 @@ Each finished cell is kept in ``<out>.cells.json`` so an interrupted grid resume
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import sys
@@ -56,6 +57,13 @@ def run_grid(
     cfg = load_config(config)
     data = load_audit_data(cfg.data, cfg.seed, train=True)
     target = Target(cfg.target, tuple(data.label_names), data.public, "cpu", False)
+    fingerprint = hashlib.sha256(
+        json.dumps(
+            {k: cfg.to_dict().get(k) for k in ("seed", "data", "target")},
+            sort_keys=True,
+            default=str,
+        ).encode()
+    ).hexdigest()[:16]
     cells: dict[str, Any] = {}
     if cells_path.is_file():
         cells = json.loads(cells_path.read_text(encoding="utf-8"))
@@ -88,13 +96,23 @@ def run_grid(
     for arm in arms:
         for lr in lrs:
             key = f"{arm} @ lr {lr:g}"
-            if key in cells:
-                continue
             params = {} if arm == "none" else {"epsilon": epsilon, "delta": 1e-5}
             batch = batch_size or t["batch_size"]
             n_epochs = epochs or t["epochs"]
             if arm == "dp-blogs":
                 batch = blogs_micro_batch  # the paper's micro-batch; 10 accumulated per step
+            setting = {
+                "data_target_seed": fingerprint,
+                "batch_size": batch,
+                "epochs": n_epochs,
+                "epsilon": None if arm == "none" else epsilon,
+                "weight_decay": t.get("weight_decay", 0.0),
+            }
+            if key in cells:
+                if cells[key].get("setting") == setting:
+                    continue
+                # a cell from another config, batch, budget or ε is stale: never reuse it
+                print(f"{key}: checkpointed under another setting, re-running", file=sys.stderr)
             training = TrainingConfig(
                 n_epochs, batch, lr, t.get("weight_decay", 0.0), cfg.target.max_length, "cpu", False
             )
@@ -102,6 +120,7 @@ def run_grid(
             torch.manual_seed(cfg.seed)
             release, report = DEFENSES[arm](**params).fit(target, data.members, training, cfg.seed)
             cell = {
+                "setting": setting,
                 "arm": arm,
                 "learning_rate": lr,
                 "batch_size": batch,
