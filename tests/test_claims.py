@@ -339,3 +339,50 @@ def test_recorded_rows_state_what_they_rest_on():
     for r in build_claims():
         if r["verdict"] in (REPRODUCED, REFUTED, INCONCLUSIVE) and "beats" in r["claim"]:
             assert r["floor_checks"], r["claim"]
+
+
+def _blogs_grid_doc(blogs, sgd, start=(8.9, 8.6, 9.2)):
+    def arm(name, v, lr):
+        return {
+            "arm": name,
+            "learning_rate": lr,
+            "perplexity": v[0],
+            "ci_low": v[1],
+            "ci_high": v[2],
+            "epsilon": 8.0,
+        }
+
+    return {
+        "unigram_floor": {"unigram_public": {"value": 217.0, "ci_low": 210.0, "ci_high": 224.0}},
+        "public_pretrained_only": {
+            "test": {"value": start[0], "ci_low": start[1], "ci_high": start[2]},
+        },
+        "table": [
+            arm("none", (4.5, 4.3, 4.7), 1e-2),
+            arm("dp-sgd", sgd, 3e-3),
+            arm("dp-blogs", blogs, 1e-3),
+        ],
+    }
+
+
+def test_the_dp_blogs_perplexity_row_reads_the_lr_grid_and_checks_the_public_start(tmp_path):
+    import json
+
+    row = next(
+        i for i, c in enumerate(CLAIMS) if c.claim.startswith("perplexity comparable to DP-SGD")
+    )
+    path = tmp_path / "dp-blogs-utility.json"
+    # both arms below the public start and their CIs overlap: the measurement reproduces,
+    # the row names the setting difference and each arm's learning rate
+    path.write_text(json.dumps(_blogs_grid_doc((8.0, 7.8, 8.2), (8.1, 7.9, 8.3))))
+    r = build_claims(tmp_path)[row]
+    assert r["verdict"] == SETTING_DIFFERS and "reproduced" in r["detail"]
+    assert "lr 0.001" in r["detail"] and "lr 0.003" in r["detail"]
+    assert "after public pretraining" in r["detail"]
+    # DP-SGD inside the public start's CI: it did not learn, so no verdict on the pair
+    path.write_text(json.dumps(_blogs_grid_doc((8.0, 7.8, 8.2), (8.8, 8.5, 9.1))))
+    r = build_claims(tmp_path)[row]
+    assert (r["verdict"], r["verdict_reason"]) == (NOT_COMPARABLE, "arm DP-SGD did not learn")
+    # both learned, CIs apart: refuted
+    path.write_text(json.dumps(_blogs_grid_doc((6.0, 5.8, 6.2), (8.1, 7.9, 8.3))))
+    assert "refuted" in build_claims(tmp_path)[row]["detail"]
