@@ -150,6 +150,7 @@ def run_grid(
                     flush=True,
                 )
     res = summarise(cells, arms, lrs, public_start, floor, cfg)
+    res["data"] = {k: cfg.to_dict()["data"].get(k) for k in ("n_members", "n_nonmembers", "n_test")}
     res["train"] = {"epochs": epochs or t["epochs"], "batch_size": batch_size or t["batch_size"]}
     res["train"]["dp_blogs_micro_batch"] = blogs_micro_batch
     return res
@@ -203,6 +204,16 @@ def summarise(cells, arms, lrs, public_start, floor, cfg) -> dict[str, Any]:
     }
 
 
+def _sizes(res: dict[str, Any]) -> str:
+    d = res.get("data") or {}
+    if not d:
+        return "data sizes not recorded"
+    return (
+        f"{d.get('n_members')} members, {d.get('n_nonmembers')} non-members (validation), "
+        f"{d.get('n_test')} test texts"
+    )
+
+
 def to_markdown(res: dict[str, Any]) -> str:
     """The LM utility table: unigram floor, public start, then every arm at its selected
     learning rate, each with its 95% CI, and the whole grid."""
@@ -220,9 +231,11 @@ def to_markdown(res: dict[str, Any]) -> str:
     lines = [
         "# LM utility at a matched budget (per-arm learning rate)",
         "",
-        f"Generated from `docs/lm-utility-lr-grid.json` by `{res['command']}`.",
+        f"Generated from `{res.get('json', 'docs/lm-utility-lr-grid.json')}` by "
+        f"`{res['command']}`.",
         "",
-        f"Config `lm` (tiny word-level GPT-2 after public pretraining), {train['epochs']} "
+        f"Config `{res.get('config_name', 'lm')}` (tiny word-level GPT-2 after public "
+        f"pretraining; {_sizes(res)}), {train['epochs']} "
         f"epochs, batch {train['batch_size']} (dp-blogs: micro-batch "
         f"{train.get('dp_blogs_micro_batch')} × 10 accumulated), every DP arm at ε = 8, "
         "δ = 1e-5. Every arm ran the same learning-rate grid "
@@ -350,6 +363,8 @@ def main(argv=None) -> int:
         + f" --out {args.out}"
     )
     res["seconds"] = time.perf_counter() - t0
+    res["config_name"] = args.config
+    res["json"] = args.out
     res["load_average_at_start"] = [round(x, 2) for x in load]
     res["device"] = "cpu (no GPU)"
     atomic_write_text(out, dumps_json(res))
