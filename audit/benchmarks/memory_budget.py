@@ -1,18 +1,23 @@
 """Largest batch whose training step fits in a memory budget, per method.
 
 Ding et al. (ICML 2024) compare Phantom and Ghost Clipping by the largest batch size whose
-training fits in one V100's 16 GB. The CPU analogue here: a probe runs one full training
-step (model build, forward, per-sample clipping, noise, optimizer step) at batch size B in a
-fresh Python process and records that process's peak resident set size (VmHWM); the step
-"fits" when the peak is within the budget. The whole process counts, as a GPU's memory
-holds the framework's context and the parameters too.
+training fits in one V100's 16 GB. The CPU analogue here: a probe builds one method's model
+and optimizer at batch size B in a fresh Python process, resets the process's peak-RSS
+mark (``/proc/self/clear_refs``), runs one full training step (forward, per-sample
+clipping, noise, optimizer step) and reads the peak resident set size (VmHWM) of that step;
+the step "fits" when the peak is within the budget. The peak is the whole process's
+resident memory during the step (imports, parameters, gradients, activations), as a GPU's
+memory holds the framework's context and the parameters too; transient memory of building
+the model on the host before the step (converting or untying weights) is left out, as it
+would not sit on a GPU. The process peak including that construction is recorded beside it.
 
 Why peak RSS and not ``resource.RLIMIT_AS``: torch reserves far more virtual address space
 than it touches (thread pools, allocator arenas, mapped libraries), so an address-space cap
 fails at an RSS that depends on the build, and an allocation refused inside C++ can abort
 the process instead of raising MemoryError. VmHWM is the memory the step really used. A
-watchdog thread in the probe ends it as soon as its RSS passes the budget (an observed RSS
-above the budget is a certain "does not fit"), so failing probes stay cheap.
+watchdog thread in the probe ends it as soon as its RSS passes the budget during the step
+(an observed RSS above the budget is a certain "does not fit"), so failing probes stay
+cheap.
 
 The search (:func:`largest_fitting_batch`) doubles B from a start until a probe fails, then
 bisects between the largest fit and the smallest failure; it assumes peak memory is
@@ -32,8 +37,9 @@ from typing import Any
 
 METHODS = ("non-private", "phantom", "ghost")
 METRIC = (
-    "peak RSS (VmHWM) of a fresh process running one full training step at batch B "
-    "(imports, model, parameters, gradients, activations), 1 thread"
+    "peak RSS (VmHWM, reset after the model is built) of a fresh process during one full "
+    "training step at batch B: imports, parameters, gradients and activations resident; "
+    "1 thread"
 )
 _ABORT_RC = 3  # the probe's exit status when its watchdog saw RSS above the budget
 
@@ -199,7 +205,12 @@ def subprocess_probe(
         lines = [ln for ln in res.stdout.splitlines() if ln.startswith("{")]
         if res.returncode in (0, _ABORT_RC) and lines:
             out = json.loads(lines[-1])
-            return Probe(batch, bool(out["fits"]), out.get("peak_mib"), out.get("note", ""))
+            note = out.get("note", "")
+            if out.get("process_peak_mib") is not None:
+                note = (note + " " if note else "") + (
+                    f"(process peak incl. model build {out['process_peak_mib']:.0f} MiB)"
+                )
+            return Probe(batch, bool(out["fits"]), out.get("peak_mib"), note)
         if res.returncode in (-9, 137):  # killed by the kernel's OOM killer: far over budget
             return Probe(batch, False, None, "killed (out of memory)")
         tail = (res.stderr or res.stdout).strip().splitlines()[-3:]
@@ -210,34 +221,35 @@ def subprocess_probe(
     return probe
 
 
-def _watchdog(budget_kib: float, stop: threading.Event) -> None:
+def _watchdog(budget_kib: float, stop: threading.Event, setup_peak_kib: int) -> None:
     while not stop.wait(0.005):
         rss = _rss_kib("VmRSS")
         if rss is not None and rss > budget_kib:
-            print(
-                json.dumps(
-                    {"fits": False, "peak_mib": rss / 1024, "note": "stopped early: RSS > budget"}
-                ),
-                flush=True,
-            )
+            out = {
+                "fits": False,
+                "peak_mib": rss / 1024,
+                "process_peak_mib": max(setup_peak_kib, rss) / 1024,
+                "note": "stopped early: RSS > budget",
+            }
+            print(json.dumps(out), flush=True)
             os._exit(_ABORT_RC)
 
 
 def _child(spec: dict[str, Any]) -> int:
     import ctypes
+    import gc
     import warnings
 
     import torch
 
     torch.set_num_threads(1)
     try:  # big tensors on mmap so that freed memory leaves the process (as the bench does)
-        ctypes.CDLL("libc.so.6").mallopt(-3, 1 << 16)
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallopt(-3, 1 << 16)
     except OSError:
-        pass
+        libc = None
     from privacy_audit.audit.benchmarks.cost_of_privacy import _cases
 
-    stop = threading.Event()
-    threading.Thread(target=_watchdog, args=(spec["budget_mib"] * 1024, stop), daemon=True).start()
     method = spec["method"]
     include = () if method == "non-private" else (method,)
     with warnings.catch_warnings():
@@ -252,10 +264,24 @@ def _child(spec: dict[str, Any]) -> int:
             include,
             reference=method == "non-private",
         )
+        gc.collect()
+        if libc is not None:
+            libc.malloc_trim(0)
+        setup_peak = _rss_kib("VmHWM") or 0
+        with open("/proc/self/clear_refs", "w") as fh:  # peak mark := current RSS
+            fh.write("5")
+        stop = threading.Event()
+        budget_kib = spec["budget_mib"] * 1024
+        threading.Thread(target=_watchdog, args=(budget_kib, stop, setup_peak), daemon=True).start()
         steps[method]()
     stop.set()
-    peak = _rss_kib("VmHWM") / 1024
-    print(json.dumps({"fits": peak <= spec["budget_mib"], "peak_mib": peak}), flush=True)
+    peak = _rss_kib("VmHWM")
+    out = {
+        "fits": peak <= budget_kib,
+        "peak_mib": peak / 1024,
+        "process_peak_mib": max(setup_peak, peak) / 1024,
+    }
+    print(json.dumps(out), flush=True)
     return 0
 
 
