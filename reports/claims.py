@@ -631,7 +631,7 @@ def _ghost_budget(runs, doc) -> Measure | None:
     if fixed:
         m.text += (
             "; at the fixed batch, Ghost/phantom peak RSS "
-            + ", ".join(f"{x:.2f}" for x in fixed)
+            + ", ".join(f"{x:.3f}" for x in fixed)
             + "×"
         )
     m.verdict = _side(m.ci_low, m.ci_high, 10.0)

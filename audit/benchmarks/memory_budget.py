@@ -273,7 +273,10 @@ def _child(spec: dict[str, Any]) -> int:
         stop = threading.Event()
         budget_kib = spec["budget_mib"] * 1024
         threading.Thread(target=_watchdog, args=(budget_kib, stop, setup_peak), daemon=True).start()
-        steps[method]()
+        per_step = []  # "steps" > 1 (a manual check): later steps reach the first one's peak
+        for _ in range(int(spec.get("steps", 1))):
+            steps[method]()
+            per_step.append(_rss_kib("VmHWM") / 1024)
     stop.set()
     peak = _rss_kib("VmHWM")
     out = {
@@ -281,6 +284,8 @@ def _child(spec: dict[str, Any]) -> int:
         "peak_mib": peak / 1024,
         "process_peak_mib": max(setup_peak, peak) / 1024,
     }
+    if len(per_step) > 1:
+        out["cumulative_peak_mib_after_each_step"] = per_step
     print(json.dumps(out), flush=True)
     return 0
 
