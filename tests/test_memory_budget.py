@@ -129,3 +129,26 @@ def test_bench_cost_options_bad_input_exit_2_before_running(argv, message, tmp_p
     out = tmp_path / "b.json"
     assert main([*argv, "--out", str(out)]) == 2
     assert message in capsys.readouterr().err and not out.exists()
+
+
+def test_report_table_carries_the_budget_search_as_one_line(tmp_path):
+    from privacy_audit.audit.benchmarks.cost_of_privacy import cost_table_from_bench_json
+
+    curves = {"non-private": (400, 10), "phantom": (420, 30), "ghost": (700, 60)}
+    found = largest_batch_in_budget(
+        2.0,
+        50257,
+        32,
+        {"n_embd": 768},
+        rel_tol=0.0,
+        probe_factory=lambda m, budget: linear(*curves[m])(budget),
+    )
+    bench = {"name": "cost-of-privacy", "setup": {"cost_of_privacy_table": [], "threads": 1}}
+    bench["setup"]["largest_batch_in_budget"] = found
+    path = tmp_path / "bench.json"
+    path.write_text(json.dumps({"benchmarks": [bench]}))
+    setup = cost_table_from_bench_json(path)["setup"]
+    assert setup["threads"] == 1
+    line = setup["largest_batch_in_budget"]
+    assert isinstance(line, str) and "phantom: B = 54," in line and "ghost: B = 22;" in line
+    assert "phantom/ghost 2.45x" in line

@@ -216,9 +216,15 @@ def cost_table_from_bench_json(path) -> dict[str, Any]:
             "'privacy-audit bench cost-of-privacy --out FILE'"
         )
     res = found[0]
+    budget = res["setup"].get("largest_batch_in_budget")
     return {
         "rows": res["setup"]["cost_of_privacy_table"],
-        "setup": {k: v for k, v in res["setup"].items() if k != "cost_of_privacy_table"},
+        "setup": {
+            k: v
+            for k, v in res["setup"].items()
+            if k not in ("cost_of_privacy_table", "largest_batch_in_budget")
+        }
+        | ({"largest_batch_in_budget": _budget_note(budget)} if budget else {}),
         "quick": bool((data.get("settings") or {}).get("quick", False)),
         "source": str(p),
     }
@@ -496,7 +502,8 @@ def _budget_note(budget: dict[str, Any]) -> str:
             parts.append(f"{k}: none fits")
         else:
             top = "cap" if r["smallest_fail"] is None else r["smallest_fail"] - 1
-            parts.append(f"{k}: B = {r['largest_fit']}..{top}")
+            b = r["largest_fit"]
+            parts.append(f"{k}: B = {b}" if top == b else f"{k}: B = {b}..{top}")
     ratio = budget.get("phantom_over_ghost_largest_batch")
     return (
         f"largest batch in {budget['budget_gb']:g} GiB (CPU peak RSS): "
