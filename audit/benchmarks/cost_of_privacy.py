@@ -118,7 +118,10 @@ def _cases(
     chunk: int | None,
     dims: dict[str, int] | None = None,
     include: tuple[str, ...] = CASES,
+    reference: bool = True,
 ):
+    """Step functions and parameters of each case; ``reference=False`` leaves out the
+    non-private model (the memory-budget probe builds one method per process)."""
     from opacus import GradSampleModule
 
     from privacy_audit.defenses.dp_engine import DPSGDEngine, OpacusGhostStep, clip_weights
@@ -136,23 +139,25 @@ def _cases(
     def model(tie=True):
         return build_lm(vocab, seed=seed, n_positions=seq, tie=tie, **dims).train()
 
-    plain = model()
-    opt_plain = torch.optim.SGD(plain.parameters(), lr=1e-3)
-
-    def step_plain():
-        opt_plain.zero_grad(set_to_none=True)
-        logits = plain(input_ids=ids, attention_mask=mask, position_ids=pos).logits
-        per_sample_token_loss(logits, ids, mask).mean().backward()
-        opt_plain.step()
-
     def engine_case(norms):
         m = model()
         eng = DPSGDEngine(m, 1.0, 1.0, batch, norms=norms, chunk_size=chunk)
         opt = torch.optim.SGD(m.parameters(), lr=1e-3)
         return m, lambda: eng.step(opt, ids, mask, noise)
 
-    steps = {"non-private": step_plain}
-    params = {"non-private": list(plain.parameters())}
+    steps, params = {}, {}
+    if reference:
+        plain = model()
+        opt_plain = torch.optim.SGD(plain.parameters(), lr=1e-3)
+
+        def step_plain():
+            opt_plain.zero_grad(set_to_none=True)
+            logits = plain(input_ids=ids, attention_mask=mask, position_ids=pos).logits
+            per_sample_token_loss(logits, ids, mask).mean().backward()
+            opt_plain.step()
+
+        steps["non-private"] = step_plain
+        params["non-private"] = list(plain.parameters())
     if "phantom" in include:
         m_ph, steps["phantom"] = engine_case("phantom")
         params["phantom"] = list(m_ph.parameters())
@@ -211,9 +216,15 @@ def cost_table_from_bench_json(path) -> dict[str, Any]:
             "'privacy-audit bench cost-of-privacy --out FILE'"
         )
     res = found[0]
+    budget = res["setup"].get("largest_batch_in_budget")
     return {
         "rows": res["setup"]["cost_of_privacy_table"],
-        "setup": {k: v for k, v in res["setup"].items() if k != "cost_of_privacy_table"},
+        "setup": {
+            k: v
+            for k, v in res["setup"].items()
+            if k not in ("cost_of_privacy_table", "largest_batch_in_budget")
+        }
+        | ({"largest_batch_in_budget": _budget_note(budget)} if budget else {}),
         "quick": bool((data.get("settings") or {}).get("quick", False)),
         "source": str(p),
     }
@@ -262,7 +273,7 @@ def _measure(label, vocab, batch, seq, dims, settings, include=CASES, clock=None
         memory[key] = m
     ph = timings[f"phantom @{label}"].median_s
     ph_mem = mem["phantom"]["total_mib"]
-    row: dict[str, Any] = {"vocab": vocab, "batch_size": batch, "seq_len": seq}
+    row: dict[str, Any] = {"label": label, "vocab": vocab, "batch_size": batch, "seq_len": seq}
     for k in steps:
         if k == "non-private":
             continue
@@ -294,12 +305,28 @@ def _measure(label, vocab, batch, seq, dims, settings, include=CASES, clock=None
 
 
 def run(settings: BenchSettings) -> BenchResult:
+    """Options in ``settings.extra``: ``cases`` (the private cases, default all),
+    ``largest_only`` (only the GPT-2-small-shaped, largest-vocabulary case),
+    ``memory_budget_gb`` (add the largest-batch-in-budget search, :mod:`memory_budget`)
+    and ``memory_max_batch`` (its cap). With one thread, steps are timed in this process's
+    CPU time (``process_time``), which other load on a shared machine inflates far less
+    than wall time; otherwise in wall time."""
+    import time
+
     libc = _libc()
     if libc is not None:
         libc.mallopt(-3, 1 << 16)  # M_MMAP_THRESHOLD: big tensors on mmap, returned on free
+    extra = settings.extra or {}
+    include = tuple(extra.get("cases") or CASES)
+    unknown = [c for c in include if c not in CASES]
+    if unknown or "phantom" not in include:
+        raise ValueError(f"cost-of-privacy cases must include phantom, from {CASES}: {include}")
+    largest_only = bool(extra.get("largest_only"))
     vocabs = {"2k": 512, "16k": 2048} if settings.quick else VOCABS
-    shapes = {"T=8": (4, 8)} if settings.quick else SHAPES
+    shapes = {} if largest_only else ({"T=8": (4, 8)} if settings.quick else SHAPES)
     big = GPT2_SMALL_QUICK if settings.quick else GPT2_SMALL
+    single = settings.threads == 1
+    clock = time.process_time if single else time.perf_counter
     load_before = _loadavg()
     cases: dict[str, Any] = {}
     ratios: dict[str, float] = {}
@@ -307,7 +334,9 @@ def run(settings: BenchSettings) -> BenchResult:
     table = []
     for shape, (batch, seq) in shapes.items():
         for vlabel, vocab in vocabs.items():
-            c, r, m, row = _measure(f"{vlabel} {shape}", vocab, batch, seq, TINY, settings)
+            c, r, m, row = _measure(
+                f"{vlabel} {shape}", vocab, batch, seq, TINY, settings, include, clock
+            )
             cases |= c
             ratios |= r
             memory |= m
@@ -320,13 +349,25 @@ def run(settings: BenchSettings) -> BenchResult:
         big["seq_len"],
         big["dims"],
         settings,
-        include=big["cases"],
+        include=tuple(x for x in big["cases"] if x in include),
+        clock=clock,
     )
     cases |= c
     ratios |= r
     memory |= m
     row["case"] = "gpt2-small-shaped"
     table.append(row)
+    budget = None
+    if extra.get("memory_budget_gb"):
+        budget = largest_batch_in_budget(
+            float(extra["memory_budget_gb"]),
+            big["vocab"],
+            big["seq_len"],
+            big["dims"],
+            start=big["batch_size"],
+            max_batch=int(extra.get("memory_max_batch") or MEMORY_MAX_BATCH),
+            seed=settings.seed,
+        )
     load_after = _loadavg()
     result = BenchResult(
         name="cost-of-privacy",
@@ -346,6 +387,9 @@ def run(settings: BenchSettings) -> BenchResult:
                 "12), the largest that ran in minutes on a shared 2-core CPU",
             },
             "shapes": {k: {"batch_size": b, "seq_len": t} for k, (b, t) in shapes.items()},
+            "cases": ["non-private", *include],
+            "largest_only": largest_only,
+            "clock": "process CPU time (1 thread)" if single else "wall time",
             "vocab_sizes": list(vocabs.values()),
             "optimizer": "SGD",
             "explicit": "torch.func vmap(grad) over the whole batch",
@@ -379,7 +423,97 @@ def run(settings: BenchSettings) -> BenchResult:
         ],
     )
     result.setup["cost_of_privacy_table"] = table
+    if budget is not None:
+        result.setup["largest_batch_in_budget"] = budget
+        result.notes.append(_budget_note(budget))
     return result
+
+
+MEMORY_MAX_BATCH = 512
+#: bisection stops when the bracket is at most this fraction of the largest fit (probes are
+#: minutes each at this shape); the bracket is recorded and carried into the ratio's interval
+MEMORY_REL_TOL = 1 / 16
+
+
+def largest_batch_in_budget(
+    budget_gb: float,
+    vocab: int,
+    seq_len: int,
+    dims: dict[str, int],
+    start: int = 8,
+    max_batch: int = MEMORY_MAX_BATCH,
+    seed: int = 0,
+    methods: tuple[str, ...] | None = None,
+    rel_tol: float = MEMORY_REL_TOL,
+    probe_factory=None,
+) -> dict[str, Any]:
+    """The paper's memory metric on a CPU: per method, the largest batch whose step's
+    process peak RSS fits in ``budget_gb`` GiB (:mod:`memory_budget`), and the ratio of
+    phantom's largest batch to Ghost Clipping's with the interval its brackets allow.
+    ``probe_factory(method, budget_mib)`` replaces the subprocess probe (tests)."""
+    import sys
+
+    from privacy_audit.audit.benchmarks import memory_budget as mb
+
+    budget_mib = budget_gb * 1024
+    methods = methods or mb.METHODS
+    out: dict[str, Any] = {
+        "budget_gb": budget_gb,
+        "budget_mib": budget_mib,
+        "metric": mb.METRIC,
+        "unit": "GiB (2^30 bytes)",
+        "shape": {"vocab": vocab, **dims, "seq_len": seq_len},
+        "search": f"doubling from B={start}, then bisection to within max(1, "
+        f"{rel_tol:g} x largest fit); cap B={max_batch}",
+        "tied": {"non-private": True, "phantom": True, "ghost": False},
+        "methods": {},
+    }
+    found = {}
+    for method in methods:
+        probe = (
+            probe_factory(method, budget_mib)
+            if probe_factory
+            else mb.subprocess_probe(method, vocab, seq_len, dims, budget_mib, seed)
+        )
+        print(f"memory budget {budget_gb:g} GiB, {method}:", file=sys.stderr, flush=True)
+        res = mb.largest_fitting_batch(
+            probe,
+            budget_mib,
+            start=start,
+            max_batch=max_batch,
+            rel_tol=rel_tol,
+            progress=lambda msg: print(f"  {msg}", file=sys.stderr, flush=True),
+        )
+        found[method] = res
+        out["methods"][method] = res.to_dict()
+    for a, b in (("phantom", "ghost"), ("phantom", "non-private"), ("ghost", "non-private")):
+        if a in found and b in found:
+            r = mb.ratio_interval(found[a], found[b])
+            out[f"{a}_over_{b}_largest_batch"] = (
+                None if r is None else {"value": r[0], "low": r[1], "high": r[2]}
+            )
+    return out
+
+
+def _budget_note(budget: dict[str, Any]) -> str:
+    parts = []
+    for k, r in budget["methods"].items():
+        if r["largest_fit"] is None:
+            parts.append(f"{k}: none fits")
+        else:
+            top = "cap" if r["smallest_fail"] is None else r["smallest_fail"] - 1
+            b = r["largest_fit"]
+            parts.append(f"{k}: B = {b}" if top == b else f"{k}: B = {b}..{top}")
+    ratio = budget.get("phantom_over_ghost_largest_batch")
+    return (
+        f"largest batch in {budget['budget_gb']:g} GiB (CPU peak RSS): "
+        + ", ".join(parts)
+        + (
+            f"; phantom/ghost {ratio['value']:.2f}x [{ratio['low']:.2f}, {ratio['high']:.2f}]"
+            if ratio
+            else ""
+        )
+    )
 
 
 def _loadavg() -> list[float] | None:

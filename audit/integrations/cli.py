@@ -352,6 +352,30 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="byo-lm: add a case with extraction risk on (target: <= 1.2x the suite's time)",
     )
+    b.add_argument(
+        "--cost-cases",
+        metavar="A,B",
+        help="cost-of-privacy: private cases to run beside non-private (default all: "
+        "phantom,explicit,ghost,opacus; phantom is required)",
+    )
+    b.add_argument(
+        "--largest-only",
+        action="store_true",
+        help="cost-of-privacy: only the largest-vocabulary (GPT-2-small-shaped) case",
+    )
+    b.add_argument(
+        "--memory-budget-gb",
+        type=float,
+        metavar="N",
+        help="cost-of-privacy: also find, per method, the largest batch whose step fits in N "
+        "GiB of process peak RSS (one fresh process per probe; the paper's max-batch metric)",
+    )
+    b.add_argument(
+        "--memory-max-batch",
+        type=int,
+        metavar="B",
+        help="cost-of-privacy: cap of the --memory-budget-gb search (default 512)",
+    )
     _add_experiment_and_claims(sub)
     _add_dataset_inference(sub)
 
@@ -938,6 +962,50 @@ def _cmd_gate(args) -> int:
     return EXIT_GATE
 
 
+def _cost_options(args, names) -> dict:
+    """The cost-of-privacy options, checked before anything runs."""
+    from privacy_audit.audit.benchmarks.cost_of_privacy import CASES
+
+    extra: dict = {}
+    given = [
+        a
+        for a, v in (
+            ("--cost-cases", args.cost_cases),
+            ("--largest-only", args.largest_only),
+            ("--memory-budget-gb", args.memory_budget_gb),
+            ("--memory-max-batch", args.memory_max_batch),
+        )
+        if v not in (None, False)
+    ]
+    if not given:
+        return extra
+    if "cost-of-privacy" not in names:
+        raise AuditError(f"{given[0]} applies to the cost-of-privacy benchmark only")
+    if args.cost_cases is not None:
+        cases = [c.strip() for c in args.cost_cases.split(",") if c.strip()]
+        bad = [c for c in cases if c not in CASES]
+        if bad or "phantom" not in cases:
+            raise AuditError(
+                f"--cost-cases must name phantom and only cases from {', '.join(CASES)}; "
+                f"got {args.cost_cases!r}"
+            )
+        extra["cases"] = cases
+    if args.largest_only:
+        extra["largest_only"] = True
+    if args.memory_budget_gb is not None:
+        gb = args.memory_budget_gb
+        if not (gb == gb and 0 < gb < 1e4):
+            raise AuditError(f"--memory-budget-gb must be a positive size in GiB, got {gb}")
+        extra["memory_budget_gb"] = gb
+    if args.memory_max_batch is not None:
+        if args.memory_budget_gb is None:
+            raise AuditError("--memory-max-batch needs --memory-budget-gb")
+        if args.memory_max_batch < 1:
+            raise AuditError(f"--memory-max-batch must be at least 1, got {args.memory_max_batch}")
+        extra["memory_max_batch"] = args.memory_max_batch
+    return extra
+
+
 def _cmd_bench(args) -> int:
     import importlib
     import platform
@@ -975,6 +1043,7 @@ def _cmd_bench(args) -> int:
         if "byo-lm" not in names:
             raise AuditError("--extraction applies to the byo-lm benchmark only")
         extra["extraction"] = True
+    extra |= _cost_options(args, names)
     settings = BenchSettings(
         args.repeats, args.warmup, args.quick, args.seed, "cpu", args.threads, extra
     )
