@@ -71,14 +71,36 @@ def _setup(settings: ExperimentSettings) -> dict[str, Any]:
     return base
 
 
+def calibrate_joint_noise_multiplier(
+    target_epsilon: float, n_users: int, epochs: int, delta: float, epsilon2: float
+) -> float:
+    """Smallest z (to 0.2 %, rounded up) whose joint central ε is at most the target: the
+    pooled vector's Gaussian (μ = 1/z, S2 = C = 1) composed with the label RR before Poisson
+    subsampling (q = 1/N, T = epochs·N), dp-accounting PLD (bisection on log z)."""
+    from privacy_audit.defenses.dp_forward import joint_release_epsilon
+
+    q, steps = 1.0 / n_users, epochs * n_users
+
+    def joint(z: float) -> float:
+        return joint_release_epsilon(z, epsilon2, q, steps, delta)
+
+    lo, hi = 0.05, 0.5
+    while joint(hi) > target_epsilon:
+        lo, hi = hi, hi * 2
+        if hi > 1e4:
+            raise ValueError(f"no noise multiplier reaches central epsilon {target_epsilon:g}")
+    while hi / lo > 1.002:
+        mid = math.sqrt(lo * hi)
+        lo, hi = (mid, hi) if joint(mid) > target_epsilon else (lo, mid)
+    return hi
+
+
 def dp_forward_accounting(
     target_epsilon: float, n_users: int, epochs: int, delta: float, epsilon2: float
 ) -> dict[str, Any]:
-    """The DP-Forward arm's noise multiplier z and every ε recorded beside it.
-
-    z is the smallest (to 0.2 %, rounded up) with joint central ε ≤ target, where the joint
-    central ε composes the pooled vector's Gaussian (μ = 1/z, S2 = C = 1) with the label RR
-    before Poisson subsampling (q = 1/N, T = epochs·N)."""
+    """The DP-Forward arm's noise multiplier z (:func:`calibrate_joint_noise_multiplier`)
+    and every ε recorded beside it: per-release local ε, the GDP envelope and the paper's
+    separate composition."""
     from privacy_audit.defenses.dp_forward import (
         central_epsilon_accounting,
         central_noise_multiplier,
@@ -94,15 +116,7 @@ def dp_forward_accounting(
     def joint(z: float) -> float:
         return joint_release_epsilon(z, epsilon2, q, steps, delta)
 
-    lo, hi = 0.05, 0.5
-    while joint(hi) > target_epsilon:
-        lo, hi = hi, hi * 2
-        if hi > 1e4:
-            raise ValueError(f"no noise multiplier reaches central epsilon {target_epsilon:g}")
-    while hi / lo > 1.002:
-        mid = math.sqrt(lo * hi)
-        lo, hi = (mid, hi) if joint(mid) > target_epsilon else (lo, mid)
-    z = hi
+    z = calibrate_joint_noise_multiplier(target_epsilon, n_users, epochs, delta, epsilon2)
     mu_label = rr_gdp_mu(epsilon2)
     z_eff = joint_gdp_noise_multiplier(z, epsilon2)
     gdp_at_z = central_epsilon_accounting(z_eff, n_users, epochs, delta)
@@ -436,4 +450,9 @@ def run(settings: ExperimentSettings, cells: CellStore) -> dict[str, Any]:
     }
 
 
-__all__ = ["dp_forward_accounting", "run", "select_learning_rate"]
+__all__ = [
+    "calibrate_joint_noise_multiplier",
+    "dp_forward_accounting",
+    "run",
+    "select_learning_rate",
+]

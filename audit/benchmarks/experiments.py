@@ -188,6 +188,8 @@ def run_experiment(
         "experiment": name,
         "command": f"privacy-audit experiment {name}"
         + (f" --seeds {settings.seeds}" if settings.seeds != 3 else "")
+        + (f" --n-train {settings.n_train}" if settings.n_train else "")
+        + (f" --n-test {settings.n_test}" if settings.n_test else "")
         + (" --quick" if settings.quick else ""),
         "settings": asdict(settings),
         "machine": {
