@@ -267,9 +267,18 @@ def _dp_forward(setup, data, lr, seed, acct) -> dict[str, Any]:
 
 
 def _dp_sgd(setup, data, lr, seed, target_eps) -> dict[str, Any]:
+    """Opacus DP-SGD with fast (ghost) gradient clipping: the same per-example clipping to
+    C = 1 and the same Gaussian noise as Opacus's per-sample-gradient mode, without
+    materialising the per-example gradients of the 30,522 × 384 word-embedding table
+    (about 3× faster on one CPU thread)."""
     from opacus import PrivacyEngine
 
-    from privacy_audit.defenses.targets.classifier import ClassifierRelease, make_loader, train_loop
+    from privacy_audit.defenses.targets.classifier import (
+        ClassifierRelease,
+        forward_kwargs,
+        make_loader,
+        trim_padding,
+    )
 
     train, val, test, labels = data
     start = time.perf_counter()
@@ -280,30 +289,52 @@ def _dp_sgd(setup, data, lr, seed, target_eps) -> dict[str, Any]:
     loader = make_loader(tokenizer, train, training, seed)
     q, steps = 1 / len(loader), training.epochs * len(loader)
     sigma, acct = calibrate_dp_sgd(target_eps, q, steps)
+    done, loss = 0, math.nan
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
         engine = PrivacyEngine(accountant="prv")
-        gsm, dp_opt, dp_loader = engine.make_private(
+        gsm, dp_opt, dp_loss, dp_loader = engine.make_private(
             module=model,
             optimizer=optimizer,
             data_loader=loader,
+            criterion=torch.nn.CrossEntropyLoss(),
             noise_multiplier=sigma,
             max_grad_norm=1.0,
             poisson_sampling=True,
+            grad_sample_mode="ghost",
         )
-        info = train_loop(gsm, dp_opt, dp_loader, training, desc="dp-sgd")
+        gsm.train()
+        for _ in range(training.epochs):
+            for input_ids, mask, y in dp_loader:
+                if input_ids.shape[0] == 0:  # Poisson sampling can draw an empty batch
+                    continue
+                input_ids, mask = trim_padding(input_ids, mask)
+                # Opacus's embedding norm sampler needs contiguous index tensors
+                kwargs = {
+                    k: v.contiguous() if torch.is_tensor(v) else v
+                    for k, v in forward_kwargs(model, input_ids.contiguous(), mask).items()
+                }
+                dp_opt.zero_grad(set_to_none=True)
+                out = gsm(**kwargs)
+                batch_loss = dp_loss(out.logits, y)
+                batch_loss.backward()
+                dp_opt.step()
+                loss = float(batch_loss.detach())
+                done += 1
     gsm.remove_hooks()
-    release = ClassifierRelease(gsm._module, tokenizer, training.max_length, None, labels, "cpu")
+    model.eval()
+    release = ClassifierRelease(model, tokenizer, training.max_length, None, labels, "cpu")
     out = _evaluate(release, val, test)
     out.update(
         noise_multiplier=sigma,
         sample_rate=q,
         steps=steps,
+        steps_taken=done,
         central_epsilon_claimed=acct["claimed"],
         central_epsilon_prv=acct["epsilon_opacus_prv"],
         central_epsilon_pld=acct["epsilon_dp_accounting_pld"],
-        final_train_loss=info["final_train_loss"],
+        last_batch_loss=loss,
         seconds=time.perf_counter() - start,
     )
     return out
@@ -417,8 +448,9 @@ def run(settings: ExperimentSettings, cells: CellStore) -> dict[str, Any]:
             + ", C = 1, normalize, pre-noise layers fine-tuned through the noise (trusted "
             "party, as in the paper's experiments), noise at inference, K-ary label RR "
             f"(ε2 = {EPSILON2:g}, keep e^ε2/(e^ε2+K−1)) re-drawn every epoch",
-            "dp_sgd": "Opacus GradSampleModule, Poisson sampling q = B/N, C = 1, clean "
-            "inference; σ so that max(dp-accounting PLD, Opacus PRV) ≤ target",
+            "dp_sgd": "Opacus, fast (ghost) per-example gradient clipping, Poisson sampling "
+            "q = B/N, C = 1, clean inference; σ so that max(dp-accounting PLD, Opacus PRV) ≤ "
+            "target",
             "non_private": "AdamW, shuffled batches, clean inference",
             "optimizer": "AdamW (no weight decay, no schedule) for every arm",
             "shuffle_assumption": SHUFFLE_ASSUMPTION,
