@@ -116,11 +116,13 @@ def test_joint_accountant_agrees_with_an_independent_discretised_pld(z):
 def test_joint_accountant_sits_between_its_parts_and_the_gdp_envelope():
     n, epochs, eps2, z = 100, 3, 2.2, 0.6
     q, steps = 1 / n, epochs * n
-    joint = joint_release_epsilon(z, eps2, q, steps, DELTA)
-    gauss = joint_release_epsilon(z, 0.0, q, steps, DELTA)
-    rr = joint_release_epsilon(math.inf, eps2, q, steps, DELTA)
+    joint = joint_release_epsilon(z, eps2, q, steps, DELTA, interval=1e-3)
+    gauss = joint_release_epsilon(z, 0.0, q, steps, DELTA, interval=1e-3)
+    rr = joint_release_epsilon(math.inf, eps2, q, steps, DELTA, interval=1e-3)
     envelope = (
-        pld_lib.from_gaussian_mechanism(joint_gdp_noise_multiplier(z, eps2), sampling_prob=q)
+        pld_lib.from_gaussian_mechanism(
+            joint_gdp_noise_multiplier(z, eps2), sampling_prob=q, value_discretization_interval=1e-3
+        )
         .self_compose(steps)
         .get_epsilon_for_delta(DELTA)
     )
