@@ -24,6 +24,7 @@ EXPERIMENTS: dict[str, str] = {
     "dp-forward-accounting": "privacy_audit.audit.benchmarks.dp_forward_accounting:run",
     "dp-forward-matched-eps": "privacy_audit.audit.benchmarks.dp_forward_matched:run",
     "dp-forward-matched-eps-finetune": "privacy_audit.audit.benchmarks.dp_forward_matched_finetune:run",
+    "dp-forward-paper-setting": "privacy_audit.audit.benchmarks.dp_forward_paper_setting:run",
     "dp-forward-table4": "privacy_audit.audit.benchmarks.dp_forward_table4:run",
     "snd-auc": "privacy_audit.audit.benchmarks.snd_auc:run",
     "dp-blogs-audit": "privacy_audit.audit.benchmarks.dp_blogs_audit:run",
@@ -187,6 +188,8 @@ def run_experiment(
         "experiment": name,
         "command": f"privacy-audit experiment {name}"
         + (f" --seeds {settings.seeds}" if settings.seeds != 3 else "")
+        + (f" --n-train {settings.n_train}" if settings.n_train else "")
+        + (f" --n-test {settings.n_test}" if settings.n_test else "")
         + (" --quick" if settings.quick else ""),
         "settings": asdict(settings),
         "machine": {
