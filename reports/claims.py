@@ -1154,7 +1154,8 @@ CLAIMS: tuple[Claim, ...] = (
         BLOGS,
         "perplexity comparable to DP-SGD; extraction lower (p = 0.002)",
         "norm. PPL diff −0.023 (p = 0.55); EXT p = 0.002",
-        "python -m privacy_audit.audit.benchmarks.lm_utility --config dp-blogs --out docs/dp-blogs-utility.json",
+        "python -m privacy_audit.audit.benchmarks.lm_lr_grid --config dp-blogs --lrs 3e-4,1e-3,3e-3,1e-2 "
+        "--arms none,dp-sgd,dp-blogs --batch-size 1000 --epochs 10 --out docs/dp-blogs-utility.json",
         "dp-blogs-utility.json",
         _blogs_perplexity,
     ),
@@ -1187,7 +1188,8 @@ CLAIMS: tuple[Claim, ...] = (
         "Re-Attention improves DP LM utility too (the suite's own check, not a claim of the "
         "paper; perplexity, private fine-tuning after public pretraining)",
         "no LM number in the paper (its tasks are recommendation)",
-        "python -m privacy_audit.audit.benchmarks.lm_lr_grid --config lm --out docs/lm-utility-lr-grid.json",
+        "python -m privacy_audit.audit.benchmarks.lm_lr_grid --config lm --lrs 3e-4,1e-3,3e-3,1e-2 "
+        "--batch-size 1000 --epochs 10 --out docs/lm-utility-lr-grid.json",
         "lm-utility-lr-grid.json",
         _lm_grid,
     ),
