@@ -101,15 +101,29 @@ def test_probe_child_reports_its_own_peak_rss_and_the_probe_stops_early_over_bud
     dims = {"n_embd": 32, "n_layer": 1, "n_head": 2}
     spec = {"method": "phantom", "batch": 2, "vocab": 256, "seq_len": 8, "dims": dims}
     spec |= {"budget_mib": 64 * 1024, "seed": 0}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "privacy_audit.audit.benchmarks.memory_budget", json.dumps(spec)],
-        stdout=subprocess.PIPE,
-        env=dict(os.environ, OMP_NUM_THREADS="1"),
+    # The parent's independent reading of the probe's peak is wait4's ru_maxrss. It is read
+    # by a small intermediate interpreter: a child spawned straight from this (large) pytest
+    # process inherits the pytest process's high-water mark at exec, which says nothing
+    # about the probe.
+    probe = [sys.executable, "-m", "privacy_audit.audit.benchmarks.memory_budget", json.dumps(spec)]
+    reader = (
+        "import json, os, subprocess, sys\n"
+        "p = subprocess.Popen(json.loads(sys.argv[1]), stdout=subprocess.PIPE)\n"
+        "_, status, usage = os.wait4(p.pid, 0)\n"
+        "print(json.dumps({'code': os.waitstatus_to_exitcode(status), "
+        "'maxrss_kib': usage.ru_maxrss, 'out': p.stdout.read().decode()}))\n"
     )
-    _, status, usage = os.wait4(proc.pid, 0)  # the parent's independent reading of the peak
-    out = json.loads(proc.stdout.read().decode().strip().splitlines()[-1])
-    assert os.waitstatus_to_exitcode(status) == 0 and out["fits"]
-    assert out["peak_mib"] == pytest.approx(usage.ru_maxrss / 1024, rel=0.02)
+    done = subprocess.run(
+        [sys.executable, "-c", reader, json.dumps(probe)],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, OMP_NUM_THREADS="1"),
+        check=True,
+    )
+    res = json.loads(done.stdout.strip().splitlines()[-1])
+    out = json.loads(res["out"].strip().splitlines()[-1])
+    assert res["code"] == 0 and out["fits"]
+    assert out["peak_mib"] == pytest.approx(res["maxrss_kib"] / 1024, rel=0.02)
     # a budget below torch's own import: the step cannot fit (the watchdog may stop it early)
     small = subprocess_probe("phantom", 256, 8, dims, budget_mib=40)(2)
     assert not small.fits and small.peak_mib > 40 and "process peak" in small.note
