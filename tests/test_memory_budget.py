@@ -105,7 +105,7 @@ def test_probe_child_reports_its_own_peak_rss_and_the_probe_stops_early_over_bud
     # by a small intermediate interpreter: a child spawned straight from this (large) pytest
     # process inherits the pytest process's high-water mark at exec, which says nothing
     # about the probe.
-    probe = [sys.executable, "-m", "privacy_audit.audit.benchmarks.memory_budget", json.dumps(spec)]
+    probe = [sys.executable, "-m", "privacy_audit.audit.benchmarks.memory_probe", json.dumps(spec)]
     reader = (
         "import json, os, subprocess, sys\n"
         "p = subprocess.Popen(json.loads(sys.argv[1]), stdout=subprocess.PIPE)\n"
