@@ -849,13 +849,25 @@ def did_not_learn(run: dict) -> str | None:
         higher = True
     else:
         return None
-    arm = Arm(run_name(run), u["value"], u.get("ci_low"), u.get("ci_high"), higher, [floor])
-    if clears(arm, floor):
+    floors = [floor]
+    ps = u.get("public_start")
+    if not higher and isinstance(ps, dict) and isinstance(ps.get("value"), (int, float)):
+        # pretrained targets: the run must also end below the model it started from
+        floors.append(
+            Baseline("the public-only start", ps["value"], ps.get("ci_low"), ps.get("ci_high"))
+        )
+    arm = Arm(run_name(run), u["value"], u.get("ci_low"), u.get("ci_high"), higher, floors)
+    failed = [f for f in floors if not clears(arm, f)]
+    if not failed:
         return None
     return (
         f"{arm.name} did not learn: its {u.get('metric', 'utility')} "
         f"{_fmt_triplet((u['value'], u.get('ci_low'), u.get('ci_high')))} does not clear "
-        f"{floor.name} {floor.value:.4g}"
+        + " or ".join(
+            f"{f.name} {f.value:.4g}"
+            + (f" [{f.ci_low:.4g}, {f.ci_high:.4g}]" if f.ci_low is not None else "")
+            for f in failed
+        )
     )
 
 

@@ -234,6 +234,12 @@ def test_lm_audit_reports_unigram_floor_and_private_fine_tuning_scope():
     for run in res["runs"]:
         assert run["utility"]["unigram_floor"] == floor["floor"]
         assert isinstance(run["utility"]["beats_unigram_floor"], bool)
+    # the public-only start, the floor a private fine-tuning must beat, is recorded
+    start = floor["public_start"]
+    assert start["metric"] == "perplexity" and start["ci_low"] < start["value"] < start["ci_high"]
+    for run in res["runs"]:
+        assert run["utility"]["public_start"]["value"] == start["value"]
+        assert run["utility"]["beats_public_start"] == (run["utility"]["ci_high"] < start["ci_low"])
     dp = next(r for r in res["runs"] if r["defense"] == "phantom-dp-sgd")
     assert "private fine-tuning only" in dp["claim"]["note"]
     assert dp["claim"]["details"]["public_pretraining_epochs"] == 1

@@ -147,3 +147,23 @@ def test_compare_command_flags_defended_arms_at_chance(tmp_path, capsys):
     # no baseline recorded: reported as not checked, never as learned
     c = utility_floor_checks([("c", _results([{"name": "x", "utility": {"value": 0.5}}]))])
     assert c[0]["learned"] is None
+
+
+def test_a_pretrained_lm_that_does_not_end_below_its_public_start_did_not_learn():
+    # dp-blogs in the bundled run: 9.50 [9.18, 9.84] against the public start 9.35
+    # [9.05, 9.67] — far below the unigram floor, yet it learned nothing from the members,
+    # so its LOW leakage is not a finding about the defense
+    start = {"value": 9.35, "ci_low": 9.05, "ci_high": 9.67}
+    base = _lm_run("non-private", "none", 6.67, 6.50, 6.84, (0.546, 0.521, 0.570))
+    blogs = _lm_run("dp-blogs", "dp-blogs", 9.50, 9.18, 9.84, (0.516, 0.491, 0.541))
+    sgd = _lm_run("dp-sgd", "dp-sgd", 8.19, 7.95, 8.42, (0.528, 0.503, 0.552))
+    for r in (base, blogs, sgd):
+        r["utility"]["public_start"] = dict(start)
+    why = did_not_learn(blogs)
+    assert why is not None and "public-only start 9.35 [9.05, 9.67]" in why
+    assert did_not_learn(sgd) is None and did_not_learn(base) is None
+    pairs = {p["run"]: p for p in compare_runs([base, blogs, sgd])["pairs"]}
+    assert (
+        pairs["dp-blogs"]["comparable"] is False and "not comparable" in pairs["dp-blogs"]["text"]
+    )
+    assert "comparable" not in pairs["dp-sgd"]

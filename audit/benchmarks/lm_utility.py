@@ -21,9 +21,10 @@ from pathlib import Path
 from typing import Any
 
 
-def pretrained_only_utility(cfg) -> dict[str, Any] | None:
+def pretrained_only_utility(cfg, data=None) -> dict[str, Any] | None:
     """Perplexity of the public-pretrained model (seed ``cfg.seed``) on the test texts;
-    None when the config has no public pretraining."""
+    None when the config has no public pretraining. ``data`` (the audit's loaded data)
+    avoids loading it again."""
     from privacy_audit.audit.data import load_audit_data
     from privacy_audit.defenses.base import PrivacyClaim
     from privacy_audit.defenses.targets.lm import LMRelease
@@ -31,7 +32,8 @@ def pretrained_only_utility(cfg) -> dict[str, Any] | None:
 
     if cfg.target.public_epochs <= 0:
         return None
-    data = load_audit_data(cfg.data, cfg.seed, train=True)
+    if data is None:
+        data = load_audit_data(cfg.data, cfg.seed, train=True)
     target = Target(cfg.target, tuple(data.label_names), data.public, cfg.device, False)
     model, tokenizer = target.build(cfg.seed)
     release = LMRelease(

@@ -360,9 +360,25 @@ def _lm_utility_floor(cfg, data, out: dict) -> None:
         if cfg.target.public_epochs > 0
         else "no public pretraining: DP models are trained from random initialisation"
     )
+    start = None
+    if cfg.target.public_epochs > 0:
+        # the model every run starts from: a private fine-tuning must end below it to have
+        # learned anything from the members (issue 27's floor for pretrained targets)
+        from privacy_audit.audit.benchmarks.lm_utility import pretrained_only_utility
+
+        start = pretrained_only_utility(cfg, data)
+        floor["public_start"] = start
     out["utility_floor"] = floor
     for run in out["runs"]:
         u = run.get("utility")
         if isinstance(u, dict):
             u["unigram_floor"] = floor["floor"]
             u["beats_unigram_floor"] = beats_floor(u, floor["floor"])
+            if start is not None:
+                u["public_start"] = {k: start.get(k) for k in ("value", "ci_low", "ci_high")}
+                hi = u.get("ci_high")
+                u["beats_public_start"] = bool(
+                    isinstance(hi, (int, float))
+                    and start.get("ci_low") is not None
+                    and hi < start["ci_low"]
+                )
