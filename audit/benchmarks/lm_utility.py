@@ -22,28 +22,11 @@ from typing import Any
 
 
 def pretrained_only_utility(cfg, data=None) -> dict[str, Any] | None:
-    """Perplexity of the public-pretrained model (seed ``cfg.seed``) on the test texts;
-    None when the config has no public pretraining. ``data`` (the audit's loaded data)
-    avoids loading it again."""
-    from privacy_audit.audit.data import load_audit_data
-    from privacy_audit.defenses.base import PrivacyClaim
-    from privacy_audit.defenses.targets.lm import LMRelease
-    from privacy_audit.defenses.targets.loading import Target
+    """Perplexity of the public-pretrained model on the test texts (see
+    :func:`privacy_audit.audit.scale.plan.pretrained_only_utility`, which the runner uses)."""
+    from privacy_audit.audit.scale.plan import pretrained_only_utility as start
 
-    if cfg.target.public_epochs <= 0:
-        return None
-    if data is None:
-        data = load_audit_data(cfg.data, cfg.seed, train=True)
-    target = Target(cfg.target, tuple(data.label_names), data.public, cfg.device, False)
-    model, tokenizer = target.build(cfg.seed)
-    release = LMRelease(
-        model,
-        tokenizer,
-        cfg.target.max_length,
-        PrivacyClaim.none("public pretraining only"),
-        cfg.device,
-    )
-    return release.evaluate_utility(data.test)
+    return start(cfg, data)
 
 
 def summarise(results: dict[str, Any], pretrained: dict | None) -> dict[str, Any]:

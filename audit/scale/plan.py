@@ -339,6 +339,31 @@ def run_planned(
     return out
 
 
+def pretrained_only_utility(cfg, data=None) -> dict | None:
+    """Perplexity of the public-pretrained model (seed ``cfg.seed``) on the test texts;
+    None when the config has no public pretraining. ``data`` (the audit's loaded data)
+    avoids loading it again."""
+    from privacy_audit.audit.data import load_audit_data
+    from privacy_audit.defenses.base import PrivacyClaim
+    from privacy_audit.defenses.targets.lm import LMRelease
+    from privacy_audit.defenses.targets.loading import Target
+
+    if cfg.target.public_epochs <= 0:
+        return None
+    if data is None:
+        data = load_audit_data(cfg.data, cfg.seed, train=True)
+    target = Target(cfg.target, tuple(data.label_names), data.public, cfg.device, False)
+    model, tokenizer = target.build(cfg.seed)
+    release = LMRelease(
+        model,
+        tokenizer,
+        cfg.target.max_length,
+        PrivacyClaim.none("public pretraining only"),
+        cfg.device,
+    )
+    return release.evaluate_utility(data.test)
+
+
 def _lm_utility_floor(cfg, data, out: dict) -> None:
     """For an LM target the suite trains: the unigram perplexity floor on the test texts
     (defenses/lm_baselines.py) and, per run, whether its perplexity CI is below it."""
@@ -364,8 +389,6 @@ def _lm_utility_floor(cfg, data, out: dict) -> None:
     if cfg.target.public_epochs > 0:
         # the model every run starts from: a private fine-tuning must end below it to have
         # learned anything from the members (issue 27's floor for pretrained targets)
-        from privacy_audit.audit.benchmarks.lm_utility import pretrained_only_utility
-
         start = pretrained_only_utility(cfg, data)
         floor["public_start"] = start
     out["utility_floor"] = floor
