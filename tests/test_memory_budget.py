@@ -80,9 +80,10 @@ def test_ratio_interval_spans_what_both_brackets_allow():
     assert ratio_interval(a, nothing) is None
 
 
-def test_bench_search_records_every_method_and_the_phantom_over_ghost_ratio():
-    curves = {"non-private": (400, 10), "phantom": (420, 10), "ghost": (700, 20)}
-    out = largest_batch_in_budget(
+def _search_2gib(curves):
+    """The bench's search in 2 GiB on GPT-2's shape, every method probed by a known linear
+    memory curve (base MiB, MiB per sample)."""
+    return largest_batch_in_budget(
         2.0,
         50257,
         32,
@@ -90,6 +91,11 @@ def test_bench_search_records_every_method_and_the_phantom_over_ghost_ratio():
         rel_tol=0.0,
         probe_factory=lambda m, budget: linear(*curves[m])(budget),
     )
+
+
+def test_bench_search_records_every_method_and_the_phantom_over_ghost_ratio():
+    curves = {"non-private": (400, 10), "phantom": (420, 10), "ghost": (700, 20)}
+    out = _search_2gib(curves)
     known = {m: math.floor((2048 - b) / s) for m, (b, s) in curves.items()}
     assert {m: r["largest_fit"] for m, r in out["methods"].items()} == known
     ratio = out["phantom_over_ghost_largest_batch"]
@@ -149,14 +155,7 @@ def test_report_table_carries_the_budget_search_as_one_line(tmp_path):
     from privacy_audit.audit.benchmarks.cost_of_privacy import cost_table_from_bench_json
 
     curves = {"non-private": (400, 10), "phantom": (420, 30), "ghost": (700, 60)}
-    found = largest_batch_in_budget(
-        2.0,
-        50257,
-        32,
-        {"n_embd": 768},
-        rel_tol=0.0,
-        probe_factory=lambda m, budget: linear(*curves[m])(budget),
-    )
+    found = _search_2gib(curves)
     bench = {"name": "cost-of-privacy", "setup": {"cost_of_privacy_table": [], "threads": 1}}
     bench["setup"]["largest_batch_in_budget"] = found
     path = tmp_path / "bench.json"
