@@ -1052,6 +1052,61 @@ def _reference_list(one: str | None, many: list[str] | None) -> list[str]:
     return out
 
 
+def _same_file(a: str, b: str) -> bool:
+    """One file by path (after links), by inode (a hard link) or by content."""
+    from privacy_audit.audit.scale.fingerprint import file_sha256
+
+    pa, pb = Path(a), Path(b)
+    try:
+        if pa.resolve() == pb.resolve() or pa.samefile(pb):
+            return True
+        return pa.stat().st_size == pb.stat().st_size and file_sha256(pa) == file_sha256(pb)
+    except OSError:
+        return False
+
+
+def _same_model(a: str, b: str) -> bool:
+    """One model directory: the same directory after links, or identical contents."""
+    from privacy_audit.audit.scale.fingerprint import content_digest
+
+    try:
+        if Path(a).resolve() == Path(b).resolve() or Path(a).samefile(b):
+            return True
+    except OSError:
+        return False
+    return content_digest(a) == content_digest(b)
+
+
+def _distinct_models(refs: list[str], target: str | None) -> None:
+    """Every reference once, and none the audited model (``target``; ``None`` with an
+    adapter, whose base is the natural reference): compared after resolving links, then
+    by content (a copy of one model scores identically: LiRA's variance is 0)."""
+    from privacy_audit.audit.scale.fingerprint import content_digest
+
+    seen: dict[Path, str] = {}
+    digests: dict[str, str] = {}
+    for r in refs:
+        rp = Path(r).resolve()
+        if rp in seen:
+            raise ConfigError(
+                f"reference model {r!r} is {seen[rp]!r} (the same directory through a link); "
+                "give each reference once"
+            )
+        seen[rp] = r
+        d = content_digest(r)
+        if d in digests:
+            raise ConfigError(
+                f"reference model {r!r} holds the same files as {digests[d]!r}; give each "
+                "reference once"
+            )
+        digests[d] = r
+        if target is not None and _same_model(r, target):
+            raise ConfigError(
+                f"reference model {r!r} is the audited model (target.audit_dir {target!r}); "
+                "a reference must not have seen the audited texts"
+            )
+
+
 def resolve_targets(cfg: AuditConfig) -> AuditConfig:
     """Check the model directories a config names and read what they are, before any
     data, model weights or output are touched: local directories only (a hub name is
@@ -1121,6 +1176,7 @@ def resolve_targets(cfg: AuditConfig) -> AuditConfig:
                     raise ConfigError(f"{what} {r!r}: reference models apply to causal LMs only")
                 if detect_kind(r, "auto", what) != "causal-lm":
                     raise ConfigError(f"{what} {r!r} must hold a causal LM")
+            _distinct_models(refs, None if adapter is not None else base)
             sources = ["given"] * len(refs)
             if not refs and adapter is not None and kind == "causal-lm":
                 # LoRA-Leak (2025): the adapter's base model, before fine-tuning, is the
@@ -1141,9 +1197,26 @@ def resolve_targets(cfg: AuditConfig) -> AuditConfig:
                         "'shadow.base_dir' fine-tunes reference causal LMs: the audited model "
                         "and the base must both be causal LMs"
                     )
+                if adapter is None and _same_model(sb, base):
+                    raise ConfigError(
+                        f"shadow.base_dir {sb!r} is the audited model itself "
+                        f"(target.audit_dir {base!r}); references are fine-tuned from the "
+                        "model before your fine-tuning (its base)"
+                    )
                 pop = cfg.shadow["population"]
                 if isinstance(pop, str) and not Path(pop).exists():
                     raise ConfigError(f"shadow.population file {pop!r} does not exist")
+                if isinstance(pop, str):
+                    from privacy_audit.audit.data import check_input_file
+
+                    check_input_file(pop, "shadow.population")
+                    for key in ("members", "nonmembers"):
+                        d = cfg.data.get(key)
+                        if isinstance(d, str) and Path(d).is_file() and _same_file(pop, d):
+                            raise ConfigError(
+                                f"shadow.population {pop!r} is the data.{key} file {d!r}; "
+                                "the population must be texts that are not audited"
+                            )
                 if isinstance(pop, int) and pop > 0 and cfg.data.get("public") is None:
                     raise ConfigError(
                         f"shadow.population = {pop} draws from data.public, which is not set; "

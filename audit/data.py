@@ -71,6 +71,49 @@ def label_key(label: Any) -> str:
     return text
 
 
+def check_input_file(path: str | Path, what: str = "data file", dirs: bool = True) -> None:
+    """An input path must exist and be a regular file (or, with ``dirs``, a directory):
+    ``/dev/null``, a FIFO (reading it would block until a writer comes) or a socket is
+    named for what it is, with ``what`` (the flag or config key the user typed)."""
+    import stat as st_
+
+    p = Path(path)
+    try:
+        mode = p.stat().st_mode
+    except FileNotFoundError:
+        raise DataError(f"{what} {str(p)!r} does not exist") from None
+    except OSError as exc:
+        raise DataError(f"{what} {str(p)!r} cannot be read: {exc.strerror or exc}") from None
+    if st_.S_ISREG(mode) or (dirs and st_.S_ISDIR(mode)):
+        return
+    kind = (
+        "a FIFO (named pipe)"
+        if st_.S_ISFIFO(mode)
+        else "a character device"
+        if st_.S_ISCHR(mode)
+        else "a block device"
+        if st_.S_ISBLK(mode)
+        else "a socket"
+        if st_.S_ISSOCK(mode)
+        else "a directory"
+        if st_.S_ISDIR(mode)
+        else "not a regular file"
+    )
+    raise DataError(
+        f"{what} {str(p)!r} is {kind}, not a regular file; give a file of texts"
+        + (" or a saved dataset directory" if dirs else "")
+    )
+
+
+def csv_rows(text: str) -> csv.DictReader:
+    """A ``csv.DictReader`` over ``text`` that reads fields of any length: the csv module's
+    default cap (131072 characters) refused valid files with long texts, which are cut to
+    ``max_length`` later like every other text (audit/textcap.py)."""
+    limit = max(len(text) + 1, 131072)
+    csv.field_size_limit(min(limit, 2**31 - 1))
+    return csv.DictReader(io.StringIO(text, newline=""))
+
+
 def _read_text(p: Path) -> str:
     try:
         # bytes, not read_text(): no newline translation, so a quoted CSV field keeps its \r
@@ -172,7 +215,8 @@ def read_table(
         records = _dataset_records(p)
         suffix = ""
     elif not p.is_file():
-        raise DataError(f"data file {str(p)!r} does not exist")
+        check_input_file(p)
+        raise DataError(f"data file {str(p)!r} cannot be read")
     else:
         suffix = p.suffix.lower()
         records = []
@@ -189,7 +233,7 @@ def read_table(
         elif suffix in (".jsonl", ".json", ".ndjson"):
             records = _jsonl_records(p, _read_text(p))
         elif suffix == ".csv":
-            reader = csv.DictReader(io.StringIO(_read_text(p), newline=""))
+            reader = csv_rows(_read_text(p))
             try:
                 if reader.fieldnames is None:
                     raise DataError(f"data file {str(p)!r} is empty")
@@ -207,6 +251,12 @@ def read_table(
             )
     if not records:
         raise DataError(f"data file {str(p)!r} has no rows")
+    texts = [rec.get(text_column) for _, rec in records]
+    if text_column in records[0][1] and all(isinstance(t, str) and not t.strip() for t in texts):
+        raise DataError(
+            f"data file {str(p)!r}: column {text_column!r} is empty in all {len(texts)} rows; "
+            "there is no text to audit"
+        )
     sep = ":" if suffix == ".txt" else "-"
     rows = []
     needed = (

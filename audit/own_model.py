@@ -163,6 +163,40 @@ def load_reference(cfg, target_tokenizer, max_length: int, path: str | None = No
     return release
 
 
+def check_shadow_base(cfg, release) -> None:
+    """``[shadow] base_dir`` is checked as ``--reference`` is: its tokenizer must map every
+    text to the same ids as the target's (a base with another vocabulary trains references
+    whose losses are over other token sequences: LiRA / RMIA numbers that mean nothing).
+    Missing weights stop the first reference task when it loads the base, before it trains;
+    a base that is the audited model itself, or a population file that is an audited data
+    file, is refused by :func:`privacy_audit.audit.config.resolve_targets`."""
+    sb = (cfg.shadow or {}).get("base_dir")
+    if not sb:
+        return
+    from transformers import AutoTokenizer
+
+    from privacy_audit.defenses.targets.loading import _tokenizer_dir
+    from privacy_audit.defenses.targets.scoring import HFTokenizer, same_tokenizer
+
+    opts = cfg.audit
+    try:
+        hf = AutoTokenizer.from_pretrained(
+            str(_tokenizer_dir([Path(sb)])), local_files_only=True, trust_remote_code=False
+        )
+        tok = HFTokenizer(hf, opts.get("add_bos", "auto"), opts.get("add_eos", False))
+    except (OSError, ValueError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise AuditError(
+            f"shadow.base_dir {sb!r}: its tokenizer cannot be loaded: {first}"
+        ) from None
+    diff = same_tokenizer(release.tokenizer, tok)
+    if diff is not None:
+        raise AuditError(
+            f"shadow.base_dir {sb!r} has a different tokenizer from the target ({diff}); the "
+            "references it trains must tokenize every text as the target does"
+        )
+
+
 def audit_own_model(
     cfg,
     settings,
@@ -228,6 +262,7 @@ def audit_own_model(
             add_eos=opts.get("add_eos", False),
             batch_size=opts["batch_size"],
         )
+        check_shadow_base(cfg, release)  # before any scoring or training
         data, n_cut = cut_to_max_length(data, release.tokenizer, release.max_length)
         notes["encoding"] = release.encoding()
         _log(f"  encoding: {_encoding_line(notes['encoding'])}", progress)

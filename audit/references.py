@@ -180,10 +180,16 @@ def reference_tasks(cfg, pool: list[str], keep: np.ndarray, max_length: int):
         "lora_rank": int(sh["lora_rank"]),
         "lora_alpha": float(sh["lora_alpha"]),
     }
+    from privacy_audit.audit.scale.fingerprint import content_digest
+
+    # the base's contents (weights, tokenizer, config) key each task: other weights under
+    # the same path train other references instead of reusing stale ones (issue 35)
+    base_content = content_digest(sh["base_dir"])
     tasks = []
     for i in range(keep.shape[0]):
         payload = {
             "base_dir": str(Path(sh["base_dir"]).resolve()),
+            "base_content": base_content,
             "recipe": recipe,
             "texts": pool,
             "train": [int(j) for j in np.flatnonzero(keep[i])],

@@ -45,8 +45,18 @@ def run_audit(
     runs: list[dict[str, Any]] = []
     if cfg.classifier_dir is not None:  # target.audit_dir: the user's model as it is
         from privacy_audit.audit.own_model import audit_own_model
+        from privacy_audit.audit.scale.executors import RunDir
+        from privacy_audit.audit.scale.fingerprint import (
+            input_fingerprints,
+            note_changes,
+            save_manifest,
+        )
 
+        rd = RunDir(run_dir) if run_dir is not None else None
+        inputs = input_fingerprints(cfg)  # content of the model, references, base, data
+        note_changes(rd, inputs, resume, lambda m: _log(m, progress))
         run, release = audit_own_model(cfg, settings, progress, id_salt, executor, run_dir, resume)
+        save_manifest(rd, inputs)
         if do_epsilon:
             _log(
                 "  epsilon audits (no input canaries: the model was trained outside the suite)",
@@ -77,17 +87,17 @@ def score_file(
 
     ``aggregate_only`` pseudonymises the ids (see the module docstring)."""
     import csv
-    import io
+
+    from privacy_audit.audit.data import check_input_file, csv_rows
 
     p = Path(path)
-    if not p.is_file():
-        raise DataError(f"scores file {str(p)!r} does not exist")
+    check_input_file(p, "scores file", dirs=False)
     if not 0 < delta < 1:
         raise AuditError(f"--delta must be in (0, 1), got {delta}")
     try:
         # newline="": str.splitlines() would also split quoted ids on \x0c, \x85, \u2028 ...
         text = p.read_bytes().decode("utf-8-sig")
-        reader = csv.DictReader(io.StringIO(text, newline=""))
+        reader = csv_rows(text)  # a field of any length (a long text column)
         header = reader.fieldnames or []
         seen_cols: set[str] = set()
         for col in header:
@@ -125,6 +135,17 @@ def score_file(
         members.append(1 if m in ("1", "true") else 0)
         ids.append(r.get("id") or str(i - 2))
         texts.append(r.get("text"))
+    if "text" in rows[0]:
+        from privacy_audit.audit.config import MAX_LENGTH_CAP
+        from privacy_audit.audit.textcap import cap_text
+
+        if all(not (t or "").strip() for t in texts):
+            raise DataError(
+                f"scores file {str(p)!r}: column 'text' is empty in all {len(texts)} rows; "
+                "fill it in or leave the column out"
+            )
+        # cut like run cuts texts: bounded work on a multi-MB field (audit/textcap.py)
+        texts = [None if t is None else cap_text(t, MAX_LENGTH_CAP) for t in texts]
     if len(set(ids)) != len(ids):
         from collections import Counter
 

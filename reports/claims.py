@@ -1203,6 +1203,14 @@ def _fmt(x: float | None) -> str:
     return f"{x:.3g}" if ax >= 100 or ax < 0.01 else f"{x:.3f}"
 
 
+def recorded_inputs(docs: Path | None = None) -> list[tuple[str, Path]]:
+    """``(what, path)`` of the recorded result files the table reads (inputs that the
+    ``claims --json / --markdown`` outputs must not overwrite)."""
+    docs = Path(docs) if docs is not None else default_docs()
+    names = sorted({c.source for c in CLAIMS if c.source is not None})
+    return [("recorded result", docs / n) for n in names if (docs / n).exists()]
+
+
 def build_claims(docs: Path | None = None) -> list[dict[str, Any]]:
     """Every claim as a row dict (see the module docstring)."""
     docs = Path(docs) if docs is not None else default_docs()

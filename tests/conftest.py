@@ -14,6 +14,22 @@ from pathlib import Path
 
 import pytest
 
+
+@pytest.fixture(scope="session", autouse=True)
+def _hash_cache(tmp_path_factory):
+    """Input hashes are cached per test session, never in the user's ~/.cache."""
+    import os
+
+    key = "PRIVACY_AUDIT_HASH_CACHE"
+    before = os.environ.get(key)
+    os.environ[key] = str(tmp_path_factory.mktemp("hash-cache") / "file-hashes.json")
+    yield
+    if before is None:
+        os.environ.pop(key, None)
+    else:
+        os.environ[key] = before
+
+
 TINY_CONFIG = """\
 title = "Tiny test audit"
 seed = 0

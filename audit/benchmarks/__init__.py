@@ -20,6 +20,7 @@ BENCHMARKS: dict[str, str] = {
     "byo-lm": "privacy_audit.audit.benchmarks.byo_lm:run",
     "metrics": "privacy_audit.audit.benchmarks.metrics:run",
     "re-attention-recsys": "privacy_audit.audit.benchmarks.re_attention_recsys:run",
+    "input-hash": "privacy_audit.audit.benchmarks.input_hash:run",
 }
 
 __all__ = ["BENCHMARKS"]

@@ -117,6 +117,13 @@ def make(args) -> int:
     base_dir = args.base_model
     if design in ("search-token", "synthetic") and base_dir is None:
         raise AuditError(f"--design {design} needs --base-model DIR (the model before training)")
+    from privacy_audit.audit.outputs import check_outputs, dir_outputs
+
+    check_outputs(
+        dir_outputs("--out", out, FILES),
+        [("--tokenizer", args.tokenizer), ("--data", args.data), ("--base-model", base_dir)],
+        [("--out", out / "tokenizer")],
+    )
     texts = _read_lines(args.data)
     tokenizer = _load_tokenizer(args.tokenizer)
     base_model = load_user_lm(base_dir, args.tokenizer)[0] if base_dir is not None else None
@@ -299,6 +306,18 @@ def audit(args) -> int:
     if args.claimed_delta is not None and not delta >= args.claimed_delta:
         # a bound at a smaller δ tests (ε, δ)-DP, which an (ε, claimed δ) claim never promised
         raise AuditError("--delta must be at least --claimed-delta to test the claim")
+    from privacy_audit.audit.outputs import check_outputs, dir_outputs
+
+    check_outputs(
+        dir_outputs("--out", args.out, ("results.json", "report.html")),
+        [
+            ("--model", model_dir),
+            ("--canaries", canaries_dir),
+            ("--tokenizer", args.tokenizer),
+            ("--reference", reference_dir),
+            ("--config", args.config),
+        ],
+    )
     cs = load_canaries(canaries_dir)
     tok_dir = args.tokenizer
     if tok_dir is None and (Path(canaries_dir) / "tokenizer").is_dir():

@@ -152,6 +152,13 @@ def _one_line_config(args):
     data = {"members": args.members, "nonmembers": args.nonmembers}
     if args.test is not None:
         data["test"] = args.test
+    from privacy_audit.audit.data import check_input_file
+
+    for flag, path in (("--members", args.members), ("--nonmembers", args.nonmembers)) + (
+        ("--test", args.test),
+    ):
+        if path is not None:
+            check_input_file(path, flag)  # named by the flag typed: not a file, a FIFO, ...
     raw: dict = {"title": f"Privacy audit of {Path(args.model or args.adapter).name}"}
     raw.update({"target": target, "data": data})
     extraction = _extraction_flags(args)
@@ -188,6 +195,11 @@ def _extraction_flags(args) -> dict | None:
             raise AuditError(
                 f"--queries takes comma-separated integers (e.g. 1,10,100), got {args.queries!r}"
             ) from None
+        bad = [q for q in out["queries"] if not 1 <= q <= 10**12]
+        if bad:
+            raise AuditError(
+                f"--queries takes integers from 1 to 10^12 (numbers of queries), got {bad[0]}"
+            )
     out.update(given)
     return out
 
@@ -463,6 +475,10 @@ def _cmd_dataset_inference(args) -> int:
     else:
         if args.model is None or args.suspect is None or args.validation is None:
             raise AuditError("dataset-inference needs --model DIR --suspect F --validation F")
+        from privacy_audit.audit.data import check_input_file
+
+        check_input_file(args.suspect, "--suspect")
+        check_input_file(args.validation, "--validation")
         target: dict = {"audit_dir": args.model, "kind": "causal-lm"}
         for key, value in (
             ("adapter_dir", args.adapter),
@@ -482,6 +498,7 @@ def _cmd_dataset_inference(args) -> int:
         if value is not None:
             options = {**options, **parse_section({**options, key: value})}
     if args.seed is not None:
+        _check_seed(args.seed)
         cfg = dataclasses.replace(cfg, seed=args.seed)
     if args.aggregate_only:
         cfg = dataclasses.replace(cfg, aggregate_only=True)
@@ -494,6 +511,13 @@ def _cmd_dataset_inference(args) -> int:
 
         import_ray()
     _check_dir_option(args.out, "--out")
+    from privacy_audit.audit.outputs import check_outputs, config_input_paths, dir_outputs
+
+    check_outputs(
+        dir_outputs("--out", args.out, ("report.html", "results.json", RUN_LOG)),
+        [("--suspect", options.get("suspect")), ("--validation", options.get("validation"))]
+        + config_input_paths(cfg, flags=args.config is None),
+    )
     check_output_dir(args.out)
     with capture_library_output(Path(args.out) / RUN_LOG):
         results = run_dataset_inference(cfg, options, not args.quiet, spec)
@@ -564,6 +588,13 @@ def _cmd_run(args, epsilon: bool | None = None) -> int:
     _check_dir_option(args.out, "--out")
     if run_dir is not None:
         _check_dir_option(run_dir, "--run-dir")
+    from privacy_audit.audit.outputs import check_outputs, config_input_paths, dir_outputs
+
+    check_outputs(  # no output may be an input (issue 35)
+        dir_outputs("--out", args.out, ("report.html", "results.json", RUN_LOG))
+        + dir_outputs("--run-dir", run_dir, ("inputs.json", "events.log")),
+        config_input_paths(cfg, flags=one_line),
+    )
     from privacy_audit.audit.lock import DirLock
 
     with contextlib.ExitStack() as locks:
@@ -721,10 +752,17 @@ def _cmd_score(args) -> int:
     from privacy_audit.audit.results import check_output_dir, write_outputs
     from privacy_audit.audit.runner import score_file
 
+    _check_seed(args.seed)
     if not 100 <= args.bootstrap <= MAX_BOOTSTRAP:
         raise AuditError(
             f"--bootstrap must be an integer in [100, {MAX_BOOTSTRAP:,}], got {args.bootstrap}"
         )
+    from privacy_audit.audit.outputs import check_outputs, dir_outputs
+
+    check_outputs(
+        dir_outputs("--out", args.out, ("report.html", "results.json")),
+        [("the scores file", args.scores)],
+    )
     check_output_dir(args.out)
     results = score_file(
         args.scores, args.delta, args.bootstrap, args.seed, aggregate_only=args.aggregate_only
@@ -756,6 +794,12 @@ def _cmd_score(args) -> int:
     return EXIT_OK
 
 
+def _check_seed(seed: int, option: str = "--seed") -> None:
+    """A seed numpy accepts: an integer in [0, 2^32 - 1]."""
+    if not 0 <= seed < 2**32:
+        raise AuditError(f"{option} must be an integer from 0 to 2^32 - 1, got {seed}")
+
+
 def _check_dir_option(path: str, option: str) -> None:
     """A directory option must not name an existing file (or a path through one)."""
     p = Path(path)
@@ -771,17 +815,6 @@ def _inside(path: str, parent: str) -> bool:
     """Whether ``path`` is ``parent`` or lies below it (after resolving)."""
     p, q = Path(path).resolve(), Path(parent).resolve()
     return p == q or q in p.parents
-
-
-def _same_file(a: str, b: str) -> bool:
-    """Whether two paths name one file (same path after resolving links, or one inode)."""
-    pa, pb = Path(a), Path(b)
-    try:
-        if pa.exists() and pb.exists():
-            return pa.samefile(pb)
-        return pa.resolve() == pb.resolve()
-    except (OSError, RuntimeError, ValueError):
-        return str(pa) == str(pb)
 
 
 def _check_writable(path: str, option: str) -> None:
@@ -846,14 +879,12 @@ def _cmd_gate(args) -> int:
     tolerance = 0.0 if args.tolerance is None else args.tolerance
     if not (math.isfinite(tolerance) and tolerance >= 0):
         raise AuditError(f"--tolerance must be a finite number >= 0, got {args.tolerance}")
-    if args.junit is not None and args.summary is not None and _same_file(args.junit, args.summary):
-        raise AuditError("--junit and --summary must name different files")
-    for option, out in (("--junit", args.junit), ("--summary", args.summary)):
-        for what, inp in (("the results file", args.results), ("--baseline", args.baseline)):
-            if out is not None and inp is not None and _same_file(out, inp):
-                raise AuditError(
-                    f"{option} {out!r} is {what} {inp!r}; writing it would overwrite an input"
-                )
+    from privacy_audit.audit.outputs import check_outputs, results_family
+
+    check_outputs(
+        [("--junit", args.junit), ("--summary", args.summary)],
+        results_family(args.results) + [("--baseline", args.baseline)],
+    )
     results = load_results(args.results)
     baseline = load_baseline(args.baseline, results) if args.baseline is not None else None
     violations, failures = check_all(
@@ -1028,6 +1059,9 @@ def _cmd_bench(args) -> int:
         if args.threads < 1:
             raise AuditError(f"--threads must be at least 1, got {args.threads}")
         torch.set_num_threads(args.threads)
+    from privacy_audit.audit.outputs import check_outputs
+
+    check_outputs([("--out", args.out)])
     _check_writable(args.out, "--out")
     extra = {}
     for key, value in (
@@ -1089,6 +1123,9 @@ def _cmd_export_risky(args) -> int:
     m = re.fullmatch(r"extraction-risk@([1-9][0-9]*)", by)
     if by != "exposure" and m is None:
         raise AuditError(f"--by must be exposure or extraction-risk@N, got {by!r}")
+    from privacy_audit.audit.outputs import check_outputs, results_family
+
+    check_outputs([("--out", args.out)], results_family(args.results))
     _check_writable(args.out, "--out")
     results = load_results(args.results)
     if results.get("aggregate_only"):
@@ -1161,6 +1198,9 @@ def _cmd_experiment(args) -> int:
     ):
         if value is not None and value < 1:
             raise AuditError(f"{flag} must be at least 1, got {value}")
+    from privacy_audit.audit.outputs import check_outputs
+
+    check_outputs([("--out", args.out)], [("--checkpoint-dir", args.checkpoint_dir)])
     _check_writable(args.out, "--out")
     if args.checkpoint_dir is not None:
         ck = Path(args.checkpoint_dir)
@@ -1183,6 +1223,10 @@ def _cmd_claims(args) -> int:
     docs = Path(args.docs) if args.docs else None
     if docs is not None and not docs.is_dir():
         raise AuditError(f"--docs {str(docs)!r} is not a folder")
+    from privacy_audit.audit.outputs import check_outputs
+    from privacy_audit.reports.claims import recorded_inputs
+
+    check_outputs([("--json", args.json), ("--markdown", args.markdown)], recorded_inputs(docs))
     if args.json:
         _check_writable(args.json, "--json")
     if args.markdown:

@@ -264,7 +264,7 @@ def run_planned(
     data = load_audit_data(cfg.data, cfg.seed, train=True, labels=labels)  # fails before any task
     if cfg.shadow is not None:
         task_module.shadow_pool(data, cfg.shadow["population"], cfg.seed)
-    from privacy_audit.audit.scale.fingerprint import MANIFEST, changed_inputs, input_fingerprints
+    from privacy_audit.audit.scale.fingerprint import input_fingerprints, record_inputs
 
     inputs = input_fingerprints(cfg)
     the_plan = plan(cfg, do_epsilon, data, inputs)
@@ -272,17 +272,6 @@ def run_planned(
     rd = RunDir(run_dir) if run_dir is not None else None
     if rd is not None and not resume:
         rd.clear()
-    if rd is not None and resume and (rd.path / MANIFEST).is_file():
-        from privacy_audit.audit.io import read_json
-
-        try:
-            before = read_json(rd.path / MANIFEST, "run directory manifest")
-        except AuditError:
-            before = None
-            log(f"resume: {MANIFEST} of the run directory is unreadable; inputs not compared")
-        for line in changed_inputs(before, inputs):
-            log(f"resume: {line}: the tasks that read it run again")
-            rd.log("input-changed", line.split(" ", 1)[0], line)
     n_shadow = sum(len(v) for v in the_plan.shadow_tasks.values())
     log(
         f"data: {len(data.members)} members, {len(data.nonmembers)} non-members, "
@@ -300,10 +289,7 @@ def run_planned(
     task_module.SHOW_PROGRESS = progress and spec.kind == "local" and (spec.workers or 1) <= 1
     fresh_dir = rd is not None and not rd.path.exists()
     try:
-        if rd is not None:
-            from privacy_audit.audit.io import atomic_write_text, dumps_json
-
-            atomic_write_text(rd.path / MANIFEST, dumps_json(inputs))
+        record_inputs(rd, inputs, resume, log)
         stage1 = list(the_plan.trial_tasks)
         for v in the_plan.shadow_tasks.values():
             stage1 += v
