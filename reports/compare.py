@@ -530,6 +530,15 @@ def compare_runs_cli(paths: list[str], out_dir: str | Path) -> tuple[Path, Path]
 
     if len(paths) < 2:
         raise AuditError("compare needs at least two runs (RUN_A RUN_B ...)")
+    from privacy_audit.audit.outputs import check_outputs, dir_outputs, results_family
+
+    inputs = []
+    for p in paths:
+        q = Path(p)
+        inputs += results_family(q / "results.json" if q.is_dir() else q)
+    check_outputs(  # before reading anything: no output may be one of the runs' files
+        dir_outputs("--out", out_dir, ("compare.json", "differences.csv", COMPARE_HTML)), inputs
+    )
     named = [load_for_compare(p) for p in paths]
     names = [n for n, _ in named]
     if len(set(names)) != len(names):  # e.g. two results.json in folders of the same name
@@ -541,15 +550,6 @@ def compare_runs_cli(paths: list[str], out_dir: str | Path) -> tuple[Path, Path]
     w = csv.DictWriter(buf, fieldnames=cols, extrasaction="ignore", lineterminator="\n")
     w.writeheader()
     w.writerows(diffs)
-    from privacy_audit.audit.outputs import check_outputs, dir_outputs, results_family
-
-    inputs = []
-    for p in paths:
-        q = Path(p)
-        inputs += results_family(q / "results.json" if q.is_dir() else q)
-    check_outputs(
-        dir_outputs("--out", out_dir, ("compare.json", "differences.csv", COMPARE_HTML)), inputs
-    )
     check_output_dir(out_dir)
     out = Path(out_dir)
     missing = unmeasured_metrics(named)

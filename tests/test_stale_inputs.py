@@ -61,7 +61,7 @@ def own(tmp_path_factory):
     write_lines(root / "nonmembers.txt", nonmembers)
     write_lines(root / "population.txt", random_texts(12, 23, length=8))
     target = build_causal_lm("gpt2", len(tok), seed=0, d=32)
-    fine_tune(target, tok, members, epochs=15)
+    fine_tune(target, tok, members, epochs=6)
     save(target, tok, root / "target")
     save(build_causal_lm("gpt2", len(tok), seed=1, d=32), tok, root / "ref")
     save(build_causal_lm("gpt2", len(tok), seed=0, d=32), tok, root / "base")
@@ -78,7 +78,7 @@ def test_swapped_weights_of_every_own_model_input_rerun_what_reads_them(own, tmp
     cfg.write_text(
         f'[target]\naudit_dir = "{d / "target"}"\nreference_dirs = ["{d / "ref"}"]\n'
         f'[shadow]\nn_models = 2\nbase_dir = "{d / "base"}"\n'
-        f'population = "{d / "population.txt"}"\nepochs = 2\nlora_rank = 2\n'
+        f'population = "{d / "population.txt"}"\nepochs = 1\nlora_rank = 2\n'
         f'[data]\nmembers = "{d / "members.txt"}"\nnonmembers = "{d / "nonmembers.txt"}"\n'
         '[attacks]\nnames = ["lm-loss", "reference"]\n[metrics]\nbootstrap = 100\n',
         encoding="utf-8",

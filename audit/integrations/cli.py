@@ -763,10 +763,17 @@ def _cmd_score(args) -> int:
         dir_outputs("--out", args.out, ("report.html", "results.json")),
         [("the scores file", args.scores)],
     )
+    created = not Path(args.out).exists()
     check_output_dir(args.out)
-    results = score_file(
-        args.scores, args.delta, args.bootstrap, args.seed, aggregate_only=args.aggregate_only
-    )
+    try:
+        results = score_file(
+            args.scores, args.delta, args.bootstrap, args.seed, aggregate_only=args.aggregate_only
+        )
+    except AuditError:  # bad input: leave no empty output directory behind
+        if created:
+            with contextlib.suppress(OSError):
+                Path(args.out).rmdir()
+        raise
     html, js = write_outputs(results, args.out)
     dup = results["runs"][0].get("exact_duplicates") or {}
     if dup.get("removed_nonmembers"):
