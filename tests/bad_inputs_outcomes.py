@@ -14,7 +14,8 @@ hang. Each case names what must happen; an outcome is one of:
 - ``hang``: still running at the timeout;
 - ``fail-open``: exit 0 (or a pass) where a refusal or gate failure was due, or an input
   overwritten;
-- ``wrong``: any other mismatch (e.g. a refusal where the input is fine).
+- ``wrong``: any other mismatch (e.g. a refusal where the input is fine, or a refusal
+  whose line names something other than the flag typed and the real cause).
 """
 
 from __future__ import annotations
@@ -444,6 +445,252 @@ def case_g_score_duplicate_column(d):
     return [["score", str(src), "--out", str(d / "o"), "--bootstrap", "100"]], 2, None
 
 
+# --------------------------------------------------------------------------- #
+# issue 35: stale inputs, outputs over inputs, references, the lock, CSV, messages
+# --------------------------------------------------------------------------- #
+def _says(*needles):
+    """A check on the refusal's line: a refusal naming something else is ``wrong``."""
+
+    def check(output: str):
+        return all(n in output for n in needles) or "wrong"
+
+    return check
+
+
+def _events_starts(run_dir: Path) -> int:
+    log = run_dir / "events.log"
+    return log.read_text(encoding="utf-8").count(" start ") if log.exists() else 0
+
+
+def _same_shape_weights(model_dir: Path, seed: int) -> None:
+    from own_models import build_causal_lm, word_tokenizer
+
+    tok = word_tokenizer()
+    build_causal_lm("gpt2", len(tok), seed=seed, d=32).save_pretrained(model_dir)
+
+
+def _small_lm(d: Path, name: str, seed: int = 0, words=None) -> Path:
+    from own_models import build_causal_lm, save, word_tokenizer
+
+    tok = word_tokenizer(words) if words is not None else word_tokenizer()
+    return save(build_causal_lm("gpt2", len(tok), seed=seed, d=32), tok, d / name)
+
+
+def case_s_model_dir_weights_swapped(d):
+    model = _small_lm(d, "lm")
+    cfg = d / "audit.toml"
+    cfg.write_text(
+        "seed = 0\n[data]\nn_members = 16\nn_nonmembers = 16\nn_test = 8\n"
+        f'[target]\nmodel_dir = "{model}"\nmax_length = 16\n'
+        "[train]\nepochs = 1\nbatch_size = 8\n"
+        '[[defenses]]\nname = "none"\n[attacks]\nnames = ["loss"]\n[metrics]\nbootstrap = 100\n',
+        encoding="utf-8",
+    )
+    out = d / "o"
+    return (
+        [
+            ["run", str(cfg), "--out", str(out), "--quiet"],
+            lambda: _same_shape_weights(model, 7),
+            ["run", str(cfg), "--out", str(out), "--quiet", "--resume"],
+        ],
+        0,
+        lambda: _events_starts(out / "run") == 2,  # the trial ran again on the new weights
+    )
+
+
+def _shadow_setup(d, base: Path, population: Path | None = None) -> Path:
+    from own_models import random_texts, write_lines
+
+    target = _small_lm(d, "target")
+    m = write_lines(d / "members.txt", random_texts(16, 0, length=8))
+    n = write_lines(d / "nonmembers.txt", random_texts(16, 1, length=8))
+    pop = population or write_lines(d / "population.txt", random_texts(8, 2, length=8))
+    cfg = d / "audit.toml"
+    cfg.write_text(
+        f'[target]\naudit_dir = "{target}"\n'
+        f'[shadow]\nn_models = 2\nbase_dir = "{base}"\npopulation = "{pop}"\nepochs = 1\n'
+        f'[data]\nmembers = "{m}"\nnonmembers = "{n}"\n'
+        '[attacks]\nnames = ["lm-loss"]\n[metrics]\nbootstrap = 100\n',
+        encoding="utf-8",
+    )
+    return cfg
+
+
+def case_s_shadow_base_weights_swapped(d):
+    base = _small_lm(d, "base", seed=1)
+    cfg = _shadow_setup(d, base)
+    out = d / "o"
+    return (
+        [
+            ["run", str(cfg), "--out", str(out), "--quiet"],
+            lambda: _same_shape_weights(base, 8),
+            ["run", str(cfg), "--out", str(out), "--quiet", "--resume"],
+        ],
+        0,
+        lambda: _events_starts(out / "run") == 4,  # both references trained again
+    )
+
+
+def case_s_shadow_base_other_tokenizer(d):
+    from own_models import WORDS
+
+    base = _small_lm(d, "base", seed=1, words=WORDS[:60])
+    cfg = _shadow_setup(d, base)
+    return [["run", str(cfg), "--out", str(d / "o"), "--quiet"]], 2, _says("shadow.base_dir")
+
+
+def case_s_population_is_members(d):
+    base = _small_lm(d, "base", seed=1)
+    cfg = _shadow_setup(d, base, population=d / "members.txt")
+    return [["run", str(cfg), "--out", str(d / "o"), "--quiet"]], 2, _says("shadow.population")
+
+
+def _one_liner(d, *extra) -> list[str]:
+    model = _small_lm(d, "model") if not (d / "model").exists() else d / "model"
+    a, b = _lm_texts(d)
+    return ["run", "--model", str(model), "--members", str(a), "--nonmembers", str(b), *extra]
+
+
+def case_s_reference_twice_via_symlink(d):
+    base = _small_lm(d, "base", seed=1)
+    (d / "link").symlink_to(base)
+    argv = _one_liner(d, "--reference", str(base), "--reference", str(d / "link"))
+    return [argv + ["--out", str(d / "o"), "--quiet"]], 2, None
+
+
+def case_s_reference_is_the_target(d):
+    argv = _one_liner(d)
+    argv += ["--reference", str(d / "model"), "--out", str(d / "o"), "--quiet"]
+    return [argv], 2, None
+
+
+def _scored(d) -> Path:
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    rows = [(rng.normal() + (i < 100), int(i < 100)) for i in range(200)]
+    return _scores(d / "s.csv", rows)
+
+
+def _risky(d, out_name: str):
+    """An LM audit (its results hold a leakage ranking), then export-risky writing over
+    one of that run's files."""
+    out = d / "o"
+    target = out / out_name
+    state = {}
+    return (
+        [
+            _one_liner(d, "--out", str(out), "--quiet"),
+            lambda: state.update(before=target.read_bytes()),
+            ["export-risky", str(out / "results.json"), "--top", "3", "--out", str(target)],
+        ],
+        2,
+        lambda: target.read_bytes() == state["before"],
+    )
+
+
+def case_s_export_risky_out_is_results(d):
+    return _risky(d, "results.json")
+
+
+def case_s_export_risky_out_is_report(d):
+    return _risky(d, "report.html")
+
+
+def case_s_score_input_is_out_report(d):
+    out = d / "o"
+    out.mkdir()
+    src = out / "report.html"  # the scores CSV, kept where the report goes
+    src.write_bytes(_scored(d).read_bytes())
+    before = src.read_bytes()
+    argv = ["score", str(src), "--out", str(out), "--bootstrap", "100"]
+    return [argv], 2, lambda: src.read_bytes() == before
+
+
+def case_s_dataset_inference_suspect_is_out_results(d):
+    from own_models import random_texts
+
+    model = _small_lm(d, "model")
+    _, b = _lm_texts(d)
+    out = d / "o"
+    out.mkdir()
+    suspect = out / "results.json"  # JSON lines of suspect texts, where results.json goes
+    _jsonl(suspect, [{"text": t} for t in random_texts(30, 0)])
+    before = suspect.read_bytes()
+    argv = ["dataset-inference", "--model", str(model), "--suspect", str(suspect)]
+    argv += ["--validation", str(b), "--out", str(out), "--quiet"]
+    return [argv], 2, lambda: suspect.read_bytes() == before
+
+
+def case_s_lock_race_stale_lock(d):
+    def check(_output=""):
+        p = subprocess.run(
+            [sys.executable, str(HERE / "lock_stress.py"), "--trials", "40", "--procs", "16"],
+            env={**os.environ, "PYTHONPATH": f"{_ROOT[0]}{os.pathsep}{HERE}"},
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        return "'double_trials': 0," in p.stdout
+
+    return [["--version"]], 0, check
+
+
+def case_s_score_6mb_field(d):
+    from own_models import random_texts
+
+    words = random_texts(400, 5, length=12)
+    long = " ".join(words) * 1200  # one ~6 MB field
+    rows = [(0.5, 1, long)] + [
+        (0.1 * (i % 7), i % 2, f"{w} {i}") for i, w in enumerate(words[:199])
+    ]
+    src = _scores(d / "s.csv", rows, header=("score", "member", "text"))
+    return [["score", str(src), "--out", str(d / "o"), "--bootstrap", "100"]], 0, None
+
+
+def case_s_members_dev_null(d):
+    argv = _one_liner(d)
+    argv[argv.index("--members") + 1] = "/dev/null"
+    return [argv + ["--out", str(d / "o"), "--quiet"]], 2, _says("--members", "character device")
+
+
+def case_s_members_fifo(d):
+    argv = _one_liner(d)
+    fifo = d / "fifo"
+    os.mkfifo(fifo)
+    argv[argv.index("--members") + 1] = str(fifo)
+    return [argv + ["--out", str(d / "o"), "--quiet"]], 2, _says("--members", "FIFO")
+
+
+def case_s_di_seed_negative(d):
+    model = _small_lm(d, "model")
+    a, b = _lm_texts(d)
+    argv = ["dataset-inference", "--model", str(model), "--suspect", str(a)]
+    argv += ["--validation", str(b), "--seed", "-1", "--out", str(d / "o")]
+    return [argv], 2, _says("--seed")
+
+
+def case_s_empty_text_column(d):
+    argv = _one_liner(d)
+    empty = d / "empty.csv"
+    empty.write_text("text\n" + '""\n' * 30, encoding="utf-8")
+    argv[argv.index("--members") + 1] = str(empty)
+    return [argv + ["--out", str(d / "o"), "--quiet"]], 2, _says("'text'", "empty")
+
+
+def case_s_score_empty_text_column(d):
+    rows = [(0.1 * i, i % 2, "") for i in range(40)]
+    src = _scores(d / "s.csv", rows, header=("score", "member", "text"))
+    argv = ["score", str(src), "--out", str(d / "o"), "--bootstrap", "100"]
+    return [argv], 2, _says("'text'", "empty")
+
+
+def case_s_queries_huge(d):
+    argv = _one_liner(d, "--queries", "1" + "0" * 41)
+    return [argv + ["--out", str(d / "o"), "--quiet"]], 2, _says("--queries")
+
+
+_ROOT: list[Path] = []
 CASES = {
     "V2 inverted scores: gate --strict": ("verdict", case_v2_inverted),
     "V3 label_column = text": ("verdict", case_v3_label_column_text),
@@ -476,6 +723,33 @@ CASES = {
     "gate: an errored attack beside a measured one": ("gate", case_g_errored_attack_is_unmeasured),
     'gate: status "OK"': ("gate", case_g_status_case_insensitive),
     "score: a duplicate column name": ("gate", case_g_score_duplicate_column),
+    "S1 resume: model_dir weights swapped (same shapes)": (
+        "stale",
+        case_s_model_dir_weights_swapped,
+    ),
+    "S1 resume: shadow base_dir weights swapped": ("stale", case_s_shadow_base_weights_swapped),
+    "S2 shadow base_dir with another tokenizer": ("reference", case_s_shadow_base_other_tokenizer),
+    "S2 --reference twice, via a symlink": ("reference", case_s_reference_twice_via_symlink),
+    "S2 --reference = the audited model": ("reference", case_s_reference_is_the_target),
+    "S2 shadow population = the members file": ("reference", case_s_population_is_members),
+    "S3 export-risky --out = its results.json": ("data-loss", case_s_export_risky_out_is_results),
+    "S3 export-risky --out = the run's report": ("data-loss", case_s_export_risky_out_is_report),
+    "S3 score: the scores file is --out's report.html": (
+        "data-loss",
+        case_s_score_input_is_out_report,
+    ),
+    "S3 dataset-inference: --suspect is --out's results.json": (
+        "data-loss",
+        case_s_dataset_inference_suspect_is_out_results,
+    ),
+    "S4 lock: 16 processes x 40 trials, stale lock": ("data-loss", case_s_lock_race_stale_lock),
+    "S5 score: a 6 MB text field": ("wrong", case_s_score_6mb_field),
+    "S6 --members /dev/null": ("message", case_s_members_dev_null),
+    "S6 --members a FIFO": ("message", case_s_members_fifo),
+    "S6 dataset-inference --seed -1": ("message", case_s_di_seed_negative),
+    "S6 --members: text column all empty": ("message", case_s_empty_text_column),
+    "S6 score: text column all empty": ("message", case_s_score_empty_text_column),
+    "S6 --queries 10^41": ("message", case_s_queries_huge),
 }
 _CLEANUP: list[subprocess.Popen] = []
 
@@ -510,7 +784,11 @@ def run_case(root: Path, setup, timeout: float) -> dict:
                 code, output = p.returncode, p.stdout + p.stderr
                 if code not in (0, 1) and step is not steps[-1]:
                     break
-            ok_check = check() if check is not None and code is not None else True
+            ok_check = True
+            if check is not None and code is not None:
+                import inspect
+
+                ok_check = check(output) if inspect.signature(check).parameters else check()
         finally:
             while _CLEANUP:
                 proc = _CLEANUP.pop()
@@ -521,8 +799,10 @@ def run_case(root: Path, setup, timeout: float) -> dict:
         outcome = "traceback"
     elif code == 3:
         outcome = "exit-3"
-    elif not ok_check:  # an input overwritten or stale results reused
-        outcome = "fail-open"
+    elif ok_check == "wrong" and code == expected:  # refused, naming the wrong thing
+        outcome = "wrong"
+    elif not ok_check or ok_check == "wrong":  # an input overwritten or stale results reused
+        outcome = "fail-open" if ok_check is False or code == 0 else "wrong"
     elif code == expected:
         outcome = "ok"
     elif expected != 0 and code == 0:
@@ -549,6 +829,7 @@ def main() -> int:
     )
     args = ap.parse_args()
     rows = {}
+    _ROOT.append(Path(args.root).resolve())
     for name, (group, setup) in CASES.items():
         if args.only and not any(part in name for part in args.only.split("|")):
             continue

@@ -213,11 +213,11 @@ def test_compare_claims_canaries_and_experiment_refuse_too(run_dir, files, tmp_p
     # experiment: --out is a finished cell of --checkpoint-dir
     from privacy_audit.audit.benchmarks.experiments import EXPERIMENTS
 
-    ck = tmp_path / "ck"
-    (ck / "cells").mkdir(parents=True)
-    cell = ck / "cells" / "c.json"
-    cell.write_text("{}")
     name = next(iter(EXPERIMENTS))
+    ck = tmp_path / "ck"
+    (ck / name).mkdir(parents=True)
+    cell = ck / name / "c.json"
+    cell.write_text("{}")
     r = cli(["experiment", name, "--out", str(cell), "--checkpoint-dir", str(ck)])
     _refused(r, "--checkpoint-dir")
     assert cell.read_text() == "{}"

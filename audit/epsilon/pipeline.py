@@ -312,7 +312,7 @@ def audit(args) -> int:
         dir_outputs("--out", args.out, ("results.json", "report.html")),
         [
             ("--model", model_dir),
-            ("--canaries", canaries_dir),
+            *[("--canaries", Path(canaries_dir) / f) for f in (*FILES[:2], "tokenizer")],
             ("--tokenizer", args.tokenizer),
             ("--reference", reference_dir),
             ("--config", args.config),

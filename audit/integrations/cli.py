@@ -1207,7 +1207,8 @@ def _cmd_experiment(args) -> int:
             raise AuditError(f"{flag} must be at least 1, got {value}")
     from privacy_audit.audit.outputs import check_outputs
 
-    check_outputs([("--out", args.out)], [("--checkpoint-dir", args.checkpoint_dir)])
+    cells = None if args.checkpoint_dir is None else Path(args.checkpoint_dir) / args.name
+    check_outputs([("--out", args.out)], [("--checkpoint-dir", cells)])  # its finished cells
     _check_writable(args.out, "--out")
     if args.checkpoint_dir is not None:
         ck = Path(args.checkpoint_dir)

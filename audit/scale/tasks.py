@@ -69,12 +69,15 @@ def _target(cfg, data):
     return target
 
 
-def _build_with_cache(target, seed: int):
+def _build_with_cache(target, seed: int, inputs=None):
     if target.spec.public_epochs > 0:
+        # ``inputs``: the content fingerprints of the task's inputs (model_dir weights
+        # among them): other weights under the same path never reuse a pretraining
         key = hashlib.sha256(
             json.dumps(
-                [repr(target.spec), list(target.label_names), seed, target.public.ids],
+                [repr(target.spec), list(target.label_names), seed, target.public.ids, inputs],
                 default=str,
+                sort_keys=True,
             ).encode()
         ).hexdigest()
         if key in _PUBLIC_STAGE:
@@ -88,14 +91,15 @@ def _build_with_cache(target, seed: int):
 class _CachedTarget:
     """Wraps Target.build with the per-process public-stage cache; same interface."""
 
-    def __init__(self, target):
+    def __init__(self, target, inputs=None):
         self._t = target
+        self._inputs = inputs
 
     def __getattr__(self, name):
         return getattr(self._t, name)
 
     def build(self, seed: int):
-        return _build_with_cache(self._t, seed)
+        return _build_with_cache(self._t, seed, self._inputs)
 
 
 def _defense(cfg, payload):
@@ -174,7 +178,7 @@ def audit_trial(payload: dict[str, Any], deps: list[dict]) -> dict[str, Any]:
     eps_settings = epsilon_settings(cfg)
     settings = metric_settings(cfg)
     canaries = None
-    target = _CachedTarget(_target(cfg, data))
+    target = _CachedTarget(_target(cfg, data), payload.get("inputs"))
     if payload["epsilon"] and eps_settings.canaries:
         if eps_settings.canary_kind in CANARY_KINDS and eps_settings.canary_repeat == 1:
             canaries = make_canaries(
@@ -236,7 +240,7 @@ def train_shadow(payload: dict[str, Any], deps: list[dict]) -> dict[str, Any]:
     pool, _ = shadow_pool(data, shadow["population"], cfg.seed)
     keep = inclusion_design(shadow["n_models"], len(pool), shadow["design_seed"])[payload["index"]]
     train = pool.subset(np.flatnonzero(keep))
-    target = _CachedTarget(_target(cfg, data))
+    target = _CachedTarget(_target(cfg, data), payload.get("inputs"))
     release, report = defense.fit(target, train, _training(cfg, dcfg), payload["seed"])
     if Surface.LOSS not in release.surfaces:
         return {"unavailable": "needs loss"}
