@@ -53,7 +53,8 @@ def run_audit(
         )
 
         rd = RunDir(run_dir) if run_dir is not None else None
-        inputs = input_fingerprints(cfg)  # content of the model, references, base, data
+        # contents of the model, references, base, population and data (cached per file)
+        inputs = input_fingerprints(cfg) if rd is not None else {}
         note_changes(rd, inputs, resume, lambda m: _log(m, progress))
         run, release = audit_own_model(cfg, settings, progress, id_salt, executor, run_dir, resume)
         save_manifest(rd, inputs)
