@@ -675,7 +675,7 @@ def case_s_empty_text_column(d):
     empty = d / "empty.csv"
     empty.write_text("text\n" + '""\n' * 30, encoding="utf-8")
     argv[argv.index("--members") + 1] = str(empty)
-    return [argv + ["--out", str(d / "o"), "--quiet"]], 2, _says("'text'", "empty")
+    return [argv + ["--out", str(d / "o"), "--quiet"]], 2, _says("--members", "'text'", "empty")
 
 
 def case_s_score_empty_text_column(d):

@@ -147,7 +147,9 @@ def test_messages_name_the_flag_and_the_cause(lms, tmp_path, cli):
     _refused(cli(["score", str(src), "--out", str(tmp_path / "s"), "--seed", "-1"]), "--seed")
     empty = tmp_path / "empty.csv"
     empty.write_text("text\n" + '""\n' * 30, encoding="utf-8")
-    _refused(cli([*lm, "--members", str(empty), *non]), "column 'text' is empty in all 30")
+    _refused(
+        cli([*lm, "--members", str(empty), *non]), "--members", "column 'text' is empty in all 30"
+    )
     members = ["--members", str(d / "members.txt"), *non]
     for q in ("1e41", "1" + "0" * 41, "0"):
         _refused(cli([*lm, *members, "--queries", q]), "--queries")

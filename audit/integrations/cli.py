@@ -519,8 +519,10 @@ def _cmd_dataset_inference(args) -> int:
         + config_input_paths(cfg, flags=args.config is None),
     )
     check_output_dir(args.out)
-    with capture_library_output(Path(args.out) / RUN_LOG):
-        results = run_dataset_inference(cfg, options, not args.quiet, spec)
+    flags = {"--suspect": cfg.data.get("members"), "--validation": cfg.data.get("nonmembers")}
+    with _named_by_flags(flags if args.config is None else {}):
+        with capture_library_output(Path(args.out) / RUN_LOG):
+            results = run_dataset_inference(cfg, options, not args.quiet, spec)
     try:
         html, js = publish_together(
             Path(args.out),
@@ -603,15 +605,18 @@ def _cmd_run(args, epsilon: bool | None = None) -> int:
         if run_dir is not None and not _inside(run_dir, args.out):
             locks.enter_context(DirLock(run_dir, "--run-dir"))
         check_output_dir(args.out)
-        with capture_library_output(Path(args.out) / RUN_LOG):
-            results = run_audit(
-                cfg,
-                progress=not args.quiet,
-                epsilon=epsilon,
-                executor=spec,
-                run_dir=run_dir,
-                resume=args.resume,
-            )
+        flags = {f: cfg.data.get(k) for f, k in (("--members", "members"), ("--test", "test"))}
+        flags["--nonmembers"] = cfg.data.get("nonmembers")
+        with _named_by_flags(flags if one_line else {}):
+            with capture_library_output(Path(args.out) / RUN_LOG):
+                results = run_audit(
+                    cfg,
+                    progress=not args.quiet,
+                    epsilon=epsilon,
+                    executor=spec,
+                    run_dir=run_dir,
+                    resume=args.resume,
+                )
         html, js = write_outputs(results, args.out)
     for run in results["runs"]:
         print(verdict_line(run))
@@ -799,6 +804,20 @@ def _cmd_score(args) -> int:
     print(f"report:  {html}")
     print(f"results: {js}")
     return EXIT_OK
+
+
+@contextlib.contextmanager
+def _named_by_flags(flags: dict[str, str | None]):
+    """A data error about a file given by a flag names the flag typed (``--members 'x.csv':
+    column 'text' is empty ...``) rather than "data file"."""
+    try:
+        yield
+    except AuditError as exc:
+        msg = str(exc)
+        for flag, path in flags.items():
+            if isinstance(path, str) and f"data file {path!r}" in msg:
+                raise type(exc)(msg.replace(f"data file {path!r}", f"{flag} {path!r}")) from None
+        raise
 
 
 def _check_seed(seed: int, option: str = "--seed") -> None:
