@@ -114,7 +114,7 @@ def check_outputs(outputs: Named, inputs: Named = (), output_dirs: Named = ()) -
             if ro == r2 or (io_ is not None and io_ == i2):
                 raise AuditError(
                     f"{option2} {str(o2)!r} and {option} {str(o)!r} name the same file; "
-                    "give each output its own path"
+                    "outputs must name different files"
                 )
         seen.append((option, o, ro, io_))
     for option, d in odirs:
