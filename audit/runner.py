@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from privacy_audit.attacks import AttackResult, MetricSettings
 from privacy_audit.attacks.scores import bootstrap_progress
-from privacy_audit.audit.config import AuditConfig
 from privacy_audit.audit.errors import AuditError, DataError
 from privacy_audit.audit.evaluate import (
     LONG_BOOTSTRAP,
@@ -20,6 +19,9 @@ from privacy_audit.audit.evaluate import (
 )
 from privacy_audit.audit.results import assemble_results, new_id_salt, run_record
 from privacy_audit.defenses.base import PrivacyClaim
+
+if TYPE_CHECKING:  # annotations only: importing config loads torch (issue 38)
+    from privacy_audit.audit.config import AuditConfig
 
 
 def run_audit(
