@@ -10,7 +10,7 @@ commands that train nothing start fast (issue 38). A new mechanism is registered
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from privacy_audit.defenses.base import (
     Defense,
@@ -53,16 +53,6 @@ def __getattr__(name: str) -> Any:
         return getattr(importlib.import_module(f"{__name__}.{_CLASSES[name]}"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-
-if TYPE_CHECKING:  # for type checkers and IDEs; never run
-    from privacy_audit.defenses.dp_attention import DPAttention
-    from privacy_audit.defenses.dp_blogs import DPBloGS
-    from privacy_audit.defenses.dp_forward import DPForward
-    from privacy_audit.defenses.dp_sgd import DPSGD
-    from privacy_audit.defenses.none import NonPrivate
-    from privacy_audit.defenses.phantom_dp_sgd import PhantomDPSGD
-    from privacy_audit.defenses.re_attention import ReAttentionDefense
-    from privacy_audit.defenses.split_n_denoise import SplitNDenoise
 
 __all__ = [
     "DEFENSES",

@@ -128,7 +128,11 @@ def test_lazy_registries_equal_the_classes_they_name():
     from privacy_audit.defenses.base import Defense
     from privacy_audit.defenses.dp_sgd import DPSGD as Direct
 
-    for registry, base in ((DEFENSES, Defense), (ATTACKS, Attack), (LEAKAGE_ATTACKS, LeakageAttack)):
+    for registry, base in (
+        (DEFENSES, Defense),
+        (ATTACKS, Attack),
+        (LEAKAGE_ATTACKS, LeakageAttack),
+    ):
         for name in registry:
             cls = registry[name]
             assert issubclass(cls, base) and cls.name == name, (name, cls)
