@@ -154,3 +154,28 @@ def test_lazy_registry_behaves_as_a_dict():
     assert list(reg) == ["a", "b"]
     with pytest.raises(KeyError):
         reg["z"]
+
+
+def test_dumps_json_flat_lists_keep_every_value():
+    """results.json writes long scalar lists on one line with the C encoder: the parsed
+    document equals the general path's, non-finite floats still become null, and a data
+    string that looks like the placeholder stays a string."""
+    from privacy_audit.audit.io import _json_safe, dumps_json
+
+    rng = np.random.default_rng(0)
+    obj = {
+        "scores": rng.normal(size=1000).tolist(),
+        "array": np.arange(500),
+        "with_nan": np.r_[np.nan, np.inf, rng.normal(size=300)],
+        "mixed": [1, 2.5, None, "x", True] * 100,
+        "short": [1.0, 2.0],
+        "nested": [{"k": list(range(300))}, [1, 2]],
+        "tricky": ["@@flat-0000000000000000-0"] * 300,
+        "scalar": np.float32(1.5),
+        "text": "@@flat-0000000000000000-0",
+    }
+    got = dumps_json(obj)
+    ref = json.dumps(_json_safe(obj), indent=2, allow_nan=False, ensure_ascii=False) + "\n"
+    assert json.loads(got) == json.loads(ref)
+    assert json.loads(got)["with_nan"][:2] == [None, None]
+    assert '"short": [\n' in got  # short lists keep the indented layout

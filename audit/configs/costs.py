@@ -88,6 +88,25 @@ COSTS: dict[str, ConfigCost] = {
             },
             "metrics": {"bootstrap": 200},
             "epsilon": {"gradient_trials": 1000},
+            # the list replaces the bundled one: the same three arms, dp-blogs' shuffle
+            # audit at 100 releases per side (its minimum) instead of 1,000
+            "defenses": [
+                {"name": "none", "label": "non-private"},
+                {"name": "dp-sgd", "label": "dp-sgd (eps=8)", "epsilon": 8.0, "delta": 1e-5},
+                {
+                    "name": "dp-blogs",
+                    "label": "dp-blogs (target eps=8)",
+                    "batch_size": 5,
+                    "learning_rate": 3e-4,
+                    "epsilon": 8.0,
+                    "delta": 1e-5,
+                    "clip_value": 1.0,
+                    "accumulation_steps": 10,
+                    "max_grad_norm": 1.0,
+                    "audit_trials": 100,
+                    "audit_batch": 10,
+                },
+            ],
         },
     ),
     "dp-forward": ConfigCost(
