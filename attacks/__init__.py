@@ -4,10 +4,12 @@
 :class:`AttackResult` each); ``LEAKAGE_ATTACKS`` maps names to attacks on other leakage
 (reconstruction, attribute inference, mutual information, extraction, distinguishing
 tests; one :class:`LeakageResult` each). Both are listed in ``[attacks] names``.
+
+Both registries are :class:`privacy_audit.registry.LazyRegistry`: an attack's module loads
+when its name is looked up, so ``import privacy_audit.attacks`` stays light (no torch). A
+new attack is registered as ``"name": "privacy_audit.attacks.module:Class"``.
 """
 
-from privacy_audit.attacks.attention_lrt import AttentionLRTAttack
-from privacy_audit.attacks.attribute_inference import AttributeInference
 from privacy_audit.attacks.base import (
     Attack,
     AttackContext,
@@ -18,62 +20,57 @@ from privacy_audit.attacks.base import (
     run_attack,
     run_leakage_attack,
 )
-from privacy_audit.attacks.dc_pdd import DCPDDAttack
-from privacy_audit.attacks.embedding_inversion import NearestNeighbourInversion, RelaxedInversion
-from privacy_audit.attacks.extraction import EXTRACTION_ATTACKS
-from privacy_audit.attacks.extraction_risk import ExtractionRisk
-from privacy_audit.attacks.extraction_untargeted import UntargetedExtraction
-from privacy_audit.attacks.grad_norm import GradNormAttack
-from privacy_audit.attacks.gradient_inversion import GradientInversionAttack
-from privacy_audit.attacks.llm_membership import LLM_ATTACKS
-from privacy_audit.attacks.lowercase import LowercaseAttack
-from privacy_audit.attacks.membership import (
-    ConfidenceAttack,
-    EntropyAttack,
-    LossAttack,
-    ModifiedEntropyAttack,
-)
-from privacy_audit.attacks.min_k_pp import MinKPlusPlusAttack
-from privacy_audit.attacks.mutual_info import TokenMutualInformationAttack
-from privacy_audit.attacks.neighbourhood import NeighbourhoodAttack
-from privacy_audit.attacks.pii_extraction import PIIExtraction
-from privacy_audit.attacks.recall import RecallAttack
-from privacy_audit.attacks.stacked import StackedAttack
+from privacy_audit.registry import LazyRegistry
 
-ATTACKS: dict[str, type[Attack]] = {
-    cls.name: cls for cls in (LossAttack, ConfidenceAttack, EntropyAttack, ModifiedEntropyAttack)
-}
+# name -> "module:Class": each attack family's module (torch, transformers, sklearn, ...)
+# is imported when its name is first looked up, not when this package is (issue 38).
+_A = "privacy_audit.attacks."
+ATTACKS: LazyRegistry = LazyRegistry(
+    {
+        "loss": _A + "membership:LossAttack",
+        "confidence": _A + "membership:ConfidenceAttack",
+        "entropy": _A + "membership:EntropyAttack",
+        "modified-entropy": _A + "membership:ModifiedEntropyAttack",
+    }
+)
 DEFAULT_ATTACKS = tuple(ATTACKS)
-ATTACKS.update({cls.name: cls for cls in (*LLM_ATTACKS, StackedAttack)})  # causal-LM signals
+ATTACKS.update(  # causal-LM signals (llm_membership.LLM_ATTACKS) and the stacked attack
+    {
+        "lm-loss": _A + "llm_membership:LMLossAttack",
+        "zlib": _A + "llm_membership:ZlibAttack",
+        "min-k": _A + "llm_membership:MinKAttack",
+        "reference": _A + "llm_membership:ReferenceAttack",
+        "stacked": _A + "stacked:StackedAttack",
+    }
+)
 ATTACKS.update(
     {
-        cls.name: cls
-        for cls in (
-            MinKPlusPlusAttack,
-            RecallAttack,
-            NeighbourhoodAttack,
-            DCPDDAttack,
-            LowercaseAttack,
-            GradNormAttack,
-        )
+        "min-k++": _A + "min_k_pp:MinKPlusPlusAttack",
+        "recall": _A + "recall:RecallAttack",
+        "neighbourhood": _A + "neighbourhood:NeighbourhoodAttack",
+        "dc-pdd": _A + "dc_pdd:DCPDDAttack",
+        "lowercase": _A + "lowercase:LowercaseAttack",
+        "grad-norm": _A + "grad_norm:GradNormAttack",
     }
 )
 
-LEAKAGE_ATTACKS: dict[str, type[LeakageAttack]] = {
-    cls.name: cls
-    for cls in (
-        NearestNeighbourInversion,
-        RelaxedInversion,
-        AttributeInference,
-        GradientInversionAttack,
-        AttentionLRTAttack,
-        TokenMutualInformationAttack,
-    )
-}
-LEAKAGE_ATTACKS.update(
+LEAKAGE_ATTACKS: LazyRegistry = LazyRegistry(
     {
-        cls.name: cls
-        for cls in (*EXTRACTION_ATTACKS, UntargetedExtraction, PIIExtraction, ExtractionRisk)
+        "inversion-nn": _A + "embedding_inversion:NearestNeighbourInversion",
+        "inversion-relaxed": _A + "embedding_inversion:RelaxedInversion",
+        "attribute-inference": _A + "attribute_inference:AttributeInference",
+        "gradient-inversion": _A + "gradient_inversion:GradientInversionAttack",
+        "attention-lrt": _A + "attention_lrt:AttentionLRTAttack",
+        "mutual-information": _A + "mutual_info:TokenMutualInformationAttack",
+    }
+)
+LEAKAGE_ATTACKS.update(  # extraction.EXTRACTION_ATTACKS and the other extraction attacks
+    {
+        "canary-exposure": _A + "extraction:CanaryExposure",
+        "prompt-extraction": _A + "extraction:PromptExtraction",
+        "extraction-untargeted": _A + "extraction_untargeted:UntargetedExtraction",
+        "pii-extraction": _A + "pii_extraction:PIIExtraction",
+        "extraction-risk": _A + "extraction_risk:ExtractionRisk",
     }
 )
 

@@ -21,6 +21,12 @@ import numpy as np
 
 __all__ = ["SortedScores", "poisson_bootstrap"]
 
+#: Most bootstrap resamples a config (or ``score --bootstrap``) may ask for: the resampling
+#: error of an interval end shrinks as 1/sqrt(resamples), so beyond this more only costs
+#: time and memory (10^12 ran out of memory after training; 10^7 ran with no output).
+#: (Here rather than in audit/config.py so that ``score`` checks it without loading torch.)
+MAX_BOOTSTRAP = 100_000
+
 # Upper limit on elements per work array of the bootstrap (resamples x examples):
 # ~4e6 keeps each int32 array near 16 MB whatever n_boot is.
 _CHUNK_ELEMENTS = 4_000_000

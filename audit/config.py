@@ -18,6 +18,7 @@ except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
 from privacy_audit.attacks import ATTACKS, DEFAULT_ATTACKS, LEAKAGE_ATTACKS
+from privacy_audit.attacks.scores import MAX_BOOTSTRAP  # noqa: F401 - config.MAX_BOOTSTRAP
 from privacy_audit.attacks.shadow import SHADOW_ATTACKS
 from privacy_audit.audit.epsilon.canaries import CANARY_KINDS, LM_CANARY_DESIGNS
 from privacy_audit.audit.errors import ConfigError
@@ -43,10 +44,6 @@ def _positive(x: Any) -> bool:
 
 
 # section -> key -> (accepted types, default, check or None, description of valid values)
-#: Most bootstrap resamples a config (or ``score --bootstrap``) may ask for: the resampling
-#: error of an interval end shrinks as 1/sqrt(resamples), so beyond this more only costs
-#: time and memory (10^12 ran out of memory after training; 10^7 ran with no output).
-MAX_BOOTSTRAP = 100_000
 
 SCHEMA: dict[str, dict[str, tuple]] = {
     "": {
@@ -443,13 +440,19 @@ def _parse_defense(i: int, raw: Any) -> DefenseConfig:
 def _attack_options(raw: dict[str, Any], names: list[str]) -> dict[str, dict[str, Any]]:
     """Validate ``[attacks.options.<name>]`` tables against each attack's OPTIONS (every
     leakage attack, and the membership attacks that declare OPTIONS)."""
-    optioned = {**{n: c for n, c in ATTACKS.items() if getattr(c, "OPTIONS", None)}}
-    optioned.update(LEAKAGE_ATTACKS)
+
+    def optioned(name: str):  # looks up (imports) only the attacks the config names
+        if name in LEAKAGE_ATTACKS:
+            return LEAKAGE_ATTACKS[name]
+        cls = ATTACKS[name] if name in ATTACKS else None
+        return cls if getattr(cls, "OPTIONS", None) else None
+
     out: dict[str, dict[str, Any]] = {}
     for name, opts in raw.items():
         path = f"attacks.options.{name}"
-        if name not in optioned:
-            allowed = ", ".join(n for n in names if n in optioned) or "none"
+        cls = optioned(name)
+        if cls is None:
+            allowed = ", ".join(n for n in names if optioned(n) is not None) or "none"
             raise ConfigError(
                 f"config key {path!r} names no leakage attack (nor a membership attack with options) in "
                 f"'attacks.names'; "
@@ -459,7 +462,6 @@ def _attack_options(raw: dict[str, Any], names: list[str]) -> dict[str, dict[str
             raise ConfigError(f"config key {path!r}: attack {name!r} is not in 'attacks.names'")
         if not isinstance(opts, dict):
             raise ConfigError(f"config key {path!r} must be a table")
-        cls = optioned[name]
         for key, value in opts.items():
             if key not in cls.OPTIONS:
                 raise ConfigError(

@@ -105,12 +105,21 @@ def check_input_file(path: str | Path, what: str = "data file", dirs: bool = Tru
     )
 
 
+def _raise_field_limit(text: str) -> None:
+    csv.field_size_limit(min(max(len(text) + 1, 131072), 2**31 - 1))
+
+
+def csv_reader(text: str):
+    """A ``csv.reader`` over ``text`` that reads fields of any length (see :func:`csv_rows`)."""
+    _raise_field_limit(text)
+    return csv.reader(io.StringIO(text, newline=""))
+
+
 def csv_rows(text: str) -> csv.DictReader:
     """A ``csv.DictReader`` over ``text`` that reads fields of any length: the csv module's
     default cap (131072 characters) refused valid files with long texts, which are cut to
     ``max_length`` later like every other text (audit/textcap.py)."""
-    limit = max(len(text) + 1, 131072)
-    csv.field_size_limit(min(limit, 2**31 - 1))
+    _raise_field_limit(text)
     return csv.DictReader(io.StringIO(text, newline=""))
 
 

@@ -5,7 +5,7 @@ read the config's ``[metrics]`` and ``[epsilon]`` sections."""
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from privacy_audit.attacks import (
     ATTACKS,
@@ -18,10 +18,12 @@ from privacy_audit.attacks import (
     run_leakage_attack,
 )
 from privacy_audit.attacks.scores import bootstrap_progress
-from privacy_audit.audit.config import AuditConfig
-from privacy_audit.audit.data import AuditData
 from privacy_audit.audit.results import run_record
 from privacy_audit.defenses.base import ReleasedModel
+
+if TYPE_CHECKING:  # annotations only: importing config loads torch (issue 38)
+    from privacy_audit.audit.config import AuditConfig
+    from privacy_audit.audit.data import AuditData
 
 #: From this many bootstrap resamples each attack's metrics take long enough to announce.
 LONG_BOOTSTRAP = 10_000

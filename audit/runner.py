@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from privacy_audit.attacks import AttackResult, MetricSettings
 from privacy_audit.attacks.scores import bootstrap_progress
-from privacy_audit.audit.config import AuditConfig
 from privacy_audit.audit.errors import AuditError, DataError
 from privacy_audit.audit.evaluate import (
     LONG_BOOTSTRAP,
@@ -20,6 +19,9 @@ from privacy_audit.audit.evaluate import (
 )
 from privacy_audit.audit.results import assemble_results, new_id_salt, run_record
 from privacy_audit.defenses.base import PrivacyClaim
+
+if TYPE_CHECKING:  # annotations only: importing config loads torch (issue 38)
+    from privacy_audit.audit.config import AuditConfig
 
 
 def run_audit(
@@ -74,6 +76,10 @@ def run_audit(
     return assemble_results(runs, cfg.title, cfg.seed, cfg.to_dict(), cfg.aggregate_only)
 
 
+#: the member column's values (after strip and lower case)
+_MEMBER = {"0": 0, "1": 1, "true": 1, "false": 0}
+
+
 def score_file(
     path: str | Path,
     delta: float,
@@ -89,7 +95,7 @@ def score_file(
     ``aggregate_only`` pseudonymises the ids (see the module docstring)."""
     import csv
 
-    from privacy_audit.audit.data import check_input_file, csv_rows
+    from privacy_audit.audit.data import check_input_file, csv_reader
 
     p = Path(path)
     check_input_file(p, "scores file", dirs=False)
@@ -98,17 +104,23 @@ def score_file(
     try:
         # newline="": str.splitlines() would also split quoted ids on \x0c, \x85, \u2028 ...
         text = p.read_bytes().decode("utf-8-sig")
-        reader = csv_rows(text)  # a field of any length (a long text column)
-        header = reader.fieldnames or []
+        # csv.reader and columns, not a dict per row (issue 38: 10^6 rows); the same rules as
+        # csv.DictReader: blank lines skipped, a short row's missing cells are None. A field
+        # of any length is read (a long text column; cut like run cuts texts, below).
+        reader = csv_reader(text)
+        header = next(reader, None)
+        while header == []:
+            header = next(reader, None)
+        header = header or []
         seen_cols: set[str] = set()
         for col in header:
-            if col.strip() in seen_cols:  # DictReader would keep the last one silently
+            if col.strip() in seen_cols:  # a dict per row would keep the last one silently
                 raise DataError(
                     f"scores file {str(p)!r} has the column {col.strip()!r} twice; "
                     "column names must be unique"
                 )
             seen_cols.add(col.strip())
-        rows = list(reader)
+        rows = [r for r in reader if r]
     except UnicodeDecodeError:
         raise DataError(f"scores file {str(p)!r} is not UTF-8 text") from None
     except csv.Error as exc:  # e.g. a field over the csv module's 128 KiB limit
@@ -116,27 +128,24 @@ def score_file(
     if not rows:
         raise DataError(f"scores file {str(p)!r} has no rows")
     for col in ("score", "member"):
-        if col not in rows[0]:
+        if col not in header:
             raise DataError(
                 f"scores file {str(p)!r} has no column {col!r}; expected columns: score,member[,id]"
             )
-    scores, members, ids, texts = [], [], [], []
-    for i, r in enumerate(rows, start=2):
-        try:
-            scores.append(float(r["score"]))
-        except (TypeError, ValueError):
-            raise DataError(
-                f"scores file {str(p)!r} line {i}: score {r['score']!r} is not a number"
-            ) from None
-        m = (r["member"] or "").strip().lower()
-        if m not in ("0", "1", "true", "false"):
-            raise DataError(
-                f"scores file {str(p)!r} line {i}: member must be 0/1 or true/false, got {r['member']!r}"
-            )
-        members.append(1 if m in ("1", "true") else 0)
-        ids.append(r.get("id") or str(i - 2))
-        texts.append(r.get("text"))
-    if "text" in rows[0]:
+    width = len(header)
+
+    def column(name: str) -> list[str | None]:
+        if name not in header:
+            return [None] * len(rows)
+        k = header.index(name)
+        if all(len(r) >= width for r in rows):
+            return [r[k] for r in rows]
+        return [r[k] if len(r) > k else None for r in rows]
+
+    score_col, member_col = column("score"), column("member")
+    ids = [v or str(i) for i, v in enumerate(column("id"))]
+    texts = column("text")
+    if "text" in header:
         from privacy_audit.audit.config import MAX_LENGTH_CAP
         from privacy_audit.audit.textcap import cap_text
 
@@ -147,6 +156,22 @@ def score_file(
             )
         # cut like run cuts texts: bounded work on a multi-MB field (audit/textcap.py)
         texts = [None if t is None else cap_text(t, MAX_LENGTH_CAP) for t in texts]
+    try:
+        scores = list(map(float, score_col))
+        members = [_MEMBER[(v or "").strip().lower()] for v in member_col]
+    except (TypeError, ValueError, KeyError):  # the first bad row, as a row-by-row reading
+        for i, (sc, mv) in enumerate(zip(score_col, member_col, strict=True), start=2):
+            try:
+                float(sc)
+            except (TypeError, ValueError):
+                raise DataError(
+                    f"scores file {str(p)!r} line {i}: score {sc!r} is not a number"
+                ) from None
+            if (mv or "").strip().lower() not in _MEMBER:
+                raise DataError(
+                    f"scores file {str(p)!r} line {i}: member must be 0/1 or true/false, got {mv!r}"
+                ) from None
+        raise
     if len(set(ids)) != len(ids):
         from collections import Counter
 
@@ -158,7 +183,7 @@ def score_file(
             f"scores file {str(p)!r} has {int((~np.isfinite(s)).sum())} NaN or infinite score(s)"
         )
     duplicates = None
-    if "text" in rows[0]:  # optional: non-members that repeat a member's text are dropped
+    if "text" in header:  # optional: non-members that repeat a member's text are dropped
         from privacy_audit.audit.data import cross_duplicates
 
         m_idx = [i for i, m in enumerate(members) if m == 1]
@@ -186,7 +211,7 @@ def score_file(
             ids = [ids[i] for i in keep]
             texts = [texts[i] for i in keep]
     split = None
-    if "text" in rows[0]:  # texts given: the split check runs first (audit/split_check.py)
+    if "text" in header:  # texts given: the split check runs first (audit/split_check.py)
         s, members, ids, split = _score_split_check(
             [t or "" for t in texts], s, members, ids, seed, aggregate_only, p
         )

@@ -19,6 +19,7 @@ BENCHMARKS: dict[str, str] = {
     "split-n-denoise": "privacy_audit.audit.benchmarks.split_n_denoise:run",
     "byo-lm": "privacy_audit.audit.benchmarks.byo_lm:run",
     "metrics": "privacy_audit.audit.benchmarks.metrics:run",
+    "score": "privacy_audit.audit.benchmarks.score_cli:run",
     "re-attention-recsys": "privacy_audit.audit.benchmarks.re_attention_recsys:run",
     "input-hash": "privacy_audit.audit.benchmarks.input_hash:run",
 }

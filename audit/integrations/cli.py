@@ -34,6 +34,12 @@ _AGGREGATE_HELP = (
 )
 
 
+_QUICK_HELP = (
+    "a bundled config's small variant (within 5 minutes on a 2-core CPU), for trying it out "
+    "and for CI; its numbers are not for reporting"
+)
+
+
 def _executor_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--executor",
@@ -222,6 +228,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--out", default="audit-out", help="output directory (default: audit-out)")
     r.add_argument("--quiet", action="store_true", help="no progress output")
     r.add_argument("--aggregate-only", action="store_true", help=_AGGREGATE_HELP)
+    r.add_argument("--quick", action="store_true", help=_QUICK_HELP)
     _model_args(r)
     _executor_args(r)
 
@@ -235,6 +242,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--out", default="audit-out", help="output directory (default: audit-out)")
     e.add_argument("--quiet", action="store_true", help="no progress output")
     e.add_argument("--aggregate-only", action="store_true", help=_AGGREGATE_HELP)
+    e.add_argument("--quick", action="store_true", help=_QUICK_HELP)
     _executor_args(e)
 
     c = sub.add_parser(
@@ -563,7 +571,18 @@ def _cmd_run(args, epsilon: bool | None = None) -> int:
         )
         or getattr(args, "add_bos", None) is not None
     )  # --no-add-bos is False, still given
-    cfg = _one_line_config(args) if one_line else load_config(args.config)
+    quick = getattr(args, "quick", False)
+    if one_line:
+        if quick:
+            raise AuditError("--quick applies to a bundled config (run NAME --quick), not --model")
+        cfg, bundled = _one_line_config(args), None
+    else:
+        from privacy_audit.audit.configs.costs import bundled_name, load_quick
+
+        bundled = bundled_name(args.config)
+        if quick and bundled is None:
+            raise AuditError(f"--quick applies to the bundled configs only, not to {args.config!r}")
+        cfg = load_quick(bundled) if quick else load_config(args.config)
     from privacy_audit.audit.config import resolve_targets
 
     cfg = resolve_targets(cfg)  # model directories checked before any work or output
@@ -597,6 +616,11 @@ def _cmd_run(args, epsilon: bool | None = None) -> int:
         + dir_outputs("--run-dir", run_dir, ("inputs.json", "events.log")),
         config_input_paths(cfg, flags=one_line),
     )
+    if bundled is not None and not args.quiet:  # what a bundled config costs, before any work
+        from privacy_audit.audit.configs.costs import COSTS, expected_time_line
+
+        if bundled in COSTS:
+            print(expected_time_line(bundled, quick), file=sys.stderr, flush=True)
     from privacy_audit.audit.lock import DirLock
 
     with contextlib.ExitStack() as locks:
@@ -753,7 +777,7 @@ def _cmd_compare(args) -> int:
 
 
 def _cmd_score(args) -> int:
-    from privacy_audit.audit.config import MAX_BOOTSTRAP
+    from privacy_audit.attacks.scores import MAX_BOOTSTRAP
     from privacy_audit.audit.results import check_output_dir, write_outputs
     from privacy_audit.audit.runner import score_file
 

@@ -19,6 +19,7 @@ same numbers wherever it runs.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib
 import json
@@ -368,6 +369,27 @@ def _check_reachable(address: str, timeout: float = 5.0) -> None:
         ) from None
 
 
+def ray_start_error(spec: ExecutorSpec, exc: BaseException) -> str:
+    """One line: which Ray failed (address or a local one), with the resources asked for,
+    and the first line of Ray's message."""
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    first = lines[0] if lines else type(exc).__name__
+    asked = [f"cpus_per_task={spec.cpus_per_task}"]
+    if spec.workers is not None:
+        asked.append(f"workers={spec.workers}")
+    if spec.memory_mb is not None:
+        asked.append(f"memory_mb={spec.memory_mb}")
+    if spec.address:
+        what = f"cannot connect to the Ray cluster at {spec.address!r}"
+        hint = "check the address (ray start --head prints it) or drop --address"
+    else:
+        cpus = f"num_cpus={spec.num_cpus}" if spec.num_cpus is not None else "num_cpus=all"
+        asked.insert(0, cpus)
+        what = "cannot start a local Ray"
+        hint = "rerun when the machine is less loaded, or use --executor local"
+    return f"{what} ({', '.join(asked)}): {type(exc).__name__}: {first}; {hint}"
+
+
 class RayExecutor(Executor):
     """Submits the same tasks to Ray: ``ray.init()`` (a local Ray) or ``ray.init(address)``.
 
@@ -397,10 +419,13 @@ class RayExecutor(Executor):
                 kwargs["runtime_env"] = {"env_vars": {"PYTHONPATH": path}}
             try:
                 ray.init(**kwargs)
-            except (ConnectionError, TimeoutError, RuntimeError, ValueError) as exc:
-                first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-                where = f"at {spec.address!r}" if spec.address else "locally"
-                raise AuditError(f"cannot connect to a Ray cluster {where}: {first}") from None
+            except Exception as exc:  # noqa: BLE001 - any failure to start or connect is exit 2
+                # Ray raises plain Exception too ("The current node timed out during
+                # startup ... raylet failed to startup"): one line naming what was tried
+                # (issue 38), never an internal error
+                with contextlib.suppress(Exception):
+                    ray.shutdown()  # a half-started local Ray leaves no processes behind
+                raise AuditError(ray_start_error(spec, exc)) from None
             self._started = True
         options: dict[str, Any] = {"num_cpus": spec.cpus_per_task, "max_retries": 0}
         if spec.memory_mb:
