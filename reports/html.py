@@ -953,6 +953,7 @@ def build_context(results: dict) -> dict:
         "figures": figures,
         "cost_of_privacy": cost_view,
         "config_json": config_json,
+        "timing": timing_view(results.get("timing")),
         "python": _text(env.get("python")),
         "platform": _text(env.get("platform")),
         "packages": sorted((str(k), _text(v)) for k, v in packages.items()),
@@ -964,8 +965,43 @@ def build_context(results: dict) -> dict:
 # --------------------------------------------------------------------------- #
 def render_html(results: dict) -> str:
     """Render the full, self-contained HTML report for a results dict."""
+    return render_context(build_context(results))
+
+
+def render_context(context: dict) -> str:
+    """The report from a :func:`build_context` result (which the caller may amend)."""
     template = _environment().get_template(TEMPLATE_NAME)
-    return template.render(**build_context(results))
+    return template.render(**context)
+
+
+def timing_view(timing: Any) -> dict | None:
+    """The run's stage times (results.json ``timing``) as table rows, or ``None``."""
+    if not isinstance(timing, dict) or not isinstance(timing.get("stages"), list):
+        return None
+    wall = as_finite(timing.get("wall_seconds"))
+    rows = []
+    for s in timing["stages"]:
+        if not isinstance(s, dict):
+            continue
+        sec = as_finite(s.get("seconds"))
+        if sec is None:
+            continue
+        share = f"{100 * sec / wall:.1f}%" if wall else DASH
+        count = s.get("count")
+        rows.append(
+            {
+                "stage": _text(s.get("stage")),
+                "seconds": f"{sec:.2f}",
+                "share": share,
+                "count": _text(count) if isinstance(count, int) and count > 1 else "",
+            }
+        )
+    other = as_finite(timing.get("unattributed_seconds"))
+    return {
+        "rows": rows,
+        "wall": f"{wall:.2f}" if wall is not None else DASH,
+        "other": f"{other:.2f}" if other is not None else DASH,
+    }
 
 
 def write_report(results: dict, out_dir: str | os.PathLike) -> Path:

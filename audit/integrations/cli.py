@@ -72,6 +72,19 @@ def _model_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--nonmembers", metavar="FILE", help="held-out examples, same formats")
     g.add_argument("--test", metavar="FILE", help="utility test examples (default: non-members)")
     g.add_argument(
+        "--public",
+        metavar="FILE",
+        help="same-distribution texts the model never saw, outside members and non-members: "
+        "ReCaLL's prefixes and DC-PDD's token frequencies",
+    )
+    g.add_argument(
+        "--attacks",
+        metavar="NAME,...",
+        help="attacks to run, comma-separated (default: lm-loss, zlib, min-k and, with "
+        "--reference, the reference attacks); 'llm' = every causal-LM signal whose needs are "
+        "met, 'all' = llm plus the extraction attacks; `privacy-audit attacks` lists them",
+    )
+    g.add_argument(
         "--reference",
         metavar="DIR",
         action="append",
@@ -126,8 +139,9 @@ def _model_args(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _one_line_config(args):
-    """The config of ``run --model ...``: an audit of the model as it is."""
+def _one_line_config(args, attack_names: list[str] | None = None):
+    """The config of ``run --model ...``: an audit of the model as it is (``attack_names``:
+    the expanded ``--attacks``)."""
     from privacy_audit.audit.config import parse_config
 
     if args.config is not None:
@@ -152,8 +166,12 @@ def _one_line_config(args):
     data = {"members": args.members, "nonmembers": args.nonmembers}
     if args.test is not None:
         data["test"] = args.test
+    if getattr(args, "public", None) is not None:
+        data["public"] = args.public
     raw: dict = {"title": f"Privacy audit of {Path(args.model or args.adapter).name}"}
     raw.update({"target": target, "data": data})
+    if attack_names is not None:
+        raw["attacks"] = {"names": attack_names}
     extraction = _extraction_flags(args)
     if extraction is not None:
         raw["extraction"] = extraction
@@ -378,6 +396,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_experiment_and_claims(sub)
     _add_dataset_inference(sub)
+    sub.add_parser(
+        "attacks",
+        help="list every registered attack: what it does, what it needs, its cost in forward "
+        "passes (the names run --model --attacks takes)",
+    )
 
     from privacy_audit.audit.epsilon.pipeline import add_parser as _canaries_parser
 
@@ -517,6 +540,47 @@ def _cmd_dataset_inference(args) -> int:
     return EXIT_OK
 
 
+def _check_attack_names(spec: str) -> None:
+    from privacy_audit.attacks.catalog import expand
+
+    try:
+        expand(spec, "causal-lm", set())
+    except ValueError as exc:
+        if "classifier" not in str(exc):
+            raise AuditError(str(exc)) from None
+
+
+def _with_attacks(args, cfg):
+    """The one-line config again with ``--attacks`` expanded for the model's kind and the
+    inputs given (--reference, --public); the offline reference attacks (LiRA, RMIA) run
+    only when named (or with ``all``)."""
+    from privacy_audit.attacks.catalog import expand
+    from privacy_audit.audit.config import resolve_targets
+
+    if args.model is None and args.adapter is None:
+        raise AuditError("--attacks applies to run --model; in a config use [attacks] names")
+    opts = cfg.audit or {}
+    kind = opts.get("kind", "classifier")
+    have = set()
+    if opts.get("reference_dirs") or opts.get("reference_dir"):
+        have.add("reference")
+    if getattr(args, "public", None) is not None:
+        have |= {"nonmember-prefixes", "population"}
+    try:
+        names, refs = expand(args.attacks, kind, have)
+    except ValueError as exc:
+        raise AuditError(str(exc)) from None
+    if refs and "reference" not in have:
+        raise AuditError(f"--attacks {refs[0]} needs --reference DIR (a reference model)")
+    if not names:
+        raise AuditError(
+            f"--attacks {args.attacks!r} selects no membership attack for a {kind} model "
+            "(lira-offline / rmia-offline run beside one, e.g. --attacks lm-loss,rmia-offline)"
+        )
+    cfg = resolve_targets(_one_line_config(args, names))
+    return dataclasses.replace(cfg, audit={**cfg.audit, "reference_attacks": refs})
+
+
 def one_line_text(text: str) -> str:
     from privacy_audit.audit.integrations.gate import one_line
 
@@ -533,14 +597,18 @@ def _cmd_run(args, epsilon: bool | None = None) -> int:
             getattr(args, k, None) not in (None, False)
             for k in ("model", "members", "nonmembers", "test", "reference", "adapter", "kind")
             + ("max_length", "device", "dtype", "allow_uninitialized")
-            + (*EXTRACTION_FLAGS, "leakage_top", "per_token")
+            + (*EXTRACTION_FLAGS, "leakage_top", "per_token", "public", "attacks")
         )
         or getattr(args, "add_bos", None) is not None
     )  # --no-add-bos is False, still given
+    if getattr(args, "attacks", None) is not None:
+        _check_attack_names(args.attacks)  # exit 2 on an unknown name, before any work
     cfg = _one_line_config(args) if one_line else load_config(args.config)
     from privacy_audit.audit.config import resolve_targets
 
     cfg = resolve_targets(cfg)  # model directories checked before any work or output
+    if getattr(args, "attacks", None) is not None:
+        cfg = _with_attacks(args, cfg)
     if args.aggregate_only:
         cfg = dataclasses.replace(cfg, aggregate_only=True)
     from privacy_audit.audit.scale.executors import ExecutorSpec
@@ -572,18 +640,24 @@ def _cmd_run(args, epsilon: bool | None = None) -> int:
         if run_dir is not None and not _inside(run_dir, args.out):
             locks.enter_context(DirLock(run_dir, "--run-dir"))
         check_output_dir(args.out)
-        with capture_library_output(Path(args.out) / RUN_LOG):
-            results = run_audit(
-                cfg,
-                progress=not args.quiet,
-                epsilon=epsilon,
-                executor=spec,
-                run_dir=run_dir,
-                resume=args.resume,
-            )
-        html, js = write_outputs(results, args.out)
+        from privacy_audit.audit.timing import StageTimer, active
+        from privacy_audit.audit.timing import one_line as timing_line
+
+        with active(StageTimer(progress=not args.quiet)):
+            with capture_library_output(Path(args.out) / RUN_LOG):
+                results = run_audit(
+                    cfg,
+                    progress=not args.quiet,
+                    epsilon=epsilon,
+                    executor=spec,
+                    run_dir=run_dir,
+                    resume=args.resume,
+                )
+            html, js = write_outputs(results, args.out)
     for run in results["runs"]:
         print(verdict_line(run))
+    if results.get("timing"):
+        print(timing_line(results["timing"]))
     if not args.quiet:
         print(f"report:  {html}")
         print(f"results: {js}")
@@ -1200,6 +1274,13 @@ def _cmd_claims(args) -> int:
     return EXIT_OK
 
 
+def _cmd_attacks(args) -> int:
+    from privacy_audit.attacks.catalog import catalog, format_catalog
+
+    print(format_catalog(catalog()))
+    return EXIT_OK
+
+
 def _cmd_canaries(args) -> int:
     from privacy_audit.audit.epsilon.pipeline import run
 
@@ -1221,6 +1302,7 @@ def main(argv: list[str] | None = None) -> int:
         "claims": _cmd_claims,
         "canaries": _cmd_canaries,
         "dataset-inference": _cmd_dataset_inference,
+        "attacks": _cmd_attacks,
     }[args.command]
     try:
         return handler(args)
