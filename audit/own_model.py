@@ -320,7 +320,9 @@ def _audit_own_model(cfg, settings, progress, id_salt, executor, run_dir, resume
         cfg.attack_options,
         attack_kwargs=attack_kwargs,
     )
-    if refs or (cfg.shadow is not None and cfg.shadow.get("base_dir")):
+    if (refs and cfg.audit.get("reference_attacks", True)) or (
+        cfg.shadow is not None and cfg.shadow.get("base_dir")
+    ):
         phase("reference attacks", "RMIA and LiRA")
     _reference_attacks(
         cfg, run, release, refs, data, settings, executor, run_dir, resume, progress, id_salt, notes
