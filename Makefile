@@ -21,7 +21,7 @@ OUT ?= audit-out
 PIP := $(BIN)/python -m pip --disable-pip-version-check -q
 # `make audit`'s install steps are not quiet: pip prints a line per package it collects,
 # downloads or installs, so a first install (several minutes) is never silent
-PIP_SHOW := $(BIN)/python -m pip --disable-pip-version-check --progress-bar on
+PIP_SHOW := $(BIN)/python -m pip --disable-pip-version-check
 NOW = $$(date +%H:%M:%S)
 
 .PHONY: audit test install install-test browser lint format clean

@@ -23,6 +23,7 @@ from . import plots
 from .formatting import DASH, as_finite, as_float, ci, num, small
 from .split import split_view
 from .verdict import (
+    AT_CEILING,
     EPS_LB,
     LEVELS,
     TPR_1,
@@ -36,6 +37,7 @@ from .verdict import (
     epsilon_audit_bounds,
     epsilon_audit_entries,
     epsilon_audit_tradeoff,
+    epsilon_headline,
     metric,
     ok_attacks,
     run_name,
@@ -250,22 +252,30 @@ def _eps_lb_view(attack: dict | None) -> dict:
 
 
 def _summary_eps_view(run: dict, attack: dict | None) -> dict:
-    """The Summary table's ε cell: the largest certified lower bound of the run, from the
-    strongest attack or from an ε audit (named), so a VIOLATED claim badge always sits
-    beside the bound that violates it, never beside the attack's "≥ 0"."""
-    view = _eps_lb_view(attack)
-    attack_lb = as_finite((metric(attack, EPS_LB) or {}).get("value"))
-    best_name, best_lb = None, None
-    for name, lb in epsilon_audit_bounds(run):
-        v = as_finite(lb)
-        if v is not None and (best_lb is None or v > best_lb):
-            best_name, best_lb = name, v
-    if best_lb is not None and (attack_lb is None or best_lb > attack_lb):
-        detail = f"ε audit: {best_name}"
-        if attack_lb is not None:
-            detail += f" · strongest attack ≥ {num(attack_lb)}"
-        return {"value": f"≥ {num(best_lb)}", "detail": detail}
-    return view
+    """The Summary table's ε cell: the run's one headline bound
+    (:func:`~privacy_audit.reports.verdict.epsilon_headline`, the verdict's number) with
+    its source, and beside it, labelled, any larger bound another audit gave, so a
+    VIOLATED claim badge always sits beside the bound that violates it."""
+    head = epsilon_headline(run)
+    if head is None:
+        return {"value": DASH, "detail": "", "larger": [], "why": ""}
+    detail = [head["source"]]
+    if head["at_ceiling"]:
+        detail.append(AT_CEILING)
+    larger = [
+        {
+            "value": f"≥ {num(b['value'])}",
+            "source": b["source"],
+            "note": AT_CEILING if b["at_ceiling"] else "",
+        }
+        for b in head["larger"]
+    ]
+    return {
+        "value": f"≥ {num(head['value'])}",
+        "detail": " · ".join(detail),
+        "larger": larger,
+        "why": "headline: " + head["why"],
+    }
 
 
 def _eps_lb_full(attack: dict) -> str:
@@ -777,7 +787,12 @@ def build_context(results: dict) -> dict:
         lb = _summary_eps_view(run, best)
         if verdict["level"] == "split-shifted" and not epsilon_audit_bounds(run):
             # an attack's bound then measures the texts; canary ε audits stay valid
-            lb = {"value": DASH, "detail": "not evidence about the model: the split is shifted"}
+            lb = {
+                "value": DASH,
+                "detail": "not evidence about the model: the split is shifted",
+                "larger": [],
+                "why": "",
+            }
         summary.append(
             {
                 "anchor": f"run-{idx}",
@@ -790,6 +805,8 @@ def build_context(results: dict) -> dict:
                 "tpr1": ci(metric(best, TPR_1)),
                 "eps_lb": lb["value"],
                 "eps_lb_detail": lb["detail"],
+                "eps_lb_larger": lb["larger"],
+                "eps_lb_why": lb["why"],
                 "level": verdict["level"],
                 "level_class": _level_class(verdict["level"]),
                 "scoring": _scoring_view(run),

@@ -673,11 +673,11 @@ def verdict_line(run: dict) -> str:
     """One line per run for CI logs: verdict, strongest attack, AUC with CI, TPR@1%FPR,
     the largest certified ε lower bound (attack or ε audit) and the claim status."""
     from privacy_audit.audit.integrations.gate import one_line
-    from privacy_audit.reports.formatting import as_finite, ci
+    from privacy_audit.reports.formatting import ci
     from privacy_audit.reports.verdict import (
-        EPS_LB,
         TPR_1,
-        epsilon_audit_bounds,
+        epsilon_headline,
+        headline_text,
         metric,
         strongest_attack,
         verdict_for_run,
@@ -694,13 +694,9 @@ def verdict_line(run: dict) -> str:
         tpr = metric(best, TPR_1)
         below = isinstance(tpr, dict) and tpr.get("below_resolution") is True
         parts.append("TPR@1%FPR below resolution" if below else f"TPR@1%FPR {ci(tpr)}")
-    bounds = [(n, as_finite(b)) for n, b in epsilon_audit_bounds(run)]
-    lb = as_finite((metric(best, EPS_LB) or {}).get("value")) if best else None
-    cands = [(lb, "attack")] if lb is not None else []
-    cands += [(b, n) for n, b in bounds if b is not None]
-    if cands:
-        val, src = max(cands, key=lambda c: c[0])
-        parts.append(f"ε_lb ≥ {val:.3g} ({one_line(src)})")
+    head = epsilon_headline(run)  # the report's and the verdict's headline ε, the same number
+    if head is not None and not (v.get("level") == "split-shifted" and head["kind"] == "attack"):
+        parts.append("ε_lb " + one_line(headline_text(head)))
     else:
         parts.append("ε_lb n/a")
     status = v.get("claim_status", "?")
@@ -881,6 +877,7 @@ def _cmd_gate(args) -> int:
         check_all,
         check_threshold,
         compare,
+        epsilon_headlines,
         format_table,
         junit_xml,
         load_baseline,
@@ -966,6 +963,7 @@ def _cmd_gate(args) -> int:
         strict=args.strict,
         results_path=str(args.results),
         baseline_path=None if args.baseline is None else str(args.baseline),
+        headlines=epsilon_headlines(results),
     )
     # render everything before writing anything
     files = []
