@@ -123,7 +123,8 @@ def expand(spec: str, kind: str, have: set[str]) -> tuple[list[str], list[str]]:
                 group += [
                     n
                     for n, c in LEAKAGE_ATTACKS.items()
-                    if c.kind == "extraction" and set(c.needs) <= met | {"member-prefixes"}
+                    if c.kind == "extraction"
+                    and set(c.needs) <= met | {"member-prefixes"}
                     and n != "canary-exposure"
                 ]
             if t == "all" and "reference" in have:

@@ -54,8 +54,8 @@ class DCPDDAttack(Attack):
     )
     requires = frozenset({Surface.PROBABILITIES})
     summary = "Token probabilities calibrated by a corpus's token frequencies (DC-PDD, Zhang et al. 2024)."
-    needs = ('population',)
-    cost = '1 forward pass per text'
+    needs = ("population",)
+    cost = "none beyond the shared forward pass (+ one tokenisation of the frequency corpus)"
     OPTIONS = {"clip": (float, 1.0), "frequency_file": (str, "")}
 
     def __init__(self, **options) -> None:

@@ -134,8 +134,8 @@ class ExtractionRisk(LeakageAttack):
     )
     requires = frozenset({Surface.GENERATION})  # a sampled product, not a classifier
     summary = "Probability that n sampled queries return a record's suffix verbatim from its prefix (Hayes et al. 2024)."
-    needs = ('member-prefixes', 'generation')
-    cost = '1 forward pass per record (exact, no sampling)'
+    needs = ("member-prefixes", "generation")
+    cost = "none beyond the shared forward pass (exact, no sampling)"
     OPTIONS = {
         "temperature": (_NUM, 1.0),
         "top_k": (int, 50),

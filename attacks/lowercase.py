@@ -39,7 +39,7 @@ class LowercaseAttack(Attack):
     requires = frozenset({Surface.PROBABILITIES})
     summary = "Loss of the lowercased text over the original's (Carlini et al. 2021)."
     needs = ()
-    cost = '2 forward passes per text'
+    cost = "1 forward pass of the lowercased text per text, beyond the shared pass"
 
     def score(self, release: ReleasedModel, examples: Examples) -> np.ndarray:
         texts = list(examples.texts)

@@ -21,6 +21,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoes
 
 from . import plots
 from .formatting import DASH, as_finite, as_float, ci, num, small
+from .resolution import lead_tpr, tpr_view
 from .split import split_view
 from .verdict import (
     AT_CEILING,
@@ -312,6 +313,48 @@ def _level_class(level: str) -> str:
     return level if level in LEVELS else "unknown"
 
 
+_TPR_KEYS = {"tpr_at_fpr_0.001": 0.001, TPR_1: 0.01}
+
+
+def _metric_cell(attack: dict, key: str, m: Any) -> str:
+    """One cell of the attack table: a TPR the sample cannot resolve says so
+    (reports/resolution.py); results.json keeps the raw numbers."""
+    if key in _TPR_KEYS:
+        v = tpr_view(attack, _TPR_KEYS[key])
+        if not v["resolvable"]:
+            return v["text"]
+    return ci(m)
+
+
+def _summary_split(run: dict) -> dict | None:
+    """The summary's split-check cell (blind AUC, interval, status), or ``None`` for a run
+    without a split check."""
+    view = split_view(run, True)
+    if view is None:
+        return None
+    label = {"shifted": "split shifted", "ok": "no shift found"}.get(view["status"], "not measured")
+    cls = {"shifted": "split-shifted", "ok": "low"}.get(view["status"], "not-measured")
+    n = ""
+    if view.get("n_members") is not None:
+        n = f"{view['n_members']} members, {view['n_nonmembers']} non-members"
+    return {"auc": view["blind_auc"], "label": label, "class": cls, "n": n}
+
+
+def _summary_tpr(best: dict | None) -> dict:
+    """The summary's TPR cell: TPR at 1% FPR where the sample resolves it; otherwise
+    why not, led by the lowest FPR it does resolve."""
+    if best is None:
+        return {"lead": DASH, "label": "", "note": ""}
+    one = tpr_view(best, 0.01)
+    if one["resolvable"]:
+        return {"lead": ci(one["metric"]), "label": "", "note": ""}
+    lead = lead_tpr(best)
+    note = f"TPR @ 1% FPR: {one['text']}"
+    if lead is None:
+        return {"lead": DASH, "label": "no FPR up to 20% is resolvable at this n", "note": note}
+    return {"lead": lead["text"], "label": lead["label"], "note": note}
+
+
 def _attack_rows(run: dict, best: dict | None) -> list[dict]:
     rows = []
     for a in run.get("attacks") or []:
@@ -336,7 +379,7 @@ def _attack_rows(run: dict, best: dict | None) -> list[dict]:
                 "status_class": status if status in _STATUS_TEXT else "error",
                 "reason": _text(a.get("reason"), ""),
                 "n": f"{num(a.get('n_members'))} / {num(a.get('n_nonmembers'))}",
-                "cells": [ci(metrics.get(k)) for k, _ in METRIC_COLUMNS],
+                "cells": [_metric_cell(a, k, metrics.get(k)) for k, _ in METRIC_COLUMNS],
                 "eps_lb": lb["value"],
                 "eps_lb_detail": lb["detail"],
                 "eps_lb_more": _eps_lb_full(a) if status == "ok" else "",
@@ -803,6 +846,8 @@ def build_context(results: dict) -> dict:
                 "attack": _text(best.get("attack")) if best else DASH,
                 "auc": ci(metric(best, "auc")),
                 "tpr1": ci(metric(best, TPR_1)),
+                "tpr": _summary_tpr(best),
+                "split": _summary_split(run),
                 "eps_lb": lb["value"],
                 "eps_lb_detail": lb["detail"],
                 "eps_lb_larger": lb["larger"],
@@ -962,6 +1007,8 @@ def build_context(results: dict) -> dict:
         "warnings": warnings,
         "dangers": dangers,
         "summary": summary,
+        "summary_split": any(row["split"] is not None for row in summary),
+        "show_comparison": len(runs) >= 2,
         "verdicts": verdicts,
         "epsilon": epsilon_section,
         "comparison_lines": comparison_lines,

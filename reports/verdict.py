@@ -305,7 +305,9 @@ def epsilon_headline(run: dict[str, Any]) -> dict[str, Any] | None:
     shifted = isinstance(check, dict) and check.get("shifted") is True
     ea = run.get("epsilon_audit") if isinstance(run.get("epsilon_audit"), dict) else {}
     by_name = {
-        str(a.get("name") or "unnamed audit"): a for a in ea.get("audits") or [] if isinstance(a, dict)
+        str(a.get("name") or "unnamed audit"): a
+        for a in ea.get("audits") or []
+        if isinstance(a, dict)
     }
     audits = []
     for name, lb in epsilon_audit_bounds(run):
@@ -797,13 +799,27 @@ def verdict_for_run(run: dict) -> dict:
     lb_v = as_float(lb.get("value")) if lb else None
 
     auc_txt = f"AUC {ci(auc)}"
+    from .resolution import lead_tpr, tpr_view
+
+    one = tpr_view(attack, 0.01)
     if tpr and tpr.get("below_resolution"):
         # 1% FPR is finer than 1/n_nonmembers: no TPR is measured there (never a number)
         tpr_txt = "its TPR at 1% false positives is below this sample's resolution"
-    elif tpr and as_float(tpr.get("value")) is not None:
+        if one["needs"]:
+            tpr_txt += f" (not resolvable at this n: needs about {one['needs']:,} non-members)"
+    elif tpr and as_float(tpr.get("value")) is not None and one["resolvable"]:
         tpr_txt = f"identifies {pct_ci(tpr)} of members at 1% false positives"
+    elif tpr and as_float(tpr.get("value")) is not None:
+        # an interval this wide says nothing: why, and what the sample does resolve
+        tpr_txt = f"its TPR at 1% false positives is {one['text']}"
     else:
         tpr_txt = ""
+    lead = lead_tpr(attack) if tpr_txt and not one["resolvable"] else None
+    if lead is not None:
+        tpr_txt += (
+            f"; at {100 * lead['fpr']:g}% false positives, the lowest rate this sample "
+            f"resolves, it identifies {lead['text']} of members"
+        )
 
     level, undecided = verdict_level(run)
     if level == "invalid-attack":
@@ -873,7 +889,7 @@ def verdict_for_run(run: dict) -> dict:
     if head is not None and head["larger"]:
         text += (
             " A larger bound from another audit, not the headline (picking the largest of "
-            f"several bounds after the fact would weaken its confidence): "
+            "several bounds after the fact would weaken its confidence): "
             + headline_text({**head["larger"][0], "larger": head["larger"][1:]}, "and")
             + "."
         )

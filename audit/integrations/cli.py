@@ -656,7 +656,7 @@ def _cmd_run(args, epsilon: bool | None = None) -> int:
             html, js = write_outputs(results, args.out)
     for run in results["runs"]:
         print(verdict_line(run))
-    if results.get("timing"):
+    if results.get("timing") and not args.quiet:  # --quiet: the VERDICT lines only
         print(timing_line(results["timing"]))
     if not args.quiet:
         print(f"report:  {html}")
@@ -691,12 +691,20 @@ def verdict_line(run: dict) -> str:
     else:
         parts.append(f"strongest {one_line(str(best.get('attack')))}")
         parts.append(f"AUC {ci(metric(best, 'auc'))}")
+        from privacy_audit.reports.resolution import lead_tpr, tpr_view
+
         tpr = metric(best, TPR_1)
-        below = isinstance(tpr, dict) and tpr.get("below_resolution") is True
-        parts.append("TPR@1%FPR below resolution" if below else f"TPR@1%FPR {ci(tpr)}")
+        one = tpr_view(best, 0.01)
+        if one["resolvable"]:
+            parts.append(f"TPR@1%FPR {ci(tpr)}")
+        else:
+            parts.append(f"TPR@1%FPR {one['text']}")
+            lead = lead_tpr(best)
+            if lead is not None:
+                parts.append(f"TPR@{100 * lead['fpr']:g}%FPR {lead['text']}")
     head = epsilon_headline(run)  # the report's and the verdict's headline ε, the same number
     if head is not None and not (v.get("level") == "split-shifted" and head["kind"] == "attack"):
-        parts.append("ε_lb " + one_line(headline_text(head)))
+        parts.append(one_line(headline_text(head)).replace("ε ≥", "ε_lb ≥", 1))
     else:
         parts.append("ε_lb n/a")
     status = v.get("claim_status", "?")

@@ -309,7 +309,8 @@ def run_planned(
             atomic_write_text(rd.path / MANIFEST, dumps_json(inputs))
         phases.go(
             "train + attack",
-            f"{len(the_plan.trial_tasks)} trial(s)" + (f", {n_shadow} shadow model(s)" if n_shadow else ""),
+            f"{len(the_plan.trial_tasks)} trial(s)"
+            + (f", {n_shadow} shadow model(s)" if n_shadow else ""),
         )
         stage1 = list(the_plan.trial_tasks)
         for v in the_plan.shadow_tasks.values():
