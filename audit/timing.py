@@ -36,7 +36,8 @@ def fmt_elapsed(seconds: float) -> str:
 
 class StageTimer:
     """Non-overlapping stage clock of one command. ``progress`` prints a line on stderr
-    as each top-level stage starts, with the time elapsed since the command began."""
+    as each stage starts, with the time elapsed since the command began (a stage inside
+    another indented under it)."""
 
     def __init__(self, progress: bool = False, clock=time.perf_counter):
         self.clock = clock
@@ -53,12 +54,12 @@ class StageTimer:
     @contextlib.contextmanager
     def stage(self, name: str, note: str = "") -> Iterator[None]:
         now = self.clock()
+        if self.progress:  # a stage inside another is indented under it
+            line = f"[{fmt_elapsed(now - self.start)}] {'  ' * len(self._stack)}stage: {name}"
+            print(line + (f" ({note})" if note else ""), file=sys.stderr, flush=True)
         if self._stack:  # pause the enclosing stage
             outer = self._stack[-1]
             self._add(outer[0], now - outer[1])
-        elif self.progress:
-            line = f"[{fmt_elapsed(now - self.start)}] stage: {name}"
-            print(line + (f" ({note})" if note else ""), file=sys.stderr, flush=True)
         self.counts[name] = self.counts.get(name, 0) + 1
         self.seconds.setdefault(name, 0.0)
         self._stack.append([name, now])
