@@ -86,7 +86,7 @@ def di_context(results: dict[str, Any]) -> dict[str, Any]:
     d = as_finite(r.get("effect_size"))
     alpha = as_finite(r.get("alpha"))
     assumption = r.get("assumption") or (
-        "the suspect and validation texts come from one distribution (same source, same "
+        "the suspect and validation texts come from the same distribution (same source, same "
         "time), so only training can make the model score them differently"
         + ("; the split check found it broken for these sets" if status == "split-shifted" else "")
     )

@@ -145,18 +145,19 @@ def test_stage_times_add_up_to_the_run_time(own_run):
 def test_stage_timer_never_counts_a_second_twice():
     from privacy_audit.audit.timing import StageTimer, active, stage
 
-    clock = iter([0.0, 1.0, 3.0, 4.0, 10.0, 11.0, 12.0, 12.5])
-    timer = StageTimer(clock=lambda: next(clock))  # start at 0
+    # start 0; outer 1..3, inner 3..4, deep 4..10, inner 10..10.5, outer 10.5..11; outer 11..12
+    clock = iter([0.0, 1.0, 3.0, 4.0, 10.0, 10.5, 11.0, 11.0, 12.0, 12.5])
+    timer = StageTimer(clock=lambda: next(clock))
     with active(timer):
-        with stage("outer"):  # 1 .. 11, of which 3 .. 10 inside "inner" (4 .. 10 in "deep")
+        with stage("outer"):
             with stage("inner"):
                 with stage("deep"):
                     pass
-        with stage("outer"):  # 11 .. 12
+        with stage("outer"):
             pass
     timer.stop()  # 12.5
     got = {s["stage"]: s["seconds"] for s in timer.record()["stages"]}
-    assert got == {"outer": 2.0 + 1.0 + 1.0, "inner": 1.0, "deep": 6.0}
+    assert got == {"outer": 2.0 + 0.5 + 1.0, "inner": 1.0 + 0.5, "deep": 6.0}
     assert timer.record()["wall_seconds"] == 12.5
     assert timer.record()["unattributed_seconds"] == 1.5
 
