@@ -39,7 +39,7 @@ class StageTimer:
     as each stage starts, with the time elapsed since the command began (a stage inside
     another indented under it)."""
 
-    def __init__(self, progress: bool = False, clock=time.perf_counter):
+    def __init__(self, progress: bool = False, clock=time.perf_counter, root: str | None = None):
         self.clock = clock
         self.start = clock()
         self.progress = progress
@@ -47,6 +47,14 @@ class StageTimer:
         self.counts: dict[str, int] = {}
         self._stack: list[list[Any]] = []  # [name, started] of the open stages
         self.end: float | None = None
+        # ``root``: a stage open from the start, holding what no other stage does (imports,
+        # the glue between stages), so its share says how well the stages cover the run
+        self._depth0 = 0
+        if root is not None:
+            self.counts[root] = 1
+            self.seconds[root] = 0.0
+            self._stack.append([root, self.start])
+            self._depth0 = 1
 
     def _add(self, name: str, dt: float) -> None:
         self.seconds[name] = self.seconds.get(name, 0.0) + max(dt, 0.0)
@@ -55,7 +63,8 @@ class StageTimer:
     def stage(self, name: str, note: str = "") -> Iterator[None]:
         now = self.clock()
         if self.progress:  # a stage inside another is indented under it
-            line = f"[{fmt_elapsed(now - self.start)}] {'  ' * len(self._stack)}stage: {name}"
+            depth = len(self._stack) - self._depth0
+            line = f"[{fmt_elapsed(now - self.start)}] {'  ' * depth}stage: {name}"
             print(line + (f" ({note})" if note else ""), file=sys.stderr, flush=True)
         if self._stack:  # pause the enclosing stage
             outer = self._stack[-1]
@@ -79,11 +88,15 @@ class StageTimer:
         """The ``timing`` entry of results.json (wall time up to now or :meth:`stop`)."""
         end = self.end if self.end is not None else self.clock()
         wall = end - self.start
-        total = sum(self.seconds.values())
+        seconds = dict(self.seconds)
+        if self._stack:  # the running stage, up to the end
+            name, started = self._stack[-1]
+            seconds[name] = seconds.get(name, 0.0) + max(end - started, 0.0)
+        total = sum(seconds.values())
         return {
             "stages": [
                 {"stage": k, "seconds": round(v, 3), "count": self.counts.get(k, 1)}
-                for k, v in self.seconds.items()
+                for k, v in seconds.items()
             ],
             "wall_seconds": round(wall, 3),
             "unattributed_seconds": round(max(wall - total, 0.0), 3),

@@ -643,7 +643,8 @@ def _cmd_run(args, epsilon: bool | None = None) -> int:
         from privacy_audit.audit.timing import StageTimer, active
         from privacy_audit.audit.timing import one_line as timing_line
 
-        with active(StageTimer(progress=not args.quiet)):
+        # "setup": imports (torch, transformers) and the glue between the named stages
+        with active(StageTimer(progress=not args.quiet, root="setup")):
             with capture_library_output(Path(args.out) / RUN_LOG):
                 results = run_audit(
                     cfg,
