@@ -91,12 +91,9 @@ def format_catalog(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def expand(spec: str, kind: str, have: set[str]) -> tuple[list[str], list[str]]:
-    """``--attacks`` as (attack names to run, offline reference attacks to run), for a
-    model of ``kind`` ("causal-lm" or "classifier") given the inputs ``have`` (words of
-    :data:`NEEDS`: "reference" with --reference, "nonmember-prefixes" and "population"
-    with --public). Raises ValueError naming an unknown name and listing the valid ones;
-    a named attack runs whatever its needs (its record then says what was missing)."""
+def check_names(spec: str) -> list[str]:
+    """The names of ``--attacks``; ValueError naming an unknown one and listing the valid
+    ones (checked before the model is even looked at)."""
     tokens = [t.strip() for t in spec.split(",") if t.strip()]
     valid = (*GROUPS, *ATTACKS, *LEAKAGE_ATTACKS, "lira-offline", "rmia-offline")
     if not tokens:
@@ -104,6 +101,16 @@ def expand(spec: str, kind: str, have: set[str]) -> tuple[list[str], list[str]]:
     for t in tokens:
         if t not in valid:
             raise ValueError(f"unknown attack {t!r} in --attacks; valid: {', '.join(valid)}")
+    return tokens
+
+
+def expand(spec: str, kind: str, have: set[str]) -> tuple[list[str], list[str]]:
+    """``--attacks`` as (attack names to run, offline reference attacks to run), for a
+    model of ``kind`` ("causal-lm" or "classifier") given the inputs ``have`` (words of
+    :data:`NEEDS`: "reference" with --reference, "nonmember-prefixes" and "population"
+    with --public). Raises ValueError naming an unknown name and listing the valid ones;
+    a named attack runs whatever its needs (its record then says what was missing)."""
+    tokens = check_names(spec)
     lm = kind == "causal-lm"
     # a model audited as it is: white box (gradients) and, for a causal LM, generation;
     # a classifier's examples carry their labels
@@ -138,4 +145,4 @@ def expand(spec: str, kind: str, have: set[str]) -> tuple[list[str], list[str]]:
     return dedup, list(dict.fromkeys(refs))
 
 
-__all__ = ["GROUPS", "catalog", "expand", "format_catalog"]
+__all__ = ["GROUPS", "catalog", "check_names", "expand", "format_catalog"]

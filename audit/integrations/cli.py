@@ -541,13 +541,12 @@ def _cmd_dataset_inference(args) -> int:
 
 
 def _check_attack_names(spec: str) -> None:
-    from privacy_audit.attacks.catalog import expand
+    from privacy_audit.attacks.catalog import check_names
 
     try:
-        expand(spec, "causal-lm", set())
+        check_names(spec)
     except ValueError as exc:
-        if "classifier" not in str(exc):
-            raise AuditError(str(exc)) from None
+        raise AuditError(str(exc)) from None
 
 
 def _with_attacks(args, cfg):
@@ -671,8 +670,10 @@ RUN_LOG = "run.log"
 
 
 def verdict_line(run: dict) -> str:
-    """One line per run for CI logs: verdict, strongest attack, AUC with CI, TPR@1%FPR,
-    the largest certified ε lower bound (attack or ε audit) and the claim status."""
+    """One line per run for CI logs: verdict, strongest attack, AUC with CI, TPR@1%FPR (or
+    why this n cannot resolve it, and the lowest FPR it does), the run's headline ε lower
+    bound with any larger one beside it (reports/verdict.py ``epsilon_headline``: the
+    report's number) and the claim status."""
     from privacy_audit.audit.integrations.gate import one_line
     from privacy_audit.reports.formatting import ci
     from privacy_audit.reports.verdict import (
