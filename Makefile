@@ -19,6 +19,10 @@ TORCH_SPEC ?= torch==2.13.0
 TORCH_INDEX ?=
 OUT ?= audit-out
 PIP := $(BIN)/python -m pip --disable-pip-version-check -q
+# `make audit`'s install steps are not quiet: pip prints a line per package it collects,
+# downloads or installs, so a first install (several minutes) is never silent
+PIP_SHOW := $(BIN)/python -m pip --disable-pip-version-check
+NOW = $$(date +%H:%M:%S)
 
 .PHONY: audit test install install-test browser lint format clean
 
@@ -26,10 +30,12 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
-	@echo "installing torch ($(TORCH_SPEC), CPU) and the suite into $(VENV) ..."
-	@$(BIN)/python -c "import torch" 2>/dev/null || \
-		$(PIP) install "$(TORCH_SPEC)" $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
-	$(PIP) install -e .
+	@echo "[$(NOW)] make: step 1/3: torch ($(TORCH_SPEC), CPU build) into $(VENV) (the largest download, ~200 MB)"
+	@$(BIN)/python -c "import torch" 2>/dev/null && echo "  torch is already installed" || \
+		$(PIP_SHOW) install "$(TORCH_SPEC)" $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
+	@echo "[$(NOW)] make: step 2/3: the suite and its dependencies (transformers, opacus, scikit-learn, ...)"
+	$(PIP_SHOW) install -e .
+	@echo "[$(NOW)] make: installed"
 	@touch $@
 
 # test tools (pytest, hypothesis, ruff, ...) and the Ray extra: only for `make test`/`lint`
@@ -41,6 +47,7 @@ install: $(VENV)/.installed
 install-test: $(VENV)/.installed-test
 
 audit: install
+	@echo "[$(NOW)] make: step 3/3: the default audit (trains 2 small BERT classifiers, runs 4 attacks and the ε audits on each; stages below)"
 	$(BIN)/privacy-audit run --out $(OUT)
 
 # The report's browser tests (tests/test_browser.py) need Chromium. Install it from

@@ -156,6 +156,9 @@ class AttentionLRTAttack(LeakageAttack):
         "lower bounds and the exact privacy-loss distribution"
     )
     requires = frozenset()
+    summary = "Exact likelihood-ratio test between DP-attention releases of neighbouring inputs."
+    needs = ()
+    cost = "closed form: no model pass"
     OPTIONS = {
         "trials": (int, 2000),
         "loss_draws": (int, 20000),

@@ -56,6 +56,9 @@ class AttributeInference(LeakageAttack):
         "auxiliary (public) split predicts the targets' attribute (balanced accuracy vs chance)."
     )
     requires = frozenset({Surface.HIDDEN})
+    summary = "Predicts a sensitive attribute from released representations (MLP fitted on the public split)."
+    needs = ("population", "labels")
+    cost = "1 forward pass per text and a small MLP fit"
     OPTIONS = {
         "n_aux": (int, 2000),
         "n_targets": (int, 1000),

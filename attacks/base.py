@@ -28,10 +28,30 @@ class MetricSettings:
     seed: int = 0
 
 
+#: What an attack may need beyond the model and the member / non-member texts (its
+#: ``needs``; ``privacy-audit attacks`` lists them): a reference model, a population of
+#: same-distribution texts, member or non-member prefixes, generation, gradients, labels.
+NEEDS = (
+    "reference",
+    "population",
+    "member-prefixes",
+    "nonmember-prefixes",
+    "generation",
+    "gradients",
+    "labels",
+)
+
+
 class Attack(ABC):
     name: ClassVar[str]
     description: ClassVar[str]
     requires: ClassVar[frozenset[Surface]]
+    #: one line for ``privacy-audit attacks``
+    summary: ClassVar[str] = ""
+    #: what it needs beyond the model and the texts (words of :data:`NEEDS`)
+    needs: ClassVar[tuple[str, ...]] = ()
+    #: its cost in forward passes (or training)
+    cost: ClassVar[str] = ""
 
     @abstractmethod
     def score(self, release: ReleasedModel, examples: Examples) -> np.ndarray:
@@ -301,6 +321,9 @@ class LeakageAttack(ABC):
     description: ClassVar[str]
     kind: ClassVar[str]
     requires: ClassVar[frozenset[Surface]]
+    summary: ClassVar[str] = ""  # as :class:`Attack`'s
+    needs: ClassVar[tuple[str, ...]] = ()
+    cost: ClassVar[str] = ""
     OPTIONS: ClassVar[dict[str, tuple[type | tuple[type, ...], Any]]] = {}
 
     def __init__(self, **options: Any) -> None:

@@ -53,6 +53,9 @@ class DCPDDAttack(Attack):
         "frequencies, p·log(1/f) clipped at a, averaged over first occurrences."
     )
     requires = frozenset({Surface.PROBABILITIES})
+    summary = "Token probabilities calibrated by a corpus's token frequencies (DC-PDD, Zhang et al. 2024)."
+    needs = ("population",)
+    cost = "none beyond the shared forward pass (+ one tokenisation of the frequency corpus)"
     OPTIONS = {"clip": (float, 1.0), "frequency_file": (str, "")}
 
     def __init__(self, **options) -> None:

@@ -148,6 +148,9 @@ class NearestNeighbourInversion(_InversionBase):
     (Eq. 14) on uploads that live in the embedding table's own space."""
 
     name = "inversion-nn"
+    summary = "Maps released token embeddings back to tokens by nearest neighbour."
+    needs = ()
+    cost = "no model pass; 1 nearest-neighbour search per released token"
     description = (
         "Nearest-neighbour embedding inversion: each released token row mapped to the closest "
         "public token embedding (token recall)."
@@ -167,6 +170,9 @@ class NearestNeighbourInversion(_InversionBase):
 
 class RelaxedInversion(_InversionBase):
     name = "inversion-relaxed"
+    summary = "Recovers tokens from released embeddings by relaxed-softmax optimisation (Song & Raghunathan 2020)."
+    needs = ()
+    cost = "hundreds of gradient steps per released sequence"
     description = (
         "Relaxed-softmax optimisation inversion (Song & Raghunathan 2020): softmax over the "
         "vocabulary times the embedding table fitted by gradient descent (token recall)."

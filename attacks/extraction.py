@@ -133,6 +133,9 @@ class CanaryExposure(LeakageAttack):
         "non-member records as the baseline."
     )
     requires = frozenset({Surface.PROBABILITIES})
+    summary = "Secret Sharer exposure of random digit secrets the suite plants in training records."
+    needs = ()
+    cost = "1,000 candidate passes per planted secret (20 secrets)"
     OPTIONS = {
         "candidates": (int, 1000),
         "canaries": (int, 20),
@@ -233,6 +236,9 @@ class PromptExtraction(LeakageAttack):
         "records as the baseline."
     )
     requires = frozenset({Surface.GENERATION})
+    summary = "Prompts with a record's first tokens; success when the continuation is verbatim."
+    needs = ("member-prefixes", "generation")
+    cost = "50 records x 30 generated tokens (greedy)"
     OPTIONS = {
         "records": (int, 50),
         "prompt_tokens": (int, 10),

@@ -133,6 +133,9 @@ class ExtractionRisk(LeakageAttack):
         "(Hayes et al. 2024); non-member records as the control."
     )
     requires = frozenset({Surface.GENERATION})  # a sampled product, not a classifier
+    summary = "Probability that n sampled queries return a record's suffix verbatim from its prefix (Hayes et al. 2024)."
+    needs = ("member-prefixes", "generation")
+    cost = "none beyond the shared forward pass (exact, no sampling)"
     OPTIONS = {
         "temperature": (_NUM, 1.0),
         "top_k": (int, 50),

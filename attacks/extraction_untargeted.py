@@ -124,6 +124,9 @@ class UntargetedExtraction(LeakageAttack):
         "≥ min_tokens match with a member text; non-member texts as the control."
     )
     requires = frozenset({Surface.GENERATION, Surface.PROBABILITIES})
+    summary = "Samples unprompted generations and ranks them by perplexity, zlib and reference (Carlini et al. 2021)."
+    needs = ("generation",)
+    cost = "200 samples x 48 generated tokens, then 1 scoring pass each"
     OPTIONS = {
         "samples": (int, 200),
         "new_tokens": (int, 48),

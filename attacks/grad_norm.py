@@ -50,6 +50,9 @@ class GradNormAttack(Attack):
         "gradient means member."
     )
     requires = frozenset({Surface.LOSS})
+    summary = "Norm of the loss gradient w.r.t. the weights; small means member (white box)."
+    needs = ("gradients",)
+    cost = "1 forward + 1 backward pass per text (about 3 forward passes)"
 
     def score(self, release: ReleasedModel, examples: Examples) -> np.ndarray:
         return -gradient_norms(release, list(examples.texts))

@@ -156,6 +156,9 @@ class GradientInversionAttack(LeakageAttack):
         "to tokens; token recall, ROUGE-1/2, exact recovery at batch sizes 1 and 4"
     )
     requires = frozenset({Surface.GRADIENTS})
+    summary = "Reconstructs text from a released gradient update (DLG / TAG matching)."
+    needs = ("gradients", "labels")
+    cost = "hundreds of optimisation steps, each a forward + backward pass"
     OPTIONS = {
         "objective": (str, "tag"),
         "batch_sizes": (list, [1, 4]),

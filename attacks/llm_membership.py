@@ -96,6 +96,9 @@ class LMLossAttack(Attack):
     target_kind = "lm"  # needs a causal LM release
     description = "−mean next-token NLL of the sequence (LOSS attack on a causal LM)."
     requires = frozenset({Surface.PROBABILITIES})
+    summary = "Mean next-token log-likelihood of the text (LOSS on a causal LM)."
+    needs = ()
+    cost = "1 forward pass per text, shared with zlib and min-k"
 
     def score(self, release: ReleasedModel, examples: Examples) -> np.ndarray:
         return loss_scores(_token_log_probs(release, examples.texts))
@@ -108,6 +111,9 @@ class ZlibAttack(Attack):
         "−(sequence NLL in bits) / (zlib-compressed length in bits) (Carlini et al. 2021)."
     )
     requires = frozenset({Surface.PROBABILITIES})
+    summary = "Log-likelihood relative to the zlib-compressed length (Carlini et al. 2021)."
+    needs = ()
+    cost = "none beyond lm-loss's forward pass"
 
     def score(self, release: ReleasedModel, examples: Examples) -> np.ndarray:
         return zlib_scores(_token_log_probs(release, examples.texts), examples.texts)
@@ -120,6 +126,9 @@ class MinKAttack(Attack):
         "Mean log-probability of the 20% least likely tokens (Min-K% Prob, Shi et al. 2024)."
     )
     requires = frozenset({Surface.PROBABILITIES})
+    summary = "Mean log-probability of the 20% least likely tokens (Min-K%, Shi et al. 2024)."
+    needs = ()
+    cost = "none beyond lm-loss's forward pass"
     k = 0.2
 
     def score(self, release: ReleasedModel, examples: Examples) -> np.ndarray:
@@ -183,6 +192,9 @@ class ReferenceAttack(Attack):
         "(reference-model calibration, Carlini et al. 2021)."
     )
     requires = frozenset({Surface.PROBABILITIES})
+    summary = "Target log-likelihood minus a reference LM's (Carlini et al. 2021)."
+    needs = ("reference",)
+    cost = "1 reference forward pass per text (the target's is shared)"
 
     def __init__(self, reference: ReleasedModel | None = None) -> None:
         self.reference = reference

@@ -37,6 +37,9 @@ class LowercaseAttack(Attack):
         "(lowercase ratio, Carlini et al. 2021); void on case-insensitive tokenizers."
     )
     requires = frozenset({Surface.PROBABILITIES})
+    summary = "Loss of the lowercased text over the original's (Carlini et al. 2021)."
+    needs = ()
+    cost = "1 forward pass of the lowercased text per text, beyond the shared pass"
 
     def score(self, release: ReleasedModel, examples: Examples) -> np.ndarray:
         texts = list(examples.texts)

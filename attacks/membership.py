@@ -22,6 +22,9 @@ class LossAttack(Attack):
     name = "loss"
     description = "Loss threshold (Yeom et al. 2018): low loss on the true label means member."
     requires = frozenset({Surface.LOSS})
+    summary = "Low loss on the true label means member (Yeom et al. 2018)."
+    needs = ("labels",)
+    cost = "1 forward pass per example"
 
     def score(self, release: ReleasedModel, examples: Examples) -> np.ndarray:
         return -release.loss(examples.texts, examples.labels)
@@ -31,6 +34,9 @@ class ConfidenceAttack(Attack):
     name = "confidence"
     description = "Confidence threshold: a high maximum class probability means member."
     requires = frozenset({Surface.PROBABILITIES})
+    summary = "A high top-class probability means member."
+    needs = ()
+    cost = "1 forward pass per example"
 
     def score(self, release: ReleasedModel, examples: Examples) -> np.ndarray:
         return release.probabilities(examples.texts).max(axis=1)
@@ -54,6 +60,9 @@ class EntropyAttack(Attack):
     name = "entropy"
     description = "Prediction entropy: a confident (low-entropy) prediction means member."
     requires = frozenset({Surface.PROBABILITIES})
+    summary = "A confident (low-entropy) prediction means member."
+    needs = ()
+    cost = "1 forward pass per example"
 
     def score(self, release: ReleasedModel, examples: Examples) -> np.ndarray:
         return -entropy(release.probabilities(examples.texts))
@@ -63,6 +72,9 @@ class ModifiedEntropyAttack(Attack):
     name = "modified-entropy"
     description = "Modified entropy (Song & Mittal 2021): uses the true label; low means member."
     requires = frozenset({Surface.PROBABILITIES})
+    summary = "Modified prediction entropy on the true label (Song & Mittal 2021)."
+    needs = ("labels",)
+    cost = "1 forward pass per example"
 
     def score(self, release: ReleasedModel, examples: Examples) -> np.ndarray:
         p = release.probabilities(examples.texts)

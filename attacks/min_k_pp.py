@@ -56,6 +56,9 @@ class MinKPlusPlusAttack(Attack):
         "(log p − μ_t)/σ_t under the next-token distribution (Min-K%++, Zhang et al. 2024)."
     )
     requires = frozenset({Surface.PROBABILITIES})
+    summary = "Min-K% on log-probabilities standardised by the next-token distribution (Zhang et al. 2024)."
+    needs = ()
+    cost = "none beyond the shared forward pass (its next-token mean and variance)"
     OPTIONS = {"k": (float, 0.2)}
 
     def __init__(self, k: float = 0.2) -> None:

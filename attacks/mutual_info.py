@@ -371,6 +371,9 @@ class TokenMutualInformationAttack(LeakageAttack):
         "with a resampled CI; high-dimensional estimates are likely underestimates."
     )
     requires = frozenset({Surface.TOKEN_HIDDEN})
+    summary = "Mutual information between clean and released token embeddings (nats per token)."
+    needs = ()
+    cost = "1 release per text and a nearest-neighbour estimate"
     OPTIONS = {
         "method": (str, "auto"),
         "k": (int, 3),

@@ -71,6 +71,9 @@ class NeighbourhoodAttack(Attack):
         "of tokens swapped for nearest neighbours in the target's input embeddings) minus NLL."
     )
     requires = frozenset({Surface.PROBABILITIES})
+    summary = "Loss against token-swapped neighbours of the text (Mattern et al. 2023)."
+    needs = ()
+    cost = "10 forward passes per text (option neighbours), beyond the shared pass"
     OPTIONS = {
         "neighbours": (int, 10),
         "fraction": (float, 0.15),

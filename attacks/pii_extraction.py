@@ -78,6 +78,9 @@ class PIIExtraction(LeakageAttack):
         "numbers found by fixed patterns; non-member records as the baseline."
     )
     requires = frozenset({Surface.GENERATION, Surface.PROBABILITIES})
+    summary = "Extracts, reconstructs and infers PII: names, e-mails, numbers (Lukas et al. 2023)."
+    needs = ("generation",)
+    cost = "200 samples x 48 tokens, then 100 records x 10 candidate passes"
     OPTIONS = {
         "samples": (int, 200),
         "new_tokens": (int, 48),

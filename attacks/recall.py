@@ -54,6 +54,9 @@ class RecallAttack(Attack):
         "non-member (public-split) texts divided by its unconditional average log-likelihood."
     )
     requires = frozenset({Surface.PROBABILITIES})
+    summary = "Log-likelihood after known non-member prefixes over the unconditional one (ReCaLL, Xie et al. 2024)."
+    needs = ("nonmember-prefixes",)
+    cost = "1 forward pass of prefix + text per text, beyond the shared pass"
     OPTIONS = {"shots": (int, 3)}
 
     def __init__(self, shots: int = 3, prefix: list[str] | None = None) -> None:

@@ -40,6 +40,31 @@ DESCRIPTIONS = {
     "and the offline approximation p(x) = ½((1+a)p_OUT(x) + 1 − a).",
 }
 
+#: ``privacy-audit attacks``: (one line, needs, cost) of each shadow / reference attack, in
+#: the words of attacks/base.py's ``NEEDS`` (these are functions of scores, not classes).
+CATALOG = {
+    "lira-online": (
+        "Gaussian likelihood ratio of the loss under IN vs OUT shadow models (LiRA, Carlini et al. 2022).",
+        ("population",),
+        "trains N shadow models (half IN per text), then 1 forward pass per text per model",
+    ),
+    "lira-offline": (
+        "One-sided Gaussian test of the loss against OUT reference models (LiRA offline).",
+        ("reference",),
+        "1 forward pass per text per reference model (given, or fine-tuned from shadow.base_dir)",
+    ),
+    "rmia-online": (
+        "Pairwise likelihood ratio against population texts over all shadow models (RMIA, Zarifzadeh et al. 2024).",
+        ("population",),
+        "trains N shadow models, then 1 forward pass per text and population text per model",
+    ),
+    "rmia-offline": (
+        "RMIA with OUT reference models only and its offline approximation of p(x).",
+        ("reference", "population"),
+        "1 forward pass per text and population text per reference model",
+    ),
+}
+
 _TINY = 1e-300
 
 

@@ -133,6 +133,11 @@ class StackedAttack(Attack):
         "calibration on a split disjoint from the evaluation fold (cross-fitted)."
     )
     requires = frozenset({Surface.PROBABILITIES})
+    summary = (
+        "Cross-fitted stacked classifier over 8 LM signals (DP-BloGS's evaluation, leak fixed)."
+    )
+    needs = ("gradients",)
+    cost = "1 forward + 1 backward pass per text (and a reference pass when given), then a randomised model search (minutes)"
 
     def __init__(
         self,

@@ -206,40 +206,8 @@ def run_dataset_inference(
 
 
 def render_html(results: dict[str, Any]) -> str:
-    """A one-page report of a dataset-inference result (every value escaped)."""
-    from html import escape
+    """The dataset-inference report: the main report's template environment and styles
+    (reports/di_report.py), every value escaped."""
+    from privacy_audit.reports.di_report import render_dataset_inference
 
-    r = results["dataset_inference"]
-    check = r.get("split_check") or {}
-    rows = [
-        ("Result", r.get("text", "")),
-        ("Status", r.get("status", "")),
-        ("Assumption", r.get("assumption") or ""),
-        ("Split check", check.get("text", "")),
-        ("Model", r.get("model", "")),
-        ("Reference model", r.get("reference") or "none"),
-    ]
-    if r.get("status") == "ok":
-        rows += [
-            ("p-value", f"{r['p_value']:.3g}"),
-            ("Effect size", f"{r['effect_size']:.3f} ({r['effect_size_name']})"),
-            (
-                "Texts tested",
-                f"{r['n_test']['suspect']} suspect, {r['n_test']['validation']} validation",
-            ),
-            (
-                "Texts fitting the aggregator",
-                f"{r['n_fit']['suspect']} suspect, {r['n_fit']['validation']} validation",
-            ),
-            ("Features", ", ".join(r.get("features") or [])),
-            ("Split", r.get("split", "")),
-        ]
-    body = "".join(f"<tr><th>{escape(str(k))}</th><td>{escape(str(v))}</td></tr>" for k, v in rows)
-    return (
-        "<!doctype html><html lang=en><head><meta charset=utf-8>"
-        "<meta http-equiv=Content-Security-Policy content=\"default-src 'none'; style-src 'unsafe-inline'\">"
-        "<title>Dataset inference</title><style>body{font-family:system-ui,sans-serif;"
-        "max-width:60em;margin:2em auto}th{text-align:left;vertical-align:top;padding-right:1em}"
-        "td,th{padding:.3em;border-bottom:1px solid #ddd}</style></head><body>"
-        f"<h1 id=dataset-inference>Dataset inference</h1><table>{body}</table></body></html>"
-    )
+    return render_dataset_inference(results)

@@ -19,6 +19,7 @@ from privacy_audit.attacks import (
 )
 from privacy_audit.attacks.scores import bootstrap_progress
 from privacy_audit.audit.results import run_record
+from privacy_audit.audit.timing import stage
 from privacy_audit.defenses.base import ReleasedModel
 
 if TYPE_CHECKING:  # annotations only: importing config loads torch (issue 38)
@@ -66,7 +67,8 @@ def evaluate_release(
     ``attack_kwargs`` are constructor arguments of membership attacks by name (e.g. the
     user's reference model for ``reference``)."""
     examples = data.attack_set()
-    utility = release.evaluate_utility(data.test)
+    with stage("utility"):
+        utility = release.evaluate_utility(data.test)
     results: list[AttackResult] = []
     leakage: list[LeakageResult] = []
     for attack_name in attack_names:
@@ -84,7 +86,8 @@ def evaluate_release(
                 dict(leak.options),
                 aggregate_only,
             )
-            leakage.append(run_leakage_attack(leak, release, context))
+            with stage(f"attack {attack_name}"):
+                leakage.append(run_leakage_attack(leak, release, context))
             continue
         kwargs = {
             **(attack_options or {}).get(attack_name, {}),  # [attacks.options.<name>]
@@ -99,24 +102,25 @@ def evaluate_release(
             + (f" (scores, then {boot:,} bootstrap resamples)" if boot >= LONG_BOOTSTRAP else ""),
             progress,
         )
-        try:
-            if boot >= LONG_BOOTSTRAP and progress:
-                with bootstrap_progress(tenths(f"  attack {attack_name}: bootstrap")):
+        with stage(f"attack {attack_name}"):  # its statistics (scores, metrics, bootstrap)
+            try:
+                if boot >= LONG_BOOTSTRAP and progress:
+                    with bootstrap_progress(tenths(f"  attack {attack_name}: bootstrap")):
+                        results.append(run_attack(attack, release, examples, settings))
+                else:
                     results.append(run_attack(attack, release, examples, settings))
-            else:
-                results.append(run_attack(attack, release, examples, settings))
-            if boot >= LONG_BOOTSTRAP:
-                _log(f"  attack {attack_name} on {name}: metrics done", progress)
-        except ValueError as exc:  # e.g. a surface returned NaN: record it, keep the run
-            results.append(
-                AttackResult(
-                    attack.name,
-                    attack.description,
-                    [s.value for s in attack.requires],
-                    "error",
-                    str(exc),
+                if boot >= LONG_BOOTSTRAP:
+                    _log(f"  attack {attack_name} on {name}: metrics done", progress)
+            except ValueError as exc:  # e.g. a surface returned NaN: record it, keep the run
+                results.append(
+                    AttackResult(
+                        attack.name,
+                        attack.description,
+                        [s.value for s in attack.requires],
+                        "error",
+                        str(exc),
+                    )
                 )
-            )
     run = run_record(
         name, defense, release.claim, utility, results, training, aggregate_only, id_salt, leakage
     )

@@ -207,11 +207,22 @@ def audit_own_model(
     resume: bool = False,
 ) -> tuple[dict[str, Any], Any]:
     """Load and audit ``cfg.audit_dir``; returns ``(run record, release)``."""
+    from privacy_audit.audit.timing import Phases
+
+    with Phases() as phase:
+        return _audit_own_model(
+            cfg, settings, progress, id_salt, executor, run_dir, resume, phase.go
+        )
+
+
+def _audit_own_model(cfg, settings, progress, id_salt, executor, run_dir, resume, phase):
+    """:func:`audit_own_model`; ``phase(name)`` starts each timed stage (audit/timing.py)."""
     from privacy_audit.attacks import ATTACKS
     from privacy_audit.audit.evaluate import evaluate_release
     from privacy_audit.defenses.targets.classifier import ClassifierRelease
     from privacy_audit.defenses.targets.loading import load_audit_target, load_causal_lm_release
 
+    phase("load", "model and data")
     opts = cfg.audit
     kind = opts.get("kind", "classifier")
     loaded = load_audit_target(
@@ -248,6 +259,7 @@ def audit_own_model(
             "encoding": "tokenizer(text, truncation=True, max_length=max_length)",
             "max_length": max_length,
         }
+        phase("split check")
         data, split, blind = run_split_check(data, cfg, progress)
     else:
         data = cap_audit_data(
@@ -285,7 +297,9 @@ def audit_own_model(
                 "(a single token and no BOS)",
                 progress,
             )
+        phase("split check")
         data, split, blind = run_split_check(data, cfg, progress)  # on the texts as scored
+        phase("load", "reference models")
         ref_dirs = opts.get("reference_dirs") or (
             [opts["reference_dir"]] if opts.get("reference_dir") else []
         )
@@ -299,6 +313,7 @@ def audit_own_model(
             ref = refs[0][2]  # the reference attack calibrates by the first reference
             attack_kwargs["reference"] = {"reference": ref}
             texts = data.members.texts + data.nonmembers.texts
+            phase("score reference", "one forward pass per text")
             prefill_token_stats(ref, texts, executor, progress)
         if "extraction-risk" in cfg.attacks:  # the same pass gives the suffix's decoding probs
             from privacy_audit.attacks.extraction_risk import ExtractionRisk
@@ -307,6 +322,7 @@ def audit_own_model(
                 **cfg.attack_options.get("extraction-risk", {})
             ).spec()
         texts = data.members.texts + data.nonmembers.texts + data.test.texts
+        phase("score", f"{len(set(texts))} texts, one forward pass each")
         _log(f"  scoring {len(set(texts))} texts (one forward pass each)", progress)
         notes["scoring"] = prefill_token_stats(release, texts, executor, progress)
         notes["batch_size"] = release.batch_size
@@ -324,6 +340,7 @@ def audit_own_model(
     log_duplicates(data, progress)
     notes["texts_scored"] = len(data.members) + len(data.nonmembers)
     _log(f"auditing {cfg.audit_dir} as it is (no training)", progress)
+    phase("attacks")  # each attack's statistics are their own stage (audit/evaluate.py)
     run = evaluate_release(
         name,
         "as-is",
@@ -338,12 +355,17 @@ def audit_own_model(
         cfg.attack_options,
         attack_kwargs=attack_kwargs,
     )
+    if (refs and cfg.audit.get("reference_attacks", True)) or (
+        cfg.shadow is not None and cfg.shadow.get("base_dir")
+    ):
+        phase("reference attacks", "RMIA and LiRA")
     _reference_attacks(
         cfg, run, release, refs, data, settings, executor, run_dir, resume, progress, id_salt, notes
     )
     if kind == "causal-lm" and cfg.leakage_map.get("leakage_top", 10) >= 0:
         from privacy_audit.audit.leakage_map import build_leakage_map
 
+        phase("leakage map")
         ref_release = attack_kwargs.get("reference", {}).get("reference")
         build_leakage_map(
             run,
@@ -366,6 +388,7 @@ def audit_own_model(
     if blind is not None:
         from privacy_audit.audit.split_check import compare_attacks
 
+        phase("split check", "attacks against the blind baseline")
         split["attacks"] = compare_attacks(split, run["attacks"], blind)
     run["split_check"] = split
     run["exact_duplicates"] = data.exact_duplicates
@@ -378,6 +401,7 @@ def _reference_attacks(
     """RMIA and LiRA against the reference models (audit/references.py): the given ones
     (offline attacks) and those ``[shadow] base_dir`` fine-tunes (online ones too)."""
     from privacy_audit.audit.references import (
+        OFFLINE,
         add_to_run,
         given_reference_attacks,
         trained_reference_attacks,
@@ -392,10 +416,11 @@ def _reference_attacks(
             "attacks": ["reference"] if "reference" in cfg.attacks else [],
         }
         named += [f"{p} ({s})" for p, s, _ in refs]
-    elif refs:
-        _log(f"  RMIA and offline LiRA against {len(refs)} reference model(s)", progress)
+    elif refs and cfg.audit.get("reference_attacks", OFFLINE):  # --attacks may name none
+        wanted = tuple(cfg.audit.get("reference_attacks", OFFLINE))
+        _log(f"  {', '.join(wanted)} against {len(refs)} reference model(s)", progress)
         results, info = given_reference_attacks(
-            cfg, release, refs, data, settings, executor, progress
+            cfg, release, refs, data, settings, executor, progress, wanted
         )
         add_to_run(run, results, cfg.aggregate_only, id_salt)
         notes["references"] = info

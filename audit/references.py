@@ -123,9 +123,17 @@ def _z_pool(data, attack_texts: list[str]) -> tuple[list[str], str]:
 
 
 def given_reference_attacks(
-    cfg, release, refs: list[tuple[str, str, Any]], data, settings, executor, progress: bool
+    cfg,
+    release,
+    refs: list[tuple[str, str, Any]],
+    data,
+    settings,
+    executor,
+    progress: bool,
+    names: tuple[str, ...] = OFFLINE,
 ) -> tuple[list[dict], dict[str, Any]]:
-    """RMIA and offline LiRA against the given references ``(path, source, release)``."""
+    """RMIA and offline LiRA (``names``: a subset of them) against the given references
+    ``(path, source, release)``."""
     from privacy_audit.defenses.targets.distributed import prefill_token_stats
 
     attack = data.attack_set()
@@ -147,7 +155,7 @@ def given_reference_attacks(
         keep,
         z,
         attack,
-        OFFLINE,
+        tuple(n for n in OFFLINE if n in names),
         params,
         settings,
         f"against {k} given reference model{'s' if k > 1 else ''} (all OUT).",
@@ -155,7 +163,7 @@ def given_reference_attacks(
     info = {
         "kind": "given",
         "models": [{"path": p, "source": s} for p, s, _ in refs],
-        "attacks": list(OFFLINE),
+        "attacks": [n for n in OFFLINE if n in names],
         "rmia_z_samples": z_what,
         **{k_: v for k_, v in params.items() if k_ != "n_models"},
     }

@@ -140,11 +140,20 @@ def write_outputs(results: dict[str, Any], out_dir: str | Path) -> tuple[Path, P
     results.json last, so **results.json marks a finished output** (see
     :func:`privacy_audit.audit.io.publish_together`)."""
     from privacy_audit.audit.io import publish_together
-    from privacy_audit.reports import render_html
-    from privacy_audit.reports.html import REPORT_FILENAME
+    from privacy_audit.audit.timing import current, stage
+    from privacy_audit.reports.html import REPORT_FILENAME, build_context, render_context
 
     out = Path(out_dir)
-    html = render_html(results)
+    timer = current()
+    with stage("report"):  # plots and tables: all of the report's work but the template
+        context = build_context(results)
+    if timer is not None:  # the run's stage times, up to the report, into both outputs
+        from privacy_audit.reports.html import timing_view
+
+        timer.stop()
+        results["timing"] = timer.record()
+        context["timing"] = timing_view(results["timing"])
+    html = render_context(context)
     payload = dumps_json(results)
     try:
         html_path, json_path = publish_together(

@@ -18,6 +18,7 @@ from privacy_audit.audit.evaluate import (
     tenths,
 )
 from privacy_audit.audit.results import assemble_results, new_id_salt, run_record
+from privacy_audit.audit.timing import stage
 from privacy_audit.defenses.base import PrivacyClaim
 
 if TYPE_CHECKING:  # annotations only: importing config loads torch (issue 38)
@@ -65,7 +66,8 @@ def run_audit(
                 "  epsilon audits (no input canaries: the model was trained outside the suite)",
                 progress,
             )
-            run["epsilon_audit"] = epsilon_audit(run, release, None, eps_settings)
+            with stage("ε audits"):
+                run["epsilon_audit"] = epsilon_audit(run, release, None, eps_settings)
         runs.append(run)
     else:
         # Training audits run as tasks (audit/scale/plan.py): in-process by default, or on a
@@ -73,7 +75,8 @@ def run_audit(
         from privacy_audit.audit.scale.plan import run_planned
 
         return run_planned(cfg, progress, epsilon, executor, run_dir, resume)
-    return assemble_results(runs, cfg.title, cfg.seed, cfg.to_dict(), cfg.aggregate_only)
+    with stage("verdicts"):
+        return assemble_results(runs, cfg.title, cfg.seed, cfg.to_dict(), cfg.aggregate_only)
 
 
 #: the member column's values (after strip and lower case)

@@ -21,8 +21,10 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoes
 
 from . import plots
 from .formatting import DASH, as_finite, as_float, ci, num, small
+from .resolution import lead_tpr, tpr_view
 from .split import split_view
 from .verdict import (
+    AT_CEILING,
     EPS_LB,
     LEVELS,
     TPR_1,
@@ -36,6 +38,7 @@ from .verdict import (
     epsilon_audit_bounds,
     epsilon_audit_entries,
     epsilon_audit_tradeoff,
+    epsilon_headline,
     metric,
     ok_attacks,
     run_name,
@@ -250,22 +253,30 @@ def _eps_lb_view(attack: dict | None) -> dict:
 
 
 def _summary_eps_view(run: dict, attack: dict | None) -> dict:
-    """The Summary table's ε cell: the largest certified lower bound of the run, from the
-    strongest attack or from an ε audit (named), so a VIOLATED claim badge always sits
-    beside the bound that violates it, never beside the attack's "≥ 0"."""
-    view = _eps_lb_view(attack)
-    attack_lb = as_finite((metric(attack, EPS_LB) or {}).get("value"))
-    best_name, best_lb = None, None
-    for name, lb in epsilon_audit_bounds(run):
-        v = as_finite(lb)
-        if v is not None and (best_lb is None or v > best_lb):
-            best_name, best_lb = name, v
-    if best_lb is not None and (attack_lb is None or best_lb > attack_lb):
-        detail = f"ε audit: {best_name}"
-        if attack_lb is not None:
-            detail += f" · strongest attack ≥ {num(attack_lb)}"
-        return {"value": f"≥ {num(best_lb)}", "detail": detail}
-    return view
+    """The Summary table's ε cell: the run's one headline bound
+    (:func:`~privacy_audit.reports.verdict.epsilon_headline`, the verdict's number) with
+    its source, and beside it, labelled, any larger bound another audit gave, so a
+    VIOLATED claim badge always sits beside the bound that violates it."""
+    head = epsilon_headline(run)
+    if head is None:
+        return {"value": DASH, "detail": "", "larger": [], "why": ""}
+    detail = [head["source"]]
+    if head["at_ceiling"]:
+        detail.append(AT_CEILING)
+    larger = [
+        {
+            "value": f"≥ {num(b['value'])}",
+            "source": b["source"],
+            "note": AT_CEILING if b["at_ceiling"] else "",
+        }
+        for b in head["larger"]
+    ]
+    return {
+        "value": f"≥ {num(head['value'])}",
+        "detail": " · ".join(detail),
+        "larger": larger,
+        "why": "headline: " + head["why"],
+    }
 
 
 def _eps_lb_full(attack: dict) -> str:
@@ -302,6 +313,48 @@ def _level_class(level: str) -> str:
     return level if level in LEVELS else "unknown"
 
 
+_TPR_KEYS = {"tpr_at_fpr_0.001": 0.001, TPR_1: 0.01}
+
+
+def _metric_cell(attack: dict, key: str, m: Any) -> str:
+    """One cell of the attack table: a TPR the sample cannot resolve says so
+    (reports/resolution.py); results.json keeps the raw numbers."""
+    if key in _TPR_KEYS:
+        v = tpr_view(attack, _TPR_KEYS[key])
+        if not v["resolvable"]:
+            return v["text"]
+    return ci(m)
+
+
+def _summary_split(run: dict) -> dict | None:
+    """The summary's split-check cell (blind AUC, interval, status), or ``None`` for a run
+    without a split check."""
+    view = split_view(run, True)
+    if view is None:
+        return None
+    label = {"shifted": "split shifted", "ok": "no shift found"}.get(view["status"], "not measured")
+    cls = {"shifted": "split-shifted", "ok": "low"}.get(view["status"], "not-measured")
+    n = ""
+    if view.get("n_members") is not None:
+        n = f"{view['n_members']} members, {view['n_nonmembers']} non-members"
+    return {"auc": view["blind_auc"], "label": label, "class": cls, "n": n}
+
+
+def _summary_tpr(best: dict | None) -> dict:
+    """The summary's TPR cell: TPR at 1% FPR where the sample resolves it; otherwise
+    why not, led by the lowest FPR it does resolve."""
+    if best is None:
+        return {"lead": DASH, "label": "", "note": ""}
+    one = tpr_view(best, 0.01)
+    if one["resolvable"]:
+        return {"lead": ci(one["metric"]), "label": "", "note": ""}
+    lead = lead_tpr(best)
+    note = f"TPR @ 1% FPR: {one['text']}"
+    if lead is None:
+        return {"lead": DASH, "label": "no FPR up to 20% is resolvable at this n", "note": note}
+    return {"lead": lead["text"], "label": lead["label"], "note": note}
+
+
 def _attack_rows(run: dict, best: dict | None) -> list[dict]:
     rows = []
     for a in run.get("attacks") or []:
@@ -326,7 +379,7 @@ def _attack_rows(run: dict, best: dict | None) -> list[dict]:
                 "status_class": status if status in _STATUS_TEXT else "error",
                 "reason": _text(a.get("reason"), ""),
                 "n": f"{num(a.get('n_members'))} / {num(a.get('n_nonmembers'))}",
-                "cells": [ci(metrics.get(k)) for k, _ in METRIC_COLUMNS],
+                "cells": [_metric_cell(a, k, metrics.get(k)) for k, _ in METRIC_COLUMNS],
                 "eps_lb": lb["value"],
                 "eps_lb_detail": lb["detail"],
                 "eps_lb_more": _eps_lb_full(a) if status == "ok" else "",
@@ -777,7 +830,12 @@ def build_context(results: dict) -> dict:
         lb = _summary_eps_view(run, best)
         if verdict["level"] == "split-shifted" and not epsilon_audit_bounds(run):
             # an attack's bound then measures the texts; canary ε audits stay valid
-            lb = {"value": DASH, "detail": "not evidence about the model: the split is shifted"}
+            lb = {
+                "value": DASH,
+                "detail": "not evidence about the model: the split is shifted",
+                "larger": [],
+                "why": "",
+            }
         summary.append(
             {
                 "anchor": f"run-{idx}",
@@ -788,8 +846,12 @@ def build_context(results: dict) -> dict:
                 "attack": _text(best.get("attack")) if best else DASH,
                 "auc": ci(metric(best, "auc")),
                 "tpr1": ci(metric(best, TPR_1)),
+                "tpr": _summary_tpr(best),
+                "split": _summary_split(run),
                 "eps_lb": lb["value"],
                 "eps_lb_detail": lb["detail"],
+                "eps_lb_larger": lb["larger"],
+                "eps_lb_why": lb["why"],
                 "level": verdict["level"],
                 "level_class": _level_class(verdict["level"]),
                 "scoring": _scoring_view(run),
@@ -945,6 +1007,8 @@ def build_context(results: dict) -> dict:
         "warnings": warnings,
         "dangers": dangers,
         "summary": summary,
+        "summary_split": any(row["split"] is not None for row in summary),
+        "show_comparison": len(runs) >= 2,
         "verdicts": verdicts,
         "epsilon": epsilon_section,
         "comparison_lines": comparison_lines,
@@ -953,6 +1017,7 @@ def build_context(results: dict) -> dict:
         "figures": figures,
         "cost_of_privacy": cost_view,
         "config_json": config_json,
+        "timing": timing_view(results.get("timing")),
         "python": _text(env.get("python")),
         "platform": _text(env.get("platform")),
         "packages": sorted((str(k), _text(v)) for k, v in packages.items()),
@@ -964,8 +1029,43 @@ def build_context(results: dict) -> dict:
 # --------------------------------------------------------------------------- #
 def render_html(results: dict) -> str:
     """Render the full, self-contained HTML report for a results dict."""
+    return render_context(build_context(results))
+
+
+def render_context(context: dict) -> str:
+    """The report from a :func:`build_context` result (which the caller may amend)."""
     template = _environment().get_template(TEMPLATE_NAME)
-    return template.render(**build_context(results))
+    return template.render(**context)
+
+
+def timing_view(timing: Any) -> dict | None:
+    """The run's stage times (results.json ``timing``) as table rows, or ``None``."""
+    if not isinstance(timing, dict) or not isinstance(timing.get("stages"), list):
+        return None
+    wall = as_finite(timing.get("wall_seconds"))
+    rows = []
+    for s in timing["stages"]:
+        if not isinstance(s, dict):
+            continue
+        sec = as_finite(s.get("seconds"))
+        if sec is None:
+            continue
+        share = f"{100 * sec / wall:.1f}%" if wall else DASH
+        count = s.get("count")
+        rows.append(
+            {
+                "stage": _text(s.get("stage")),
+                "seconds": f"{sec:.2f}",
+                "share": share,
+                "count": _text(count) if isinstance(count, int) and count > 1 else "",
+            }
+        )
+    other = as_finite(timing.get("unattributed_seconds"))
+    return {
+        "rows": rows,
+        "wall": f"{wall:.2f}" if wall is not None else DASH,
+        "other": f"{other:.2f}" if other is not None else DASH,
+    }
 
 
 def write_report(results: dict, out_dir: str | os.PathLike) -> Path:

@@ -276,6 +276,97 @@ def epsilon_audit_bounds(run: dict[str, Any]) -> list[tuple[str, Any]]:
     return out
 
 
+#: What a bound at its ceiling means (the most this many trials could certify).
+AT_CEILING = "at least; the sample cannot certify more"
+
+
+def _at_ceiling(value: float | None, ceiling: Any) -> bool:
+    c = as_finite(ceiling)
+    return value is not None and c is not None and c > 0 and value >= c * (1 - 1e-6)
+
+
+def epsilon_headline(run: dict[str, Any]) -> dict[str, Any] | None:
+    """The one ε lower bound a run leads with, the same in the report's summary, its
+    verdict, the stdout VERDICT line and the gate summary; ``None`` when nothing bounds ε.
+
+    The headline is fixed by the kind of run before any number is seen, so its 95%
+    confidence holds (the largest of several 95% bounds, picked after the fact, would hold
+    with less): for a run whose privacy claim was audited (``epsilon_audit``), its first ε
+    audit in the recorded order (the gradient canaries: the audit built to reach the
+    claim); otherwise the ε lower bound of the strongest membership attack, the one the
+    verdict names. An attack's bound is left out when the split check found the sets
+    shifted (it then measures the texts as well as the model). Every other bound that is
+    larger is listed in ``larger``, named, beside it. A bound at its ceiling (the most the
+    sample could certify, even for a perfect attack) says :data:`AT_CEILING`.
+
+    Returns ``{"value", "source", "kind" ("attack" | "epsilon audit"), "ceiling",
+    "at_ceiling", "why", "larger": [{"value", "source", "ceiling", "at_ceiling"}]}``."""
+    check = run.get("split_check")
+    shifted = isinstance(check, dict) and check.get("shifted") is True
+    ea = run.get("epsilon_audit") if isinstance(run.get("epsilon_audit"), dict) else {}
+    by_name = {
+        str(a.get("name") or "unnamed audit"): a
+        for a in ea.get("audits") or []
+        if isinstance(a, dict)
+    }
+    audits = []
+    for name, lb in epsilon_audit_bounds(run):
+        v = as_finite(lb)
+        if v is not None:
+            ceiling = as_finite((by_name.get(name) or {}).get("ceiling"))
+            audits.append(
+                {
+                    "value": v,
+                    "source": f"ε audit: {name}",
+                    "kind": "epsilon audit",
+                    "ceiling": ceiling,
+                    "at_ceiling": _at_ceiling(v, ceiling),
+                }
+            )
+    attack = None
+    best = strongest_attack(run)
+    lb = metric(best, EPS_LB) if best is not None else None
+    v = as_finite(lb.get("value")) if lb else None
+    if v is not None and not shifted:
+        ceiling = as_finite(lb.get("ceiling"))
+        attack = {
+            "value": v,
+            "source": f"strongest attack: {attack_name(best)}",
+            "kind": "attack",
+            "ceiling": ceiling,
+            "at_ceiling": _at_ceiling(v, ceiling),
+        }
+    if audits:
+        head = {**audits[0], "why": "the run's privacy claim was audited: its first ε audit"}
+        rest = audits[1:] + ([attack] if attack else [])
+    elif attack is not None:
+        head = {**attack, "why": "the bound of the attack the verdict names"}
+        rest = []
+    else:
+        return None
+    head["why"] += " (fixed before the numbers, so its confidence holds)"
+    head["larger"] = sorted(
+        (b for b in rest if b["value"] > head["value"]), key=lambda b: -b["value"]
+    )
+    return head
+
+
+def headline_text(h: dict[str, Any] | None, larger_word: str = "larger") -> str:
+    """``ε ≥ 1.34 (strongest attack: lm-loss); larger: ε ≥ 9.51 (ε audit: gradient
+    canaries; at least; the sample cannot certify more)`` ("" without a headline)."""
+    if not h:
+        return ""
+
+    def one(b: dict[str, Any]) -> str:
+        extra = f"; {AT_CEILING}" if b.get("at_ceiling") else ""
+        return f"ε ≥ {num(b['value'])} ({b['source']}{extra})"
+
+    text = one(h)
+    if h.get("larger"):
+        text += f"; {larger_word}: " + ", ".join(one(b) for b in h["larger"])
+    return text
+
+
 def _audit_bound_text(audit: dict) -> str:
     parts = []
     conf = as_float(audit.get("confidence"))
@@ -708,13 +799,27 @@ def verdict_for_run(run: dict) -> dict:
     lb_v = as_float(lb.get("value")) if lb else None
 
     auc_txt = f"AUC {ci(auc)}"
+    from .resolution import lead_tpr, tpr_view
+
+    one = tpr_view(attack, 0.01)
     if tpr and tpr.get("below_resolution"):
         # 1% FPR is finer than 1/n_nonmembers: no TPR is measured there (never a number)
         tpr_txt = "its TPR at 1% false positives is below this sample's resolution"
-    elif tpr and as_float(tpr.get("value")) is not None:
+        if one["needs"]:
+            tpr_txt += f" (not resolvable at this n: needs about {one['needs']:,} non-members)"
+    elif tpr and as_float(tpr.get("value")) is not None and one["resolvable"]:
         tpr_txt = f"identifies {pct_ci(tpr)} of members at 1% false positives"
+    elif tpr and as_float(tpr.get("value")) is not None:
+        # an interval this wide says nothing: why, and what the sample does resolve
+        tpr_txt = f"its TPR at 1% false positives is {one['text']}"
     else:
         tpr_txt = ""
+    lead = lead_tpr(attack) if tpr_txt and not one["resolvable"] else None
+    if lead is not None:
+        tpr_txt += (
+            f"; at {100 * lead['fpr']:g}% false positives, the lowest rate this sample "
+            f"resolves, it identifies {lead['text']} of members"
+        )
 
     level, undecided = verdict_level(run)
     if level == "invalid-attack":
@@ -764,16 +869,30 @@ def verdict_for_run(run: dict) -> dict:
         )
 
     claim = check_claim(run, attack)
-    if lb_v is not None and claim["status"] in ("no-claim", "unmeasured"):
-        # With a checkable claim, the claim sentence already states the bound.
+    head = epsilon_headline(run)
+    checkable = claim["status"] not in ("no-claim", "unmeasured")
+    if head is not None and head["kind"] == "attack" and lb is not None and not checkable:
+        # with a checkable claim the claim sentence states this bound;
+        # the run's one headline ε (see epsilon_headline): the same number as the summary
         ceiling = as_float(lb.get("ceiling"))
         cap = f"; the most this sample could certify is {num(ceiling)}" if ceiling else ""
-        if lb_v > 0:
+        if head["at_ceiling"]:
+            cap = f"; {AT_CEILING}"
+        if lb_v is not None and lb_v > 0:
             text += f" Certified privacy loss: ε ≥ {num(lb_v)} ({_bound_conditions(lb)}{cap})."
         else:
             text += (
                 f" No privacy loss is certified (ε lower bound 0, {_bound_conditions(lb)}{cap})."
             )
+    elif head is not None and head["kind"] != "attack":
+        text += f" Certified privacy loss: {headline_text({**head, 'larger': []})}."
+    if head is not None and head["larger"]:
+        text += (
+            " A larger bound from another audit, not the headline (picking the largest of "
+            "several bounds after the fact would weaken its confidence): "
+            + headline_text({**head["larger"][0], "larger": head["larger"][1:]}, "and")
+            + "."
+        )
     text += " " + claim["text"]
     return {
         "level": level,
@@ -808,6 +927,9 @@ def split_shifted(run: dict) -> dict | None:
         )
     text += " What to do: " + str(check.get("advice") or "")
     status = "unmeasured" if claimed_epsilon(run) else "no-claim"
+    head = epsilon_headline(run)  # from an ε audit only: the attacks' bounds measure the texts
+    if head is not None:
+        text += f" Certified privacy loss: {headline_text(head)}."
     if audit_violated(run):
         text += " " + _audit_violation_text(run)
         status = "violated"

@@ -125,4 +125,7 @@ def test_verdict_text_says_below_resolution_instead_of_a_dash():
     v = verdict_for_run(run)
     assert v["level"] == "high"
     assert "below this sample's resolution" in v["text"], v["text"]
-    assert "identifies" not in v["text"] and "—" not in v["text"], v["text"]
+    # no number at 1% FPR and no dash; the text leads with the lowest FPR the sample
+    # resolves instead (issue 37)
+    assert "of members at 1% false positives" not in v["text"] and "—" not in v["text"]
+    assert "the lowest rate this sample resolves" in v["text"], v["text"]

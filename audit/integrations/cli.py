@@ -78,6 +78,19 @@ def _model_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--nonmembers", metavar="FILE", help="held-out examples, same formats")
     g.add_argument("--test", metavar="FILE", help="utility test examples (default: non-members)")
     g.add_argument(
+        "--public",
+        metavar="FILE",
+        help="same-distribution texts the model never saw, outside members and non-members: "
+        "ReCaLL's prefixes and DC-PDD's token frequencies",
+    )
+    g.add_argument(
+        "--attacks",
+        metavar="NAME,...",
+        help="attacks to run, comma-separated (default: lm-loss, zlib, min-k and, with "
+        "--reference, the reference attacks); 'llm' = every causal-LM signal whose needs are "
+        "met, 'all' = llm plus the extraction attacks; `privacy-audit attacks` lists them",
+    )
+    g.add_argument(
         "--reference",
         metavar="DIR",
         action="append",
@@ -132,8 +145,9 @@ def _model_args(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _one_line_config(args):
-    """The config of ``run --model ...``: an audit of the model as it is."""
+def _one_line_config(args, attack_names: list[str] | None = None):
+    """The config of ``run --model ...``: an audit of the model as it is (``attack_names``:
+    the expanded ``--attacks``)."""
     from privacy_audit.audit.config import parse_config
 
     if args.config is not None:
@@ -165,8 +179,12 @@ def _one_line_config(args):
     ):
         if path is not None:
             check_input_file(path, flag)  # named by the flag typed: not a file, a FIFO, ...
+    if getattr(args, "public", None) is not None:
+        data["public"] = args.public
     raw: dict = {"title": f"Privacy audit of {Path(args.model or args.adapter).name}"}
     raw.update({"target": target, "data": data})
+    if attack_names is not None:
+        raw["attacks"] = {"names": attack_names}
     extraction = _extraction_flags(args)
     if extraction is not None:
         raw["extraction"] = extraction
@@ -398,6 +416,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_experiment_and_claims(sub)
     _add_dataset_inference(sub)
+    sub.add_parser(
+        "attacks",
+        help="list every registered attack: what it does, what it needs, its cost in forward "
+        "passes (the names run --model --attacks takes)",
+    )
 
     from privacy_audit.audit.epsilon.pipeline import add_parser as _canaries_parser
 
@@ -551,6 +574,46 @@ def _cmd_dataset_inference(args) -> int:
     return EXIT_OK
 
 
+def _check_attack_names(spec: str) -> None:
+    from privacy_audit.attacks.catalog import check_names
+
+    try:
+        check_names(spec)
+    except ValueError as exc:
+        raise AuditError(str(exc)) from None
+
+
+def _with_attacks(args, cfg):
+    """The one-line config again with ``--attacks`` expanded for the model's kind and the
+    inputs given (--reference, --public); the offline reference attacks (LiRA, RMIA) run
+    only when named (or with ``all``)."""
+    from privacy_audit.attacks.catalog import expand
+    from privacy_audit.audit.config import resolve_targets
+
+    if args.model is None and args.adapter is None:
+        raise AuditError("--attacks applies to run --model; in a config use [attacks] names")
+    opts = cfg.audit or {}
+    kind = opts.get("kind", "classifier")
+    have = set()
+    if opts.get("reference_dirs") or opts.get("reference_dir"):
+        have.add("reference")
+    if getattr(args, "public", None) is not None:
+        have |= {"nonmember-prefixes", "population"}
+    try:
+        names, refs = expand(args.attacks, kind, have)
+    except ValueError as exc:
+        raise AuditError(str(exc)) from None
+    if refs and "reference" not in have:
+        raise AuditError(f"--attacks {refs[0]} needs --reference DIR (a reference model)")
+    if not names:
+        raise AuditError(
+            f"--attacks {args.attacks!r} selects no membership attack for a {kind} model "
+            "(lira-offline / rmia-offline run beside one, e.g. --attacks lm-loss,rmia-offline)"
+        )
+    cfg = resolve_targets(_one_line_config(args, names))
+    return dataclasses.replace(cfg, audit={**cfg.audit, "reference_attacks": refs})
+
+
 def one_line_text(text: str) -> str:
     from privacy_audit.audit.integrations.gate import one_line
 
@@ -567,10 +630,12 @@ def _cmd_run(args, epsilon: bool | None = None) -> int:
             getattr(args, k, None) not in (None, False)
             for k in ("model", "members", "nonmembers", "test", "reference", "adapter", "kind")
             + ("max_length", "device", "dtype", "allow_uninitialized")
-            + (*EXTRACTION_FLAGS, "leakage_top", "per_token")
+            + (*EXTRACTION_FLAGS, "leakage_top", "per_token", "public", "attacks")
         )
         or getattr(args, "add_bos", None) is not None
     )  # --no-add-bos is False, still given
+    if getattr(args, "attacks", None) is not None:
+        _check_attack_names(args.attacks)  # exit 2 on an unknown name, before any work
     quick = getattr(args, "quick", False)
     if one_line:
         if quick:
@@ -586,6 +651,8 @@ def _cmd_run(args, epsilon: bool | None = None) -> int:
     from privacy_audit.audit.config import resolve_targets
 
     cfg = resolve_targets(cfg)  # model directories checked before any work or output
+    if getattr(args, "attacks", None) is not None:
+        cfg = _with_attacks(args, cfg)
     if args.aggregate_only:
         cfg = dataclasses.replace(cfg, aggregate_only=True)
     from privacy_audit.audit.scale.executors import ExecutorSpec
@@ -631,7 +698,13 @@ def _cmd_run(args, epsilon: bool | None = None) -> int:
         check_output_dir(args.out)
         flags = {f: cfg.data.get(k) for f, k in (("--members", "members"), ("--test", "test"))}
         flags["--nonmembers"] = cfg.data.get("nonmembers")
-        with _named_by_flags(flags if one_line else {}):
+        from privacy_audit.audit.timing import StageTimer, active
+        from privacy_audit.audit.timing import one_line as timing_line
+
+        # "setup": imports (torch, transformers) and the glue between the named stages
+        with _named_by_flags(flags if one_line else {}), active(
+            StageTimer(progress=not args.quiet, root="setup")
+        ):
             with capture_library_output(Path(args.out) / RUN_LOG):
                 results = run_audit(
                     cfg,
@@ -641,9 +714,11 @@ def _cmd_run(args, epsilon: bool | None = None) -> int:
                     run_dir=run_dir,
                     resume=args.resume,
                 )
-        html, js = write_outputs(results, args.out)
+            html, js = write_outputs(results, args.out)
     for run in results["runs"]:
         print(verdict_line(run))
+    if results.get("timing") and not args.quiet:  # --quiet: the VERDICT lines only
+        print(timing_line(results["timing"]))
     if not args.quiet:
         print(f"report:  {html}")
         print(f"results: {js}")
@@ -656,14 +731,16 @@ RUN_LOG = "run.log"
 
 
 def verdict_line(run: dict) -> str:
-    """One line per run for CI logs: verdict, strongest attack, AUC with CI, TPR@1%FPR,
-    the largest certified ε lower bound (attack or ε audit) and the claim status."""
+    """One line per run for CI logs: verdict, strongest attack, AUC with CI, TPR@1%FPR (or
+    why this n cannot resolve it, and the lowest FPR it does), the run's headline ε lower
+    bound with any larger one beside it (reports/verdict.py ``epsilon_headline``: the
+    report's number) and the claim status."""
     from privacy_audit.audit.integrations.gate import one_line
-    from privacy_audit.reports.formatting import as_finite, ci
+    from privacy_audit.reports.formatting import ci
     from privacy_audit.reports.verdict import (
-        EPS_LB,
         TPR_1,
-        epsilon_audit_bounds,
+        epsilon_headline,
+        headline_text,
         metric,
         strongest_attack,
         verdict_for_run,
@@ -677,16 +754,20 @@ def verdict_line(run: dict) -> str:
     else:
         parts.append(f"strongest {one_line(str(best.get('attack')))}")
         parts.append(f"AUC {ci(metric(best, 'auc'))}")
+        from privacy_audit.reports.resolution import lead_tpr, tpr_view
+
         tpr = metric(best, TPR_1)
-        below = isinstance(tpr, dict) and tpr.get("below_resolution") is True
-        parts.append("TPR@1%FPR below resolution" if below else f"TPR@1%FPR {ci(tpr)}")
-    bounds = [(n, as_finite(b)) for n, b in epsilon_audit_bounds(run)]
-    lb = as_finite((metric(best, EPS_LB) or {}).get("value")) if best else None
-    cands = [(lb, "attack")] if lb is not None else []
-    cands += [(b, n) for n, b in bounds if b is not None]
-    if cands:
-        val, src = max(cands, key=lambda c: c[0])
-        parts.append(f"ε_lb ≥ {val:.3g} ({one_line(src)})")
+        one = tpr_view(best, 0.01)
+        if one["resolvable"]:
+            parts.append(f"TPR@1%FPR {ci(tpr)}")
+        else:
+            parts.append(f"TPR@1%FPR {one['text']}")
+            lead = lead_tpr(best)
+            if lead is not None:
+                parts.append(f"TPR@{100 * lead['fpr']:g}%FPR {lead['text']}")
+    head = epsilon_headline(run)  # the report's and the verdict's headline ε, the same number
+    if head is not None and not (v.get("level") == "split-shifted" and head["kind"] == "attack"):
+        parts.append(one_line(headline_text(head)).replace("ε ≥", "ε_lb ≥", 1))
     else:
         parts.append("ε_lb n/a")
     status = v.get("claim_status", "?")
@@ -890,6 +971,7 @@ def _cmd_gate(args) -> int:
         check_all,
         check_threshold,
         compare,
+        epsilon_headlines,
         format_table,
         junit_xml,
         load_baseline,
@@ -973,6 +1055,7 @@ def _cmd_gate(args) -> int:
         strict=args.strict,
         results_path=str(args.results),
         baseline_path=None if args.baseline is None else str(args.baseline),
+        headlines=epsilon_headlines(results),
     )
     # render everything before writing anything
     files = []
@@ -1295,6 +1378,13 @@ def _cmd_claims(args) -> int:
     return EXIT_OK
 
 
+def _cmd_attacks(args) -> int:
+    from privacy_audit.attacks.catalog import catalog, format_catalog
+
+    print(format_catalog(catalog()))
+    return EXIT_OK
+
+
 def _cmd_canaries(args) -> int:
     from privacy_audit.audit.epsilon.pipeline import run
 
@@ -1316,6 +1406,7 @@ def main(argv: list[str] | None = None) -> int:
         "claims": _cmd_claims,
         "canaries": _cmd_canaries,
         "dataset-inference": _cmd_dataset_inference,
+        "attacks": _cmd_attacks,
     }[args.command]
     try:
         return handler(args)

@@ -228,6 +228,8 @@ class GateOutcome:
     strict: bool = False
     results_path: str = ""
     baseline_path: str | None = None
+    #: per run, the report's headline ε (reports/verdict.py ``epsilon_headline``)
+    headlines: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def failed_missing(self) -> list[Unmatched]:
@@ -948,7 +950,39 @@ def summary(outcome: GateOutcome) -> dict[str, Any]:
         "strict": outcome.strict,
         "results": outcome.results_path,
         "baseline": outcome.baseline_path,
+        "epsilon_headlines": outcome.headlines,
     }
+
+
+def epsilon_headlines(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per run: the headline ε lower bound the report, the verdict and the VERDICT line
+    show (``None`` when nothing bounds ε), with its source and any larger bound beside it."""
+    from privacy_audit.reports.verdict import epsilon_headline, headline_text
+
+    out = []
+    for run in results.get("runs") or []:
+        if not isinstance(run, dict):
+            continue
+        v = run.get("verdict") if isinstance(run.get("verdict"), dict) else {}
+        head = epsilon_headline(run)
+        if head is not None and v.get("level") == "split-shifted" and head["kind"] == "attack":
+            head = None  # as the report: an attack's bound on a shifted split is no evidence
+        out.append(
+            {
+                "run": run.get("name"),
+                "value": head["value"] if head else None,
+                "source": head["source"] if head else None,
+                "at_ceiling": head["at_ceiling"] if head else None,
+                "larger": [
+                    {"value": b["value"], "source": b["source"], "at_ceiling": b["at_ceiling"]}
+                    for b in head["larger"]
+                ]
+                if head
+                else [],
+                "text": headline_text(head) if head else "no ε lower bound",
+            }
+        )
+    return out
 
 
 def junit_xml(outcome: GateOutcome, results: dict[str, Any]) -> str:

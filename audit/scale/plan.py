@@ -254,6 +254,7 @@ def run_planned(
     from privacy_audit.audit.data import load_audit_data
     from privacy_audit.audit.results import assemble_results
     from privacy_audit.audit.scale import tasks as task_module
+    from privacy_audit.audit.timing import Phases
 
     def log(msg: str) -> None:
         if progress:
@@ -261,6 +262,8 @@ def run_planned(
 
     do_epsilon = cfg.epsilon.get("enabled", False) if epsilon is None else epsilon
     labels = "optional" if cfg.target.is_causal_lm else True  # LMs need no label column
+    phases = Phases()
+    phases.go("load", "data")
     data = load_audit_data(cfg.data, cfg.seed, train=True, labels=labels)  # fails before any task
     if cfg.shadow is not None:
         task_module.shadow_pool(data, cfg.shadow["population"], cfg.seed)
@@ -290,12 +293,18 @@ def run_planned(
     fresh_dir = rd is not None and not rd.path.exists()
     try:
         record_inputs(rd, inputs, resume, log)
+        phases.go(
+            "train + attack",
+            f"{len(the_plan.trial_tasks)} trial(s)"
+            + (f", {n_shadow} shadow model(s)" if n_shadow else ""),
+        )
         stage1 = list(the_plan.trial_tasks)
         for v in the_plan.shadow_tasks.values():
             stage1 += v
         results = run_tasks(stage1, ex, rd, log if progress else None)
         stage2 = [t for v in the_plan.score_tasks.values() for t in v]
         if stage2:
+            phases.go("shadow scoring")
             results = run_tasks(stage2, ex, rd, log if progress else None, results)
     except AuditError:
         # bad input found inside a task: leave no run directory behind if nothing finished
@@ -305,6 +314,8 @@ def run_planned(
     finally:
         task_module.SHOW_PROGRESS = False
         ex.close()
+        phases.done()
+    phases.go("verdicts")
     runs = []
     for t in the_plan.trial_tasks:
         run = results[t.key]["run"]
@@ -317,11 +328,13 @@ def run_planned(
     out = assemble_results(runs, cfg.title, cfg.seed, cfg.to_dict(), cfg.aggregate_only)
     if cfg.sweep is not None:
         out["sweep"] = sweep_summary(cfg, the_plan.trials, runs)
+    phases.go("utility floor")
     _lm_utility_floor(cfg, data, out)
     if cfg.bench:
         from privacy_audit.audit.benchmarks.cost_of_privacy import cost_table_from_bench_json
 
         out["cost_of_privacy"] = cost_table_from_bench_json(cfg.bench)
+    phases.done()
     return out
 
 

@@ -26,6 +26,8 @@ from typing import Any
 
 import numpy as np
 
+from privacy_audit.audit.timing import stage
+
 # Set by the driver for in-process runs (never part of a payload: it changes no number).
 SHOW_PROGRESS = False
 _PUBLIC_STAGE: dict[str, dict] = {}  # per-process cache of public pretraining results
@@ -199,7 +201,8 @@ def audit_trial(payload: dict[str, Any], deps: list[dict]) -> dict[str, Any]:
     if payload["epsilon"] and eps_settings.white_box_canaries:
         # DP-SGD trainers carry Dirac gradient canaries in their real updates (one-run audit)
         training = dataclasses.replace(training, gradient_canaries=eps_settings.white_box_canaries)
-    release, report = defense.fit(target, train_set, training, payload["seed"])
+    with stage("train"):
+        release, report = defense.fit(target, train_set, training, payload["seed"])
     info = {**report.info, "wall_seconds": time.perf_counter() - start}
     if payload.get("sweep_seed") is not None:
         info["training_seed"] = payload["seed"]
@@ -217,7 +220,8 @@ def audit_trial(payload: dict[str, Any], deps: list[dict]) -> dict[str, Any]:
         cfg.attack_options,
     )
     if payload["epsilon"]:
-        run["epsilon_audit"] = epsilon_audit(run, release, canaries, eps_settings)
+        with stage("ε audits"):
+            run["epsilon_audit"] = epsilon_audit(run, release, canaries, eps_settings)
     out: dict[str, Any] = {"run": run}
     shadow = payload.get("shadow")
     if shadow is not None:

@@ -1,0 +1,148 @@
+"""Every registered attack with its one-line summary, what it needs and its cost: the
+``privacy-audit attacks`` listing, and the names ``run --model --attacks`` accepts.
+
+Read from the classes' ``summary`` / ``needs`` / ``cost`` attributes (attacks/base.py) and,
+for the shadow / reference attacks (functions of scores, not classes), from
+``attacks/shadow.py``'s ``CATALOG``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from privacy_audit.attacks import ATTACKS, LEAKAGE_ATTACKS
+from privacy_audit.attacks.base import NEEDS
+from privacy_audit.attacks.shadow import CATALOG as SHADOW_CATALOG
+from privacy_audit.attacks.shadow import SHADOW_ATTACKS
+
+#: Shortcuts of ``--attacks``: ``llm`` (the causal-LM membership signals) and ``all``.
+GROUPS = ("all", "llm")
+
+
+def catalog() -> list[dict[str, Any]]:
+    """One row per registered attack: name, family, target, summary, needs, cost."""
+    rows = []
+    for name, cls in ATTACKS.items():
+        rows.append(
+            {
+                "name": name,
+                "family": "membership",
+                "target": getattr(cls, "target_kind", "classifier"),
+                "summary": cls.summary,
+                "needs": tuple(cls.needs),
+                "cost": cls.cost,
+            }
+        )
+    for name, cls in LEAKAGE_ATTACKS.items():
+        rows.append(
+            {
+                "name": name,
+                "family": f"leakage ({cls.kind})",
+                "target": "any",
+                "summary": cls.summary,
+                "needs": tuple(cls.needs),
+                "cost": cls.cost,
+            }
+        )
+    for name in SHADOW_ATTACKS:
+        summary, needs, cost = SHADOW_CATALOG[name]
+        rows.append(
+            {
+                "name": name,
+                "family": "shadow / reference",
+                "target": "any",
+                "summary": summary,
+                "needs": tuple(needs),
+                "cost": cost,
+            }
+        )
+    for r in rows:
+        bad = [n for n in r["needs"] if n not in NEEDS]
+        if bad:  # a typo in a class attribute must not pass silently
+            raise ValueError(f"attack {r['name']!r} needs {bad[0]!r}, not one of {NEEDS}")
+    return rows
+
+
+def format_catalog(rows: list[dict[str, Any]]) -> str:
+    """The listing printed by ``privacy-audit attacks``."""
+    lines = []
+    family = None
+    for r in rows:
+        if r["family"].split(" ")[0] != family:
+            family = r["family"].split(" ")[0]
+            if lines:
+                lines.append("")
+            lines.append(
+                {
+                    "membership": "MEMBERSHIP ATTACKS (run --model ... --attacks NAME,...)",
+                    "leakage": "LEAKAGE ATTACKS (beyond membership)",
+                    "shadow": "SHADOW / REFERENCE ATTACKS (with --reference, or [shadow])",
+                }[family]
+            )
+        target = "" if r["target"] in ("any",) else f" [{r['target']}]"
+        lines.append(f"  {r['name']}{target}: {r['summary']}")
+        needs = ", ".join(r["needs"]) or "only the model and the texts"
+        lines.append(f"      needs: {needs}; cost: {r['cost']}")
+    lines.append("")
+    lines.append(
+        "Shortcuts: --attacks llm (every causal-LM membership signal whose needs are met), "
+        "--attacks all (llm plus the extraction attacks that fit the model)."
+    )
+    return "\n".join(lines)
+
+
+def check_names(spec: str) -> list[str]:
+    """The names of ``--attacks``; ValueError naming an unknown one and listing the valid
+    ones (checked before the model is even looked at)."""
+    tokens = [t.strip() for t in spec.split(",") if t.strip()]
+    valid = (*GROUPS, *ATTACKS, *LEAKAGE_ATTACKS, "lira-offline", "rmia-offline")
+    if not tokens:
+        raise ValueError(f"--attacks names no attack; valid: {', '.join(valid)}")
+    for t in tokens:
+        if t not in valid:
+            raise ValueError(f"unknown attack {t!r} in --attacks; valid: {', '.join(valid)}")
+    return tokens
+
+
+def expand(spec: str, kind: str, have: set[str]) -> tuple[list[str], list[str]]:
+    """``--attacks`` as (attack names to run, offline reference attacks to run), for a
+    model of ``kind`` ("causal-lm" or "classifier") given the inputs ``have`` (words of
+    :data:`NEEDS`: "reference" with --reference, "nonmember-prefixes" and "population"
+    with --public). Raises ValueError naming an unknown name and listing the valid ones;
+    a named attack runs whatever its needs (its record then says what was missing)."""
+    tokens = check_names(spec)
+    lm = kind == "causal-lm"
+    # a model audited as it is: white box (gradients) and, for a causal LM, generation;
+    # a classifier's examples carry their labels
+    met = {"generation", "gradients"} | have | (set() if lm else {"labels"})
+    if "llm" in tokens and not lm:
+        raise ValueError("--attacks llm names the causal-LM signals; this model is a classifier")
+
+    def fits(cls) -> bool:
+        return (getattr(cls, "target_kind", "classifier") == "lm") == lm
+
+    names: list[str] = []
+    refs: list[str] = []
+    for t in tokens:
+        if t in ("llm", "all"):
+            group = [n for n, c in ATTACKS.items() if fits(c) and set(c.needs) <= met]
+            if t == "all" and lm:  # extraction attacks on a causal LM's own texts
+                group += [
+                    n
+                    for n, c in LEAKAGE_ATTACKS.items()
+                    if c.kind == "extraction"
+                    and set(c.needs) <= met | {"member-prefixes"}
+                    and n != "canary-exposure"
+                ]
+            if t == "all" and "reference" in have:
+                refs += ["lira-offline", "rmia-offline"]
+            names += group
+        elif t in ("lira-offline", "rmia-offline"):
+            refs.append(t)
+        else:
+            names.append(t)
+    dedup = list(dict.fromkeys(names))
+    return dedup, list(dict.fromkeys(refs))
+
+
+__all__ = ["GROUPS", "catalog", "check_names", "expand", "format_catalog"]

@@ -1,0 +1,185 @@
+"""The dataset-inference report (``privacy-audit dataset-inference``): the main report's
+template environment and stylesheet, the sets named as the command names them (suspect /
+validation), and every row filled, a missing p-value with its reason.
+
+The result object is audit/dataset_inference.py's (and attacks/dataset_inference.py's);
+every field is read defensively, so a field added, renamed or missing shows as "—" or as
+the reason, never as an empty row or a template error.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from markupsafe import Markup
+
+from .formatting import DASH, as_finite, ci, num
+
+DI_TEMPLATE = "dataset_inference.html.j2"
+
+_STATUS = {
+    "ok": ("tested", "low"),
+    "split-shifted": ("split shifted: no p-value", "split-shifted"),
+    "not-measured": ("not measured", "not-measured"),
+}
+
+
+def _sets(text: str) -> str:
+    """The split check's sentences name members / non-members; here they are the suspect
+    and the validation texts (the check's text is the suite's, never data)."""
+    text = re.sub(r"\bnon-members\b", "validation texts", text)
+    text = re.sub(r"\bnon-member\b", "validation text", text)
+    text = re.sub(r"\bmembers\b", "suspect texts", text)
+    text = re.sub(r"\bmember\b", "suspect text", text)
+    return text
+
+
+def _stylesheet() -> Markup:
+    """The main report's ``<style>`` block, read from its template so the two pages never
+    drift apart (its optional ε-audit rules rendered off)."""
+    from .html import TEMPLATE_DIR, TEMPLATE_NAME, _environment
+
+    src = (TEMPLATE_DIR / TEMPLATE_NAME).read_text(encoding="utf-8")
+    m = re.search(r"<style>(.*?)</style>", src, re.S)
+    css = _environment().from_string(m.group(1)).render(epsilon=None) if m else ""
+    return Markup(css)  # noqa: S704 - the suite's own CSS, no data
+
+
+def _why_no_p(r: dict[str, Any]) -> str:
+    status = r.get("status")
+    if status == "split-shifted":
+        auc = ((r.get("split_check") or {}).get("blind") or {}).get("auc")
+        at = f" (blind AUC {ci(auc)})" if isinstance(auc, dict) else ""
+        return (
+            "no p-value: a classifier that never sees the model tells the suspect texts "
+            f"from the validation texts{at}, so the test's assumption (both sets from one "
+            "distribution) fails and a difference could come from the texts, not training"
+        )
+    if status != "ok":
+        return f"no p-value: {r.get('reason') or 'no test ran'}"
+    return "no p-value: the test returned none"
+
+
+def _pair(d: Any) -> str:
+    if isinstance(d, dict) and ("suspect" in d or "validation" in d):
+        return f"{d.get('suspect', DASH)} suspect, {d.get('validation', DASH)} validation"
+    return DASH
+
+
+def di_context(results: dict[str, Any]) -> dict[str, Any]:
+    r = results.get("dataset_inference") if isinstance(results, dict) else None
+    r = r if isinstance(r, dict) else {}
+    check = r.get("split_check") if isinstance(r.get("split_check"), dict) else {}
+    blind = check.get("blind") if isinstance(check.get("blind"), dict) else {}
+    dups = check.get("duplicates") if isinstance(check.get("duplicates"), dict) else {}
+    status = str(r.get("status") or "not-measured")
+    label, cls = _STATUS.get(status, (status, "not-measured"))
+    if status == "ok" and r.get("significant") is True:
+        label, cls = "trained on (significant)", "high"
+    elif status == "ok" and r.get("significant") is False:
+        label, cls = "no evidence of training", "low"
+    tested = status == "ok"
+    why = _why_no_p(r)
+    p = as_finite(r.get("p_value"))
+    d = as_finite(r.get("effect_size"))
+    alpha = as_finite(r.get("alpha"))
+    assumption = r.get("assumption") or (
+        "the suspect and validation texts come from the same distribution (same source, same "
+        "time), so only training can make the model score them differently"
+        + ("; the split check found it broken for these sets" if status == "split-shifted" else "")
+    )
+    n_suspect = r.get("n_suspect", blind.get("n_members"))
+    n_validation = r.get("n_validation", blind.get("n_nonmembers"))
+    rows = [
+        ("Result", str(r.get("text") or why)),
+        (
+            "p-value",
+            (f"{p:.3g}" + (f" (one-sided, α = {alpha:g})" if alpha else ""))
+            if p is not None
+            else why,
+        ),
+        (
+            "Effect size",
+            f"{d:.3f} ({r.get('effect_size_name') or 'effect size'})"
+            if d is not None
+            else f"— ({why.replace('no p-value: ', 'no test: ', 1)})",
+        ),
+        ("Assumption", str(assumption)),
+        (
+            "Split check (blind AUC, 95% CI)",
+            (ci(blind.get("auc")) if isinstance(blind.get("auc"), dict) else DASH)
+            + f" · {'shifted' if check.get('shifted') else ('no shift found' if check.get('shifted') is False else 'not measured')}",
+        ),
+        ("Split check finding", _sets(str(check.get("text") or check.get("reason") or DASH))),
+        (
+            "Near-duplicates removed",
+            f"{dups.get('pairs', 0)} suspect/validation pair(s): "
+            f"{dups.get('members_removed', 0)} suspect, {dups.get('nonmembers_removed', 0)} validation text(s)",
+        ),
+        (
+            "Texts",
+            f"{num(n_suspect) if n_suspect is not None else DASH} suspect, "
+            f"{num(n_validation) if n_validation is not None else DASH} validation",
+        ),
+        (
+            "Texts tested",
+            _pair(r.get("n_test")) if tested else f"none ({why.replace('no p-value: ', '', 1)})",
+        ),
+        (
+            "Texts fitting the aggregator",
+            _pair(r.get("n_fit")) if tested else f"none ({why.replace('no p-value: ', '', 1)})",
+        ),
+        (
+            "Features",
+            ", ".join(str(f) for f in r.get("features") or [])
+            or ("— (no test ran)" if not tested else DASH),
+        ),
+        (
+            "Fit / test split",
+            str(
+                r.get("split")
+                or f"fit fraction {r.get('fit_fraction', DASH)}, seed {r.get('seed', DASH)}"
+                + ("" if tested else " (not used: no test ran)")
+            ),
+        ),
+        ("Model", str(r.get("model") or DASH)),
+        ("Reference model", str(r.get("reference") or "none (the features use the target only)")),
+        (
+            "Tokens per text",
+            f"{r.get('max_length', DASH)} ({r.get('texts_cut_to_max_length', 0)} text(s) cut)",
+        ),
+    ]
+    tool = results.get("tool") if isinstance(results.get("tool"), dict) else {}
+    env = results.get("environment") if isinstance(results.get("environment"), dict) else {}
+    packages = env.get("packages") if isinstance(env.get("packages"), dict) else {}
+    return {
+        "styles": _stylesheet(),
+        "title": str(results.get("title") or "Dataset inference"),
+        "created": str(results.get("created") or DASH),
+        "tool_name": str(tool.get("name") or "privacy-audit"),
+        "tool_version": str(tool.get("version") or DASH),
+        "seed": str(r.get("seed", DASH)),
+        "schema_version": str(results.get("schema_version", DASH)),
+        "status_label": label,
+        "status_class": cls,
+        "text": str(r.get("text") or why),
+        "rows": rows,
+        "config_json": json.dumps(
+            results.get("config", {}), indent=2, ensure_ascii=False, default=str
+        ),
+        "python": str(env.get("python") or DASH),
+        "platform": str(env.get("platform") or DASH),
+        "packages": sorted((str(k), str(v)) for k, v in packages.items()),
+    }
+
+
+def render_dataset_inference(results: dict[str, Any]) -> str:
+    """The dataset-inference report page (self-contained, every value escaped)."""
+    from .html import _environment
+
+    return _environment().get_template(DI_TEMPLATE).render(**di_context(results))
+
+
+__all__ = ["di_context", "render_dataset_inference"]
