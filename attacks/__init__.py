@@ -18,13 +18,16 @@ from privacy_audit.attacks.base import (
     run_attack,
     run_leakage_attack,
 )
+from privacy_audit.attacks.con_recall import ConRecallAttack
 from privacy_audit.attacks.dc_pdd import DCPDDAttack
 from privacy_audit.attacks.embedding_inversion import NearestNeighbourInversion, RelaxedInversion
 from privacy_audit.attacks.extraction import EXTRACTION_ATTACKS
 from privacy_audit.attacks.extraction_risk import ExtractionRisk
 from privacy_audit.attacks.extraction_untargeted import UntargetedExtraction
+from privacy_audit.attacks.ez_mia import EZMIAAttack
 from privacy_audit.attacks.grad_norm import GradNormAttack
 from privacy_audit.attacks.gradient_inversion import GradientInversionAttack
+from privacy_audit.attacks.informia import InfoRMIAAttack
 from privacy_audit.attacks.llm_membership import LLM_ATTACKS
 from privacy_audit.attacks.lowercase import LowercaseAttack
 from privacy_audit.attacks.membership import (
@@ -38,6 +41,7 @@ from privacy_audit.attacks.mutual_info import TokenMutualInformationAttack
 from privacy_audit.attacks.neighbourhood import NeighbourhoodAttack
 from privacy_audit.attacks.pii_extraction import PIIExtraction
 from privacy_audit.attacks.recall import RecallAttack
+from privacy_audit.attacks.samia import SaMIAAttack
 from privacy_audit.attacks.stacked import StackedAttack
 
 ATTACKS: dict[str, type[Attack]] = {
@@ -55,6 +59,10 @@ ATTACKS.update(
             DCPDDAttack,
             LowercaseAttack,
             GradNormAttack,
+            EZMIAAttack,
+            InfoRMIAAttack,
+            ConRecallAttack,
+            SaMIAAttack,
         )
     }
 )

@@ -32,6 +32,12 @@ class Attack(ABC):
     name: ClassVar[str]
     description: ClassVar[str]
     requires: ClassVar[frozenset[Surface]]
+    # What `privacy-audit attacks` lists: a one-line summary, the threat model's side
+    # knowledge (from "reference", "population", "member-prefixes", "nonmember-prefixes",
+    # "generation", "gradients", "labels") and the cost in model calls.
+    summary: ClassVar[str] = ""
+    needs: ClassVar[tuple[str, ...]] = ()
+    cost: ClassVar[str] = ""
 
     @abstractmethod
     def score(self, release: ReleasedModel, examples: Examples) -> np.ndarray:
