@@ -291,3 +291,57 @@ def test_new_attacks_declare_threat_model_and_cost():
     assert ATTACKS["ez-mia"].needs == ("reference",)
     assert ATTACKS["samia"].needs == ("generation",)
     assert set(ATTACKS["con-recall"].needs) == {"member-prefixes", "nonmember-prefixes"}
+
+
+@pytest.mark.parametrize(
+    "table, needle",
+    [
+        ("[attacks.options.samia]\nsamples = 0\n", "samia samples must be at least 1"),
+        ("[attacks.options.con-recall]\ngamma = -1.0\n", "con-recall gamma"),
+        ("[attacks.options.samia]\nprefix = 0.5\n", "allowed: prefix_ratio"),
+    ],
+)
+def test_bad_attack_options_exit_2_before_any_work(table, needle, tmp_path, cli):
+    cfg = tmp_path / "audit.toml"
+    cfg.write_text('[attacks]\nnames = ["samia", "con-recall"]\n' + table, encoding="utf-8")
+    out = tmp_path / "out"
+    outcome = cli(["run", str(cfg), "--out", str(out), "--quiet"])
+    assert outcome.code == 2, outcome.stderr[-2000:]
+    lines = [ln for ln in outcome.stderr.splitlines() if ln.startswith("privacy-audit")]
+    assert len(lines) == 1 and needle in lines[0], outcome.stderr
+    assert not out.exists()
+
+
+def test_bench_frontier_tables_and_ratio_interval():
+    """The ratio's bootstrap interval brackets the point value; the table renders every
+    attack with both TPRs (values from a hand-made bench record)."""
+    from privacy_audit.audit.benchmarks.frontier import markdown_tables, tpr_ratio_interval
+
+    rng = np.random.default_rng(0)
+    m = np.r_[np.ones(400), np.zeros(400)].astype(int)
+    a = rng.normal(m * 2.0, 1.0)
+    b = rng.normal(m * 1.0, 1.0)
+    r = tpr_ratio_interval(a, b, m, 0.01, 300, 0)
+    assert r["ratio"] is not None and r["ci_low"] <= r["ratio"] <= r["ci_high"]
+    metric = {"value": 0.5, "ci_low": 0.4, "ci_high": 0.6}
+    rec = {
+        "setup": {
+            "n_members": 400,
+            "n_nonmembers": 400,
+            "cases": {
+                "gpt2 full": {
+                    "attacks": {
+                        "ez-mia": {
+                            "auc": metric,
+                            "tpr_at_fpr_0.01": metric,
+                            "tpr_at_fpr_0.001": {"value": None},
+                        }
+                    },
+                    "ez_mia_tpr_ratio": {"ez-mia / lm-loss": r},
+                }
+            },
+        }
+    }
+    text = markdown_tables(rec)
+    assert "| `ez-mia` | 0.500 [0.400, 0.600] | 50.0% [40.0, 60.0] | not resolvable |" in text
+    assert "ez-mia / lm-loss" in text

@@ -425,3 +425,44 @@ def run(settings: BenchSettings) -> BenchResult:
         ]
         + ([] if not settings.quick else ["QUICK SIZE: smoke test only, do not report."]),
     )
+
+
+def _pct(m: dict) -> str:
+    if m.get("value") is None:
+        return "not resolvable"
+    lo, hi = m.get("ci_low"), m.get("ci_high")
+    return f"{100 * m['value']:.1f}% [{100 * lo:.1f}, {100 * hi:.1f}]"
+
+
+def markdown_tables(bench: dict[str, Any]) -> str:
+    """The docs' tables from a ``bench frontier`` result (one entry of results' "benchmarks")."""
+    setup = bench["setup"]
+    lines = []
+    for case, res in setup["cases"].items():
+        n_in, n_out = setup["n_members"], setup["n_nonmembers"]
+        lines += [
+            f"### {case} (n = {n_in} members + {n_out} non-members)",
+            "",
+            "| attack | AUC [95% CI] | TPR @ 1% FPR [95% CI] | TPR @ 0.1% FPR [95% CI] |",
+            "|---|---|---|---|",
+        ]
+        rows = sorted(
+            res["attacks"].items(), key=lambda kv: -(kv[1]["tpr_at_fpr_0.01"]["value"] or 0)
+        )
+        for name, m in rows:
+            a = m["auc"]
+            lines.append(
+                f"| `{name}` | {a['value']:.3f} [{a['ci_low']:.3f}, {a['ci_high']:.3f}] | "
+                f"{_pct(m['tpr_at_fpr_0.01'])} | {_pct(m['tpr_at_fpr_0.001'])} |"
+            )
+        lines.append("")
+        for key, r in res["ez_mia_tpr_ratio"].items():
+            ratio = "undefined (other TPR 0)" if r["ratio"] is None else f"{r['ratio']:.2f}"
+            lo = "—" if r["ci_low"] is None else f"{r['ci_low']:.2f}"
+            hi = "∞" if r["ci_high"] is None else f"{r['ci_high']:.2f}"
+            lines.append(
+                f"- TPR@1%FPR ratio {key}: {100 * r['tpr_ez']:.1f}% / {100 * r['tpr_other']:.1f}% "
+                f"= {ratio} [{lo}, {hi}] ({r['bootstrap']} stratified bootstrap resamples)"
+            )
+        lines.append("")
+    return "\n".join(lines)
