@@ -345,3 +345,63 @@ def test_bench_frontier_tables_and_ratio_interval():
     text = markdown_tables(rec)
     assert "| `ez-mia` | 0.500 [0.400, 0.600] | 50.0% [40.0, 60.0] | not resolvable |" in text
     assert "ez-mia / lm-loss" in text
+
+
+def _att(name, auc, auc_ci, tpr1, tpr1_ci, tpr01=None, n_out=2000):
+    def tpr(v, c):
+        if v is None:
+            return {"value": None, "ci_low": None, "ci_high": None, "below_resolution": True}
+        return {"value": v, "ci_low": c[0], "ci_high": c[1], "below_resolution": False}
+
+    return {
+        "attack": name,
+        "status": "ok",
+        "n_members": n_out,
+        "n_nonmembers": n_out,
+        "metrics": {
+            "auc": {"value": auc, "ci_low": auc_ci[0], "ci_high": auc_ci[1]},
+            "tpr_at_fpr_0.01": tpr(tpr1, tpr1_ci),
+            "tpr_at_fpr_0.001": tpr(*(tpr01 or (None, None))),
+        },
+    }
+
+
+def test_strongest_attack_leads_with_the_lowest_resolvable_fpr():
+    from privacy_audit.audit.results import pick_strongest
+
+    hi_auc = _att("min-k", 0.80, (0.78, 0.82), 0.05, (0.04, 0.07), (0.002, (0.0, 0.01)))
+    hi_tpr = _att("ez-mia", 0.75, (0.73, 0.77), 0.30, (0.27, 0.33), (0.10, (0.08, 0.12)))
+    p = pick_strongest([hi_auc, hi_tpr])
+    assert p["attack"] == "ez-mia" and p["by_auc"] == "min-k"
+    assert p["low_fpr"]["fpr"] == 0.001 and p["low_fpr"]["tpr"] == 0.10
+    # 0.1% not resolved (< 1,000 non-members): 1% decides
+    a = _att("a", 0.7, (0.6, 0.8), 0.2, (0.1, 0.3))
+    b = _att("b", 0.9, (0.8, 0.95), 0.1, (0.05, 0.2))
+    p = pick_strongest([a, b])
+    assert (p["attack"], p["by_auc"], p["low_fpr"]["fpr"]) == ("a", "b", 0.01)
+    # no reported FPR resolved: the AUC leader
+    c = _att("c", 0.6, (0.5, 0.7), None, None)
+    assert pick_strongest([c]) == {"attack": "c", "by_auc": "c", "low_fpr": None}
+    assert pick_strongest([])["attack"] is None
+
+
+def test_verdict_reads_the_more_severe_of_the_two_strongest():
+    from privacy_audit.audit.results import pick_strongest
+    from privacy_audit.reports.verdict import verdict_for_run, verdict_level
+
+    # the low-FPR leader alone would read LOW; the AUC leader reads HIGH
+    low_fpr = _att("x", 0.52, (0.49, 0.55), 0.04, (0.02, 0.045), (0.03, (0.01, 0.04)))
+    by_auc = _att("y", 0.70, (0.68, 0.72), 0.03, (0.02, 0.04), (0.0, (0.0, 0.005)))
+    run = {"name": "r", "attacks": [low_fpr, by_auc], "claim": {"notion": "none"}}
+    p = pick_strongest(run["attacks"])
+    run.update(
+        strongest_attack=p["attack"],
+        strongest_attack_by_auc=p["by_auc"],
+        strongest_attack_low_fpr=p["low_fpr"],
+    )
+    assert p["attack"] == "x" and p["by_auc"] == "y"
+    assert verdict_level(run)[0] == "high"  # never LOW from the low-FPR leader alone
+    v = verdict_for_run(run)
+    assert v["attack"] == "y"
+    assert "strongest at 0.1% FPR (the lowest this sample resolves): x" in v["text"]
+    assert "by AUC: y" in v["text"]
