@@ -51,6 +51,10 @@ ATTACKS.update(
         "dc-pdd": _A + "dc_pdd:DCPDDAttack",
         "lowercase": _A + "lowercase:LowercaseAttack",
         "grad-norm": _A + "grad_norm:GradNormAttack",
+        "ez-mia": _A + "ez_mia:EZMIAAttack",
+        "informia": _A + "informia:InfoRMIAAttack",
+        "con-recall": _A + "con_recall:ConRecallAttack",
+        "samia": _A + "samia:SaMIAAttack",
     }
 )
 

@@ -70,8 +70,24 @@ def zlib_bits(text: str) -> float:
     return 8.0 * len(zlib.compress(text.encode("utf-8")))
 
 
+def zlib_entropy(text: str) -> int:
+    """The zlib entropy of Carlini et al. 2021 (and MIMIR): the length in bytes of
+    ``zlib.compress(text.encode("utf-8"))`` at the default level."""
+    return len(zlib.compress(text.encode("utf-8")))
+
+
 def zlib_scores(logp: list[np.ndarray], texts: list[str]) -> np.ndarray:
-    """Σ_t log2 p(x_t | x_<t) / zlib bits(text): −(NLL in bits) / (zlib length in bits)."""
+    """−log-perplexity / zlib entropy, as cited (Carlini et al. 2021; MIMIR's zlib attack):
+    (1/T) Σ_t log p(x_t | x_<t) / zlib bytes(text), higher = member."""
+    return np.array(
+        [(x.mean() if x.size else 0.0) / zlib_entropy(t) for x, t in zip(logp, texts, strict=True)]
+    )
+
+
+def zlib_total_scores(logp: list[np.ndarray], texts: list[str]) -> np.ndarray:
+    """The suite's earlier variant, kept under its own name ``zlib-total``:
+    Σ_t log2 p(x_t | x_<t) / zlib bits(text) = −(total NLL in bits) / (zlib length in
+    bits). It multiplies the cited score by the token count (and a constant)."""
     return np.array(
         [x.sum() / np.log(2.0) / zlib_bits(t) for x, t in zip(logp, texts, strict=True)]
     )
@@ -95,6 +111,8 @@ class LMLossAttack(Attack):
     name = "lm-loss"
     target_kind = "lm"  # needs a causal LM release
     description = "−mean next-token NLL of the sequence (LOSS attack on a causal LM)."
+    summary = "LOSS: mean token log-likelihood"
+    cost = "shared forward pass"
     requires = frozenset({Surface.PROBABILITIES})
     summary = "Mean next-token log-likelihood of the text (LOSS on a causal LM)."
     needs = ()
@@ -108,8 +126,11 @@ class ZlibAttack(Attack):
     name = "zlib"
     target_kind = "lm"  # needs a causal LM release
     description = (
-        "−(sequence NLL in bits) / (zlib-compressed length in bits) (Carlini et al. 2021)."
+        "−mean token NLL (log-perplexity) / zlib-compressed length in bytes "
+        "(Carlini et al. 2021, as MIMIR computes it)."
     )
+    summary = "log-perplexity over zlib entropy (Carlini et al. 2021)"
+    cost = "shared forward pass"
     requires = frozenset({Surface.PROBABILITIES})
     summary = "Log-likelihood relative to the zlib-compressed length (Carlini et al. 2021)."
     needs = ()
@@ -119,12 +140,29 @@ class ZlibAttack(Attack):
         return zlib_scores(_token_log_probs(release, examples.texts), examples.texts)
 
 
+class ZlibTotalAttack(Attack):
+    name = "zlib-total"
+    target_kind = "lm"  # needs a causal LM release
+    description = (
+        "−(total sequence NLL in bits) / (zlib-compressed length in bits): the suite's "
+        "earlier zlib variant (the cited score times the token count), kept for comparison."
+    )
+    summary = "earlier zlib variant: total NLL bits over zlib bits (not the cited formula)"
+    cost = "shared forward pass"
+    requires = frozenset({Surface.PROBABILITIES})
+
+    def score(self, release: ReleasedModel, examples: Examples) -> np.ndarray:
+        return zlib_total_scores(_token_log_probs(release, examples.texts), examples.texts)
+
+
 class MinKAttack(Attack):
     name = "min-k"
     target_kind = "lm"  # needs a causal LM release
     description = (
         "Mean log-probability of the 20% least likely tokens (Min-K% Prob, Shi et al. 2024)."
     )
+    summary = "Min-K%: mean log-probability of the 20% least likely tokens"
+    cost = "shared forward pass"
     requires = frozenset({Surface.PROBABILITIES})
     summary = "Mean log-probability of the 20% least likely tokens (Min-K%, Shi et al. 2024)."
     needs = ()
@@ -191,6 +229,9 @@ class ReferenceAttack(Attack):
         "NLL under a reference LM trained on the public split minus NLL under the target "
         "(reference-model calibration, Carlini et al. 2021)."
     )
+    summary = "reference-model calibration: NLL_ref − NLL_target"
+    needs = ("reference",)
+    cost = "shared forward pass (target and reference, one each)"
     requires = frozenset({Surface.PROBABILITIES})
     summary = "Target log-likelihood minus a reference LM's (Carlini et al. 2021)."
     needs = ("reference",)
@@ -217,4 +258,4 @@ class ReferenceAttack(Attack):
         return target - ref  # = NLL_ref − NLL_target
 
 
-LLM_ATTACKS = (LMLossAttack, ZlibAttack, MinKAttack, ReferenceAttack)
+LLM_ATTACKS = (LMLossAttack, ZlibAttack, ZlibTotalAttack, MinKAttack, ReferenceAttack)

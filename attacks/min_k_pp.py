@@ -55,6 +55,8 @@ class MinKPlusPlusAttack(Attack):
         "Mean of the 20% lowest standardised token log-probabilities "
         "(log p − μ_t)/σ_t under the next-token distribution (Min-K%++, Zhang et al. 2024)."
     )
+    summary = "Min-K%++: mean of the 20% lowest standardised token log-probabilities"
+    cost = "shared forward pass"
     requires = frozenset({Surface.PROBABILITIES})
     summary = "Min-K% on log-probabilities standardised by the next-token distribution (Zhang et al. 2024)."
     needs = ()

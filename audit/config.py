@@ -989,10 +989,12 @@ def resolve_device(name: str) -> str:
 
 def default_lm_attacks(with_reference: bool) -> list[str]:
     """Membership attacks run on a causal LM when 'attacks.names' is not given: every
-    signal of one shared forward pass, plus the reference attack with a reference model."""
-    names = [n for n in ("lm-loss", "zlib", "min-k") if n in ATTACKS]
-    if with_reference and "reference" in ATTACKS:
-        names.append("reference")
+    reference-free signal of one shared forward pass (LOSS, zlib, Min-K%, Min-K%++) and,
+    with a reference model (the base of a fine-tune), the attacks that read its one pass
+    too: reference, EZ-MIA and InfoRMIA (LiRA / RMIA offline run against it as well)."""
+    names = [n for n in ("lm-loss", "zlib", "min-k", "min-k++") if n in ATTACKS]
+    if with_reference:
+        names += [n for n in ("reference", "ez-mia", "informia") if n in ATTACKS]
     return names
 
 

@@ -28,6 +28,9 @@ from privacy_audit.audit.textcap import cap_audit_data
 from privacy_audit.defenses.base import Examples, PrivacyClaim
 from privacy_audit.defenses.targets.distributed import prefill_token_stats
 
+#: membership attacks that read the first given reference model's forward pass
+REFERENCE_USERS = ("reference", "ez-mia", "informia")
+
 
 def _log(msg: str, progress: bool) -> None:
     if progress:
@@ -309,9 +312,11 @@ def _audit_own_model(cfg, settings, progress, id_salt, executor, run_dir, resume
             refs.append(
                 (path, source, load_reference(cfg, release.tokenizer, release.max_length, path))
             )
-        if refs and "reference" in cfg.attacks:
-            ref = refs[0][2]  # the reference attack calibrates by the first reference
-            attack_kwargs["reference"] = {"reference": ref}
+        users = [n for n in REFERENCE_USERS if n in cfg.attacks]
+        if refs and users:
+            ref = refs[0][2]  # the reference attacks calibrate by the first reference
+            for n in users:  # all read the same cached reference pass (no extra one)
+                attack_kwargs[n] = {"reference": ref}
             texts = data.members.texts + data.nonmembers.texts
             phase("score reference", "one forward pass per text")
             prefill_token_stats(ref, texts, executor, progress)
@@ -366,7 +371,9 @@ def _audit_own_model(cfg, settings, progress, id_salt, executor, run_dir, resume
         from privacy_audit.audit.leakage_map import build_leakage_map
 
         phase("leakage map")
-        ref_release = attack_kwargs.get("reference", {}).get("reference")
+        ref_release = next(
+            (kw["reference"] for n, kw in attack_kwargs.items() if n in REFERENCE_USERS), None
+        )
         build_leakage_map(
             run,
             release,

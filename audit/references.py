@@ -48,19 +48,39 @@ def _log(msg: str, progress: bool) -> None:
         print(msg, file=sys.stderr, flush=True)
 
 
-def shadow_params(shadow: dict[str, Any] | None, n_models: int) -> dict[str, Any]:
-    """LiRA / RMIA settings (``[shadow]`` or the defaults) for ``n_models`` references."""
+#: Offline RMIA's ``a`` on a causal LM unless ``[shadow] rmia_offline_a`` is given. RMIA's
+#: p(x) = ½((1 + a)·p_OUT(x) + 1 − a) was fitted to classifier confidences near 1; a
+#: sequence probability exp(−mean NLL) is ~0.01-0.3, so at the classifier default a = 0.3
+#: the constant (1 − a)/2 swamps p_OUT and the score ranks like lm-loss (AUC 0.506 on a
+#: LoRA fine-tune in issue 33). Measured on `privacy-audit bench frontier` (docs/frontier.md,
+#: a ∈ {0, 0.3, 0.5, 0.7, 0.9, 1}): AUC and TPR at 1% FPR rise with a and peak at a = 1,
+#: where p(x) = p_OUT(x) and the score is the target/reference likelihood ratio.
+LM_RMIA_OFFLINE_A = 1.0
+
+
+def shadow_params(
+    shadow: dict[str, Any] | None, n_models: int, a_given: bool = True
+) -> dict[str, Any]:
+    """LiRA / RMIA settings (``[shadow]`` or the defaults) for ``n_models`` references;
+    ``a_given = False`` (the user set no ``rmia_offline_a``) takes the LM default
+    :data:`LM_RMIA_OFFLINE_A`."""
     from privacy_audit.audit.config import SCHEMA
     from privacy_audit.audit.scale.plan import lira_fixed_variance
 
     d = {k: v[1] for k, v in SCHEMA["shadow"].items()}
     s = {**d, **(shadow or {})}
+    a = float(s["rmia_offline_a"]) if a_given else LM_RMIA_OFFLINE_A
     return {
         "n_models": n_models,
         "fixed_variance": lira_fixed_variance(s["fixed_variance"], n_models),
-        "rmia_offline_a": float(s["rmia_offline_a"]),
+        "rmia_offline_a": a,
+        "rmia_offline_a_source": "shadow.rmia_offline_a" if a_given else "LM default",
         "rmia_gamma": float(s["rmia_gamma"]),
     }
+
+
+def _a_given(cfg) -> bool:
+    return "rmia_offline_a" in ((getattr(cfg, "raw", None) or {}).get("shadow") or {})
 
 
 def read_population(path: str, data_cfg: dict[str, Any]) -> list[str]:
@@ -147,7 +167,7 @@ def given_reference_attacks(
         ref_loss.append(ref.loss(pool))
     target_loss = release.loss(pool)
     keep = np.zeros((len(refs), len(pool)), dtype=bool)  # every reference is OUT
-    params = shadow_params(cfg.shadow, len(refs))
+    params = shadow_params(cfg.shadow, len(refs), _a_given(cfg))
     k = len(refs)
     results = reference_attacks(
         target_loss,
@@ -346,7 +366,7 @@ def trained_reference_attacks(
         ex.close()
     ref_loss = np.asarray([out[t.key]["loss"] for t in tasks], dtype=np.float64)
     target_loss = release.loss(pool)
-    params = shadow_params(sh, k)
+    params = shadow_params(sh, k, _a_given(cfg))
     results = reference_attacks(
         target_loss,
         ref_loss,

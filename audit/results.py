@@ -68,6 +68,50 @@ def pseudonymise_ids(ids: list[str], salt: bytes) -> list[str]:
     return [hmac.new(salt, str(i).encode("utf-8"), hashlib.sha256).hexdigest()[:16] for i in ids]
 
 
+def pick_strongest(attacks: list[dict[str, Any]]) -> dict[str, Any]:
+    """Which attack is strongest, two ways (issue 33): at low FPR and by AUC.
+
+    ``low_fpr``: among the ``ok`` attacks, the highest TPR at the lowest reported FPR
+    (0.1%, then 1%) that the sample resolves (FPR ≥ 1 / n_nonmembers); ties by AUC, then
+    by order. An attack whose TPR at that FPR is below its resolution is skipped there.
+    ``by_auc``: the highest AUC point estimate (first on ties). Returns
+    ``{"attack", "by_auc", "low_fpr": {"attack", "fpr", "tpr", "ci_low", "ci_high"} | None}``
+    where ``attack`` is the name the run leads with: the low-FPR one when the sample
+    resolves a reported FPR, else the AUC one."""
+    from privacy_audit.attacks.metrics import REPORTED_FPRS
+
+    ok = [a for a in attacks if a.get("status") == "ok" and (a.get("metrics") or {}).get("auc")]
+    if not ok:
+        return {"attack": None, "by_auc": None, "low_fpr": None}
+
+    def auc(a: dict) -> float:
+        return float(a["metrics"]["auc"]["value"])
+
+    by_auc = max(ok, key=auc)["attack"]  # max keeps the first of equals
+    low = None
+    for x in sorted(REPORTED_FPRS):
+        key = f"tpr_at_fpr_{x:g}"
+        rows = [
+            a
+            for a in ok
+            if isinstance(a["metrics"].get(key), dict)
+            and not a["metrics"][key].get("below_resolution")
+            and a["metrics"][key].get("value") is not None
+        ]
+        if rows:
+            best = max(rows, key=lambda a: (float(a["metrics"][key]["value"]), auc(a)))
+            m = best["metrics"][key]
+            low = {
+                "attack": best["attack"],
+                "fpr": x,
+                "tpr": m["value"],
+                "ci_low": m.get("ci_low"),
+                "ci_high": m.get("ci_high"),
+            }
+            break
+    return {"attack": low["attack"] if low else by_auc, "by_auc": by_auc, "low_fpr": low}
+
+
 def run_record(
     name: str,
     defense: str,
@@ -82,9 +126,8 @@ def run_record(
     """One run's record. With ``aggregate_only`` the example ids are pseudonymised with
     ``id_salt`` (a fresh random salt when not given; see the module docstring) and leakage
     results drop their text samples."""
-    ok = [r for r in results if r.status == "ok"]
-    strongest = max(ok, key=lambda r: r.metrics["auc"]["value"]).attack if ok else None
     attacks = [r.to_dict() for r in results]
+    picked = pick_strongest(attacks)
     if aggregate_only:
         salt = id_salt if id_salt is not None else new_id_salt()
         for att in attacks:
@@ -104,7 +147,9 @@ def run_record(
         "training": training or {},
         "attacks": attacks,
         "leakage": leaks,
-        "strongest_attack": strongest,
+        "strongest_attack": picked["attack"],
+        "strongest_attack_by_auc": picked["by_auc"],
+        "strongest_attack_low_fpr": picked["low_fpr"],
     }
 
 

@@ -97,6 +97,10 @@ class TokenStats:
     # top-p; privacy_audit.defenses.targets.decoding) at an extraction suffix's positions, NaN elsewhere;
     # None when the pass was asked for no decoding (all NaN: the text has no such suffix)
     decoding_log_probs: np.ndarray | None = None
+    # argmax_z p(z | x_<t): the model's top-1 next token at every predicted position, from
+    # the same pass (the error zone of ez-mia is where it differs from x_t); None when the
+    # producer did not keep it
+    top1_ids: np.ndarray | None = None
 
     @property
     def nll(self) -> np.ndarray:

@@ -627,10 +627,46 @@ def verdict_level(run: dict) -> tuple[str, str]:
     otherwise ``inconclusive``: the intervals still reach the HIGH range, so the sample is
     too small to call the leakage low. The reason names the per-class sample size at
     which each interval's upper end would fall below its threshold if the point estimate
-    stayed where it is (interval width shrinking as 1/sqrt(n))."""
-    attack = strongest_attack(run)
+    stayed where it is (interval width shrinking as 1/sqrt(n)).
+
+    The run names its strongest attack two ways (``strongest_attack``: the best TPR at
+    the lowest resolvable FPR; ``strongest_attack_by_auc``); when they differ the level is
+    the more severe of the two attacks' levels, so a low-FPR leader with a weak AUC never
+    reads LOW where the AUC leader does not (two looks, no multiplicity correction: this
+    can only make the verdict more cautious)."""
+    attack = verdict_attack(run)
     if attack is None:
         return "not-measured", ""
+    return _level_of(attack)
+
+
+def verdict_attack(run: dict) -> dict | None:
+    """The attack the verdict's level is read from: the run's strongest attack, or its
+    AUC leader when that one's level is more severe (:func:`verdict_level`)."""
+    attack = strongest_attack(run)
+    if attack is None:
+        return None
+    other = _by_auc(run, attack)
+    if other is not None:
+        if _SEVERITY.get(_level_of(other)[0], -1) > _SEVERITY.get(_level_of(attack)[0], -1):
+            return other
+    return attack
+
+
+#: order of the levels two attacks can disagree on (higher = more severe)
+_SEVERITY = {"low": 0, "inconclusive": 1, "moderate": 2, "high": 3}
+
+
+def _by_auc(run: dict, attack: dict) -> dict | None:
+    """The run's AUC leader when it is another ``ok`` attack than ``attack``."""
+    name = run.get("strongest_attack_by_auc")
+    if name is None or name == attack.get("attack"):
+        return None
+    return next((a for a in ok_attacks(run) if a.get("attack") == name), None)
+
+
+def _level_of(attack: dict) -> tuple[str, str]:
+    """:func:`verdict_level`'s rules on one attack."""
     auc = metric(attack, "auc") or {}
     tpr = measured_metric(attack, TPR_1)
     lb = metric(attack, EPS_LB)
@@ -771,7 +807,7 @@ def verdict_for_run(run: dict) -> dict:
     shifted = split_shifted(run)
     if shifted is not None:
         return shifted
-    attack = strongest_attack(run)
+    attack = verdict_attack(run)
     if attack is None:
         attacks = [a for a in run.get("attacks") or [] if isinstance(a, dict)]
         na = sum(1 for a in attacks if a.get("status") == "not_applicable")
@@ -893,6 +929,9 @@ def verdict_for_run(run: dict) -> dict:
             + headline_text({**head["larger"][0], "larger": head["larger"][1:]}, "and")
             + "."
         )
+    two = strongest_two_ways(run)
+    if two:
+        text += " " + two
     text += " " + claim["text"]
     return {
         "level": level,
@@ -902,6 +941,33 @@ def verdict_for_run(run: dict) -> dict:
         **({"inconclusive": undecided} if level == "inconclusive" else {}),
         **({"invalid": undecided} if level == "invalid-attack" else {}),
     }
+
+
+def strongest_two_ways(run: dict) -> str:
+    """The sentence naming the strongest attack at the lowest resolvable FPR and by AUC
+    (``strongest_attack_low_fpr`` / ``strongest_attack_by_auc`` of the run record); empty
+    when the record has neither."""
+    low = run.get("strongest_attack_low_fpr")
+    by_auc = run.get("strongest_attack_by_auc")
+    if not isinstance(low, dict) and by_auc is None:
+        return ""
+    parts = []
+    if isinstance(low, dict) and low.get("attack") is not None:
+        fpr = as_float(low.get("fpr"))
+        tpr = {k: low.get(k) for k in ("value", "ci_low", "ci_high")}
+        tpr["value"] = low.get("tpr")
+        where = f"{100 * fpr:g}% FPR" if fpr is not None else "low FPR"
+        parts.append(
+            f"strongest at {where} (the lowest this sample resolves): {low['attack']} "
+            f"(TPR {pct_ci(tpr)})"
+        )
+    else:
+        parts.append("no reported FPR (0.1%, 1%) is resolved by this sample")
+    if by_auc is not None:
+        a = next((x for x in ok_attacks(run) if x.get("attack") == by_auc), None)
+        auc = metric(a, "auc") if a else None
+        parts.append(f"by AUC: {by_auc}" + (f" (AUC {ci(auc)})" if auc else ""))
+    return "Strongest attack " + "; ".join(parts) + "."
 
 
 def split_shifted(run: dict) -> dict | None:

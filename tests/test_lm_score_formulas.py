@@ -17,7 +17,12 @@ import torch
 from scipy.stats import norm
 
 from privacy_audit.attacks.dc_pdd import dc_pdd_score, token_frequencies
-from privacy_audit.attacks.llm_membership import loss_scores, min_k_scores, zlib_scores
+from privacy_audit.attacks.llm_membership import (
+    loss_scores,
+    min_k_scores,
+    zlib_scores,
+    zlib_total_scores,
+)
 from privacy_audit.attacks.lowercase import lowercase_ratio
 from privacy_audit.attacks.min_k_pp import min_k_pp_scores
 from privacy_audit.attacks.neighbourhood import embedding_neighbour_table, neighbourhood_scores
@@ -71,8 +76,13 @@ def test_loss_zlib_and_min_k_known_answers():
     lp = list(HAND.log_probs)
     assert loss_scores([HAND.log_probs])[0] == pytest.approx(sum(lp) / 3)
     text = "abcabcabc hello"
-    bits = 8 * len(zlib.compress(text.encode()))
-    assert zlib_scores([HAND.log_probs], [text])[0] == pytest.approx(sum(lp) / math.log(2) / bits)
+    nbytes = len(zlib.compress(text.encode()))
+    # as cited (Carlini et al. 2021, MIMIR): mean log p / zlib bytes
+    assert zlib_scores([HAND.log_probs], [text])[0] == pytest.approx(sum(lp) / 3 / nbytes)
+    # the earlier variant, kept as zlib-total: total log2 p / zlib bits
+    assert zlib_total_scores([HAND.log_probs], [text])[0] == pytest.approx(
+        sum(lp) / math.log(2) / (8 * nbytes)
+    )
     # k = 0.4 of 3 tokens -> ceil(1.2) = 2 lowest log-probs; the largest two would differ
     low2 = sorted(lp)[:2]
     assert min_k_scores([HAND.log_probs], 0.4)[0] == pytest.approx(sum(low2) / 2)

@@ -100,7 +100,17 @@ def test_users_gpt2_and_llama_end_to_end(users_models, cli):
     assert "first token not scored: no BOS" in (out / "report.html").read_text("utf-8")
     names = [a["attack"] for a in run["attacks"]]
     # LM defaults + reference, then RMIA and offline LiRA against the reference
-    assert names == ["lm-loss", "zlib", "min-k", "reference", "lira-offline", "rmia-offline"]
+    assert names == [
+        "lm-loss",
+        "zlib",
+        "min-k",
+        "min-k++",
+        "reference",
+        "ez-mia",
+        "informia",
+        "lira-offline",
+        "rmia-offline",
+    ]
     loss = _attack(res, "lm-loss")
     assert loss["n_members"] == N and loss["n_nonmembers"] == N  # blank lines ignored
     assert loss["metrics"]["auc"]["ci_low"] > 0.5

@@ -179,7 +179,17 @@ def test_adapter_base_is_the_default_reference(models, tmp_path, cli):
     (ref,) = run["target"]["references"]["models"]
     assert ref["path"] == str(root / "base") and "adapter's base model" in ref["source"]
     names = [a["attack"] for a in run["attacks"]]
-    assert names == ["lm-loss", "zlib", "min-k", "reference", "lira-offline", "rmia-offline"]
+    assert names == [
+        "lm-loss",
+        "zlib",
+        "min-k",
+        "min-k++",
+        "reference",
+        "ez-mia",
+        "informia",
+        "lira-offline",
+        "rmia-offline",
+    ]
     assert all(a["status"] == "ok" for a in run["attacks"])
     html = (out / "report.html").read_text(encoding="utf-8")
     assert "reference_models" in html and str(root / "base") in html

@@ -18,6 +18,7 @@ BENCHMARKS: dict[str, str] = {
     "ray-scaling": "privacy_audit.audit.benchmarks.ray_scaling:run",
     "split-n-denoise": "privacy_audit.audit.benchmarks.split_n_denoise:run",
     "byo-lm": "privacy_audit.audit.benchmarks.byo_lm:run",
+    "frontier": "privacy_audit.audit.benchmarks.frontier:run",
     "metrics": "privacy_audit.audit.benchmarks.metrics:run",
     "score": "privacy_audit.audit.benchmarks.score_cli:run",
     "re-attention-recsys": "privacy_audit.audit.benchmarks.re_attention_recsys:run",

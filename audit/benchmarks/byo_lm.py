@@ -19,6 +19,13 @@ probability under temperature 0.7, top-k 50 and top-p 0.9 (the costliest setting
 and a full sort per suffix position), with Hayes et al.'s 50-token prefix and suffix, and
 the risks within 1, 10, 100 and 1,000 queries (target: at most 1.2x the time of ``suite``).
 
+With ``--lm-reference`` (issue 33) two more cases score against a reference model (a
+second model of the same shape, another seed: the user's base): ``plain x2`` is the plain
+loop over the target and the reference, and ``suite+reference`` is the audit with a
+reference: both models' single forward pass, then lm-loss, zlib, min-k, min-k++,
+reference, ez-mia and informia from the two passes' statistics, and LiRA / RMIA offline
+from the two losses (target: at most 1.15x the time of ``plain x2``).
+
 The texts are split into chunks; the cases alternate chunk by chunk (and which goes first
 rotates too), so load drifts on a shared machine hit all alike. Reported: tokens per
 second of each case and the throughput ratio suite / plain (target >= 0.9).
@@ -36,6 +43,7 @@ from privacy_audit.audit.benchmarks.timing import BenchResult, BenchSettings, Ca
 
 TARGET_RATIO = 0.9
 EXTRACTION_TARGET = 1.2  # suite+extraction time / suite time
+REFERENCE_TARGET = 1.15  # suite+reference time / plain x2 time
 DEFAULTS = {"sequences": 2000, "seq_len": 256, "batch_size": 8}
 QUICK = {"sequences": 16, "seq_len": 32, "batch_size": 4}
 
@@ -73,11 +81,16 @@ def run(settings: BenchSettings) -> BenchResult:
 
     extra = dict(settings.extra or {})
     extraction = bool(extra.pop("extraction", False))
+    with_reference = bool(extra.pop("reference", False))
     sizes = {**(QUICK if settings.quick else DEFAULTS), **extra}
     n, seq_len, batch = int(sizes["sequences"]), int(sizes["seq_len"]), int(sizes["batch_size"])
     vocab = 500 if settings.quick else 50257
     torch.manual_seed(settings.seed)
     model = _model(settings.quick, vocab)
+    ref_model = None
+    if with_reference:
+        torch.manual_seed(settings.seed + 1)
+        ref_model = _model(settings.quick, vocab)
     hf_tok = _word_tokenizer(vocab)
     tok = HFTokenizer(hf_tok)
     rng = np.random.default_rng(settings.seed)
@@ -106,6 +119,46 @@ def run(settings: BenchSettings) -> BenchResult:
             for q in (1, 10, 100, 1000):
                 risk_within(lp, q)
 
+    def plain2(chunk_ids):
+        with torch.no_grad():
+            for m in (model, ref_model):
+                for ids, mask in chunk_ids:
+                    m(input_ids=ids, attention_mask=mask)
+
+    def suite_reference(chunk_texts):
+        from privacy_audit.attacks.ez_mia import ez_scores
+        from privacy_audit.attacks.informia import informia_scores, population_gain, token_gains
+        from privacy_audit.attacks.min_k_pp import min_k_pp_scores
+        from privacy_audit.attacks.shadow import (
+            lira_scores,
+            logit_confidence_from_loss,
+            rmia_scores,
+        )
+
+        rel = HFLMRelease(model, tok, seq_len, claim, batch_size=batch)
+        ref = HFLMRelease(ref_model, tok, seq_len, claim, batch_size=batch)
+        stats, rstats = rel.token_stats(chunk_texts), ref.token_stats(chunk_texts)
+        logp = [-s.nll for s in stats]
+        loss_scores(logp), zlib_scores(logp, chunk_texts), min_k_scores(logp)
+        min_k_pp_scores(stats)
+        t_loss = -loss_scores(logp)
+        r_loss = -loss_scores([-s.nll for s in rstats])
+        _ = r_loss - t_loss  # reference
+        ez_scores(stats, rstats)
+        gains = token_gains(stats, rstats)
+        informia_scores(gains, population_gain(gains))
+        keep = np.zeros((1, len(chunk_texts)), dtype=bool)
+        lira_scores(
+            logit_confidence_from_loss(t_loss),
+            logit_confidence_from_loss(r_loss[None]),
+            keep,
+            online=False,
+            fixed_variance=True,
+        )
+        rmia_scores(
+            np.exp(-t_loss), np.exp(-r_loss[None]), keep, np.arange(len(chunk_texts)), False, 1.0
+        )
+
     spec = None
     if extraction:
         from privacy_audit.attacks.extraction_risk import risk_within, sequence_log_prob
@@ -126,12 +179,18 @@ def run(settings: BenchSettings) -> BenchResult:
     if spec is not None:
         suite(chunks[0][:batch], spec)
         names.append("suite+extraction")
+    if with_reference:
+        plain2(encoded[0][:1]), suite_reference(chunks[0][:batch])
+        names += ["plain x2", "suite+reference"]
     times = {k: CaseTiming(k, []) for k in names}
     wall = dict.fromkeys(names, 0.0)
     for k, (c, e) in enumerate(zip(chunks, encoded, strict=True)):
         order = [("plain", lambda e=e: plain(e)), ("suite", lambda c=c: suite(c))]
         if spec is not None:
             order.append(("suite+extraction", lambda c=c: suite(c, spec)))
+        if with_reference:
+            order.append(("plain x2", lambda e=e: plain2(e)))
+            order.append(("suite+reference", lambda c=c: suite_reference(c)))
         shift = k % len(order)
         for name, fn in order[shift:] + order[:shift]:
             t0, w0 = clock(), time.perf_counter()
@@ -168,6 +227,22 @@ def run(settings: BenchSettings) -> BenchResult:
         setup["extraction"] = spec.to_dict() | {"queries": [1, 10, 100, 1000]}
         setup["extraction_time_over_suite"] = total["suite+extraction"] / total["suite"]
         targets["suite+extraction"] = f"time <= {EXTRACTION_TARGET}x suite"
+    if with_reference:
+        ratios["plain x2"] = total["plain x2"] / total["plain"]
+        ratios["suite+reference"] = total["suite+reference"] / total["plain"]
+        setup["reference_time_over_plain_x2"] = total["suite+reference"] / total["plain x2"]
+        setup["reference_signals"] = [
+            "lm-loss",
+            "zlib",
+            "min-k",
+            "min-k++",
+            "reference",
+            "ez-mia",
+            "informia",
+            "lira-offline",
+            "rmia-offline",
+        ]
+        targets["suite+reference"] = f"time <= {REFERENCE_TARGET}x plain x2"
     notes = [
         "suite: tokenize + one forward pass per text giving TokenStats (float64 log p, mean "
         "and variance of log p over the vocabulary) and pooled hidden states, then lm-loss, "

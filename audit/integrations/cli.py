@@ -391,6 +391,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="byo-lm: add a case with extraction risk on (target: <= 1.2x the suite's time)",
     )
     b.add_argument(
+        "--lm-reference",
+        action="store_true",
+        help="byo-lm: add cases with a reference model (suite+reference vs plain x2; "
+        "target: <= 1.15x)",
+    )
+    b.add_argument(
         "--cost-cases",
         metavar="A,B",
         help="cost-of-privacy: private cases to run beside non-private (default all: "
@@ -1206,6 +1212,10 @@ def _cmd_bench(args) -> int:
             if value < (3 if key == "seq_len" else 1):
                 raise AuditError(f"--{key.replace('_', '-')} is too small: {value}")
             extra[key] = value
+    if getattr(args, "lm_reference", False):
+        if "byo-lm" not in names:
+            raise AuditError("--lm-reference applies to the byo-lm benchmark only")
+        extra["reference"] = True
     if args.extraction:
         if "byo-lm" not in names:
             raise AuditError("--extraction applies to the byo-lm benchmark only")
@@ -1224,9 +1234,10 @@ def _cmd_bench(args) -> int:
         for case, t in res["cases"].items():
             ratio = res["ratios"].get(case)
             target = res.get("targets", {}).get(case, "")
+            ratio_txt = f"{ratio:6.2f}x" if ratio is not None else "       "
             print(
                 f"  {case:<28} {t['median_ms']:10.2f} ms  [{t['q1_ms']:.2f}, {t['q3_ms']:.2f}]"
-                f"  {ratio:6.2f}x  {target}"
+                f"  {ratio_txt}  {target}"
             )
         for case, mem in (res.get("memory") or {}).items():
             print(f"  memory {case:<21} {mem}")

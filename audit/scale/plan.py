@@ -216,10 +216,12 @@ def sweep_summary(cfg: AuditConfig, trials: list[Trial], runs: list[dict]) -> di
 
 def _finish_run(run: dict, shadow_attacks: list[dict]) -> dict:
     run["attacks"] = list(run["attacks"]) + shadow_attacks
-    ok = [a for a in run["attacks"] if a.get("status") == "ok"]
-    run["strongest_attack"] = (
-        max(ok, key=lambda a: a["metrics"]["auc"]["value"])["attack"] if ok else None
-    )
+    from privacy_audit.audit.results import pick_strongest
+
+    picked = pick_strongest(run["attacks"])
+    run["strongest_attack"] = picked["attack"]
+    run["strongest_attack_by_auc"] = picked["by_auc"]
+    run["strongest_attack_low_fpr"] = picked["low_fpr"]
     return run
 
 

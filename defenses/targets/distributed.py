@@ -68,6 +68,7 @@ class _Scorer:
                 s.var_log_prob,
                 hidden[k],
                 s.decoding_log_probs,
+                s.top1_ids,
             )
             for k, s in enumerate(stats)
         ]
@@ -116,8 +117,8 @@ def ray_token_stats(release, texts: list[str], executor) -> tuple[list[TokenStat
         except ray.exceptions.RayActorError as exc:
             raise AuditError(f"a Ray scoring worker failed: {exc}") from None
         for b, res in zip(batches, results, strict=True):
-            for i, (tid, lp, mu, var, h, dec) in zip(b, res, strict=True):
-                out_stats[i] = TokenStats(tid, lp, mu, var, dec)
+            for i, (tid, lp, mu, var, h, dec, top1) in zip(b, res, strict=True):
+                out_stats[i] = TokenStats(tid, lp, mu, var, dec, top1)
                 out_hidden[i] = h
         for a in actors:
             ray.kill(a)

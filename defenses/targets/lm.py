@@ -281,6 +281,7 @@ def token_statistics_from_logits(
             buf_e = torch.empty_like(buf_x)
         x, e = buf_x[:n], buf_e[:n]
         rows = rows.detach()
+        top1 = rows.argmax(dim=-1)  # the model's top-1 token (ez-mia's error zone)
         x.copy_(rows)
         x.sub_(rows.max(dim=-1, keepdim=True).values)  # the max of the float32 rows is exact
         torch.exp(x, out=e)
@@ -298,6 +299,7 @@ def token_statistics_from_logits(
                 log_probs=lp.cpu().numpy(),
                 mean_log_prob=mu.cpu().numpy(),
                 var_log_prob=var.cpu().numpy(),
+                top1_ids=top1.cpu().numpy(),
             )
         )
     return out
