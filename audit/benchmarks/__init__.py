@@ -20,6 +20,7 @@ BENCHMARKS: dict[str, str] = {
     "byo-lm": "privacy_audit.audit.benchmarks.byo_lm:run",
     "metrics": "privacy_audit.audit.benchmarks.metrics:run",
     "re-attention-recsys": "privacy_audit.audit.benchmarks.re_attention_recsys:run",
+    "split-check": "privacy_audit.audit.benchmarks.split_check_cost:run",
 }
 
 __all__ = ["BENCHMARKS"]
