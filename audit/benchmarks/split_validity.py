@@ -83,11 +83,17 @@ def docstring_corpus() -> list[tuple[str, str]]:
     import warnings
 
     out = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # deprecated members (typing.io) warn when read
+        out = _docstrings(importlib)
+    return _dedup(out)
+
+
+def _docstrings(importlib) -> list[tuple[str, str]]:
+    out = []
     for name in STDLIB_MODULES:
         try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                mod = importlib.import_module(name)
+            mod = importlib.import_module(name)
         except ImportError:
             continue
         for obj in [mod, *vars(mod).values()]:
@@ -99,7 +105,7 @@ def docstring_corpus() -> list[tuple[str, str]]:
                     d = getattr(m, "__doc__", None)
                     if isinstance(d, str):
                         out += [(name, p) for p in _paras(d)]
-    return _dedup(out)
+    return out
 
 
 def package_corpus() -> list[tuple[str, str]]:
