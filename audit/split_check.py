@@ -696,7 +696,13 @@ def split_text(check: dict[str, Any]) -> str:
         head = (
             f"A classifier that never sees the model tells members from non-members with "
             f"blind AUC {auc['value']:.3f} [{auc['ci_low']:.3f}, {auc['ci_high']:.3f}] "
-            f"({blind.get('n_members')} members, {blind.get('n_nonmembers')} non-members)"
+            f"({blind.get('n_members')} members, {blind.get('n_nonmembers')} non-members"
+            + (
+                f"; permutation p = {auc['p_value']:.3g}"
+                if isinstance(auc.get("p_value"), int | float)
+                else ""
+            )
+            + ")"
         )
         if check.get("shifted"):
             head += (
@@ -704,7 +710,14 @@ def split_text(check: dict[str, Any]) -> str:
                 "measure that difference as well as any memorisation."
             )
         else:
-            head += ": its interval includes chance, so no shift between the sets was found."
+            head += ": not significantly above chance, so no shift between the sets was found"
+            det = blind.get("detectable_auc")
+            head += (
+                f" (on this many texts the check detects a blind AUC of {det:.2f} or more "
+                "with 80% power)."
+                if isinstance(det, int | float)
+                else "."
+            )
         parts.append(head)
     if d.get("pairs"):
         parts.append(

@@ -467,6 +467,41 @@ def experiment(settings, cells) -> dict[str, Any]:
     }
 
 
+def _pct(k: int, n: int) -> str:
+    lo, hi = cp_interval(k, n)
+    return f"{k}/{n} = {100 * k / n:.1f}% [{100 * lo:.1f}%, {100 * hi:.1f}%]"
+
+
+def markdown_tables(doc: dict[str, Any]) -> str:
+    """The false-alarm and power tables of docs/split-validity.md from the JSON."""
+    out = [
+        "| Corpus (clustered by) | texts / clusters | `split-shifted` | interval misses 0.5 "
+        "| AUC SD over splits / mean reported SE (/ mean DeLong SE) |",
+        "|---|---|---|---|---|",
+    ]
+    for r in doc.get("false_alarms", []):
+        out.append(
+            f"| {r['corpus']} ({r['clustered_by']}) | {r['texts']} / {r['clusters']} | "
+            f"{_pct(r['split_shifted'], r['trials'])} | "
+            f"{_pct(r['interval_misses_0.5'], r['trials'])} | "
+            f"{r['auc_sd_over_splits']:.3f} / {r['mean_reported_se']:.3f} "
+            f"(/ {r['mean_delong_se']:.3f}) |"
+        )
+    out += [
+        "",
+        "| Shifted pair | per side | flagged `split-shifted` | mean blind AUC | mean word + "
+        "char AUC | difference |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in doc.get("power", []):
+        out.append(
+            f"| {r['pair']} | {r['per_class']} | {_pct(r['flagged'], r['draws'])} | "
+            f"{r['mean_blind_auc']:.3f} | {r['mean_word_char_auc']:.3f} | "
+            f"{r['combined_minus_word_char']:+.3f} |"
+        )
+    return "\n".join(out)
+
+
 #: Sizes of the reported figures (``--quick`` uses 10 and 4).
 TRIALS, DRAWS = 200, 50
 
@@ -477,9 +512,11 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--tables", help="print the markdown tables of this JSON and exit")
     ap.add_argument("--n", type=int, default=300, help="texts per set (DI)")
     ap.add_argument("--blind-trials", type=int, default=TRIALS, help="splits per corpus")
     ap.add_argument("--draws", type=int, default=DRAWS, help="draws per power cell")
+    ap.add_argument("--corpora", help="comma list of corpus numbers (1-4) for 'false'")
     ap.add_argument("--null-trials", type=int, default=1000)
     ap.add_argument("--lm-null-trials", type=int, default=200)
     ap.add_argument("--epochs", type=int, default=2)
@@ -488,6 +525,12 @@ def main(argv: list[str] | None = None) -> int:
         "--parts", default="false,power,null,lm", help="comma list: false, power, null, lm"
     )
     args = ap.parse_args(argv)
+    if args.tables:
+        import json
+
+        with open(args.tables, encoding="utf-8") as f:
+            print(markdown_tables(json.load(f)))
+        return 0
     parts = set(args.parts.split(","))
     out: dict[str, Any] = {
         "command": "python -m privacy_audit.audit.benchmarks.split_validity "
@@ -495,7 +538,10 @@ def main(argv: list[str] | None = None) -> int:
     }
     if "false" in parts:
         out["false_alarms"] = []
-        for c in CORPORA:
+        names = list(CORPORA)
+        if args.corpora:
+            names = [names[int(i) - 1] for i in args.corpora.split(",")]
+        for c in names:
             _log(f"false alarms: {c}, {args.blind_trials} splits of 100 + 100")
             out["false_alarms"].append(false_alarms(c, args.blind_trials, 100, args.seed))
             atomic_write_text(args.out, dumps_json(out))
