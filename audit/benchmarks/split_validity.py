@@ -207,47 +207,81 @@ def _pair(name: str) -> tuple[list[str], list[str]]:
     return [t for _, t in package_corpus()], [t for _, t in docstring_corpus()]
 
 
-def false_alarms(corpus: str, trials: int, per_class: int, seed: int = 0) -> dict[str, Any]:
+def false_alarms(
+    corpus: str, trials: int, per_class: int, seed: int = 0, first: int = 0
+) -> dict[str, Any]:
     """``trials`` random ``per_class`` + ``per_class`` splits of one corpus (so the split
     is random by construction): how often the check says ``split-shifted``, how often its
-    two-sided interval misses 0.5, and the AUC's spread against the SE it reported."""
+    two-sided interval misses 0.5, and the AUC's spread against the SE it reported.
+    Splits ``first .. first + trials - 1`` (so that parts can run apart and be merged by
+    :func:`merge_false_alarms`)."""
     from privacy_audit.audit.split_check import SplitCheck
 
     items = _load(corpus)
     texts = [t for _, t in items]
-    shifted = missed = 0
-    aucs, ses, delong, ps = [], [], [], []
-    for t in range(trials):
+    per_split = []
+    for t in range(first, first + trials):
         idx = np.random.default_rng([seed, 31, t]).permutation(len(texts))[: 2 * per_class]
         chk, _ = SplitCheck(seed=t, families=False).run(
             [texts[i] for i in idx[:per_class]], [texts[i] for i in idx[per_class:]]
         )
         a = chk["blind"]["auc"]
-        shifted += bool(chk["shifted"])
-        missed += not (a["ci_low"] <= 0.5 <= a["ci_high"])
-        aucs.append(a["value"])
-        ses.append(a["se"])
-        delong.append(a["delong_se"])
-        ps.append(a["p_value"])
-    sd = float(np.std(aucs, ddof=1))
-    return {
+        per_split.append(
+            {
+                "split": t,
+                "shifted": bool(chk["shifted"]),
+                "missed": not a["ci_low"] <= 0.5 <= a["ci_high"],
+                **{k: a[k] for k in ("value", "se", "delong_se", "p_value", "null_sd")},
+            }
+        )
+    base = {
         "corpus": corpus,
         "clustered_by": CORPORA[corpus][1],
         "texts": len(texts),
         "clusters": len({g for g, _ in items}),
         "per_class": per_class,
-        "trials": trials,
-        "split_shifted": shifted,
-        "split_shifted_rate_ci": cp_interval(shifted, trials),
-        "interval_misses_0.5": missed,
-        "interval_miss_rate_ci": cp_interval(missed, trials),
-        "auc_mean": float(np.mean(aucs)),
-        "auc_sd_over_splits": sd,
-        "mean_reported_se": float(np.mean(ses)),
-        "mean_delong_se": float(np.mean(delong)),
-        "sd_over_mean_delong_se": sd / float(np.mean(delong)),
-        "p_uniform_ks": float(__import__("scipy.stats").stats.kstest(ps, "uniform").pvalue),
     }
+    return summarise_false_alarms(base, per_split)
+
+
+def summarise_false_alarms(base: dict[str, Any], per_split: list[dict]) -> dict[str, Any]:
+    from scipy.stats import kstest
+
+    n = len(per_split)
+    shifted = sum(r["shifted"] for r in per_split)
+    missed = sum(r["missed"] for r in per_split)
+    aucs = np.array([r["value"] for r in per_split])
+    sd = float(np.std(aucs, ddof=1))
+    delong = float(np.mean([r["delong_se"] for r in per_split]))
+    return {
+        **base,
+        "trials": n,
+        "split_shifted": shifted,
+        "split_shifted_rate_ci": cp_interval(shifted, n),
+        "interval_misses_0.5": missed,
+        "interval_miss_rate_ci": cp_interval(missed, n),
+        "auc_mean": float(aucs.mean()),
+        "auc_sd_over_splits": sd,
+        "mean_reported_se": float(np.mean([r["se"] for r in per_split])),
+        "mean_delong_se": delong,
+        "sd_over_mean_delong_se": sd / delong,
+        "p_uniform_ks": float(kstest([r["p_value"] for r in per_split], "uniform").pvalue),
+        "per_split": per_split,
+    }
+
+
+def merge_false_alarms(parts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One summary per corpus from parts run apart (``--first-trial``)."""
+    by: dict[str, list[dict]] = {}
+    for p in parts:
+        by.setdefault(p["corpus"], []).append(p)
+    out = []
+    for ps in by.values():
+        splits = sorted((r for p in ps for r in p["per_split"]), key=lambda r: r["split"])
+        assert len({r["split"] for r in splits}) == len(splits), "overlapping parts"
+        base = {k: ps[0][k] for k in ("corpus", "clustered_by", "texts", "clusters", "per_class")}
+        out.append(summarise_false_alarms(base, splits))
+    return out
 
 
 def power(pair: str, per_class: int, draws: int, seed: int = 0) -> dict[str, Any]:
@@ -517,6 +551,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--blind-trials", type=int, default=TRIALS, help="splits per corpus")
     ap.add_argument("--draws", type=int, default=DRAWS, help="draws per power cell")
     ap.add_argument("--corpora", help="comma list of corpus numbers (1-4) for 'false'")
+    ap.add_argument("--first-trial", type=int, default=0, help="first split number ('false')")
     ap.add_argument("--null-trials", type=int, default=1000)
     ap.add_argument("--lm-null-trials", type=int, default=200)
     ap.add_argument("--epochs", type=int, default=2)
@@ -543,7 +578,9 @@ def main(argv: list[str] | None = None) -> int:
             names = [names[int(i) - 1] for i in args.corpora.split(",")]
         for c in names:
             _log(f"false alarms: {c}, {args.blind_trials} splits of 100 + 100")
-            out["false_alarms"].append(false_alarms(c, args.blind_trials, 100, args.seed))
+            out["false_alarms"].append(
+                false_alarms(c, args.blind_trials, 100, args.seed, args.first_trial)
+            )
             atomic_write_text(args.out, dumps_json(out))
     if "power" in parts:
         out["power"] = []
