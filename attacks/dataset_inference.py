@@ -42,6 +42,13 @@ ASSUMPTION = (
 
 FEATURES = ("loss", "zlib", "min-k-20", "min-k++-20")
 
+#: A blind AUC that would bias the test: a shift of this size between suspect and
+#: validation texts makes the membership features differ without any training (issue 34:
+#: a temporal shift no model trained on passed the check at small n and got p = 0.029).
+GUARD_SHIFT_AUC = 0.65
+#: Power at which the split check is said to detect a shift.
+GUARD_POWER = 0.8
+
 
 def lm_features(release, texts: list[str], reference=None) -> tuple[np.ndarray, list[str]]:
     """Per-text membership signals (higher = more member-like) from the release's cached
@@ -166,6 +173,47 @@ class DatasetInference:
         }
 
 
+def split_guard(check: dict[str, Any], shift_auc: float = GUARD_SHIFT_AUC) -> dict[str, Any]:
+    """Can the split check vouch for the test's assumption on this many texts? It can
+    when it detects a shift of blind AUC ``shift_auc`` with power >= ``GUARD_POWER``
+    (normal approximation with the permutation null SD, audit/split_check.py
+    ``detectable_auc``); otherwise the p-value stands on the user's word that the two
+    sets come from one source."""
+    from privacy_audit.audit.split_check import detectable_auc
+
+    blind = check.get("blind") or {}
+    auc = blind.get("auc") or {}
+    sd = auc.get("null_sd")
+    if not isinstance(sd, int | float) or not math.isfinite(sd):
+        return {"can_speak": False, "shift_auc": shift_auc, "detectable_auc": None,
+                "text": "The split check did not measure these sets, so nothing checks the "
+                "test's assumption."}  # fmt: skip
+    conf = float(check.get("confidence", 0.95))
+    det = detectable_auc(sd, conf, GUARD_POWER)
+    n = f"{blind.get('n_members')} suspect and {blind.get('n_nonmembers')} validation texts"
+    can = bool(det <= shift_auc)
+    if can:
+        text = (
+            f"On {n} the split check detects a shift of blind AUC {det:.2f} or more with "
+            f"{GUARD_POWER:.0%} power, so a shift large enough to bias this test (blind AUC "
+            f"{shift_auc:.2f}) would have been flagged."
+        )
+    else:
+        text = (
+            f"The split check cannot speak for these sets: on {n} it detects only a shift "
+            f"of blind AUC {det:.2f} or more ({GUARD_POWER:.0%} power), so a shift that "
+            f"would bias this test (e.g. blind AUC {shift_auc:.2f}) could pass unnoticed. "
+            "The p-value is valid only if the two sets were drawn from one source by design."
+        )
+    return {
+        "can_speak": can,
+        "shift_auc": shift_auc,
+        "detectable_auc": det,
+        "power": GUARD_POWER,
+        "text": text,
+    }
+
+
 def result_text(res: dict[str, Any]) -> str:
     """One plain-language sentence on a dataset-inference result."""
     if res.get("status") == "split-shifted":
@@ -185,8 +233,10 @@ def result_text(res: dict[str, Any]) -> str:
         else f"no evidence at α = {res['alpha']:g} that the suspect set was used; this is "
         "not proof that it was not"
     )
+    guard = res.get("split_guard") or {}
+    tail = f" {guard['text']}" if guard.get("text") and not guard.get("can_speak") else ""
     return (
         f"Dataset inference: p = {p:.3g} (one-sided Welch t-test, t = {res['t']:.2f}, "
         f"df = {res['df']:.1f}), effect size d = {res['effect_size']:.2f}, on "
-        f"{n['suspect']} suspect and {n['validation']} validation test texts: {verdict}."
+        f"{n['suspect']} suspect and {n['validation']} validation test texts: {verdict}.{tail}"
     )

@@ -102,7 +102,12 @@ def run_dataset_inference(
     (``results.json`` of this command)."""
     import datetime as _dt
 
-    from privacy_audit.attacks.dataset_inference import DatasetInference, lm_features, result_text
+    from privacy_audit.attacks.dataset_inference import (
+        DatasetInference,
+        lm_features,
+        result_text,
+        split_guard,
+    )
     from privacy_audit.audit import __version__
     from privacy_audit.audit.data import load_audit_data
     from privacy_audit.audit.own_model import cut_to_max_length, load_reference, prefill_token_stats
@@ -159,6 +164,7 @@ def run_dataset_inference(
         "texts_cut_to_max_length": n_cut,
         "max_length": release.max_length,
         "split_check": check,
+        "split_guard": split_guard(check),
         "fit_fraction": options["fit_fraction"],
         "seed": cfg.seed,
     }

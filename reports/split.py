@@ -16,6 +16,10 @@ def _diff(d: dict[str, Any]) -> str:
         return "—"
 
 
+def _num(v: Any, fmt: str) -> str:
+    return format(v, fmt) if isinstance(v, int | float) and not isinstance(v, bool) else "—"
+
+
 def split_view(run: dict[str, Any], aggregate_only: bool) -> dict[str, Any] | None:
     """What the template shows for the split check, or ``None`` when the run has none."""
     check = run.get("split_check")
@@ -44,6 +48,8 @@ def split_view(run: dict[str, Any], aggregate_only: bool) -> dict[str, Any] | No
     return {
         "status": "shifted" if shifted else ("ok" if shifted is False else "not-measured"),
         "blind_auc": ci(blind.get("auc")) if blind.get("auc") else "—",
+        "p_value": _num((blind.get("auc") or {}).get("p_value"), ".3g"),
+        "detectable_auc": _num(blind.get("detectable_auc"), ".3f"),
         "n_members": blind.get("n_members"),
         "n_nonmembers": blind.get("n_nonmembers"),
         "families": [(k, f"{v:.3f}") for k, v in (blind.get("families") or {}).items()],

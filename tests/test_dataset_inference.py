@@ -157,6 +157,32 @@ def test_power_on_a_model_fine_tuned_on_the_suspect_set(tiny_lms):
     assert res0["p_value"] > 0.01
 
 
+def test_split_guard_says_when_the_check_cannot_see_a_biasing_shift():
+    """The guard's detectable AUC is 0.5 + (z_0.975 + z_0.8) x the permutation null SD
+    (scipy's normal quantiles); it speaks only when that is at most 0.65."""
+    from privacy_audit.attacks.dataset_inference import result_text, split_guard
+
+    def check(sd, n):
+        return {
+            "confidence": 0.95,
+            "blind": {"auc": {"null_sd": sd}, "n_members": n, "n_nonmembers": n},
+        }
+
+    z = stats.norm.ppf(0.975) + stats.norm.ppf(0.8)
+    small, large = split_guard(check(0.09, 40)), split_guard(check(0.04, 400))
+    assert small["detectable_auc"] == pytest.approx(0.5 + z * 0.09, abs=1e-12)
+    assert small["can_speak"] is False and "cannot speak" in small["text"]
+    assert large["can_speak"] is True and "would have been flagged" in large["text"]
+    assert split_guard({"blind": {}})["can_speak"] is False
+    res = {
+        "status": "ok", "p_value": 0.029, "t": 2.0, "df": 30.0, "effect_size": 0.5,
+        "alpha": 0.05, "significant": True, "n_test": {"suspect": 20, "validation": 20},
+    }  # fmt: skip
+    assert "cannot speak" in result_text({**res, "split_guard": small})
+    assert "cannot speak" not in result_text({**res, "split_guard": large})
+    assert "p = 0.029" in result_text({**res, "split_guard": small})
+
+
 # --------------------------------------------------------------------------- #
 # The command
 # --------------------------------------------------------------------------- #
@@ -181,6 +207,10 @@ def test_command_gives_a_p_value_with_reference_and_config(tiny_lms, cli):
     assert outcome.code == 0, outcome.stderr[-3000:]
     r = res["dataset_inference"]
     assert r["status"] == "ok" and r["p_value"] < 0.01 and r["split_check"]["shifted"] is False
+    # 48 + 48 texts: too few for the split check to see a shift that would bias the test
+    guard = r["split_guard"]
+    assert guard["can_speak"] is False and guard["detectable_auc"] > 0.65
+    assert "cannot speak" in r["text"] and f"{guard['detectable_auc']:.2f}" in r["text"]
     assert r["n_test"]["suspect"] + r["n_fit"]["suspect"] == 48
     assert outcome.stdout.startswith("DATASET INFERENCE: OK; p = ")
     assert "same distribution" in (out / "report.html").read_text(encoding="utf-8")

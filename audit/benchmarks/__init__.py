@@ -23,6 +23,7 @@ BENCHMARKS: dict[str, str] = {
     "score": "privacy_audit.audit.benchmarks.score_cli:run",
     "re-attention-recsys": "privacy_audit.audit.benchmarks.re_attention_recsys:run",
     "input-hash": "privacy_audit.audit.benchmarks.input_hash:run",
+    "split-check": "privacy_audit.audit.benchmarks.split_check_cost:run",
 }
 
 __all__ = ["BENCHMARKS"]

@@ -29,6 +29,7 @@ EXPERIMENTS: dict[str, str] = {
     "snd-auc": "privacy_audit.audit.benchmarks.snd_auc:run",
     "dp-blogs-audit": "privacy_audit.audit.benchmarks.dp_blogs_audit:run",
     "deciding-before-release": "privacy_audit.audit.benchmarks.deciding_before_release:run",
+    "split-validity": "privacy_audit.audit.benchmarks.split_validity:experiment",
 }
 
 SCHEMA = "privacy-audit-experiment/1"

@@ -1,11 +1,16 @@
-"""The figures of docs/split-validity.md: blind baselines on real prose, the false
-``split-shifted`` rate, dataset inference's null rejection rate and its power.
+"""The figures of docs/split-validity.md: the split check's false ``split-shifted`` rate
+on real, clustered text, its power on shifted pairs, dataset inference's null rejection
+rate and its power.
 
+    privacy-audit experiment split-validity [--quick] [--checkpoint-dir DIR]
     OMP_NUM_THREADS=1 python -m privacy_audit.audit.benchmarks.split_validity --out docs/split-validity.json
 
-Everything is seeded; every rate carries its count and a Clopper-Pearson 95% interval,
-every AUC a DeLong 95% interval. Real English text ships with Python: pydoc_data.topics
-(the documentation topics) and the docstrings of stdlib modules.
+Everything is seeded; every rate carries its count and a Clopper-Pearson 95% interval.
+Real text only, all of it shipped with Python, the installed packages or Debian (no
+download): paragraphs of ``pydoc_data.topics`` (clustered by topic), of stdlib docstrings
+(by module), of installed packages' long descriptions (``*.dist-info/METADATA``, by
+package) and Debian changelog entries (``/usr/share/doc/*/changelog.Debian.gz``, by
+package; dated by their signature line, which is not part of the text).
 """
 
 from __future__ import annotations
@@ -39,6 +44,117 @@ def _paras(text: str, max_chars: int = 300) -> list[str]:
     return out
 
 
+def _dedup(items: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    seen: set[str] = set()
+    out = []
+    for g, t in items:
+        if t not in seen:
+            seen.add(t)
+            out.append((g, t))
+    return out
+
+
+def pydoc_corpus() -> list[tuple[str, str]]:
+    """(topic, paragraph) of Python's documentation topics (``pydoc_data.topics``)."""
+    import pydoc_data.topics as topics
+
+    return _dedup([(k, p) for k, v in sorted(topics.topics.items()) for p in _paras(v)])
+
+
+STDLIB_MODULES = (
+    "json", "os", "collections", "email", "logging", "argparse", "inspect", "pathlib",
+    "subprocess", "threading", "asyncio", "unittest", "http.client", "csv", "decimal",
+    "fractions", "statistics", "textwrap", "shutil", "tarfile", "zipfile", "typing",
+    "functools", "itertools", "datetime", "calendar", "random", "string", "re", "socket",
+    "ssl", "urllib.request", "urllib.parse", "xml.etree.ElementTree", "sqlite3", "pickle",
+    "copy", "enum", "dataclasses", "contextlib", "abc", "io", "codecs", "locale", "gettext",
+    "heapq", "bisect", "difflib", "pprint", "configparser", "smtplib", "imaplib", "ftplib",
+    "mailbox", "multiprocessing", "concurrent.futures", "queue", "sched", "selectors",
+    "tempfile", "glob", "fnmatch", "gzip", "bz2", "lzma", "hashlib", "hmac", "secrets",
+    "base64", "binascii", "struct", "array", "weakref", "types", "operator", "numbers",
+    "cmath", "math", "timeit", "trace", "pdb", "doctest", "pydoc", "ast", "dis", "tokenize",
+    "importlib", "pkgutil", "zipimport", "site", "sysconfig", "warnings", "traceback",
+)  # fmt: skip
+
+
+def docstring_corpus() -> list[tuple[str, str]]:
+    """(module, paragraph) of the docstrings of stdlib modules and their members."""
+    import importlib
+    import warnings
+
+    out = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # deprecated members (typing.io) warn when read
+        out = _docstrings(importlib)
+    return _dedup(out)
+
+
+def _docstrings(importlib) -> list[tuple[str, str]]:
+    out = []
+    for name in STDLIB_MODULES:
+        try:
+            mod = importlib.import_module(name)
+        except ImportError:
+            continue
+        for obj in [mod, *vars(mod).values()]:
+            d = getattr(obj, "__doc__", None)
+            if isinstance(d, str):
+                out += [(name, p) for p in _paras(d)]
+            if isinstance(obj, type):
+                for m in vars(obj).values():
+                    d = getattr(m, "__doc__", None)
+                    if isinstance(d, str):
+                        out += [(name, p) for p in _paras(d)]
+    return out
+
+
+def package_corpus() -> list[tuple[str, str]]:
+    """(package, paragraph) of installed packages' long descriptions (``METADATA``)."""
+    from importlib import metadata
+
+    out = []
+    for dist in sorted(metadata.distributions(), key=lambda d: d.metadata["Name"] or ""):
+        name = dist.metadata["Name"] or "?"
+        body = dist.metadata.get_payload() or ""
+        if not isinstance(body, str):
+            continue
+        for p in _paras(body):
+            if sum(c.isalpha() for c in p) > 0.6 * len(p):  # prose, not tables or code
+                out.append((name, p))
+    return _dedup(out)
+
+
+def debian_corpus() -> list[tuple[str, int, str]]:
+    """(package, year, entry text) of Debian changelog entries on this machine: the bullet
+    text of one upload, without its header and its signature line (so no date in the text)."""
+    import glob
+    import gzip
+    import re
+
+    out = []
+    seen: set[str] = set()
+    for path in sorted(glob.glob("/usr/share/doc/*/changelog.Debian.gz")):
+        pkg = path.split("/")[-2]
+        try:
+            text = gzip.open(path, "rt", encoding="utf-8", errors="replace").read()
+        except OSError:
+            continue
+        for block in re.split(r"\n(?=\S)", text):
+            m = re.search(r"^ -- .*?\b(\d{4}) \d\d:\d\d", block, re.M)
+            if not m:
+                continue
+            body = [
+                ln.strip()
+                for ln in block.splitlines()[1:]
+                if ln.strip() and not ln.startswith(" -- ")
+            ]
+            entry = " ".join(" ".join(body).split())[:300]
+            if len(entry.split()) >= 12 and entry not in seen:
+                seen.add(entry)
+                out.append((pkg, int(m.group(1)), entry))
+    return out
+
+
 def pydoc_paragraphs() -> list[str]:
     import pydoc_data.topics as topics
 
@@ -62,36 +178,140 @@ def docstring_paragraphs() -> list[str]:
     return list(dict.fromkeys(out))
 
 
-def blind_figures(seed: int, n: int, trials: int) -> dict[str, Any]:
+#: Real-text corpora of the false-alarm figure: name -> (loader, what a cluster is).
+CORPORA = {
+    "package descriptions": ("package_corpus", "package"),
+    "stdlib docstrings": ("docstring_corpus", "module"),
+    "pydoc topics": ("pydoc_corpus", "topic"),
+    "Debian changelog entries": ("debian_texts", "package"),
+}
+#: Shifted pairs of the power figure (members, non-members).
+SHIFTED_PAIRS = (
+    "Debian old (<= 2006) vs recent (>= 2022)",
+    "package descriptions vs stdlib docstrings",
+)
+
+
+def debian_texts() -> list[tuple[str, str]]:
+    return [(p, t) for p, _, t in debian_corpus()]
+
+
+def _load(name: str) -> list[tuple[str, str]]:
+    return globals()[CORPORA[name][0]]()
+
+
+def _pair(name: str) -> tuple[list[str], list[str]]:
+    if name.startswith("Debian"):
+        deb = debian_corpus()
+        return [t for _, y, t in deb if y <= 2006], [t for _, y, t in deb if y >= 2022]
+    return [t for _, t in package_corpus()], [t for _, t in docstring_corpus()]
+
+
+def false_alarms(
+    corpus: str, trials: int, per_class: int, seed: int = 0, first: int = 0
+) -> dict[str, Any]:
+    """``trials`` random ``per_class`` + ``per_class`` splits of one corpus (so the split
+    is random by construction): how often the check says ``split-shifted``, how often its
+    two-sided interval misses 0.5, and the AUC's spread against the SE it reported.
+    Splits ``first .. first + trials - 1`` (so that parts can run apart and be merged by
+    :func:`merge_false_alarms`)."""
     from privacy_audit.audit.split_check import SplitCheck
 
-    pyd, docs = pydoc_paragraphs(), docstring_paragraphs()
-    rng = np.random.default_rng(seed)
-    p = [pyd[i] for i in rng.permutation(len(pyd))]
-    d = [docs[i] for i in rng.permutation(len(docs))]
-    n_sh = min(n, len(d))
-    _log(f"blind: shifted (pydoc vs docstrings, {n_sh} each)")
-    shifted, _ = SplitCheck(seed=seed).run(p[:n_sh], d[:n_sh])
-    _log(f"blind: same distribution (pydoc vs pydoc, {n} each)")
-    same, _ = SplitCheck(seed=seed).run(p[:n], p[n : 2 * n])
-    small = 100
-    flagged = 0
-    _log(f"blind: false split-shifted rate over {trials} pydoc splits ({small} each)")
-    for t in range(trials):
-        idx = np.random.default_rng(10_000 + t).permutation(len(pyd))[: 2 * small]
+    items = _load(corpus)
+    texts = [t for _, t in items]
+    per_split = []
+    for t in range(first, first + trials):
+        idx = np.random.default_rng([seed, 31, t]).permutation(len(texts))[: 2 * per_class]
         chk, _ = SplitCheck(seed=t, families=False).run(
-            [pyd[i] for i in idx[:small]], [pyd[i] for i in idx[small:]]
+            [texts[i] for i in idx[:per_class]], [texts[i] for i in idx[per_class:]]
         )
-        flagged += bool(chk["shifted"])
+        a = chk["blind"]["auc"]
+        per_split.append(
+            {
+                "split": t,
+                "shifted": bool(chk["shifted"]),
+                "missed": not a["ci_low"] <= 0.5 <= a["ci_high"],
+                **{k: a[k] for k in ("value", "se", "delong_se", "p_value", "null_sd")},
+            }
+        )
+    base = {
+        "corpus": corpus,
+        "clustered_by": CORPORA[corpus][1],
+        "texts": len(texts),
+        "clusters": len({g for g, _ in items}),
+        "per_class": per_class,
+    }
+    return summarise_false_alarms(base, per_split)
+
+
+def summarise_false_alarms(base: dict[str, Any], per_split: list[dict]) -> dict[str, Any]:
+    from scipy.stats import kstest
+
+    n = len(per_split)
+    shifted = sum(r["shifted"] for r in per_split)
+    missed = sum(r["missed"] for r in per_split)
+    aucs = np.array([r["value"] for r in per_split])
+    sd = float(np.std(aucs, ddof=1))
+    delong = float(np.mean([r["delong_se"] for r in per_split]))
     return {
-        "shifted": {k: shifted[k] for k in ("blind", "duplicates", "shifted")},
-        "same_distribution": {k: same[k] for k in ("blind", "duplicates", "shifted")},
-        "false_shift": {
-            "flagged": flagged,
-            "trials": trials,
-            "per_class": small,
-            "rate_ci": cp_interval(flagged, trials),
-        },
+        **base,
+        "trials": n,
+        "split_shifted": shifted,
+        "split_shifted_rate_ci": cp_interval(shifted, n),
+        "interval_misses_0.5": missed,
+        "interval_miss_rate_ci": cp_interval(missed, n),
+        "auc_mean": float(aucs.mean()),
+        "auc_sd_over_splits": sd,
+        "mean_reported_se": float(np.mean([r["se"] for r in per_split])),
+        "mean_delong_se": delong,
+        "sd_over_mean_delong_se": sd / delong,
+        "p_uniform_ks": float(kstest([r["p_value"] for r in per_split], "uniform").pvalue),
+        "per_split": per_split,
+    }
+
+
+def merge_false_alarms(parts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One summary per corpus from parts run apart (``--first-trial``)."""
+    by: dict[str, list[dict]] = {}
+    for p in parts:
+        by.setdefault(p["corpus"], []).append(p)
+    out = []
+    for ps in by.values():
+        splits = sorted((r for p in ps for r in p["per_split"]), key=lambda r: r["split"])
+        assert len({r["split"] for r in splits}) == len(splits), "overlapping parts"
+        base = {k: ps[0][k] for k in ("corpus", "clustered_by", "texts", "clusters", "per_class")}
+        out.append(summarise_false_alarms(base, splits))
+    return out
+
+
+def power(pair: str, per_class: int, draws: int, seed: int = 0) -> dict[str, Any]:
+    """``draws`` random draws of ``per_class`` texts from each side of a shifted pair:
+    how often the check flags it; the verdict's blind AUC beside its word + char part."""
+    from privacy_audit.audit.split_check import SplitCheck
+
+    a, b = _pair(pair)
+    flagged = 0
+    combined, ngram = [], []
+    for r in range(draws):
+        g = np.random.default_rng([seed, 77, per_class, r])
+        ia, ib = (
+            g.choice(len(a), per_class, replace=False),
+            g.choice(len(b), per_class, replace=False),
+        )
+        chk, _ = SplitCheck(seed=r).run([a[i] for i in ia], [b[i] for i in ib])
+        flagged += bool(chk["shifted"])
+        combined.append(chk["blind"]["auc"]["value"])
+        ngram.append(chk["blind"]["families"]["word + char n-grams"])
+    return {
+        "pair": pair,
+        "per_class": per_class,
+        "draws": draws,
+        "flagged": flagged,
+        "power_ci": cp_interval(flagged, draws),
+        "mean_blind_auc": float(np.mean(combined)),
+        "mean_word_char_auc": float(np.mean(ngram)),
+        "combined_minus_word_char": float(np.mean(combined) - np.mean(ngram)),
+        "pool_sizes": [len(a), len(b)],
     }
 
 
@@ -254,28 +474,121 @@ def di_lm(seed: int, n: int, epochs: int, null_trials: int, subsamples: int) -> 
     }
 
 
+def experiment(settings, cells) -> dict[str, Any]:
+    """``privacy-audit experiment split-validity``: the false-alarm table (every corpus,
+    ``TRIALS`` random 100 + 100 splits), the power table (each shifted pair at 20, 50 and
+    100 texts per side, ``DRAWS`` draws) and "no part beats the whole". One resumable
+    cell per corpus and per (pair, size). ``--quick``: 10 splits and 4 draws."""
+    trials, draws = (10, 4) if settings.quick else (TRIALS, DRAWS)
+    false = [
+        cells.get(f"false-{c.split()[0].lower()}", lambda c=c: false_alarms(c, trials, 100))
+        for c in CORPORA
+    ]
+    pw = [
+        cells.get(f"power-{p.split()[0].lower()}-{n}", lambda p=p, n=n: power(p, n, draws))
+        for p in SHIFTED_PAIRS
+        for n in (20, 50, 100)
+    ]
+    return {
+        "false_alarms": false,
+        "power": pw,
+        "settings": {
+            "decision": "split-shifted when the permutation p-value <= 0.025 and the 95% "
+            "interval lies above 0.5",
+            "splits_per_corpus": trials,
+            "draws_per_power_cell": draws,
+        },
+    }
+
+
+def _pct(k: int, n: int) -> str:
+    lo, hi = cp_interval(k, n)
+    return f"{k}/{n} = {100 * k / n:.1f}% [{100 * lo:.1f}%, {100 * hi:.1f}%]"
+
+
+def markdown_tables(doc: dict[str, Any]) -> str:
+    """The false-alarm and power tables of docs/split-validity.md from the JSON."""
+    out = [
+        "| Corpus (clustered by) | texts / clusters | `split-shifted` | interval misses 0.5 "
+        "| AUC SD over splits / mean reported SE (/ mean DeLong SE) |",
+        "|---|---|---|---|---|",
+    ]
+    for r in doc.get("false_alarms", []):
+        out.append(
+            f"| {r['corpus']} ({r['clustered_by']}) | {r['texts']} / {r['clusters']} | "
+            f"{_pct(r['split_shifted'], r['trials'])} | "
+            f"{_pct(r['interval_misses_0.5'], r['trials'])} | "
+            f"{r['auc_sd_over_splits']:.3f} / {r['mean_reported_se']:.3f} "
+            f"(/ {r['mean_delong_se']:.3f}) |"
+        )
+    out += [
+        "",
+        "| Shifted pair | per side | flagged `split-shifted` | mean blind AUC | mean word + "
+        "char AUC | difference |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in doc.get("power", []):
+        out.append(
+            f"| {r['pair']} | {r['per_class']} | {_pct(r['flagged'], r['draws'])} | "
+            f"{r['mean_blind_auc']:.3f} | {r['mean_word_char_auc']:.3f} | "
+            f"{r['combined_minus_word_char']:+.3f} |"
+        )
+    return "\n".join(out)
+
+
+#: Sizes of the reported figures (``--quick`` uses 10 and 4).
+TRIALS, DRAWS = 200, 50
+
+
 def main(argv: list[str] | None = None) -> int:
     from privacy_audit.audit.io import atomic_write_text, dumps_json
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--n", type=int, default=300, help="texts per set (blind and DI)")
-    ap.add_argument("--blind-trials", type=int, default=100)
+    ap.add_argument("--tables", help="print the markdown tables of this JSON and exit")
+    ap.add_argument("--n", type=int, default=300, help="texts per set (DI)")
+    ap.add_argument("--blind-trials", type=int, default=TRIALS, help="splits per corpus")
+    ap.add_argument("--draws", type=int, default=DRAWS, help="draws per power cell")
+    ap.add_argument("--corpora", help="comma list of corpus numbers (1-4) for 'false'")
+    ap.add_argument("--first-trial", type=int, default=0, help="first split number ('false')")
     ap.add_argument("--null-trials", type=int, default=1000)
     ap.add_argument("--lm-null-trials", type=int, default=200)
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--subsamples", type=int, default=50)
-    ap.add_argument("--parts", default="blind,null,lm", help="comma list: blind, null, lm")
+    ap.add_argument(
+        "--parts", default="false,power,null,lm", help="comma list: false, power, null, lm"
+    )
     args = ap.parse_args(argv)
+    if args.tables:
+        import json
+
+        with open(args.tables, encoding="utf-8") as f:
+            print(markdown_tables(json.load(f)))
+        return 0
     parts = set(args.parts.split(","))
-    out = {
+    out: dict[str, Any] = {
         "command": "python -m privacy_audit.audit.benchmarks.split_validity "
         + " ".join(argv or sys.argv[1:])
     }
-    if "blind" in parts:
-        out["blind"] = blind_figures(args.seed, args.n, args.blind_trials)
-        atomic_write_text(args.out, dumps_json(out))
+    if "false" in parts:
+        out["false_alarms"] = []
+        names = list(CORPORA)
+        if args.corpora:
+            names = [names[int(i) - 1] for i in args.corpora.split(",")]
+        for c in names:
+            _log(f"false alarms: {c}, {args.blind_trials} splits of 100 + 100")
+            out["false_alarms"].append(
+                false_alarms(c, args.blind_trials, 100, args.seed, args.first_trial)
+            )
+            atomic_write_text(args.out, dumps_json(out))
+    if "power" in parts:
+        out["power"] = []
+        for p in SHIFTED_PAIRS:
+            for n in (20, 50, 100):
+                _log(f"power: {p}, {n} per side, {args.draws} draws")
+                out["power"].append(power(p, n, args.draws, args.seed))
+                atomic_write_text(args.out, dumps_json(out))
     if "null" in parts:
         out["di_null_synthetic"] = di_null_synthetic(args.null_trials)
         atomic_write_text(args.out, dumps_json(out))

@@ -381,7 +381,9 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
     b.add_argument("--seed", type=int, default=0)
     b.add_argument(
-        "--sequences", type=int, help="byo-lm: texts to score (default 2000; --quick 16)"
+        "--sequences",
+        type=int,
+        help="byo-lm: texts to score (default 2000; --quick 16); split-check: texts per side",
     )
     b.add_argument("--seq-len", type=int, help="byo-lm: tokens per text (default 256)")
     b.add_argument("--lm-batch", type=int, help="byo-lm: scoring batch size (default 8)")
