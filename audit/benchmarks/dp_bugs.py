@@ -65,7 +65,7 @@ class Setup:
     input_canaries: int = 200
     white_box_canaries: int = 1000  # the default design (OneRunWhiteBoxAudit)
     record_canaries: int = 500  # the improved design (SampledGradientCanaries)
-    magnitude: float = 10.0
+    magnitude: float = 100.0
     gradient_trials: int = 100_000
 
 
@@ -162,7 +162,13 @@ def train_once(bug: str | None, seed: int, setup: Setup, design: str) -> dict[st
                 params, setup.record_canaries, setup.clip, seed, setup.magnitude, pilot=pilot
             )
         n_rows = len(rows) + (record.present_count if record else 0)
-        q, steps = poisson_schedule(n_rows, setup.batch_size, setup.epochs)
+        # q from the EXPECTED row count (canaries are present w.p. 1/2): the same q for
+        # every seed of a design, so the calibration is computed once (ε does not depend
+        # on N under Poisson sampling)
+        expected_rows = (
+            setup.n_data + (setup.input_canaries + (setup.record_canaries if record else 0)) // 2
+        )
+        q, steps = poisson_schedule(expected_rows, setup.batch_size, setup.epochs)
         q_acc, steps_acc = accountant_inputs(q, steps, setup.epochs)
         sigma = calibrate_noise(setup.target_epsilon, setup.delta, q_acc, steps_acc)
         claimed = account(sigma, q_acc, steps_acc, setup.delta)["claimed"]
@@ -252,14 +258,18 @@ def audit_default(run: dict, setup: Setup, seed: int) -> dict[str, dict]:
     return res
 
 
-def cell_seeds(bug, seeds: int, pool: int, setup: Setup, log) -> dict[str, Any]:
-    """All audits on ``bug`` over ``seeds`` seeds, at one run and pooled over ``pool`` runs."""
+def cell_seeds(
+    bug, seeds: int, pool: int, setup: Setup, log, record_only: bool = False
+) -> dict[str, Any]:
+    """All audits on ``bug`` over ``seeds`` seeds, at one run and pooled over ``pool`` runs
+    (``record_only``: the record-canary design alone)."""
     per: dict[str, list] = {}
     meta = None
     for s in range(seeds):
-        runs_d = [train_once(bug, 1000 * s + r, setup, "default") for r in range(pool)]
         runs_r = [train_once(bug, 1000 * s + r, setup, "record") for r in range(pool)]
-        first = runs_d[0]
+        runs_d = [] if record_only else [train_once(bug, 1000 * s, setup, "default")]
+        runs_d += [train_once(bug, 1000 * s + r, setup, "default") for r in range(1, pool)]
+        first = runs_r[0] if record_only else runs_d[0]
         claim = first["claimed"]
         if meta is None:
             eps, how = true_epsilon(
@@ -281,7 +291,7 @@ def cell_seeds(bug, seeds: int, pool: int, setup: Setup, log) -> dict[str, Any]:
                 "q_accountant": first["q_acc"],
                 "steps_accountant": first["steps_acc"],
             }
-        row = audit_default(first, setup, s)
+        row = {} if record_only else audit_default(first, setup, s)
         rec = runs_r[0]
         t = time.process_time()
         row["one-run white-box (record canaries)"] = {
@@ -289,7 +299,7 @@ def cell_seeds(bug, seeds: int, pool: int, setup: Setup, log) -> dict[str, Any]:
             "eps": _bound(rec["record_scores"], rec["record_included"], setup.delta),
             "cpu_s": time.process_time() - t + rec["cpu_s"],
         }
-        if pool > 1:  # the larger budget: canaries of `pool` runs in one audit
+        if pool > 1 and not record_only:  # the larger budget: `pool` runs in one audit
             t = time.process_time()
             sig = [r["release"].gradient_canary_record for r in runs_d]
             row[f"one-run white-box (default) ×{pool} runs"] = {
@@ -309,6 +319,7 @@ def cell_seeds(bug, seeds: int, pool: int, setup: Setup, log) -> dict[str, Any]:
                 ),
                 "cpu_s": time.process_time() - t + sum(r["cpu_s"] for r in runs_d),
             }
+        if pool > 1:
             t = time.process_time()
             row[f"one-run white-box (record canaries) ×{pool} runs"] = {
                 "claim": max(r["claimed"] for r in runs_r),
@@ -364,6 +375,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seeds", type=int, default=20)
     p.add_argument("--pool", type=int, default=5, help="runs pooled for the larger budget")
     p.add_argument("--bugs", default="all", help="comma-separated; 'none' is the correct trainer")
+    p.add_argument("--magnitude", type=float, default=Setup.magnitude, help="record canary ×C")
+    p.add_argument("--record-only", action="store_true", help="the record-canary design alone")
     p.add_argument("--out", default="dp-bugs.json")
     args = p.parse_args(argv)
     if args.seeds < 1 or args.pool < 1:
@@ -382,7 +395,10 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 2
     torch.set_num_threads(1)
-    setup = Setup()
+    if not args.magnitude >= 1:
+        print("error: --magnitude must be >= 1", file=sys.stderr)
+        return 2
+    setup = Setup(magnitude=args.magnitude)
 
     def log(msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)
@@ -392,7 +408,7 @@ def main(argv: list[str] | None = None) -> int:
         log(f"{bug or 'correct'}:")
         t0 = time.time()
         cells[bug or "correct"] = {
-            **cell_seeds(bug, args.seeds, args.pool, setup, log),
+            **cell_seeds(bug, args.seeds, args.pool, setup, log, args.record_only),
             "wall_s": time.time() - t0,
             **(
                 {"class": dp_bugs.BUGS[bug].bug_class, "what": dp_bugs.BUGS[bug].what}

@@ -254,4 +254,58 @@ def epsilon_audit(
         "evidence": evidence,
         "audits": audits,
         "tradeoff": tradeoff,
+        **({"diagnosis": diagnose(audits, tradeoff)} if status == "violated" else {}),
+    }
+
+
+#: Where the planted-bug benchmark's table (which audit catches which DP-SGD bug) lives.
+DP_BUGS_TABLE = "docs/dp-bugs.md"
+
+
+def diagnose(audits: list[dict[str, Any]], tradeoff: dict[str, Any] | None) -> dict[str, Any]:
+    """For a VIOLATED claim: which audits caught it, under which threat model, and which
+    bug classes fit that pattern, as measured by the planted-bug benchmark
+    (``privacy_audit.audit.benchmarks.dp_bugs``, :data:`DP_BUGS_TABLE`)."""
+    caught = [
+        {"audit": a["name"], "threat_model": a.get("threat_model") or THREAT_MODELS.get(a["name"])}
+        for a in audits
+        if a.get("status") == "ok" and a.get("exceeds_claim") and not a.get("asymptotic")
+    ]
+    names = {c["audit"] for c in caught}
+    if tradeoff is not None and tradeoff.get("violated"):
+        caught.append(
+            {"audit": f"trade-off test ({tradeoff['attack']})", "threat_model": "black-box"}
+        )
+    declared = "gradient-canary" in names  # simulates the DECLARED mechanism and schedule
+    white = any(n.startswith("one-run white-box") for n in names)
+    black = any(n.startswith("input-canaries") for n in names) or bool(
+        tradeoff is not None and tradeoff.get("violated")
+    )
+    classes: list[str] = []
+    if declared:
+        classes.append(
+            "accounting: the claim is below the ε of the mechanism the release itself declares "
+            "(σ, q, T): check the accountant's inputs (N, q, steps, δ) and the accountant"
+        )
+    if white and not black:
+        classes.append(
+            "noise or parameter groups: the recorded updates carry less noise than claimed or a "
+            "parameter group escapes the noise (noise scaled by the batch size or by gradient "
+            "accumulation; a group left out of the noise); or the accountant's inputs, which "
+            "no white-box canary can tell apart from too little noise"
+        )
+    if black:
+        classes.append(
+            "gross: the released model itself leaks more than claimed (noise far too small, "
+            "no clipping, no noise); every bug class of the white-box row applies too"
+        )
+    return {
+        "caught_by": caught,
+        "bug_classes": classes,
+        "not_seen_by_these_audits": (
+            "sampling (shuffled batches accounted as Poisson) and clipping after aggregation "
+            "were not caught by any audit at the benchmark's budget; a consistent verdict "
+            "does not rule them out"
+        ),
+        "table": DP_BUGS_TABLE,
     }
