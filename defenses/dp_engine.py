@@ -351,6 +351,7 @@ def train_private_ids(
     rows = n + (canaries.present_count if canaries is not None else 0)
     shuffled = dp_bugs.is_active("shuffle-as-poisson")
     batches: list[Tensor] = []
+    sampled = 0  # rows drawn over the run (data and record canaries): the realised q
     for _ in range(steps):
         if shuffled:  # PLANTED BUG: a shuffled partition per epoch, accounted as Poisson
             if not batches:
@@ -362,6 +363,7 @@ def train_private_ids(
             pick = torch.rand(rows, generator=sampler) < sample_rate
         if canaries is not None:
             canaries.set_batch(pick[n:])
+        sampled += int(pick.sum())
         pick = pick[:n]
         if pick.any():
             b_ids, b_mask = trim(ids[pick], mask[pick])
@@ -376,6 +378,8 @@ def train_private_ids(
         "steps": steps,
         "seconds": time.perf_counter() - start,
         "fraction_clipped": sum(clipped) / max(len(clipped), 1),
+        "rows": rows,
+        "rows_sampled": sampled,
     }
 
 
