@@ -324,3 +324,19 @@ def test_violated_report_shows_where_to_look_escaped():
     html = render_html({"schema_version": 1, "title": "t", "seed": 0, "config": {}, "runs": [run]})
     assert "Where to look" in html and "docs/dp-bugs.md" in html
     assert xss not in html and "&lt;script&gt;" in html
+
+
+def test_realised_schedule_counts_rows_and_never_overstates_q_of_a_correct_run():
+    from privacy_audit.audit.benchmarks.dp_bugs import realised_schedule
+
+    ids = torch.arange(60)[:, None].repeat(1, 2)
+    rec = _Recorder()
+    info = train_private_ids(rec, ids, torch.ones_like(ids), 30, 0.1, 0.1, seed=4)
+    assert info["rows_sampled"] == sum(len(b) for b in rec.batches) and info["rows"] == 60
+    # coverage of the one-sided 97.5% lower bound on q, by simulation (numpy binomial)
+    rng = np.random.default_rng(0)
+    q, rows, steps = 0.05, 600, 40
+    draws = rng.binomial(rows * steps, q, size=2000)
+    covered = np.mean([realised_schedule(int(k), rows, steps).sample_rate <= q for k in draws])
+    assert covered >= 0.965  # nominal 0.975; 2000 draws
+    assert realised_schedule(int(q * rows * steps), rows, steps).steps == steps

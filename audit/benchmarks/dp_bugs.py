@@ -409,7 +409,8 @@ def cell_seeds(
             "violated_per_seed": [bool(r["violated"]) for r in rs],
             "bound_per_seed": [r.get("eps") for r in rs],
         }
-    return {**(meta or {}), "audits": audits}
+    kind = {"class": dp_bugs.BUGS[bug].bug_class} if bug else {"class": "null"}
+    return {**(meta or {}), **kind, "audits": audits}
 
 
 def clopper_pearson(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
@@ -552,3 +553,26 @@ def markdown_table(*results: dict) -> str:
                     f"| {a['cpu_s_per_seed']:.1f} |"
                 )
     return "\n".join(lines)
+
+
+def run(settings, cells) -> dict[str, Any]:
+    """``privacy-audit experiment dp-bugs``: the default budget (one run per seed) on every
+    bug and the correct trainer, ``settings.seeds`` seeds, one checkpointed cell per bug
+    (``--quick``: the correct trainer and one bug)."""
+    torch.set_num_threads(settings.threads or 1)
+    setup = Setup()
+    names = (None, "noise-divided-by-batch") if settings.quick else VARIANTS
+
+    def log(msg: str) -> None:
+        print(msg, file=sys.stderr, flush=True)
+
+    out = {}
+    for bug in names:
+        cell = cells.get(
+            bug or "correct",
+            lambda bug=bug: json.loads(
+                json.dumps(cell_seeds(bug, settings.seeds, 1, setup, log), default=float)
+            ),
+        )
+        out[bug or "correct"] = cell
+    return {"setup": setup.__dict__, "cells": out, "table": markdown_table({"cells": out})}

@@ -29,6 +29,7 @@ EXPERIMENTS: dict[str, str] = {
     "snd-auc": "privacy_audit.audit.benchmarks.snd_auc:run",
     "dp-blogs-audit": "privacy_audit.audit.benchmarks.dp_blogs_audit:run",
     "deciding-before-release": "privacy_audit.audit.benchmarks.deciding_before_release:run",
+    "dp-bugs": "privacy_audit.audit.benchmarks.dp_bugs:run",
 }
 
 SCHEMA = "privacy-audit-experiment/1"
