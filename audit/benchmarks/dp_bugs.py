@@ -537,6 +537,10 @@ def markdown_table(*results: dict) -> str:
     def fmt(x):
         return "—" if x is None else ("∞" if x == math.inf else f"{x:.3g}")
 
+    def upper(c):  # an accountant's upper bound (RDP; no amplification), not the exact ε
+        how = c.get("true_epsilon_how") or ""
+        return "≤ " if "upper" in how else ""
+
     lines = [
         "| bug | class | claim ε | true ε | audit | detected / seeds | 95% CI | median bound "
         "| CPU s per seed |",
@@ -548,7 +552,8 @@ def markdown_table(*results: dict) -> str:
                 lo, hi = a["ci95"]
                 lines.append(
                     f"| {name} | {c.get('class', 'null')} | {fmt(c['claimed_epsilon'])} "
-                    f"| {fmt(c['true_epsilon'])} | {audit} | {a['detected']} / {a['seeds']} "
+                    f"| {upper(c)}{fmt(c['true_epsilon'])} | {audit} "
+                    f"| {a['detected']} / {a['seeds']} "
                     f"| [{lo:.2f}, {hi:.2f}] | {fmt(a['median_bound'])} "
                     f"| {a['cpu_s_per_seed']:.1f} |"
                 )
