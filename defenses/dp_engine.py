@@ -423,6 +423,8 @@ def train_lm_private(
         "final_train_loss": last,
         "seconds": info["seconds"],
         "fraction_clipped": info["fraction_clipped"],
+        "rows": info["rows"],
+        "rows_sampled": info["rows_sampled"],
     }
 
 
@@ -454,6 +456,7 @@ def fit_lm_dp(
     from privacy_audit.defenses.gradient_mechanism import (
         GaussianGradientMechanism,
         SamplingSchedule,
+        realised_schedule,
     )
     from privacy_audit.defenses.targets.lm import LMRelease
 
@@ -542,6 +545,9 @@ def fit_lm_dp(
         label_names=list(getattr(target, "label_names", [])),
     )
     attach_canary_record(release, info, engine.canaries)
+    # the schedule the run drew, for the realised-schedule audit (catches a claim
+    # accounted with a wrong N, q or step count; docs/dp-bugs.md)
+    release.realised_schedule = realised_schedule(info.pop("rows_sampled"), info.pop("rows"), steps)
     return release, info
 
 

@@ -340,3 +340,43 @@ def test_realised_schedule_counts_rows_and_never_overstates_q_of_a_correct_run()
     covered = np.mean([realised_schedule(int(k), rows, steps).sample_rate <= q for k in draws])
     assert covered >= 0.965  # nominal 0.975; 2000 draws
     assert realised_schedule(int(q * rows * steps), rows, steps).steps == steps
+
+
+def test_realised_schedule_audit_flags_a_wrong_n_claim_end_to_end_and_not_the_correct_one():
+    """The suite's phantom-dp-sgd defense (fit_lm_dp) with the accountant told N×10: the
+    claim is accounted at q/10, the run draws q; the epsilon audit's realised-schedule
+    gradient canary exceeds the claim and the diagnosis points at accounting. The correct
+    trainer adds no such audit (its realised schedule never exceeds the declared one)."""
+    from privacy_audit.audit.config import parse_config
+    from privacy_audit.audit.epsilon.audit import REALISED, EpsilonAuditSettings, epsilon_audit
+    from privacy_audit.audit.scale.tasks import _data, _target
+    from privacy_audit.defenses.targets.classifier import TrainingConfig
+
+    cfg = parse_config(
+        {
+            "seed": 0,
+            "data": {"n_members": 48, "n_nonmembers": 48, "n_test": 12},
+            "target": {"preset": "tiny-gpt2-word", "max_length": 16},
+            "defenses": [{"name": "none"}],
+        }
+    )
+    data = _data(cfg)
+    target = _target(cfg, data)
+    training = TrainingConfig(
+        epochs=2, batch_size=12, learning_rate=3e-3, max_length=16, progress=False
+    )
+    settings = EpsilonAuditSettings(gradient_trials=20_000, white_box_canaries=0)
+    out = {}
+    for bug in (None, "accountant-wrong-n"):
+        with dp_bugs.planted(bug):
+            release, _ = DEFENSES["phantom-dp-sgd"](epsilon=1.0, accountant="rdp").fit(
+                target, data.members, training, 0
+            )
+        claim = {**release.claim.__dict__}
+        out[bug] = epsilon_audit({"claim": claim, "attacks": []}, release, None, settings)
+    names = [a["name"] for a in out[None]["audits"]]
+    assert REALISED not in names and out[None]["status"] != "violated"
+    bad = out["accountant-wrong-n"]
+    (real,) = [a for a in bad["audits"] if a["name"] == REALISED]
+    assert real["exceeds_claim"] and bad["status"] == "violated"
+    assert bad["diagnosis"]["bug_classes"][0].startswith("accounting")

@@ -45,6 +45,7 @@ import torch
 
 from privacy_audit.audit.io import atomic_write_text
 from privacy_audit.defenses import dp_bugs
+from privacy_audit.defenses.gradient_mechanism import realised_schedule
 
 VARIANTS = (None, *dp_bugs.BUGS)
 
@@ -213,21 +214,6 @@ def train_once(bug: str | None, seed: int, setup: Setup, design: str) -> dict[st
         out["record_included"] = record.included.numpy().astype(np.int64)
     out["cpu_s"] = time.process_time() - t0
     return out
-
-
-def realised_schedule(rows_sampled: int, rows: int, steps: int, confidence: float = 0.975):
-    """The sampling schedule the run REALISED: T = steps run, and q = the one-sided lower
-    confidence bound (Clopper–Pearson) of rows drawn / (rows × steps), so that a correct
-    run's q is over-stated with probability ≤ 1 − confidence."""
-    from scipy.stats import beta
-
-    from privacy_audit.defenses.gradient_mechanism import SamplingSchedule
-
-    n = rows * steps
-    q_lo = (
-        float(beta.ppf(1 - confidence, rows_sampled, n - rows_sampled + 1)) if rows_sampled else 0.0
-    )
-    return SamplingSchedule(max(q_lo, 1e-12), int(steps))
 
 
 def _bound(scores, included, delta) -> float:

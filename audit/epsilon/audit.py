@@ -181,6 +181,46 @@ def tradeoff_check(
     return {"attack": att["attack"], **result}
 
 
+REALISED = "gradient-canary (realised schedule)"
+THREAT_MODELS[REALISED] = (
+    "white-box, simulated: the declared noise and clipping under the sampling the run actually drew"
+)
+
+
+def realised_schedule_audit(release, settings: EpsilonAuditSettings, claimed) -> dict | None:
+    """The gradient-canary audit of the DECLARED mechanism under the schedule the run
+    REALISED (``release.realised_schedule``: steps run, lower confidence bound of q), run
+    only when the run contradicts the declared schedule (more steps, or a q larger than
+    declared at 97.5% confidence): an accounting bug (wrong N, q or steps) shows there."""
+    import dataclasses
+
+    real = getattr(release, "realised_schedule", None)
+    declared = getattr(release, "schedule", None)
+    mechanism = getattr(release, "gradient_mechanism", None)
+    if real is None or declared is None or mechanism is None:
+        return None
+    if Surface.GRADIENTS not in release.surfaces:
+        return None
+    if real.steps <= declared.steps and real.sample_rate <= declared.sample_rate:
+        return None
+
+    class _View:  # the release as declared, with the realised schedule
+        surfaces = release.surfaces
+        gradient_mechanism = mechanism
+        schedule = dataclasses.replace(declared, sample_rate=real.sample_rate, steps=real.steps)
+
+    a = GradientCanaryAudit(trials=settings.gradient_trials, seed=settings.seed).run(
+        _View(), settings.delta, settings.confidence, claimed
+    )
+    a["name"] = REALISED
+    a["description"] = (
+        f"the declared mechanism under the sampling the run drew (q ≥ {real.sample_rate:.4g} "
+        f"at 97.5%, T = {real.steps}; declared q = {declared.sample_rate:.4g}, "
+        f"T = {declared.steps})"
+    )
+    return a
+
+
 def epsilon_audit(
     run: dict[str, Any],
     release: ReleasedModel,
@@ -200,6 +240,9 @@ def epsilon_audit(
                 release, settings.delta, settings.confidence, claimed
             )
         ]
+    realised = realised_schedule_audit(release, settings, claimed)
+    if realised is not None:
+        audits.append(realised)
     if (
         settings.white_box_canaries
         and getattr(release, "schedule", None) is not None
@@ -276,7 +319,7 @@ def diagnose(audits: list[dict[str, Any]], tradeoff: dict[str, Any] | None) -> d
         caught.append(
             {"audit": f"trade-off test ({tradeoff['attack']})", "threat_model": "black-box"}
         )
-    declared = "gradient-canary" in names  # simulates the DECLARED mechanism and schedule
+    declared = bool({"gradient-canary", REALISED} & names)  # simulated, declared mechanism
     white = any(n.startswith("one-run white-box") for n in names)
     black = any(n.startswith("input-canaries") for n in names) or bool(
         tradeoff is not None and tradeoff.get("violated")
