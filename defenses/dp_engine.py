@@ -30,6 +30,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from privacy_audit.defenses import dp_bugs
 from privacy_audit.defenses.phantom import (
     PhantomCapture,
     _check_model,
@@ -106,6 +107,9 @@ class DPSGDEngine:
         self.last_norms: Tensor | None = None
         # white-box audit: Dirac canaries added to the clipped sums, read after the noise
         self.canaries = None  # privacy_audit.defenses.gradient_canaries.GradientCanaries
+        # white-box audit: canaries that are rows of the dataset, sampled by the training
+        # loop and clipped with the data (SampledGradientCanaries; explicit norms only)
+        self.sampled_canaries = None
 
     # 1. norms + weighted sums ------------------------------------------------
     def clipped_sum(
@@ -114,6 +118,11 @@ class DPSGDEngine:
         """``({param: Σ_i w_i g_i}, norms)`` for a batch."""
         mask = check_batch(self.model, input_ids, attention_mask)
         if self.norms == "phantom":
+            if self.sampled_canaries is not None or dp_bugs.active() in (
+                "unclipped-no-decay-group",
+                "clip-after-aggregation",
+            ):
+                raise ValueError("sampled canaries and planted clipping bugs need norms='explicit'")
             with PhantomCapture(self.model, self.linear_mode) as cap:
                 cap.input_ids = input_ids
                 b, t = input_ids.shape
@@ -135,10 +144,39 @@ class DPSGDEngine:
         per = explicit_per_sample_grads(
             self.model, input_ids, mask, self.chunk_size, loss_fn=self.loss_fn
         )
-        norms = torch.stack([g.flatten(1).pow(2).sum(1) for g in per.values()]).sum(0).sqrt()
-        w = clip_weights(norms, self.max_grad_norm, self.clipping)
+        return self._clip_and_sum(per)
+
+    def _clip_and_sum(self, per: dict) -> tuple[dict, Tensor]:
+        """``({param: Σ_i w_i g_i}, norms)`` from per-sample gradients ``{name: [B, ...]}``;
+        sampled record canaries (white-box, ``sampled_canaries``) join the batch here as
+        rows, so they pass through the same clipping code as the data."""
         by_name = dict(self.model.named_parameters())
-        sums = {by_name[n]: torch.einsum("b,b...->...", w, g) for n, g in per.items()}
+        rows = self.sampled_canaries.rows() if self.sampled_canaries is not None else None
+        if rows is not None:
+            per = {
+                n: torch.cat([per[n], rows[by_name[n]].to(per[n])]) if per else rows[by_name[n]]
+                for n in (per or {n: None for n, p in by_name.items() if p in rows})
+            }
+        if not per:
+            return {p: torch.zeros_like(p) for p in self.params}, None
+        bug = dp_bugs.active()
+        groups = per
+        if bug == "unclipped-no-decay-group":  # PLANTED BUG: norms over weight matrices only
+            groups = {n: g for n, g in per.items() if by_name[n].ndim >= 2}
+        norms = torch.stack([g.flatten(1).pow(2).sum(1) for g in groups.values()]).sum(0).sqrt()
+        w = clip_weights(norms, self.max_grad_norm, self.clipping)
+        if bug == "clip-after-aggregation":  # PLANTED BUG: clip the batch sum, not examples
+            sums = {by_name[n]: g.sum(0) for n, g in per.items()}
+            total = torch.stack([t.pow(2).sum() for t in sums.values()]).sum().sqrt()
+            factor = clip_weights(total[None], self.max_grad_norm, self.clipping)[0]
+            sums = {p: t * factor for p, t in sums.items()}
+        else:
+            sums = {
+                by_name[n]: torch.einsum("b,b...->...", w, g)
+                if not (bug == "unclipped-no-decay-group" and by_name[n].ndim < 2)
+                else g.sum(0)  # PLANTED BUG: this group is never clipped
+                for n, g in per.items()
+            }
         return {p: sums[p] if p in sums else torch.zeros_like(p) for p in self.params}, norms
 
     # 2. noise ------------------------------------------------------------------
@@ -151,16 +189,27 @@ class DPSGDEngine:
         """``(Σ_i clip(g_i) + N(0, σ²C²I)) / B_expected`` per parameter. ``input_ids=None``
         (an empty Poisson batch) releases noise only."""
         if input_ids is None or input_ids.shape[0] == 0:
-            sums = {p: torch.zeros_like(p) for p in self.params}
+            if self.sampled_canaries is not None:  # canary rows alone, clipped as data
+                sums, self.last_norms = self._clip_and_sum({})
+            else:
+                sums = {p: torch.zeros_like(p) for p in self.params}
             self.last_norms = None
         else:
             sums, self.last_norms = self.clipped_sum(input_ids, attention_mask)
         if self.canaries is not None:
             self.canaries.inject(sums)
         std = self.noise_multiplier * self.max_grad_norm
+        bug = dp_bugs.active()
+        if bug == "noise-divided-by-batch":  # PLANTED BUG: σC/B added to the SUM
+            std = std / self.expected_batch_size
+        elif bug == "accumulation-noise-once":  # PLANTED BUG: micro-batch std, added once
+            std = std / math.sqrt(dp_bugs.ACCUMULATION)
         out = {}
         for p in self.params:  # one draw per parameter, in parameter order
             g = sums[p].detach()  # a fresh tensor: updated in place to save memory
+            if bug == "unnoised-no-decay-group" and p.ndim < 2:  # PLANTED BUG: no noise here
+                out[p] = g.div_(self.expected_batch_size)
+                continue
             if std > 0:
                 noise = torch.randn(p.shape, generator=generator, dtype=p.dtype, device="cpu")
                 g.add_(noise.to(p.device), alpha=std)
@@ -168,6 +217,8 @@ class DPSGDEngine:
             out[p] = g.div_(self.expected_batch_size)
         if self.canaries is not None:
             self.canaries.observe(out, self.expected_batch_size)
+        if self.sampled_canaries is not None:
+            self.sampled_canaries.observe(out, self.expected_batch_size)
         return out
 
     def step(self, optimizer, input_ids, attention_mask=None, generator=None) -> None:
@@ -257,6 +308,16 @@ def poisson_schedule(n: int, batch_size: int, epochs: int) -> tuple[float, int]:
     return q, max(1, int(round(epochs / q)))
 
 
+def accountant_inputs(q: float, steps: int, epochs: int) -> tuple[float, int]:
+    """The (q, T) the noise calibration and the accountant are given: the schedule run,
+    except under a planted accounting bug (:mod:`privacy_audit.defenses.dp_bugs`)."""
+    if dp_bugs.is_active("accountant-wrong-n"):  # PLANTED BUG: N×10 given to the accountant
+        return q / dp_bugs.WRONG_N_FACTOR, steps
+    if dp_bugs.is_active("accountant-steps-per-epoch"):  # PLANTED BUG: one epoch's steps
+        return q, max(1, int(round(steps / max(int(epochs), 1))))
+    return q, steps
+
+
 def train_private_ids(
     engine: DPSGDEngine,
     ids: Tensor,
@@ -286,8 +347,24 @@ def train_private_ids(
     # a terminal bar, or one line per epoch (1/q steps) in a CI log
     epochs = max(1, round(steps * sample_rate))
     bar = progress_bar(steps, desc, progress, epochs, leave=False)
+    canaries = engine.sampled_canaries  # record canaries: rows n.. of the dataset
+    rows = n + (canaries.present_count if canaries is not None else 0)
+    shuffled = dp_bugs.is_active("shuffle-as-poisson")
+    batches: list[Tensor] = []
+    sampled = 0  # rows drawn over the run (data and record canaries): the realised q
     for _ in range(steps):
-        pick = torch.rand(n, generator=sampler) < sample_rate
+        if shuffled:  # PLANTED BUG: a shuffled partition per epoch, accounted as Poisson
+            if not batches:
+                order = torch.randperm(rows, generator=sampler)
+                batches = list(torch.tensor_split(order, max(1, round(1 / sample_rate))))
+            pick = torch.zeros(rows, dtype=torch.bool)
+            pick[batches.pop(0)] = True
+        else:
+            pick = torch.rand(rows, generator=sampler) < sample_rate
+        if canaries is not None:
+            canaries.set_batch(pick[n:])
+        sampled += int(pick.sum())
+        pick = pick[:n]
         if pick.any():
             b_ids, b_mask = trim(ids[pick], mask[pick])
             engine.step(opt, b_ids.to(dev), b_mask.to(dev), noise)
@@ -301,6 +378,8 @@ def train_private_ids(
         "steps": steps,
         "seconds": time.perf_counter() - start,
         "fraction_clipped": sum(clipped) / max(len(clipped), 1),
+        "rows": rows,
+        "rows_sampled": sampled,
     }
 
 
@@ -344,6 +423,8 @@ def train_lm_private(
         "final_train_loss": last,
         "seconds": info["seconds"],
         "fraction_clipped": info["fraction_clipped"],
+        "rows": info["rows"],
+        "rows_sampled": info["rows_sampled"],
     }
 
 
@@ -375,19 +456,21 @@ def fit_lm_dp(
     from privacy_audit.defenses.gradient_mechanism import (
         GaussianGradientMechanism,
         SamplingSchedule,
+        realised_schedule,
     )
     from privacy_audit.defenses.targets.lm import LMRelease
 
     model, tokenizer = target.build(seed)
     n = len(train)
     q, steps = poisson_schedule(n, training.batch_size, training.epochs)
+    q_acc, steps_acc = accountant_inputs(q, steps, training.epochs)  # (q, steps) unless planted
     delta = float(params["delta"])
     accountant = params.get("accountant", "prv")
     clip = float(params["max_grad_norm"])
     if params.get("noise_multiplier") is not None:
         sigma = check_noise_multiplier(params["noise_multiplier"])
     else:
-        sigma = calibrate_noise(float(params["epsilon"]), delta, q, steps, accountant)
+        sigma = calibrate_noise(float(params["epsilon"]), delta, q_acc, steps_acc, accountant)
     extra = model_hook(model, sigma, q, tokenizer) if model_hook else {}
     engine = DPSGDEngine(
         model,
@@ -415,7 +498,7 @@ def fit_lm_dp(
         training.progress,
         desc=f"train {name}",
     )
-    acc = account(sigma, q, steps, delta, accountant) if sigma > 0 else None
+    acc = account(sigma, q_acc, steps_acc, delta, accountant) if sigma > 0 else None
     eps = acc["claimed"] if acc else math.inf
     info.update(
         epochs=training.epochs,
@@ -458,10 +541,13 @@ def fit_lm_dp(
         claim,
         training.device,
         GaussianGradientMechanism(clip, sigma),
-        SamplingSchedule(q, steps),
+        SamplingSchedule(q_acc, steps_acc),
         label_names=list(getattr(target, "label_names", [])),
     )
     attach_canary_record(release, info, engine.canaries)
+    # the schedule the run drew, for the realised-schedule audit (catches a claim
+    # accounted with a wrong N, q or step count; docs/dp-bugs.md)
+    release.realised_schedule = realised_schedule(info.pop("rows_sampled"), info.pop("rows"), steps)
     return release, info
 
 

@@ -215,3 +215,131 @@ def pilot_gradient(model, params, vocab_size: int, length: int, kind: str, seed:
         for p, g in zip(params, saved, strict=True):
             p.grad = g
         model.train(was_training)
+
+
+class SampledGradientCanaries:
+    """``m`` Dirac gradient canaries that are ROWS of the training set (the record design).
+
+    Unlike :class:`GradientCanaries` (added to the clipped sum, sampled by their own
+    Poisson draw), these go through the trainer's code path like data:
+
+    - each present canary (inclusion bit ½) is a row of the dataset; the training loop's
+      own sampler puts it in batches (so a sampler that shuffles instead of Poisson
+      sampling moves them too);
+    - in a batch, it is a per-example gradient ``magnitude·C·e_j`` that the engine's
+      own clipping code clips with the data (a correct clip scales it to C·e_j; a group
+      left unclipped keeps ``magnitude·C``);
+    - coordinates are stratified over parameter groups: the no-weight-decay group
+      (biases, LayerNorm: parameters with fewer than 2 dimensions) gets up to
+      ``group_share`` of the canaries, at most half of its coordinates, so a group the
+      code treats differently is always probed; within a group, the coordinates with the
+      smallest |pilot gradient| (:func:`pilot_gradient`, random tokens, no training data)
+      are taken, ties at random (random without a pilot);
+    - every step's released value at j (in units of C, before the division by the expected
+      batch size) is kept, and the canary's score is the likelihood ratio of the
+      transcript, Σ_t log(1 − q + q·exp((o_t − 1/2)/s²)), with s the claimed noise σ or
+      (default) the coordinate's own robust spread (see :meth:`scores`). Any score gives
+      a valid one-run bound; with s = σ it is Neyman–Pearson optimal when the claim is
+      right.
+
+    Coordinate choice, inclusion bits and magnitudes depend on no training data.
+    """
+
+    def __init__(
+        self,
+        params: list[torch.nn.Parameter],
+        m: int,
+        clip_norm: float,
+        seed: int = 0,
+        magnitude: float = 10.0,
+        group_share: float = 0.5,
+        pilot: dict | None = None,
+    ) -> None:
+        if m < 2:
+            raise ValueError(f"gradient canaries must be at least 2, got {m}")
+        if not magnitude >= 1:
+            raise ValueError(f"canary magnitude must be >= 1 (x clip norm), got {magnitude!r}")
+        self.params = list(params)
+        self.m = int(m)
+        self.clip_norm = float(clip_norm)
+        self.magnitude = float(magnitude)
+        gen = torch.Generator().manual_seed(int(seed) * 7919 + 0x5CE)
+        self.included = torch.randint(0, 2, (m,), generator=gen).bool()
+        self.present = torch.nonzero(self.included).flatten()
+        self.present_count = int(self.present.numel())
+        small = [k for k, p in enumerate(self.params) if p.ndim < 2]
+        large = [k for k, p in enumerate(self.params) if p.ndim >= 2]
+        coords: list[tuple[int, int]] = []
+        for ks, share in ((small, group_share), (large, 1.0)):
+            cells = [(k, i) for k in ks for i in range(self.params[k].numel())]
+            want = min(self.m - len(coords), int(share * self.m) if ks is small else self.m)
+            want = min(want, len(cells) // 2 if ks is small else len(cells))
+            tie = torch.rand(len(cells), generator=gen, dtype=torch.float64).numpy()
+            mag = np.zeros(len(cells))
+            if pilot is not None:  # smallest |pilot gradient| first: least data interference
+                mag = np.concatenate(
+                    [pilot[self.params[k]].detach().reshape(-1).abs().cpu().numpy() for k in ks]
+                    or [np.zeros(0)]
+                ).astype(np.float64)
+            pick = np.lexsort((tie, mag))[:want]
+            coords += [cells[i] for i in pick.tolist()]
+        if len(coords) < self.m:
+            raise ValueError(f"{m} canaries need {m} coordinates; the model has too few")
+        order = torch.randperm(self.m, generator=gen).tolist()  # groups mixed over canaries
+        self.coords = [coords[i] for i in order]
+        by_param: dict[int, tuple[list[int], list[int]]] = {}
+        for c, (pk, local) in enumerate(self.coords):
+            by_param.setdefault(pk, ([], []))[0].append(c)
+            by_param[pk][1].append(local)
+        self._by_param = {pk: (np.array(a), torch.tensor(b)) for pk, (a, b) in by_param.items()}
+        self.in_small_group = np.array([self.params[k].ndim < 2 for k, _ in self.coords])
+        self._batch: torch.Tensor | None = None
+        self.observations: list[np.ndarray] = []
+        self.appearances = np.zeros(m, dtype=np.int64)
+
+    def set_batch(self, sampled_present: torch.Tensor) -> None:
+        """The training loop's choice for this step: one bool per PRESENT canary."""
+        self._batch = self.present[sampled_present.nonzero().flatten()]
+        self.appearances[self._batch.numpy()] += 1
+
+    def rows(self) -> dict | None:
+        """This step's sampled canaries as per-example gradients ``{param: [k, *shape]}``."""
+        if self._batch is None or self._batch.numel() == 0:
+            return None
+        k = int(self._batch.numel())
+        out = {p: torch.zeros((k, *p.shape), dtype=p.dtype, device=p.device) for p in self.params}
+        for r, c in enumerate(self._batch.tolist()):
+            pk, local = self.coords[c]
+            out[self.params[pk]].view(k, -1)[r, local] = self.magnitude * self.clip_norm
+        return out
+
+    def observe(self, released: dict, scale: float = 1.0) -> None:
+        vals = np.empty(self.m)
+        for pk, (ids, local) in self._by_param.items():
+            flat = released[self.params[pk]].detach().reshape(-1)
+            vals[ids] = flat[local].to("cpu", torch.float64).numpy() * scale
+        self.observations.append(vals / self.clip_norm)
+        self._batch = None
+
+    def scores(
+        self, noise_multiplier: float, sample_rate: float, adaptive: bool = True
+    ) -> np.ndarray:
+        """Per-canary likelihood ratio of the transcript (higher = present).
+
+        ``adaptive=False``: under the claimed mechanism, o_t ~ N(1[sampled], σ²).
+        ``adaptive=True`` (default): each canary's transcript is centred on its median
+        and scaled by its own robust spread s_j = 1.4826·MAD_t(o_jt) (floor 10⁻³), i.e.
+        the noise the coordinate really carries: a coordinate the code forgets to noise
+        has s_j ≪ σ and its spikes stand out. Both use the transcript alone (no inclusion
+        bit), so the one-run bound stays valid."""
+        o = np.asarray(self.observations).T  # [m, T]
+        if noise_multiplier <= 0 and not adaptive:
+            return o.sum(axis=1)
+        if adaptive:
+            med = np.median(o, axis=1, keepdims=True)
+            mad = 1.4826 * np.median(np.abs(o - med), axis=1, keepdims=True)
+            a = (o - med - 0.5) / np.maximum(mad, 1e-3) ** 2
+        else:
+            a = (o - 0.5) / noise_multiplier**2
+        q = float(sample_rate)
+        return np.logaddexp(np.log1p(-q) if q < 1 else -np.inf, a + np.log(q)).sum(axis=1)

@@ -81,3 +81,19 @@ class GaussianGradientMechanism:
         """The update released for one batch of per-example gradients ([B, P] → [P])."""
         b = batch_size if batch_size is not None else max(per_example.shape[0], 1)
         return self.add_noise(self.clip(per_example).sum(dim=0), generator) / b
+
+
+def realised_schedule(rows_sampled: int, rows: int, steps: int, confidence: float = 0.975):
+    """The Poisson schedule a run REALISED: T = the steps it ran, q = the one-sided lower
+    confidence bound (Clopper–Pearson) of rows drawn / (rows × steps). A correct run's q
+    is over-stated with probability ≤ 1 − ``confidence``, so a gradient-canary audit of
+    the declared noise under this schedule stays sound; a claim accounted with a wrong
+    N, q or step count is then below the audited ε (docs/dp-bugs.md)."""
+    from scipy.stats import beta
+
+    n = int(rows) * int(steps)
+    k = int(rows_sampled)
+    if n <= 0 or not 0 <= k <= n:
+        raise ValueError(f"invalid counts: {k} rows drawn of {rows} rows × {steps} steps")
+    q_lo = float(beta.ppf(1 - confidence, k, n - k + 1)) if k else 0.0
+    return SamplingSchedule(max(q_lo, 1e-12), int(steps))

@@ -738,6 +738,7 @@ def _epsilon_audit_view(run: dict, idx: int, name: str) -> dict | None:
         "badge_class": badge_class,
         "violated": violated,
         "evidence": audit_evidence(run),
+        "diagnosis": ea.get("diagnosis") if violated else None,
         "rows": rows,
         "tradeoff_plot": _data_uri(plots.roc_vs_tradeoff(run)) if tr is not None else None,
         "tradeoff_attack": _text(tr.get("attack"), "strongest") if tr is not None else None,

@@ -30,6 +30,7 @@ EXPERIMENTS: dict[str, str] = {
     "dp-blogs-audit": "privacy_audit.audit.benchmarks.dp_blogs_audit:run",
     "deciding-before-release": "privacy_audit.audit.benchmarks.deciding_before_release:run",
     "split-validity": "privacy_audit.audit.benchmarks.split_validity:experiment",
+    "dp-bugs": "privacy_audit.audit.benchmarks.dp_bugs:run",
 }
 
 SCHEMA = "privacy-audit-experiment/1"

@@ -181,6 +181,46 @@ def tradeoff_check(
     return {"attack": att["attack"], **result}
 
 
+REALISED = "gradient-canary (realised schedule)"
+THREAT_MODELS[REALISED] = (
+    "white-box, simulated: the declared noise and clipping under the sampling the run actually drew"
+)
+
+
+def realised_schedule_audit(release, settings: EpsilonAuditSettings, claimed) -> dict | None:
+    """The gradient-canary audit of the DECLARED mechanism under the schedule the run
+    REALISED (``release.realised_schedule``: steps run, lower confidence bound of q), run
+    only when the run contradicts the declared schedule (more steps, or a q larger than
+    declared at 97.5% confidence): an accounting bug (wrong N, q or steps) shows there."""
+    import dataclasses
+
+    real = getattr(release, "realised_schedule", None)
+    declared = getattr(release, "schedule", None)
+    mechanism = getattr(release, "gradient_mechanism", None)
+    if real is None or declared is None or mechanism is None:
+        return None
+    if Surface.GRADIENTS not in release.surfaces:
+        return None
+    if real.steps <= declared.steps and real.sample_rate <= declared.sample_rate:
+        return None
+
+    class _View:  # the release as declared, with the realised schedule
+        surfaces = release.surfaces
+        gradient_mechanism = mechanism
+        schedule = dataclasses.replace(declared, sample_rate=real.sample_rate, steps=real.steps)
+
+    a = GradientCanaryAudit(trials=settings.gradient_trials, seed=settings.seed).run(
+        _View(), settings.delta, settings.confidence, claimed
+    )
+    a["name"] = REALISED
+    a["description"] = (
+        f"the declared mechanism under the sampling the run drew (q ≥ {real.sample_rate:.4g} "
+        f"at 97.5%, T = {real.steps}; declared q = {declared.sample_rate:.4g}, "
+        f"T = {declared.steps})"
+    )
+    return a
+
+
 def epsilon_audit(
     run: dict[str, Any],
     release: ReleasedModel,
@@ -200,6 +240,9 @@ def epsilon_audit(
                 release, settings.delta, settings.confidence, claimed
             )
         ]
+    realised = realised_schedule_audit(release, settings, claimed)
+    if realised is not None:
+        audits.append(realised)
     if (
         settings.white_box_canaries
         and getattr(release, "schedule", None) is not None
@@ -254,4 +297,58 @@ def epsilon_audit(
         "evidence": evidence,
         "audits": audits,
         "tradeoff": tradeoff,
+        **({"diagnosis": diagnose(audits, tradeoff)} if status == "violated" else {}),
+    }
+
+
+#: Where the planted-bug benchmark's table (which audit catches which DP-SGD bug) lives.
+DP_BUGS_TABLE = "docs/dp-bugs.md"
+
+
+def diagnose(audits: list[dict[str, Any]], tradeoff: dict[str, Any] | None) -> dict[str, Any]:
+    """For a VIOLATED claim: which audits caught it, under which threat model, and which
+    bug classes fit that pattern, as measured by the planted-bug benchmark
+    (``privacy_audit.audit.benchmarks.dp_bugs``, :data:`DP_BUGS_TABLE`)."""
+    caught = [
+        {"audit": a["name"], "threat_model": a.get("threat_model") or THREAT_MODELS.get(a["name"])}
+        for a in audits
+        if a.get("status") == "ok" and a.get("exceeds_claim") and not a.get("asymptotic")
+    ]
+    names = {c["audit"] for c in caught}
+    if tradeoff is not None and tradeoff.get("violated"):
+        caught.append(
+            {"audit": f"trade-off test ({tradeoff['attack']})", "threat_model": "black-box"}
+        )
+    declared = bool({"gradient-canary", REALISED} & names)  # simulated, declared mechanism
+    white = any(n.startswith("one-run white-box") for n in names)
+    black = any(n.startswith("input-canaries") for n in names) or bool(
+        tradeoff is not None and tradeoff.get("violated")
+    )
+    classes: list[str] = []
+    if declared:
+        classes.append(
+            "accounting: the claim is below the ε of the mechanism the release itself declares "
+            "(σ, q, T): check the accountant's inputs (N, q, steps, δ) and the accountant"
+        )
+    if white and not black:
+        classes.append(
+            "noise or parameter groups: the recorded updates carry less noise than claimed or a "
+            "parameter group escapes the noise (noise scaled by the batch size or by gradient "
+            "accumulation; a group left out of the noise); or the accountant's inputs, which "
+            "no white-box canary can tell apart from too little noise"
+        )
+    if black:
+        classes.append(
+            "gross: the released model itself leaks more than claimed (noise far too small, "
+            "no clipping, no noise); every bug class of the white-box row applies too"
+        )
+    return {
+        "caught_by": caught,
+        "bug_classes": classes,
+        "not_seen_by_these_audits": (
+            "sampling (shuffled batches accounted as Poisson) and clipping after aggregation "
+            "were not caught by any audit at the benchmark's budget; a consistent verdict "
+            "does not rule them out"
+        ),
+        "table": DP_BUGS_TABLE,
     }

@@ -1,0 +1,569 @@
+"""Planted-bug benchmark: which ε audit catches which DP-SGD bug, how often, at what cost.
+
+The suite's own causal-LM DP-SGD trainer (:mod:`privacy_audit.defenses.dp_engine`:
+``accountant_inputs`` → ``calibrate_noise`` → ``DPSGDEngine`` (explicit per-sample
+norms) → ``train_private_ids`` → ``account``) is run on a tiny GPT-2 with each bug of
+:mod:`privacy_audit.defenses.dp_bugs` planted (and with none: the null), over seeds. Every
+ε audit the suite has is run on each trained run:
+
+- ``gradient-canary (many runs, declared)``: :class:`GradientCanaryAudit`, which
+  simulates the mechanism and schedule the release DECLARES (100k runs per side);
+- ``one-run white-box (default)``: :class:`OneRunWhiteBoxAudit` on the 1000 Dirac
+  canaries recorded in the run (added to the clipped sum, self-sampled, pilot-placed);
+- ``one-run white-box (record canaries)``: the improved design,
+  :class:`SampledGradientCanaries` — canaries that are dataset rows, sampled by the
+  trainer's own sampler, clipped by its own clipping code, stratified over parameter
+  groups, scored by the likelihood ratio under the claim (500 canaries, ×10 magnitude);
+- ``input canaries (one-run, black-box)``: 200 random-token canary sequences inserted
+  with probability ½, scored by −loss, one-run bound (Steinke et al. / f-DP);
+- ``trade-off test``: the same canary scores' ROC against the claim's trade-off curve.
+
+A detection is "claim VIOLATED at 95% confidence" (the audit's bound exceeds the claimed
+ε). Larger budget: the canaries of R independent runs pooled into one one-run audit
+(valid: each canary influences only its own run, so the pooled release is ε-DP with
+respect to each canary).
+
+Reproduce (about 25 CPU-minutes at the default sizes, one core)::
+
+    nice -n 10 python -m privacy_audit.audit.benchmarks.dp_bugs --seeds 20 --pool 5 \
+        --out docs/dp-bugs.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from dataclasses import dataclass
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import torch
+
+from privacy_audit.audit.io import atomic_write_text
+from privacy_audit.defenses import dp_bugs
+from privacy_audit.defenses.gradient_mechanism import realised_schedule
+
+VARIANTS = (None, *dp_bugs.BUGS)
+
+
+@dataclass(frozen=True)
+class Setup:
+    """Sizes of one benchmark run (recorded in the output)."""
+
+    n_data: int = 512
+    seq_len: int = 8
+    vocab: int = 64
+    batch_size: int = 32
+    epochs: int = 2
+    target_epsilon: float = 2.0
+    delta: float = 1e-5
+    clip: float = 1.0
+    learning_rate: float = 1e-3
+    input_canaries: int = 200
+    white_box_canaries: int = 1000  # the default design (OneRunWhiteBoxAudit)
+    record_canaries: int = 500  # the improved design (SampledGradientCanaries)
+    magnitude: float = 100.0
+    gradient_trials: int = 100_000
+
+
+def tiny_lm(setup: Setup, seed: int):
+    """GPT-2, 1 layer, width 16, vocabulary 64 (4,592 parameters), eager attention."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+    cfg = GPT2Config(
+        vocab_size=setup.vocab,
+        n_positions=2 * setup.seq_len,
+        n_embd=16,
+        n_layer=1,
+        n_head=2,
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+        bos_token_id=0,
+        eos_token_id=0,
+    )
+    cfg._attn_implementation = "eager"  # vmap (explicit per-sample gradients) needs it
+    torch.manual_seed(seed)
+    return GPT2LMHeadModel(cfg)
+
+
+def data(setup: Setup, seed: int) -> tuple[torch.Tensor, torch.Tensor, np.ndarray]:
+    """Training rows (a fixed bigram chain, so there is something to learn) and the
+    input canaries (uniform random tokens) with their inclusion bits."""
+    g = torch.Generator().manual_seed(10_007 * seed + 1)
+    trans = torch.softmax(3.0 * torch.randn(setup.vocab, setup.vocab, generator=g), dim=1)
+    ids = torch.empty(setup.n_data, setup.seq_len, dtype=torch.long)
+    ids[:, 0] = torch.randint(0, setup.vocab, (setup.n_data,), generator=g)
+    for t in range(1, setup.seq_len):
+        ids[:, t] = torch.multinomial(trans[ids[:, t - 1]], 1, generator=g).flatten()
+    canaries = torch.randint(0, setup.vocab, (setup.input_canaries, setup.seq_len), generator=g)
+    included = torch.randint(0, 2, (setup.input_canaries,), generator=g).numpy()
+    return ids, canaries, included
+
+
+def true_epsilon(
+    bug: str | None, sigma: float, q: float, steps: int, epochs: int, expected_batch, setup: Setup
+):
+    """(value, how) of the real ε of the mechanism the (buggy) code ran."""
+    from privacy_audit.attacks.epsilon import gaussian_mechanism_epsilon
+    from privacy_audit.defenses.dp_engine import epsilon_pld
+    from privacy_audit.defenses.dp_sgd import dp_accounting_epsilon
+
+    d = setup.delta
+    if bug in ("unnoised-no-decay-group", "unclipped-no-decay-group"):
+        return math.inf, "infinite (see the bug)"
+    if bug == "noise-divided-by-batch":
+        s = sigma / expected_batch
+        return dp_accounting_epsilon(s, q, steps, d), f"dp-accounting RDP (upper) at σ/B = {s:.3g}"
+    if bug == "accumulation-noise-once":
+        s = sigma / math.sqrt(dp_bugs.ACCUMULATION)
+        return epsilon_pld(s, q, steps, d), f"dp-accounting PLD at σ/√k = {s:.3g}"
+    if bug == "clip-after-aggregation":
+        return epsilon_pld(sigma / 2, q, steps, d), f"dp-accounting PLD at σ/2 = {sigma / 2:.3g}"
+    if bug == "shuffle-as-poisson":
+        mu = math.sqrt(epochs) / sigma
+        return (
+            gaussian_mechanism_epsilon(mu, d),
+            f"upper bound: {epochs} Gaussian releases, μ = √E/σ = {mu:.3g}",
+        )
+    return epsilon_pld(sigma, q, steps, d), "dp-accounting PLD at the σ, q, T run"
+
+
+def train_once(bug: str | None, seed: int, setup: Setup, design: str) -> dict[str, Any]:
+    """One run of the trainer with ``bug`` planted; returns what the audits need.
+    ``design``: ``"default"`` (suite's recorded canaries) or ``"record"`` (improved)."""
+    from privacy_audit.defenses.dp_engine import (
+        DPSGDEngine,
+        account,
+        accountant_inputs,
+        calibrate_noise,
+        gradient_canaries_for,
+        poisson_schedule,
+        train_private_ids,
+    )
+    from privacy_audit.defenses.gradient_canaries import SampledGradientCanaries, pilot_gradient
+    from privacy_audit.defenses.phantom import per_sample_token_loss
+
+    t0 = time.process_time()
+    ids, canary_ids, included = data(setup, seed)
+    rows = torch.cat([ids, canary_ids[torch.as_tensor(included).bool()]])
+    with dp_bugs.planted(bug):
+        model = tiny_lm(setup, seed)
+        params = [p for p in model.parameters() if p.requires_grad]
+        record = None
+        if design == "record":
+            pilot = pilot_gradient(model, params, setup.vocab, setup.seq_len, "causal-lm", seed)
+            record = SampledGradientCanaries(
+                params, setup.record_canaries, setup.clip, seed, setup.magnitude, pilot=pilot
+            )
+        n_rows = len(rows) + (record.present_count if record else 0)
+        # q from the EXPECTED row count (canaries are present w.p. 1/2): the same q for
+        # every seed of a design, so the calibration is computed once (ε does not depend
+        # on N under Poisson sampling)
+        expected_rows = (
+            setup.n_data + (setup.input_canaries + (setup.record_canaries if record else 0)) // 2
+        )
+        q, steps = poisson_schedule(expected_rows, setup.batch_size, setup.epochs)
+        q_acc, steps_acc = accountant_inputs(q, steps, setup.epochs)
+        sigma = calibrate_noise(setup.target_epsilon, setup.delta, q_acc, steps_acc)
+        claimed = account(sigma, q_acc, steps_acc, setup.delta)["claimed"]
+        engine = DPSGDEngine(model, setup.clip, sigma, q * n_rows, norms="explicit")
+        if design == "default":
+            training = SimpleNamespace(gradient_canaries=setup.white_box_canaries, max_length=8)
+            engine.canaries = gradient_canaries_for(
+                training, engine.params, setup.clip, q, seed, model=model
+            )
+        engine.sampled_canaries = record
+        mask = torch.ones_like(rows)
+        ran = train_private_ids(engine, rows, mask, steps, q, setup.learning_rate, seed=seed)
+    model.eval()
+    with torch.no_grad():
+        logits = model(input_ids=canary_ids, attention_mask=torch.ones_like(canary_ids)).logits
+        loss = per_sample_token_loss(logits, canary_ids, torch.ones_like(canary_ids))
+    from privacy_audit.defenses.gradient_mechanism import (
+        GaussianGradientMechanism,
+        SamplingSchedule,
+    )
+
+    out = {
+        "realised": realised_schedule(ran["rows_sampled"], ran["rows"], ran["steps"]),
+        "claimed": claimed,
+        "sigma": sigma,
+        "q": q,
+        "steps": steps,
+        "q_acc": q_acc,
+        "rows": n_rows,
+        "steps_acc": steps_acc,
+        "input_scores": (-loss).numpy(),
+        "input_included": included,
+        "release": SimpleNamespace(
+            gradient_mechanism=GaussianGradientMechanism(setup.clip, sigma),
+            schedule=SamplingSchedule(q_acc, steps_acc),
+            gradient_canary_record=engine.canaries.record() if engine.canaries else None,
+            surfaces=set(),
+        ),
+    }
+    if record is not None:
+        out["record_scores"] = record.scores(sigma, q_acc)
+        out["record_included"] = record.included.numpy().astype(np.int64)
+    out["cpu_s"] = time.process_time() - t0
+    return out
+
+
+def _bound(scores, included, delta) -> float:
+    from privacy_audit.attacks.canary_bounds import one_run_group_best
+
+    return float(one_run_group_best(scores, included, delta, 1, 0.95)["epsilon"])
+
+
+def audit_default(
+    run: dict, setup: Setup, seed: int, realised_only: bool = False
+) -> dict[str, dict]:
+    from privacy_audit.attacks.epsilon import tradeoff_violations
+    from privacy_audit.attacks.gradient_canary import GradientCanaryAudit, OneRunWhiteBoxAudit
+    from privacy_audit.defenses.base import Surface
+
+    d, claim = setup.delta, run["claimed"]
+    res: dict[str, dict] = {}
+    t = time.process_time()
+    rel = run["release"]
+    rel.surfaces = {Surface.GRADIENTS}
+    g = GradientCanaryAudit(trials=setup.gradient_trials, seed=seed).run(rel, d, 0.95, claim)
+    res["gradient-canary (many runs, declared)"] = {
+        "eps": g["epsilon_lb"],
+        "ceiling": g["ceiling"],
+        "cpu_s": time.process_time() - t,
+    }
+    t = time.process_time()
+    realised = SimpleNamespace(**{**rel.__dict__, "schedule": run["realised"]})
+    g = GradientCanaryAudit(trials=setup.gradient_trials, seed=seed).run(realised, d, 0.95, claim)
+    res["gradient-canary (many runs, realised schedule)"] = {
+        "eps": g["epsilon_lb"],
+        "ceiling": g["ceiling"],
+        "cpu_s": time.process_time() - t,
+    }
+    if realised_only:
+        return res
+    t = time.process_time()
+    wb = OneRunWhiteBoxAudit(canaries=setup.white_box_canaries, seed=seed).run(rel, d, 0.95, claim)
+    res["one-run white-box (default)"] = {
+        "eps": wb[0]["epsilon_lb"],
+        "ceiling": wb[0]["ceiling"],
+        "cpu_s": time.process_time() - t + run["cpu_s"],
+    }
+    t = time.process_time()
+    s, inc = run["input_scores"], run["input_included"]
+    res["input canaries (one-run, black-box)"] = {
+        "eps": _bound(s, inc, d),
+        "cpu_s": time.process_time() - t + run["cpu_s"],
+    }
+    tr = tradeoff_violations(s, inc, claim, d, confidence=0.95)
+    res["trade-off test (input canaries' ROC)"] = {
+        "eps": None,
+        "violated": tr["violated"],
+        "cpu_s": time.process_time() - t + run["cpu_s"],
+    }
+    return res
+
+
+def cell_seeds(
+    bug,
+    seeds: int,
+    pool: int,
+    setup: Setup,
+    log,
+    record_only: bool = False,
+    realised_only: bool = False,
+) -> dict[str, Any]:
+    """All audits on ``bug`` over ``seeds`` seeds, at one run and pooled over ``pool`` runs
+    (``record_only``: the record-canary design alone)."""
+    per: dict[str, list] = {}
+    meta = None
+    for s in range(seeds):
+        if realised_only:  # the declared-mechanism audits on the default run only
+            first = train_once(bug, 1000 * s, setup, "default")
+            claim = first["claimed"]
+            row = audit_default(first, setup, s, realised_only=True)
+            if meta is None:
+                meta = {"claimed_epsilon": claim, "sigma": first["sigma"], "q": first["q"]}
+                meta["true_epsilon"], meta["true_epsilon_how"] = true_epsilon(
+                    bug,
+                    first["sigma"],
+                    first["q"],
+                    first["steps"],
+                    setup.epochs,
+                    first["q"] * first["rows"],
+                    setup,
+                )
+            for name, r in row.items():
+                per.setdefault(name, []).append({**r, "violated": bool(r["eps"] > claim)})
+            continue
+        runs_r = [train_once(bug, 1000 * s + r, setup, "record") for r in range(pool)]
+        runs_d = [] if record_only else [train_once(bug, 1000 * s, setup, "default")]
+        runs_d += [train_once(bug, 1000 * s + r, setup, "default") for r in range(1, pool)]
+        first = runs_r[0] if record_only else runs_d[0]
+        claim = first["claimed"]
+        if meta is None:
+            eps, how = true_epsilon(
+                bug,
+                first["sigma"],
+                first["q"],
+                first["steps"],
+                setup.epochs,
+                first["q"] * first["rows"],
+                setup,
+            )
+            meta = {
+                "claimed_epsilon": claim,
+                "true_epsilon": eps,
+                "true_epsilon_how": how,
+                "sigma": first["sigma"],
+                "q": first["q"],
+                "steps": first["steps"],
+                "q_accountant": first["q_acc"],
+                "steps_accountant": first["steps_acc"],
+            }
+        row = {} if record_only else audit_default(first, setup, s)
+        rec = runs_r[0]
+        t = time.process_time()
+        row["one-run white-box (record canaries)"] = {
+            "claim": rec["claimed"],  # its run has the canaries as rows: its own q
+            "eps": _bound(rec["record_scores"], rec["record_included"], setup.delta),
+            "cpu_s": time.process_time() - t + rec["cpu_s"],
+        }
+        if pool > 1 and not record_only:  # the larger budget: `pool` runs in one audit
+            t = time.process_time()
+            sig = [r["release"].gradient_canary_record for r in runs_d]
+            row[f"one-run white-box (default) ×{pool} runs"] = {
+                "eps": _bound(
+                    np.concatenate([x["signals"] for x in sig]),
+                    np.concatenate([x["included"] for x in sig]),
+                    setup.delta,
+                ),
+                "cpu_s": time.process_time() - t + sum(r["cpu_s"] for r in runs_d),
+            }
+            t = time.process_time()
+            row[f"input canaries ×{pool} runs"] = {
+                "eps": _bound(
+                    np.concatenate([r["input_scores"] for r in runs_d]),
+                    np.concatenate([r["input_included"] for r in runs_d]),
+                    setup.delta,
+                ),
+                "cpu_s": time.process_time() - t + sum(r["cpu_s"] for r in runs_d),
+            }
+        if pool > 1:
+            t = time.process_time()
+            row[f"one-run white-box (record canaries) ×{pool} runs"] = {
+                "claim": max(r["claimed"] for r in runs_r),
+                "eps": _bound(
+                    np.concatenate([r["record_scores"] for r in runs_r]),
+                    np.concatenate([r["record_included"] for r in runs_r]),
+                    setup.delta,
+                ),
+                "cpu_s": time.process_time() - t + sum(r["cpu_s"] for r in runs_r),
+            }
+        for name, r in row.items():
+            hit = r["violated"] if r.get("eps") is None else r["eps"] > r.get("claim", claim)
+            per.setdefault(name, []).append({**r, "violated": bool(hit)})
+        log(
+            f"  seed {s}: "
+            + ", ".join(
+                f"{k.split(' (')[0][:14]}={v['eps'] if v.get('eps') is None else round(v['eps'], 2)}"
+                for k, v in row.items()
+            )
+        )
+    audits = {}
+    for name, rs in per.items():
+        k = sum(r["violated"] for r in rs)
+        lo, hi = clopper_pearson(k, len(rs))
+        eps = [r["eps"] for r in rs if r.get("eps") is not None]
+        audits[name] = {
+            "detected": k,
+            "seeds": len(rs),
+            "rate": k / len(rs),
+            "ci95": [lo, hi],
+            "median_bound": float(np.median(eps)) if eps else None,
+            "max_bound": float(np.max(eps)) if eps else None,
+            "ceiling": rs[0].get("ceiling"),
+            "cpu_s_per_seed": float(np.mean([r["cpu_s"] for r in rs])),
+            "violated_per_seed": [bool(r["violated"]) for r in rs],
+            "bound_per_seed": [r.get("eps") for r in rs],
+        }
+    kind = {"class": dp_bugs.BUGS[bug].bug_class} if bug else {"class": "null"}
+    return {**(meta or {}), **kind, "audits": audits}
+
+
+def clopper_pearson(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    """Two-sided exact interval for a binomial rate (detection or false-violation rate)."""
+    from scipy.stats import beta
+
+    a = 1 - confidence
+    lo = 0.0 if k == 0 else float(beta.ppf(a / 2, k, n - k + 1))
+    hi = 1.0 if k == n else float(beta.ppf(1 - a / 2, k + 1, n - k))
+    return lo, hi
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m privacy_audit.audit.benchmarks.dp_bugs")
+    p.add_argument("--seeds", type=int, default=20)
+    p.add_argument("--pool", type=int, default=5, help="runs pooled for the larger budget")
+    p.add_argument("--bugs", default="all", help="comma-separated; 'none' is the correct trainer")
+    p.add_argument("--magnitude", type=float, default=Setup.magnitude, help="record canary ×C")
+    p.add_argument("--record-only", action="store_true", help="the record-canary design alone")
+    p.add_argument(
+        "--realised-only", action="store_true", help="the declared-mechanism audits alone"
+    )
+    p.add_argument("--out", default="dp-bugs.json")
+    args = p.parse_args(argv)
+    if args.seeds < 1 or args.pool < 1:
+        print("error: --seeds and --pool must be >= 1", file=sys.stderr)
+        return 2
+    names = (
+        list(VARIANTS)
+        if args.bugs == "all"
+        else [None if b == "none" else b for b in args.bugs.split(",") if b]
+    )
+    bad = [b for b in names if b is not None and b not in dp_bugs.BUGS]
+    if bad:
+        print(
+            f"error: unknown bug {bad[0]!r}; allowed: none, {', '.join(dp_bugs.BUGS)}",
+            file=sys.stderr,
+        )
+        return 2
+    torch.set_num_threads(1)
+    if not args.magnitude >= 1:
+        print("error: --magnitude must be >= 1", file=sys.stderr)
+        return 2
+    setup = Setup(magnitude=args.magnitude)
+
+    def log(msg: str) -> None:
+        print(msg, file=sys.stderr, flush=True)
+
+    cells = {}
+    for bug in names:
+        log(f"{bug or 'correct'}:")
+        t0 = time.time()
+        cells[bug or "correct"] = {
+            **cell_seeds(
+                bug, args.seeds, args.pool, setup, log, args.record_only, args.realised_only
+            ),
+            "wall_s": time.time() - t0,
+            **(
+                {"class": dp_bugs.BUGS[bug].bug_class, "what": dp_bugs.BUGS[bug].what}
+                if bug
+                else {}
+            ),
+        }
+        atomic_write_text(
+            args.out,
+            json.dumps(
+                {
+                    "command": "python -m privacy_audit.audit.benchmarks.dp_bugs "
+                    + " ".join(argv if argv is not None else sys.argv[1:]),
+                    "setup": setup.__dict__,
+                    "seeds": args.seeds,
+                    "pool": args.pool,
+                    "confidence": 0.95,
+                    "cells": cells,
+                },
+                indent=1,
+                default=float,
+            ),
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+
+
+def ideal_one_run(
+    sigma_true: float,
+    sigma_claimed: float,
+    q: float,
+    steps: int,
+    m: int,
+    delta: float,
+    seed: int = 0,
+    shuffled: bool = False,
+) -> float:
+    """The one-run bound of the record-canary design on an IDEAL run of the true mechanism:
+    m Dirac canaries (present w.p. ½), no real data at their coordinates (no interference),
+    noise σ_true, Poisson(q) sampling or (``shuffled``) one step per epoch; same adaptive
+    likelihood-ratio score. What this audit could reach at this size on this bug (its
+    ceiling in practice), computed without training."""
+    rng = np.random.default_rng(seed)
+    inc = rng.integers(0, 2, m)
+    if shuffled:
+        k = max(1, round(1 / q))
+        sampled = np.zeros((m, steps))
+        for e in range(steps // k):
+            sampled[np.arange(m), e * k + rng.integers(0, k, m)] = 1.0
+    else:
+        sampled = (rng.random((m, steps)) < q).astype(float)
+    o = sampled * inc[:, None] + sigma_true * rng.standard_normal((m, steps))
+    med = np.median(o, axis=1, keepdims=True)
+    mad = 1.4826 * np.median(np.abs(o - med), axis=1, keepdims=True)
+    a = (o - med - 0.5) / np.maximum(mad, 1e-3) ** 2
+    del sigma_claimed  # the adaptive score does not use it
+    s = np.logaddexp(np.log1p(-q), a + np.log(q)).sum(axis=1)
+    return _bound(s, inc, delta)
+
+
+def markdown_table(*results: dict) -> str:
+    """The benchmark table (docs/dp-bugs.md) from one or more output files' contents:
+    one row per bug and audit, detection with its 95% Clopper–Pearson interval."""
+
+    def fmt(x):
+        return "—" if x is None else ("∞" if x == math.inf else f"{x:.3g}")
+
+    def upper(c):  # an accountant's upper bound (RDP; no amplification), not the exact ε
+        how = c.get("true_epsilon_how") or ""
+        return "≤ " if "upper" in how else ""
+
+    lines = [
+        "| bug | class | claim ε | true ε | audit | detected / seeds | 95% CI | median bound "
+        "| CPU s per seed |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for res in results:
+        for name, c in res["cells"].items():
+            for audit, a in c["audits"].items():
+                lo, hi = a["ci95"]
+                lines.append(
+                    f"| {name} | {c.get('class', 'null')} | {fmt(c['claimed_epsilon'])} "
+                    f"| {upper(c)}{fmt(c['true_epsilon'])} | {audit} "
+                    f"| {a['detected']} / {a['seeds']} "
+                    f"| [{lo:.2f}, {hi:.2f}] | {fmt(a['median_bound'])} "
+                    f"| {a['cpu_s_per_seed']:.1f} |"
+                )
+    return "\n".join(lines)
+
+
+def run(settings, cells) -> dict[str, Any]:
+    """``privacy-audit experiment dp-bugs``: the default budget (one run per seed) on every
+    bug and the correct trainer, ``settings.seeds`` seeds, one checkpointed cell per bug
+    (``--quick``: the correct trainer and one bug)."""
+    torch.set_num_threads(settings.threads or 1)
+    setup = Setup()
+    names = (None, "noise-divided-by-batch") if settings.quick else VARIANTS
+
+    def log(msg: str) -> None:
+        print(msg, file=sys.stderr, flush=True)
+
+    out = {}
+    for bug in names:
+        cell = cells.get(
+            bug or "correct",
+            lambda bug=bug: json.loads(
+                json.dumps(cell_seeds(bug, settings.seeds, 1, setup, log), default=float)
+            ),
+        )
+        out[bug or "correct"] = cell
+    return {"setup": setup.__dict__, "cells": out, "table": markdown_table({"cells": out})}

@@ -1,0 +1,382 @@
+"""Planted DP-SGD bugs (defenses/dp_bugs.py): each changes the released mechanism as
+documented (known answers computed here with plain autograd, numpy and dp-accounting,
+not with the engine), the correct trainer is the default, and no config reaches a flag."""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from transformers import GPT2Config, GPT2LMHeadModel
+
+from privacy_audit.defenses import DEFENSES, dp_bugs
+from privacy_audit.defenses.dp_engine import (
+    DPSGDEngine,
+    account,
+    accountant_inputs,
+    train_private_ids,
+)
+from privacy_audit.defenses.gradient_canaries import SampledGradientCanaries
+from privacy_audit.defenses.phantom import per_sample_token_loss
+
+ROOT = Path(__file__).resolve().parents[1]
+C = 1.0
+
+
+def _lm(seed=0):
+    torch.manual_seed(seed)
+    cfg = GPT2Config(
+        vocab_size=40,
+        n_positions=16,
+        n_embd=16,
+        n_layer=1,
+        n_head=2,
+        bos_token_id=0,
+        eos_token_id=0,
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+    )
+    cfg._attn_implementation = "eager"
+    return GPT2LMHeadModel(cfg).eval()
+
+
+def _ids(b=6, seed=3):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(0, 40, (b, 8), generator=g)
+
+
+def _per_example_grads(model, ids):
+    """Independent: one autograd backward per example (no vmap, no engine)."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    out = []
+    for i in range(len(ids)):
+        x = ids[i : i + 1]
+        loss = per_sample_token_loss(model(input_ids=x).logits, x, torch.ones_like(x))[0]
+        out.append([g.detach() for g in torch.autograd.grad(loss, params)])
+    return params, out
+
+
+def _release(bug, model, ids, sigma=0.0, expected=6.0, seed=0):
+    engine = DPSGDEngine(model, C, sigma, expected, norms="explicit")
+    gen = torch.Generator().manual_seed(seed)
+    with dp_bugs.planted(bug):
+        out = engine.private_gradients(ids, torch.ones_like(ids) if ids is not None else None, gen)
+    return engine, {p: g * expected for p, g in out.items()}  # the sum, before the division
+
+
+def _noise_sd(bug, sigma=2.0, expected=8.0):
+    """Released sum of an EMPTY batch (noise only), per parameter group."""
+    model = _lm()
+    _, out = _release(bug, model, None, sigma, expected)
+    big = torch.cat([g.flatten() for p, g in out.items() if p.ndim >= 2]).numpy()
+    small = torch.cat([g.flatten() for p, g in out.items() if p.ndim < 2]).numpy()
+    return big.std(), small.std()
+
+
+def test_correct_trainer_noise_is_sigma_c_in_every_group():
+    big, small = _noise_sd(None)
+    assert big == pytest.approx(2.0 * C, rel=0.05)
+    assert small == pytest.approx(2.0 * C, rel=0.2)  # 224 coordinates
+
+
+def test_noise_divided_by_batch_releases_sigma_c_over_b():
+    big, _ = _noise_sd("noise-divided-by-batch", sigma=2.0, expected=8.0)
+    assert big == pytest.approx(2.0 * C / 8.0, rel=0.05)
+
+
+def test_accumulation_noise_once_releases_sigma_c_over_sqrt_k():
+    big, _ = _noise_sd("accumulation-noise-once", sigma=2.0)
+    assert big == pytest.approx(2.0 * C / math.sqrt(dp_bugs.ACCUMULATION), rel=0.05)
+
+
+def test_unnoised_group_releases_no_noise_there_only():
+    big, small = _noise_sd("unnoised-no-decay-group")
+    assert small == 0.0
+    assert big == pytest.approx(2.0 * C, rel=0.05)
+
+
+def _clip(vecs):
+    """Independent per-example clipping: w_i = min(1, C/(‖g_i‖+1e-6)) over ``vecs``."""
+    return [min(1.0, C / (float(sum((v**2).sum() for v in g)) ** 0.5 + 1e-6)) for g in vecs]
+
+
+def test_correct_trainer_releases_the_sum_of_per_example_clipped_gradients():
+    model = _lm()
+    ids = _ids()
+    params, per = _per_example_grads(model, ids)
+    _, out = _release(None, model, ids)
+    w = _clip(per)
+    for k, p in enumerate(params):
+        want = sum(w[i] * per[i][k] for i in range(len(ids)))
+        torch.testing.assert_close(out[p], want, atol=1e-5, rtol=1e-4)
+
+
+def test_unclipped_group_is_summed_raw_and_weights_use_the_other_group_only():
+    model = _lm()
+    ids = _ids()
+    params, per = _per_example_grads(model, ids)
+    _, out = _release("unclipped-no-decay-group", model, ids)
+    big = [k for k, p in enumerate(params) if p.ndim >= 2]
+    w = _clip([[g[k] for k in big] for g in per])
+    assert min(w) < 1  # clipping is active on this batch
+    for k, p in enumerate(params):
+        if p.ndim < 2:
+            want = sum(per[i][k] for i in range(len(ids)))
+        else:
+            want = sum(w[i] * per[i][k] for i in range(len(ids)))
+        torch.testing.assert_close(out[p], want, atol=1e-5, rtol=1e-4)
+
+
+def test_clip_after_aggregation_clips_the_batch_sum():
+    model = _lm()
+    ids = _ids()
+    params, per = _per_example_grads(model, ids)
+    _, out = _release("clip-after-aggregation", model, ids)
+    total = [sum(per[i][k] for i in range(len(ids))) for k in range(len(params))]
+    norm = float(torch.sqrt(sum((t**2).sum() for t in total)))
+    factor = min(1.0, C / (norm + 1e-6))
+    assert norm > C  # the batch sum is clipped here
+    for k, p in enumerate(params):
+        torch.testing.assert_close(out[p], factor * total[k], atol=1e-5, rtol=1e-4)
+    assert float(torch.sqrt(sum((g**2).sum() for g in out.values()))) == pytest.approx(C, rel=1e-4)
+
+
+class _Recorder:
+    """Stands in for the engine: records which rows each step received."""
+
+    max_grad_norm = 1.0
+    last_norms = None
+    sampled_canaries = None
+
+    def __init__(self):
+        self.params = [torch.nn.Parameter(torch.zeros(1))]
+        self.batches = []
+
+    def step(self, optimizer, ids, mask, generator):
+        self.batches.append([] if ids is None else ids[:, 0].tolist())
+
+
+def _sampled_rows(bug, n=60, q=0.1, epochs=3):
+    ids = torch.arange(n)[:, None].repeat(1, 2)  # row r holds token r: rows are identifiable
+    rec = _Recorder()
+    steps = int(round(epochs / q))
+    with dp_bugs.planted(bug):
+        train_private_ids(rec, ids, torch.ones_like(ids), steps, q, 0.1, seed=1)
+    return rec.batches, n, steps
+
+
+def test_shuffle_bug_partitions_every_epoch_and_the_correct_sampler_is_poisson():
+    batches, n, steps = _sampled_rows("shuffle-as-poisson")
+    per_epoch = int(round(1 / 0.1))
+    for e in range(steps // per_epoch):
+        rows = sum(batches[e * per_epoch : (e + 1) * per_epoch], [])
+        assert sorted(rows) == list(range(n))  # each example exactly once per epoch
+    assert {len(b) for b in batches} == {6}
+    batches, n, steps = _sampled_rows(None)
+    sizes = np.array([len(b) for b in batches])
+    counts = np.bincount(sum(batches, []), minlength=n)
+    # Poisson(q): batch sizes vary, appearances per example ~ Binomial(T, q)
+    assert sizes.std() > 1.0
+    assert counts.var() == pytest.approx(steps * 0.1 * 0.9, rel=0.5)
+
+
+def _pld_epsilon(sigma, q, steps, delta):
+    import dp_accounting
+
+    ev = dp_accounting.SelfComposedDpEvent(
+        dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(sigma)), steps
+    )
+    acc = dp_accounting.pld.PLDAccountant()
+    acc.compose(ev)
+    return acc.get_epsilon(delta)
+
+
+@pytest.mark.parametrize(
+    "bug,factor",
+    [
+        ("accountant-wrong-n", (1 / dp_bugs.WRONG_N_FACTOR, 1)),
+        ("accountant-steps-per-epoch", (1, 1 / 4)),
+    ],
+)
+def test_accounting_bugs_understate_epsilon(bug, factor):
+    q, steps, epochs, sigma, delta = 0.05, 80, 4, 1.0, 1e-5
+    assert accountant_inputs(q, steps, epochs) == (q, steps)  # the correct trainer
+    with dp_bugs.planted(bug):
+        q_acc, t_acc = accountant_inputs(q, steps, epochs)
+    assert q_acc == pytest.approx(q * factor[0]) and t_acc == round(steps * factor[1])
+    claimed = account(sigma, q_acc, t_acc, delta)["claimed"]
+    true = _pld_epsilon(sigma, q, steps, delta)  # independent: dp-accounting on the run
+    assert true > 1.5 * claimed
+
+
+def test_record_canaries_go_through_the_engines_clipping():
+    """σ = 0, no data: a sampled record canary releases exactly C at its coordinate when
+    clipped, and magnitude·C when its group is left unclipped (the planted bug)."""
+    for bug, small_value in ((None, C), ("unclipped-no-decay-group", 10 * C)):
+        model = _lm()
+        engine = DPSGDEngine(model, C, 0.0, 1.0, norms="explicit")
+        can = SampledGradientCanaries(engine.params, 40, C, seed=2, magnitude=10.0)
+        engine.sampled_canaries = can
+        can.set_batch(torch.ones(can.present_count, dtype=torch.bool))
+        with dp_bugs.planted(bug):
+            engine.private_gradients(None)
+        o = can.observations[0]
+        inc = can.included.numpy()
+        assert np.all(o[~inc] == 0)
+        small = can.in_small_group & inc
+        assert small.any() and (~can.in_small_group & inc).any()
+        np.testing.assert_allclose(o[small], small_value, rtol=1e-5)
+        clipped = 10 * C / (10 * C + 1e-6) if bug is None else 1.0
+        np.testing.assert_allclose(o[~can.in_small_group & inc], C * min(1.0, clipped), rtol=1e-5)
+
+
+def test_planted_bugs_are_switched_on_only_inside_the_context():
+    assert dp_bugs.active() is None
+    with dp_bugs.planted("shuffle-as-poisson"):
+        assert dp_bugs.active() == "shuffle-as-poisson"
+        with pytest.raises(RuntimeError), dp_bugs.planted("accountant-wrong-n"):
+            pass
+    assert dp_bugs.active() is None
+    with pytest.raises(ValueError):
+        with dp_bugs.planted("no-such-bug"):
+            pass
+    assert len(dp_bugs.BUGS) >= 6
+
+
+def test_no_config_or_cli_reaches_a_planted_bug():
+    """The switch is a context manager; no defense parameter, config file, CLI module or
+    environment read refers to it, and an unknown defense parameter is rejected."""
+    for cls in DEFENSES.values():
+        assert not any("bug" in k or "planted" in k for k in cls.PARAMS)
+    callers = []
+    for path in (ROOT).rglob("*.py"):
+        if ".venv" in path.parts or path.parts[-2] == "tests":
+            continue
+        text = path.read_text(encoding="utf-8")
+        if re.search(r"\bplanted\(", text):
+            callers.append(path.relative_to(ROOT).as_posix())
+    assert sorted(callers) == ["audit/benchmarks/dp_bugs.py", "defenses/dp_bugs.py"]
+    src = (ROOT / "defenses" / "dp_bugs.py").read_text(encoding="utf-8")
+    assert "os.environ" not in src and "getenv" not in src and "import os" not in src
+    with pytest.raises(ValueError, match="unknown parameter"):
+        DEFENSES["dp-sgd"](planted_bug="shuffle-as-poisson")
+
+
+def _audit(name, exceeds, **kw):
+    return {"name": name, "status": "ok", "exceeds_claim": exceeds, "epsilon_lb": 3.0, **kw}
+
+
+def test_diagnosis_names_the_audit_threat_model_and_bug_classes():
+    from privacy_audit.audit.epsilon.audit import DP_BUGS_TABLE, diagnose
+
+    white_only = diagnose(
+        [
+            _audit("gradient-canary", False),
+            _audit("one-run white-box (thresholded)", True),
+            _audit("input-canaries (one-run)", False),
+        ],
+        None,
+    )
+    assert [c["audit"] for c in white_only["caught_by"]] == ["one-run white-box (thresholded)"]
+    assert "white-box" in white_only["caught_by"][0]["threat_model"]
+    assert len(white_only["bug_classes"]) == 1 and "noise" in white_only["bug_classes"][0]
+    assert white_only["table"] == DP_BUGS_TABLE and (ROOT / DP_BUGS_TABLE).exists()
+    declared = diagnose([_audit("gradient-canary", True)], None)
+    assert declared["bug_classes"][0].startswith("accounting")
+    black = diagnose(
+        [
+            _audit("input-canaries (one-run)", True),
+            _audit("one-run Gaussian", True, asymptotic=True),
+        ],
+        {"attack": "loss", "violated": True},
+    )
+    assert [c["audit"] for c in black["caught_by"]] == [
+        "input-canaries (one-run)",
+        "trade-off test (loss)",
+    ]  # the asymptotic bound is never evidence
+    assert any(b.startswith("gross") for b in black["bug_classes"])
+
+
+def test_violated_report_shows_where_to_look_escaped():
+    from privacy_audit.audit.epsilon.audit import diagnose
+    from privacy_audit.reports import render_html
+
+    xss = "<script>alert(1)</script>"
+    audits = [_audit(f"one-run white-box {xss}", True, threat_model="white-box")]
+    ea = {
+        "claimed_epsilon": 1.0,
+        "claimed_delta": 1e-5,
+        "comparable": True,
+        "status": "violated",
+        "evidence": ["one-run white-box: ε ≥ 3 exceeds the claimed ε = 1"],
+        "audits": [{**audits[0], "ceiling": 5.0, "confidence": 0.95, "delta": 1e-5}],
+        "tradeoff": None,
+        "diagnosis": diagnose(audits, None),
+    }
+    claim = {"epsilon": 1.0, "delta": 1e-5, "unit": "example", "notion": "central-dp"}
+    run = {"name": "buggy", "defense": "dp-sgd", "claim": {**claim, "proven": True, "note": ""}}
+    run.update(attacks=[], strongest_attack=None, epsilon_audit=ea)
+    html = render_html({"schema_version": 1, "title": "t", "seed": 0, "config": {}, "runs": [run]})
+    assert "Where to look" in html and "docs/dp-bugs.md" in html
+    assert xss not in html and "&lt;script&gt;" in html
+
+
+def test_realised_schedule_counts_rows_and_never_overstates_q_of_a_correct_run():
+    from privacy_audit.audit.benchmarks.dp_bugs import realised_schedule
+
+    ids = torch.arange(60)[:, None].repeat(1, 2)
+    rec = _Recorder()
+    info = train_private_ids(rec, ids, torch.ones_like(ids), 30, 0.1, 0.1, seed=4)
+    assert info["rows_sampled"] == sum(len(b) for b in rec.batches) and info["rows"] == 60
+    # coverage of the one-sided 97.5% lower bound on q, by simulation (numpy binomial)
+    rng = np.random.default_rng(0)
+    q, rows, steps = 0.05, 600, 40
+    draws = rng.binomial(rows * steps, q, size=2000)
+    covered = np.mean([realised_schedule(int(k), rows, steps).sample_rate <= q for k in draws])
+    assert covered >= 0.965  # nominal 0.975; 2000 draws
+    assert realised_schedule(int(q * rows * steps), rows, steps).steps == steps
+
+
+def test_realised_schedule_audit_flags_a_wrong_n_claim_end_to_end_and_not_the_correct_one():
+    """The suite's phantom-dp-sgd defense (fit_lm_dp) with the accountant told N×10: the
+    claim is accounted at q/10, the run draws q; the epsilon audit's realised-schedule
+    gradient canary exceeds the claim and the diagnosis points at accounting. The correct
+    trainer adds no such audit (its realised schedule never exceeds the declared one)."""
+    from privacy_audit.audit.config import parse_config
+    from privacy_audit.audit.epsilon.audit import REALISED, EpsilonAuditSettings, epsilon_audit
+    from privacy_audit.audit.scale.tasks import _data, _target
+    from privacy_audit.defenses.targets.classifier import TrainingConfig
+
+    cfg = parse_config(
+        {
+            "seed": 0,
+            "data": {"n_members": 48, "n_nonmembers": 48, "n_test": 12},
+            "target": {"preset": "tiny-gpt2-word", "max_length": 16},
+            "defenses": [{"name": "none"}],
+        }
+    )
+    data = _data(cfg)
+    target = _target(cfg, data)
+    training = TrainingConfig(
+        epochs=2, batch_size=12, learning_rate=3e-3, max_length=16, progress=False
+    )
+    settings = EpsilonAuditSettings(gradient_trials=20_000, white_box_canaries=0)
+    out = {}
+    for bug in (None, "accountant-wrong-n"):
+        with dp_bugs.planted(bug):
+            release, _ = DEFENSES["phantom-dp-sgd"](epsilon=1.0, accountant="rdp").fit(
+                target, data.members, training, 0
+            )
+        claim = {**release.claim.__dict__}
+        out[bug] = epsilon_audit({"claim": claim, "attacks": []}, release, None, settings)
+    names = [a["name"] for a in out[None]["audits"]]
+    assert REALISED not in names and out[None]["status"] != "violated"
+    bad = out["accountant-wrong-n"]
+    (real,) = [a for a in bad["audits"] if a["name"] == REALISED]
+    assert real["exceeds_claim"] and bad["status"] == "violated"
+    assert bad["diagnosis"]["bug_classes"][0].startswith("accounting")
