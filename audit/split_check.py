@@ -552,6 +552,18 @@ def detectable_auc(null_sd: float, confidence: float = 0.95, power: float = 0.8)
     return 0.5 + (float(ndtri(0.5 + confidence / 2)) + float(ndtri(power))) * null_sd
 
 
+def blind_interval(
+    auc: float, q_low: float, q_high: float, delong_se: float, confidence: float
+) -> tuple[float, float]:
+    """The permutation test inverted under a shift of the AUC: ``[AUC - (q_high - 0.5),
+    AUC + (0.5 - q_low)]``, each half-width at least DeLong's ``z SE`` with
+    ``z = Φ^-1((1 + confidence) / 2)``, clipped to [0, 1]."""
+    z = float(ndtri(0.5 + confidence / 2))
+    below = max(q_high - 0.5, z * delong_se)
+    above = max(0.5 - q_low, z * delong_se)
+    return max(0.0, auc - below), min(1.0, auc + above)
+
+
 def is_shifted(auc: dict[str, float], confidence: float) -> bool:
     """The decision: the permutation p-value (one-sided, AUC above chance) is at most
     ``(1 - confidence) / 2`` and the displayed interval lies above 0.5. An AUC below 0.5
@@ -640,14 +652,14 @@ class SplitCheck:
         # quantiles, so under H0 it misses 0.5 with probability <= 1 - c whatever the
         # texts' clusters (Ojala and Garriga 2010); never narrower than DeLong's z SE
         # (which assumes independent texts and one fixed classifier)
-        z = float(ndtri(0.5 + self.confidence / 2))
         auc = perm["value"]
-        below = max(perm["null_q_high"] - 0.5, z * dl["se"])
-        above = max(0.5 - perm["null_q_low"], z * dl["se"])
+        lo, hi = blind_interval(
+            auc, perm["null_q_low"], perm["null_q_high"], dl["se"], self.confidence
+        )
         result["auc"] = {
             "value": auc,
-            "ci_low": max(0.0, auc - below),
-            "ci_high": min(1.0, auc + above),
+            "ci_low": lo,
+            "ci_high": hi,
             "se": max(perm["null_sd"], dl["se"]),
             "null_q_low": perm["null_q_low"],
             "null_q_high": perm["null_q_high"],

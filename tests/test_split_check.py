@@ -371,6 +371,12 @@ def test_intervals_use_the_normal_quantile_of_their_confidence(confidence):
     hi_half = max(0.5 - b["null_q_low"], z * b["delong_se"])
     assert b["ci_low"] == pytest.approx(max(0.0, b["value"] - lo_half), abs=1e-12)
     assert b["ci_high"] == pytest.approx(min(1.0, b["value"] + hi_half), abs=1e-12)
+    # where DeLong's SE is the wider (a large shift), its z is the confidence's quantile
+    from privacy_audit.audit.split_check import blind_interval
+
+    lo, hi = blind_interval(0.9, 0.45, 0.55, 0.04, confidence)
+    assert lo == pytest.approx(0.9 - max(0.05, z * 0.04), abs=1e-12)
+    assert hi == pytest.approx(min(1.0, 0.9 + max(0.05, z * 0.04)), abs=1e-12)
 
 
 def test_shifted_only_when_the_auc_is_significantly_above_chance():
