@@ -283,6 +283,10 @@ def test_permutation_test_equals_a_brute_force_refit_loop():
     assert got["p_value"] == pytest.approx(p_loop, abs=1e-12)
     assert got["null_sd"] == pytest.approx(np.std(null, ddof=1), abs=1e-12)
     assert got["value"] > 0.8 and got["p_value"] == pytest.approx(1 / 9)  # two sources
+    # interval ends: k = floor(0.25 x 9) = 2, the 2nd smallest and 2nd largest null AUCs
+    got = permutation_test(h, y, groups, 8, 0, relabellings=relabel, confidence=0.5)
+    assert got["null_q_low"] == pytest.approx(sorted(null)[1], abs=1e-12)
+    assert got["null_q_high"] == pytest.approx(sorted(null)[-2], abs=1e-12)
 
 
 def test_fold_tfidf_is_tfidf_vectorizer_fitted_on_the_training_rows_only():
@@ -362,8 +366,17 @@ def test_intervals_use_the_normal_quantile_of_their_confidence(confidence):
     )
     b = chk["blind"]["auc"]
     assert b["se"] == max(b["null_sd"], b["delong_se"])
-    assert b["ci_low"] == pytest.approx(max(0.0, b["value"] - z * b["se"]), abs=1e-12)
-    assert b["ci_high"] == pytest.approx(min(1.0, b["value"] + z * b["se"]), abs=1e-12)
+    # the permutation test inverted: half-widths from the null quantiles, at least z SE
+    lo_half = max(b["null_q_high"] - 0.5, z * b["delong_se"])
+    hi_half = max(0.5 - b["null_q_low"], z * b["delong_se"])
+    assert b["ci_low"] == pytest.approx(max(0.0, b["value"] - lo_half), abs=1e-12)
+    assert b["ci_high"] == pytest.approx(min(1.0, b["value"] + hi_half), abs=1e-12)
+    # where DeLong's SE is the wider (a large shift), its z is the confidence's quantile
+    from privacy_audit.audit.split_check import blind_interval
+
+    lo, hi = blind_interval(0.9, 0.45, 0.55, 0.04, confidence)
+    assert lo == pytest.approx(0.9 - max(0.05, z * 0.04), abs=1e-12)
+    assert hi == pytest.approx(min(1.0, 0.9 + max(0.05, z * 0.04)), abs=1e-12)
 
 
 def test_shifted_only_when_the_auc_is_significantly_above_chance():
