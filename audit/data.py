@@ -207,18 +207,20 @@ def read_table(
     id_column: str | None,
     label_required: bool = True,
     id_prefix: str | None = None,
+    require_text: bool = False,
 ) -> list[dict]:
     """Rows of a data file as dicts with keys ``id``, ``text``, ``label``.
 
-    Formats: ``.txt`` (one example per line, blank lines ignored), ``.jsonl`` (also
-    ``.json`` / ``.ndjson``: one JSON object per line), ``.csv``, ``.parquet``, and a
-    directory written by ``datasets.Dataset.save_to_disk``. ``label_column=None``: no
-    label is read (causal LMs), every row gets :data:`NO_LABEL`; with
-    ``label_required=False`` a row without the label column gets it too. Ids come from
-    ``id_column`` when the row has one, else they are stable: ``<file stem>:<line>`` for
-    ``.txt`` (1-based line number), ``<file stem>-<row>`` otherwise (0-based row);
-    ``id_prefix`` replaces the file stem there (two files with one name in different
-    folders). Labels are compared by value (:func:`label_key`)."""
+        Formats: ``.txt`` (one example per line, blank lines ignored), ``.jsonl`` (also
+        ``.json`` / ``.ndjson``: one JSON object per line), ``.csv``, ``.parquet``, and a
+        directory written by ``datasets.Dataset.save_to_disk``. ``label_column=None``: no
+        label is read (causal LMs), every row gets :data:`NO_LABEL`; with
+        ``label_required=False`` a row without the label column gets it too. Ids come from
+        ``id_column`` when the row has one, else they are stable: ``<file stem>:<line>`` for
+        ``.txt`` (1-based line number), ``<file stem>-<row>`` otherwise (0-based row);
+        ``id_prefix`` replaces the file stem there (two files with one name in different
+        folders). Labels are compared by value (:func:`label_key`). ``require_text``: a file whose
+    ``text_column`` is empty in every row is refused (an audit's data)."""
     p = Path(path)
     if p.is_dir():
         records = _dataset_records(p)
@@ -261,7 +263,11 @@ def read_table(
     if not records:
         raise DataError(f"data file {str(p)!r} has no rows")
     texts = [rec.get(text_column) for _, rec in records]
-    if text_column in records[0][1] and all(isinstance(t, str) and not t.strip() for t in texts):
+    if (
+        require_text  # an audit's file: texts of nothing are no data (the file reads as is)
+        and text_column in records[0][1]
+        and all(isinstance(t, str) and not t.strip() for t in texts)
+    ):
         raise DataError(
             f"data file {str(p)!r}: column {text_column!r} is empty in all {len(texts)} rows; "
             "there is no text to audit"
@@ -508,13 +514,13 @@ def load_audit_data(
         data_cfg["label_column"] if labels else None,
         data_cfg["id_column"],
     )
-    if labels == "optional":
-        import functools
+    import functools
 
-        read = functools.partial(read_table, label_required=False)
+    if labels == "optional":
+        read = functools.partial(read_table, label_required=False, require_text=True)
         train = False  # one label is fine for a causal LM
     else:
-        read = read_table
+        read = functools.partial(read_table, require_text=True)
     if not labels:
         label_names = [NO_LABEL]
         train = False  # the single-label check is for classifiers

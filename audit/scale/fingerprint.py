@@ -12,16 +12,16 @@ mixed old and new data. Every input a task reads is now fingerprinted into its k
   reused results of the old weights (issue 35).
 
 Hashing gigabytes on every resume would be slow, so the SHA-256 of a file is cached
-(:class:`HashCache`, a JSON file under the user's cache directory; ``PRIVACY_AUDIT_HASH_CACHE``
-names another file, ``off`` disables it) under the key (resolved path, size, mtime_ns,
-ctime_ns, device:inode). An unchanged 14 GB checkpoint is read once; any write changes its mtime and
-so its key; ctime is in the key because
-``os.utime`` can set mtime back after a same-size edit and nothing can set ctime. A file
-modified less than :data:`RACY_SECONDS` before it was hashed is not
-cached (git's "racy clean" rule: an edit within the same timestamp tick would keep mtime).
-The hash streams the file in 8 MiB reads; a file over 64 MiB is hashed as 64 MiB segments
-on several threads (SHA-256 of the segments' SHA-256s), so that hashing keeps up with the
-disk (``privacy-audit bench input-hash``; docs/scale-out.md gives the measured throughput).
+(:class:`HashCache`, a JSON file under the user's cache directory;
+``PRIVACY_AUDIT_HASH_CACHE`` names another file, ``off`` disables it) under the key
+(resolved path, size, mtime_ns, ctime_ns, device:inode). An unchanged 14 GB checkpoint is
+read once; any write changes its mtime and ctime, so its key. ctime is in the key because
+``os.utime`` can set mtime back after a same-size edit, and nothing can set ctime. A file
+changed less than :data:`RACY_SECONDS` before it was hashed is not cached (git's "racy
+clean" rule: an edit within the same timestamp tick would keep both times). The hash
+streams the file in 8 MiB reads; a file over 64 MiB is hashed as 64 MiB segments on several
+threads (SHA-256 of the segments' SHA-256s), so that hashing keeps up with the disk
+(``privacy-audit bench input-hash``; docs/scale-out.md gives the measured throughput).
 
 mtime alone is not trusted (a copy keeps it, an edit within one tick may not change it),
 size alone misses same-length edits; the content hash decides. mtime is kept so that the
