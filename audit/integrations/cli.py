@@ -710,8 +710,9 @@ def _cmd_run(args, epsilon: bool | None = None) -> int:
         from privacy_audit.audit.timing import one_line as timing_line
 
         # "setup": imports (torch, transformers) and the glue between the named stages
-        with _named_by_flags(flags if one_line else {}), active(
-            StageTimer(progress=not args.quiet, root="setup")
+        with (
+            _named_by_flags(flags if one_line else {}),
+            active(StageTimer(progress=not args.quiet, root="setup")),
         ):
             with capture_library_output(Path(args.out) / RUN_LOG):
                 results = run_audit(
