@@ -356,7 +356,9 @@ def run(settings: BenchSettings) -> BenchResult:
     cases: dict[str, Any] = {}
     timings: dict[str, CaseTiming] = {}
     d, layers = int(sizes["d"]), int(sizes["layers"])
-    for kind in ("gpt2", "llama"):
+    kinds = tuple(sizes.get("kinds", ("gpt2", "llama")))
+    modes = tuple(sizes.get("modes", ("full", "lora")))
+    for kind in kinds:
         t0 = time.perf_counter()
         base = build_model(kind, vocab, d, layers, max_length + 8, seed)
         info = _train(base, hf_tok, pre, int(sizes["pretrain_epochs"]), 3e-3, max_length, seed)
@@ -364,7 +366,7 @@ def run(settings: BenchSettings) -> BenchResult:
         timings[f"{kind} pretrain"] = CaseTiming(f"{kind} pretrain", [time.perf_counter() - t0])
         _log(f"{kind} base pretrained: final loss {info['final_train_loss']:.3f}")
         state = {k: v.clone() for k, v in base.state_dict().items()}
-        for mode in ("full", "lora"):
+        for mode in modes:
             t0 = time.perf_counter()
             target = build_model(kind, vocab, d, layers, max_length + 8, seed)
             target.load_state_dict(state)
