@@ -22,8 +22,11 @@ The user's usual case, built from real text that ships with Python and its packa
    over lm-loss's and the reference attack's, with a 95% stratified-bootstrap interval.
 
 Sizes (default): 1,000 members and 1,000 non-members (1% FPR resolved by 10 non-members,
-0.1% by 1), texts of at most 48 words (~64 tokens), d = 128, 4 layers. ``--quick`` runs a
-smoke-test size whose figures are not to be reported.
+0.1% by 1), texts of at most 48 words cut to 48 tokens (half the 96-token context, room
+for Con-ReCall's prefixes), d = 64, 2 layers, a 1,024-token BPE, SaMIA with 3 samples
+(CPU time; the attack's default is 10). ``extra = {"kinds": [...], "modes": [...]}`` runs a
+subset of the four cases (for running them as parallel processes). ``--quick`` runs a
+smoke-test size whose figures are not to be reported. No GPU was used (none was lent).
 """
 
 from __future__ import annotations
