@@ -53,8 +53,10 @@ def _log(msg: str, progress: bool) -> None:
 #: sequence probability exp(−mean NLL) is ~0.01-0.3, so at the classifier default a = 0.3
 #: the constant (1 − a)/2 swamps p_OUT and the score ranks like lm-loss (AUC 0.506 on a
 #: LoRA fine-tune in issue 33). Measured on `privacy-audit bench frontier` (docs/frontier.md,
-#: a ∈ {0, 0.3, 0.5, 0.7, 0.9, 1}): AUC and TPR at 1% FPR rise with a and peak at a = 1,
-#: where p(x) = p_OUT(x) and the score is the target/reference likelihood ratio.
+#: a ∈ {0, 0.3, 0.5, 0.7, 0.9, 1}, 1,000 + 1,000 texts, GPT-2- and Llama-shaped, full and
+#: LoRA): the AUC rises with a and both AUC and TPR at 1% FPR are highest at a = 1 in all
+#: four fine-tunes (Llama full: AUC 0.765 at a = 0, 0.857 at a = 1), where p(x) = p_OUT(x)
+#: and the score is the target/reference likelihood ratio.
 LM_RMIA_OFFLINE_A = 1.0
 
 

@@ -22,8 +22,11 @@ The user's usual case, built from real text that ships with Python and its packa
    over lm-loss's and the reference attack's, with a 95% stratified-bootstrap interval.
 
 Sizes (default): 1,000 members and 1,000 non-members (1% FPR resolved by 10 non-members,
-0.1% by 1), texts of at most 48 words (~64 tokens), d = 128, 4 layers. ``--quick`` runs a
-smoke-test size whose figures are not to be reported.
+0.1% by 1), texts of at most 48 words cut to 48 tokens (half the 96-token context, room
+for Con-ReCall's prefixes), d = 64, 2 layers, a 1,024-token BPE, SaMIA with 3 samples
+(CPU time; the attack's default is 10). ``extra = {"kinds": [...], "modes": [...]}`` runs a
+subset of the four cases (for running them as parallel processes). ``--quick`` runs a
+smoke-test size whose figures are not to be reported. No GPU was used (none was lent).
 """
 
 from __future__ import annotations
@@ -356,7 +359,9 @@ def run(settings: BenchSettings) -> BenchResult:
     cases: dict[str, Any] = {}
     timings: dict[str, CaseTiming] = {}
     d, layers = int(sizes["d"]), int(sizes["layers"])
-    for kind in ("gpt2", "llama"):
+    kinds = tuple(sizes.get("kinds", ("gpt2", "llama")))
+    modes = tuple(sizes.get("modes", ("full", "lora")))
+    for kind in kinds:
         t0 = time.perf_counter()
         base = build_model(kind, vocab, d, layers, max_length + 8, seed)
         info = _train(base, hf_tok, pre, int(sizes["pretrain_epochs"]), 3e-3, max_length, seed)
@@ -364,7 +369,7 @@ def run(settings: BenchSettings) -> BenchResult:
         timings[f"{kind} pretrain"] = CaseTiming(f"{kind} pretrain", [time.perf_counter() - t0])
         _log(f"{kind} base pretrained: final loss {info['final_train_loss']:.3f}")
         state = {k: v.clone() for k, v in base.state_dict().items()}
-        for mode in ("full", "lora"):
+        for mode in modes:
             t0 = time.perf_counter()
             target = build_model(kind, vocab, d, layers, max_length + 8, seed)
             target.load_state_dict(state)
