@@ -160,7 +160,7 @@ def score_file(
             f"scores file {str(p)!r} has {int((~np.isfinite(s)).sum())} NaN or infinite score(s)"
         )
     duplicates = None
-    if "text" in rows[0]:  # optional: non-members that repeat a member's text are dropped
+    if "text" in header:  # optional: non-members that repeat a member's text are dropped
         from privacy_audit.audit.data import cross_duplicates
 
         m_idx = [i for i, m in enumerate(members) if m == 1]
@@ -188,7 +188,7 @@ def score_file(
             ids = [ids[i] for i in keep]
             texts = [texts[i] for i in keep]
     split = None
-    if "text" in rows[0]:  # texts given: the split check runs first (audit/split_check.py)
+    if "text" in header:  # texts given: the split check runs first (audit/split_check.py)
         s, members, ids, split = _score_split_check(
             [t or "" for t in texts], s, members, ids, seed, aggregate_only, p
         )
