@@ -10,9 +10,11 @@
   not for reporting (the title says so);
 * ``quick_time``: the recorded time of the quick variant.
 
-Times are wall minutes on the shared 2-core machine with the CPU seconds (user + sys)
-beside them: wall time there depends on the other jobs, CPU time much less. The table in
-the README's *Bundled configs* section lists the same figures.
+Each figure says where it comes from: a measurement (CPU and wall time and the shared
+machine's load average), a figure recorded in docs/, or an estimate and how it was derived.
+On an idle 2-core machine a run's wall time is about its CPU time; under load it is longer.
+The README's *Bundled configs and what they cost* table and docs/startup-and-costs.md list
+the same figures.
 """
 
 from __future__ import annotations
