@@ -10,9 +10,11 @@
   not for reporting (the title says so);
 * ``quick_time``: the recorded time of the quick variant.
 
-Times are wall minutes on the shared 2-core machine with the CPU seconds (user + sys)
-beside them: wall time there depends on the other jobs, CPU time much less. The table in
-the README's *Bundled configs* section lists the same figures.
+Each figure says where it comes from: a measurement (CPU and wall time and the shared
+machine's load average), a figure recorded in docs/, or an estimate and how it was derived.
+On an idle 2-core machine a run's wall time is about its CPU time; under load it is longer.
+The README's *Bundled configs and what they cost* table and docs/startup-and-costs.md list
+the same figures.
 """
 
 from __future__ import annotations
@@ -24,16 +26,17 @@ from typing import Any
 
 @dataclass(frozen=True)
 class Cost:
-    """A recorded run time: wall minutes (and CPU seconds when recorded) and its source."""
+    """A run's expected time on a 2-core CPU, in minutes, and where the figure comes from
+    (a measurement, with its CPU and wall time and the machine's load, or an estimate and
+    how it was derived). On an idle 2-core machine a run's wall time is about its CPU time."""
 
-    wall_min: float
-    cpu_s: float | None
+    minutes: float
     source: str
 
     def text(self) -> str:
-        cpu = f", {self.cpu_s / 60:.0f} min CPU" if self.cpu_s is not None else ""
-        wall = f"{self.wall_min:.0f}" if self.wall_min >= 2 else f"{self.wall_min:.1f}"
-        return f"about {wall} min on a 2-core CPU{cpu}"
+        m = self.minutes
+        when = f"{m:.0f} min" if m >= 2 else f"{m * 60:.0f} s"
+        return f"about {when} on a 2-core CPU"
 
 
 @dataclass(frozen=True)
@@ -47,8 +50,10 @@ _QUICK_TITLE = " (--quick: small sizes for trying it out; numbers not for report
 
 COSTS: dict[str, ConfigCost] = {
     "default": ConfigCost(
-        full=Cost(0, None, ""),
-        quick_time=Cost(0, None, ""),
+        full=Cost(
+            3, "estimate: the --quick run's stages scaled by examples x epochs; not yet measured"
+        ),
+        quick_time=Cost(0.45, "measured: 27 s CPU, 63 s wall at load 4"),
         quick={
             "data": {"n_members": 200, "n_nonmembers": 200, "n_test": 100},
             "target": {"public_epochs": 1},
@@ -58,8 +63,11 @@ COSTS: dict[str, ConfigCost] = {
         },
     ),
     "dp-attention": ConfigCost(
-        full=Cost(0, None, ""),
-        quick_time=Cost(0, None, ""),
+        full=Cost(
+            4,
+            "estimate: the --quick run's stages scaled by examples x epochs and attack sizes; not yet measured",
+        ),
+        quick_time=Cost(0.52, "measured: 31 s CPU, 241 s wall at load 8-11"),
         quick={
             "data": {"n_members": 150, "n_nonmembers": 150, "n_test": 100},
             "target": {"public_epochs": 1},
@@ -74,8 +82,8 @@ COSTS: dict[str, ConfigCost] = {
         },
     ),
     "dp-blogs": ConfigCost(
-        full=Cost(0, None, ""),
-        quick_time=Cost(0, None, ""),
+        full=Cost(35, "recorded: about 35 min on the shared machine, docs/dp-blogs.md"),
+        quick_time=Cost(2.9, "measured: 173 s CPU, 1,710 s wall at load 30-15"),
         quick={
             "data": {"n_members": 300, "n_nonmembers": 100, "n_test": 100},
             "target": {"public_epochs": 1},
@@ -110,8 +118,10 @@ COSTS: dict[str, ConfigCost] = {
         },
     ),
     "dp-forward": ConfigCost(
-        full=Cost(0, None, ""),
-        quick_time=Cost(0, None, ""),
+        full=Cost(
+            2.2, "recorded: 2 min 11 s CPU, 7 min wall on a loaded machine, docs/dp-forward.md"
+        ),
+        quick_time=Cost(0.86, "measured: 51 s CPU, 145 s wall at load 4-8"),
         quick={
             "data": {"n_members": 150, "n_nonmembers": 150, "n_test": 100},
             "target": {"public_epochs": 1},
@@ -121,8 +131,8 @@ COSTS: dict[str, ConfigCost] = {
         },
     ),
     "lm": ConfigCost(
-        full=Cost(0, None, ""),
-        quick_time=Cost(0, None, ""),
+        full=Cost(46, "recorded: about 46 min wall at load 3.5, docs/phantom-dp-sgd.md"),
+        quick_time=Cost(1.2, "measured: 72 s CPU, 432 s wall at load 16-27"),
         quick={
             "data": {"n_members": 300, "n_nonmembers": 100, "n_test": 100},
             "target": {"public_epochs": 1},
@@ -137,8 +147,11 @@ COSTS: dict[str, ConfigCost] = {
         },
     ),
     "split-n-denoise": ConfigCost(
-        full=Cost(0, None, ""),
-        quick_time=Cost(0, None, ""),
+        full=Cost(
+            3,
+            "estimate: 79 s CPU recorded in docs/split-n-denoise.md before the split check; the --quick run now takes 75 s CPU",
+        ),
+        quick_time=Cost(1.25, "measured: 75 s CPU, 645 s wall at load 11-16"),
         quick={
             "data": {"n_members": 60, "n_nonmembers": 60, "n_test": 60},
             "train": {"epochs": 5},
@@ -206,8 +219,8 @@ def expected_time_line(name: str, quick: bool) -> str:
     """The line ``run`` prints first for a bundled config."""
     c = COSTS[name]
     if quick:
-        return f"{name} --quick: expected time {c.quick_time.text()} (recorded)"
+        return f"{name} --quick: expected time {c.quick_time.text()} ({c.quick_time.source})"
     return (
-        f"{name}: expected time {c.full.text()} (recorded; {c.full.source}); "
-        f"`--quick` runs a small variant in {c.quick_time.text()}"
+        f"{name}: expected time {c.full.text()} ({c.full.source}); "
+        f"--quick runs a small variant in {c.quick_time.text()}"
     )
