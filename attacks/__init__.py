@@ -38,6 +38,7 @@ ATTACKS.update(  # causal-LM signals (llm_membership.LLM_ATTACKS) and the stacke
     {
         "lm-loss": _A + "llm_membership:LMLossAttack",
         "zlib": _A + "llm_membership:ZlibAttack",
+        "zlib-total": _A + "llm_membership:ZlibTotalAttack",
         "min-k": _A + "llm_membership:MinKAttack",
         "reference": _A + "llm_membership:ReferenceAttack",
         "stacked": _A + "stacked:StackedAttack",

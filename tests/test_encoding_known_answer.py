@@ -309,8 +309,12 @@ def test_bad_add_bos_in_a_config_is_one_line_and_exit_2(tmp_path, cli):
 @pytest.mark.parametrize(
     ("flag", "want"), [([], "auto"), (["--add-bos"], True), (["--no-add-bos"], False)]
 )
-def test_one_liner_add_bos_flags(flag, want):
+def test_one_liner_add_bos_flags(flag, want, tmp_path, monkeypatch):
     from privacy_audit.audit.integrations.cli import _one_line_config, build_parser
+
+    monkeypatch.chdir(tmp_path)  # the data files are checked as the flags name them
+    for name in ("a.txt", "b.txt"):
+        (tmp_path / name).write_text("some text\n", encoding="utf-8")
 
     args = build_parser().parse_args(
         ["run", "--model", "m", "--members", "a.txt", "--nonmembers", "b.txt", *flag]

@@ -22,11 +22,9 @@ N = 60
 
 
 @pytest.fixture(scope="module")
-def own_run(tmp_path_factory):
+def own_run(tmp_path_factory, cli):
     """``run --model gpt2 --reference base --attacks min-k++,recall --public ...``: the
     output directory, the CLI outcome and the wall time around the command."""
-    from conftest import invoke_cli
-
     root = tmp_path_factory.mktemp("first-hour")
     tok = word_tokenizer()
     members, nonmembers = random_texts(N, 1), random_texts(N, 2)
@@ -42,7 +40,7 @@ def own_run(tmp_path_factory):
     args += ["--nonmembers", str(root / "nonmembers.txt"), "--reference", str(root / "base")]
     args += ["--attacks", "min-k++,recall", "--public", str(root / "public.txt")]
     start = time.perf_counter()
-    outcome = invoke_cli([*args, "--out", str(out)])
+    outcome = cli([*args, "--out", str(out)])
     wall = time.perf_counter() - start
     assert outcome.code == 0, outcome.stderr[-3000:]
     results = json.loads((out / "results.json").read_text(encoding="utf-8"))
