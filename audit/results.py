@@ -72,13 +72,16 @@ def pick_strongest(attacks: list[dict[str, Any]]) -> dict[str, Any]:
     """Which attack is strongest, two ways (issue 33): at low FPR and by AUC.
 
     ``low_fpr``: among the ``ok`` attacks, the highest TPR at the lowest reported FPR
-    (0.1%, then 1%) that the sample resolves (FPR ≥ 1 / n_nonmembers); ties by AUC, then
-    by order. An attack whose TPR at that FPR is below its resolution is skipped there.
+    (0.1%, then 1%) that the sample resolves by the report's rule (reports/resolution.py:
+    at least ``MIN_FALSE_POSITIVES`` non-members above the threshold and an interval no
+    wider than ``MAX_WIDTH``), so the run never leads with a TPR its own report calls
+    "not resolvable"; ties by AUC, then by order.
     ``by_auc``: the highest AUC point estimate (first on ties). Returns
     ``{"attack", "by_auc", "low_fpr": {"attack", "fpr", "tpr", "ci_low", "ci_high"} | None}``
     where ``attack`` is the name the run leads with: the low-FPR one when the sample
     resolves a reported FPR, else the AUC one."""
     from privacy_audit.attacks.metrics import REPORTED_FPRS
+    from privacy_audit.reports.resolution import MAX_WIDTH, MIN_FALSE_POSITIVES
 
     ok = [a for a in attacks if a.get("status") == "ok" and (a.get("metrics") or {}).get("auc")]
     if not ok:
@@ -88,6 +91,14 @@ def pick_strongest(attacks: list[dict[str, Any]]) -> dict[str, Any]:
         return float(a["metrics"]["auc"]["value"])
 
     by_auc = max(ok, key=auc)["attack"]  # max keeps the first of equals
+
+    def resolved(a: dict, fpr: float, m: dict) -> bool:
+        n_non = a.get("n_nonmembers")
+        if isinstance(n_non, int) and n_non * fpr < MIN_FALSE_POSITIVES:
+            return False
+        lo, hi = m.get("ci_low"), m.get("ci_high")
+        return lo is None or hi is None or float(hi) - float(lo) <= MAX_WIDTH
+
     low = None
     for x in sorted(REPORTED_FPRS):
         key = f"tpr_at_fpr_{x:g}"
@@ -97,6 +108,7 @@ def pick_strongest(attacks: list[dict[str, Any]]) -> dict[str, Any]:
             if isinstance(a["metrics"].get(key), dict)
             and not a["metrics"][key].get("below_resolution")
             and a["metrics"][key].get("value") is not None
+            and resolved(a, x, a["metrics"][key])
         ]
         if rows:
             best = max(rows, key=lambda a: (float(a["metrics"][key]["value"]), auc(a)))

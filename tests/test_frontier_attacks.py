@@ -347,7 +347,7 @@ def test_bench_frontier_tables_and_ratio_interval():
     assert "ez-mia / lm-loss" in text
 
 
-def _att(name, auc, auc_ci, tpr1, tpr1_ci, tpr01=None, n_out=2000):
+def _att(name, auc, auc_ci, tpr1, tpr1_ci, tpr01=None, n_out=3000):
     def tpr(v, c):
         if v is None:
             return {"value": None, "ci_low": None, "ci_high": None, "below_resolution": True}
@@ -379,6 +379,18 @@ def test_strongest_attack_leads_with_the_lowest_resolvable_fpr():
     b = _att("b", 0.9, (0.8, 0.95), 0.1, (0.05, 0.2))
     p = pick_strongest([a, b])
     assert (p["attack"], p["by_auc"], p["low_fpr"]["fpr"]) == ("a", "b", 0.01)
+    # the report's rule (reports/resolution.py): 0.1% at 2,000 non-members rests on 2 false
+    # positives, 1% at 150 on 1.5; a 1% interval wider than 0.5 resolves nothing either
+    few = [
+        _att("m", 0.80, (0.78, 0.82), 0.05, (0.04, 0.07), (0.002, (0.0, 0.01)), n_out=2000),
+        _att("e", 0.75, (0.73, 0.77), 0.30, (0.27, 0.33), (0.10, (0.08, 0.12)), n_out=2000),
+    ]
+    p = pick_strongest(few)
+    assert (p["attack"], p["low_fpr"]["fpr"], p["low_fpr"]["tpr"]) == ("e", 0.01, 0.30)
+    tiny = [_att("t", 0.7, (0.6, 0.8), 0.09, (0.0, 0.18), n_out=150)]
+    assert pick_strongest(tiny)["low_fpr"] is None
+    wide = [_att("w", 0.7, (0.6, 0.8), 0.30, (0.05, 0.70), n_out=600)]
+    assert pick_strongest(wide)["low_fpr"] is None
     # no reported FPR resolved: the AUC leader
     c = _att("c", 0.6, (0.5, 0.7), None, None)
     assert pick_strongest([c]) == {"attack": "c", "by_auc": "c", "low_fpr": None}
