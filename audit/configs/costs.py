@@ -50,9 +50,7 @@ _QUICK_TITLE = " (--quick: small sizes for trying it out; numbers not for report
 
 COSTS: dict[str, ConfigCost] = {
     "default": ConfigCost(
-        full=Cost(
-            3, "estimate: the --quick run's stages scaled by examples x epochs; not yet measured"
-        ),
+        full=Cost(2, "measured: 118.5 s wall, idle machine (make audit from a fresh clone)"),
         quick_time=Cost(0.45, "measured: 27 s CPU, 63 s wall at load 4"),
         quick={
             "data": {"n_members": 200, "n_nonmembers": 200, "n_test": 100},
