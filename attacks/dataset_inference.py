@@ -179,7 +179,7 @@ def split_guard(check: dict[str, Any], shift_auc: float = GUARD_SHIFT_AUC) -> di
     (normal approximation with the permutation null SD, audit/split_check.py
     ``detectable_auc``); otherwise the p-value stands on the user's word that the two
     sets come from one source."""
-    from privacy_audit.audit.split_check import detectable_auc
+    from privacy_audit.audit.split_check import SHIFT_CONFIDENCE, detectable_auc
 
     blind = check.get("blind") or {}
     auc = blind.get("auc") or {}
@@ -188,7 +188,9 @@ def split_guard(check: dict[str, Any], shift_auc: float = GUARD_SHIFT_AUC) -> di
         return {"can_speak": False, "shift_auc": shift_auc, "detectable_auc": None,
                 "text": "The split check did not measure these sets, so nothing checks the "
                 "test's assumption."}  # fmt: skip
-    conf = float(check.get("confidence", 0.95))
+    # the check's own level as stored (98%, audit/split_check.py SHIFT_CONFIDENCE): the
+    # detectable AUC is at the level the check decides at (one-sided 1%)
+    conf = float(check.get("confidence", SHIFT_CONFIDENCE))
     det = detectable_auc(sd, conf, GUARD_POWER)
     n = f"{blind.get('n_members')} suspect and {blind.get('n_nonmembers')} validation texts"
     can = bool(det <= shift_auc)

@@ -31,20 +31,29 @@ classifier that never sees the model tell the two sets apart?
   permuted as units among groups of the same size. DeLong's variance is not used for the
   decision: it treats the out-of-fold scores as one fixed classifier on independent
   texts, and on clustered real text the AUC's spread was 1.3-1.6x its DeLong SE.
+- **Level: 1% one-sided, a 98% two-sided interval** (``SHIFT_CONFIDENCE``, the split
+  check's own level, independent of the audit's ``confidence``). A false
+  ``split-shifted`` blocks a valid audit (the gate fails on it), the second-worst error
+  this product can make, so the check decides at 1% rather than the 2.5% of a 95%
+  interval. Measured cost in power (docs/split-validity.md): at 50 texts per side both
+  shifted benchmark pairs are still flagged in every one of 50 draws; at 20 per side the
+  flag rate drops by a few draws in 50 (the table there gives both levels).
 - **Interval**: the permutation test inverted under a shift of the AUC: ``[AUC - (q_hi -
   0.5), AUC + (0.5 - q_lo)]`` with ``q_lo``, ``q_hi`` the k-th smallest and largest of the
-  relabelled AUCs, ``k = floor((1 - c) / 2 (B + 1))`` (each half-width at least DeLong's
-  ``z SE``). It excludes 0.5 exactly when the observed AUC lies outside ``[q_lo, q_hi]``,
-  which under H0 has probability at most ``1 - c`` (the observed AUC is exchangeable with
-  the relabelled ones), clustered texts or not; measured on four real corpora in
-  docs/split-validity.md. (A normal interval ``AUC ± z x null SD`` missed 0.5 in 6.0%
-  [4.5%, 7.9%] of 800 random splits there: the null is slightly heavier-tailed.)
-  ``se`` reports ``max(null SD, DeLong SE)``.
-- **Shifted**: the permutation p-value (AUC above chance) is at most ``(1 - confidence)
-  / 2`` *and* the interval lies above 0.5. The run's verdict is then ``split-shifted``
+  relabelled AUCs, ``k = floor((1 - c) / 2 (B + 1))`` (c = 0.98, B = 999: the 10th;
+  each half-width at least DeLong's ``z SE``). It excludes 0.5 exactly when the observed
+  AUC lies outside ``[q_lo, q_hi]``, which under H0 has probability at most ``1 - c``
+  (the observed AUC is exchangeable with the relabelled ones), clustered texts or not;
+  measured on five real corpora in docs/split-validity.md. (A normal interval ``AUC ± z
+  x null SD`` missed 0.5 in 6.0% [4.5%, 7.9%] of 800 random splits at 95% there: the
+  null is slightly heavier-tailed.) ``se`` reports ``max(null SD, DeLong SE)``.
+- **Shifted**: the permutation p-value (AUC above chance) is at most ``(1 - c) / 2`` =
+  0.01 *and* the interval lies above 0.5 (one coherent test: the interval inverts the
+  same test at the same level). The run's verdict is then ``split-shifted``
   (reports/verdict.py), never HIGH or LOW from the attacks alone. An AUC below 0.5 is
   never a shift. ``detectable_auc`` is the blind AUC the check detects with 80% power on
-  these texts (``0.5 + (z_{0.975} + z_{0.8}) null SD``); dataset inference reports it.
+  these texts at its level (``0.5 + (z_{0.99} + z_{0.8}) null SD``); dataset inference
+  reports it.
 - **Cost and size**: above ``MAX_BLIND_PER_CLASS`` texts per class the blind classifier
   reads a seeded random sample of that many per class (conditionally on the sample the
   labels are still exchangeable, so the test stays exact); the per-family AUCs (word,
@@ -58,7 +67,9 @@ classifier that never sees the model tell the two sets apart?
   measures nothing) and counted; a few pairs are kept as examples, except in
   aggregate-only mode.
 - **Attack vs blind**: each attack's AUC beside the blind AUC on the same examples, with
-  the paired DeLong interval of the difference (DeLong, DeLong and Clarke-Pearson 1988).
+  the paired DeLong interval of the difference (DeLong, DeLong and Clarke-Pearson 1988)
+  at ``DIFFERENCE_CONFIDENCE`` (95%, the audit's usual level): these rows describe the
+  attacks and decide nothing, so they keep the level of the attacks' own intervals.
 
 Everything returned is a plain dict stored in the run record (``run["split_check"]``);
 the report, the verdict and the gate read only that.
@@ -79,6 +90,13 @@ NEAR_DUP_JACCARD = 0.8
 SHINGLE = 5
 _N_HASH, _BANDS = 128, 32
 _PRIME = (1 << 61) - 1
+#: The split check's own confidence: ``split-shifted`` needs the one-sided permutation
+#: p-value <= (1 - c) / 2 = 0.01 and the c = 98% interval (the same test inverted) above
+#: 0.5. Lower than the audit's 95% on purpose: a false ``split-shifted`` blocks a valid
+#: audit (module docstring; the power it costs is measured in docs/split-validity.md).
+SHIFT_CONFIDENCE = 0.98
+#: Level of the descriptive attack-vs-blind difference intervals (paired DeLong).
+DIFFERENCE_CONFIDENCE = 0.95
 #: Pairs kept as examples in results.json (none in aggregate-only mode).
 MAX_EXAMPLES = 3
 #: Characters of each example text kept.
@@ -510,7 +528,7 @@ def permutation_test(
     seed: int,
     chunk: int = 100,
     relabellings: np.ndarray | None = None,
-    confidence: float = 0.95,
+    confidence: float = SHIFT_CONFIDENCE,
 ) -> dict[str, float]:
     """Permutation test of H0 "labels were assigned at random" on the cross-fitted AUC:
     ``p = (1 + #{b : AUC(H y_b) >= AUC(H y)}) / (1 + n_perm)`` (Phipson and Smyth 2010),
@@ -546,9 +564,12 @@ def permutation_test(
     }
 
 
-def detectable_auc(null_sd: float, confidence: float = 0.95, power: float = 0.8) -> float:
-    """Blind AUC this check detects with probability ``power`` (normal approximation with
-    the null SD): ``0.5 + (z_{(1+c)/2} + z_power) SD``."""
+def detectable_auc(
+    null_sd: float, confidence: float = SHIFT_CONFIDENCE, power: float = 0.8
+) -> float:
+    """Blind AUC this check detects with probability ``power`` at its one-sided level
+    ``(1 - c) / 2`` (normal approximation with the null SD): ``0.5 + (z_{(1+c)/2} +
+    z_power) SD`` (c = 0.98: z_0.99 = 2.326)."""
     return 0.5 + (float(ndtri(0.5 + confidence / 2)) + float(ndtri(power))) * null_sd
 
 
@@ -564,10 +585,11 @@ def blind_interval(
     return max(0.0, auc - below), min(1.0, auc + above)
 
 
-def is_shifted(auc: dict[str, float], confidence: float) -> bool:
+def is_shifted(auc: dict[str, float], confidence: float = SHIFT_CONFIDENCE) -> bool:
     """The decision: the permutation p-value (one-sided, AUC above chance) is at most
-    ``(1 - confidence) / 2`` and the displayed interval lies above 0.5. An AUC below 0.5
-    is never a shift of the member side."""
+    ``(1 - confidence) / 2`` (0.01 at the default 98%) and the displayed interval (the
+    same test inverted at ``confidence``) lies above 0.5. An AUC below 0.5 is never a
+    shift of the member side."""
     return bool(auc["p_value"] <= (1 - confidence) / 2 and auc["ci_low"] > 0.5)
 
 
@@ -577,7 +599,7 @@ class SplitCheck:
     stored in ``run["split_check"]``)."""
 
     folds: int = 5
-    confidence: float = 0.95
+    confidence: float = SHIFT_CONFIDENCE
     jaccard: float = NEAR_DUP_JACCARD
     seed: int = 0
     aggregate_only: bool = False
@@ -701,9 +723,12 @@ class SplitCheck:
         out: dict[str, Any] = {
             "method": "cross-fitted kernel ridge (word 1-2-gram and char 2-4-gram TF-IDF, "
             f"length, number and date tokens; pre-specified block weights), {self.folds} "
-            f"label-free folds; label-permutation test ({self.permutations} permutations), "
-            f"{100 * self.confidence:g}% interval of half-width z x max(null SD, DeLong SE)",
+            f"label-free folds; label-permutation test ({self.permutations} relabellings): "
+            f"split-shifted when the one-sided p <= {(1 - self.confidence) / 2:g} and the "
+            f"{100 * self.confidence:g}% interval (the same test inverted: relabelled AUC "
+            "quantiles, each half-width at least DeLong's z SE) lies above 0.5",
             "confidence": self.confidence,
+            "difference_confidence": DIFFERENCE_CONFIDENCE,
             "duplicates": dups,
             "removed_from_attack_set": bool(dedupe),
             "advice": ADVICE,
@@ -727,10 +752,12 @@ def split_text(check: dict[str, Any]) -> str:
     d = check.get("duplicates") or {}
     parts = []
     if auc:
+        conf = check.get("confidence")
+        level = f"{100 * conf:g}% interval; " if isinstance(conf, int | float) else ""
         head = (
             f"A classifier that never sees the model tells members from non-members with "
             f"blind AUC {auc['value']:.3f} [{auc['ci_low']:.3f}, {auc['ci_high']:.3f}] "
-            f"({blind.get('n_members')} members, {blind.get('n_nonmembers')} non-members"
+            f"({level}{blind.get('n_members')} members, {blind.get('n_nonmembers')} non-members"
             + (
                 f"; permutation p = {auc['p_value']:.3g}"
                 if isinstance(auc.get("p_value"), int | float)
@@ -770,7 +797,7 @@ def compare_attacks(
     DeLong interval of (attack AUC - blind AUC). ``blind`` holds the blind out-of-fold
     score of every example of the attack set, in its order (members then non-members, as
     the attack records store them; ``nan`` where the blind classifier did not score it)."""
-    conf = float(check.get("confidence", 0.95))
+    conf = float(check.get("difference_confidence", DIFFERENCE_CONFIDENCE))
     blind = np.asarray(blind, dtype=np.float64)
     rows = []
     for att in attacks:

@@ -16,6 +16,7 @@ from typing import Any
 from markupsafe import Markup
 
 from .formatting import DASH, as_finite, ci, num
+from .split import level
 
 DI_TEMPLATE = "dataset_inference.html.j2"
 
@@ -108,7 +109,7 @@ def di_context(results: dict[str, Any]) -> dict[str, Any]:
         ),
         ("Assumption", str(assumption)),
         (
-            "Split check (blind AUC, 95% CI)",
+            f"Split check (blind AUC, {level(check.get('confidence'), 'no')} CI)",
             (ci(blind.get("auc")) if isinstance(blind.get("auc"), dict) else DASH)
             + f" · {'shifted' if check.get('shifted') else ('no shift found' if check.get('shifted') is False else 'not measured')}",
         ),

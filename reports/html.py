@@ -336,7 +336,7 @@ def _summary_split(run: dict) -> dict | None:
     cls = {"shifted": "split-shifted", "ok": "low"}.get(view["status"], "not-measured")
     n = ""
     if view.get("n_members") is not None:
-        n = f"{view['n_members']} members, {view['n_nonmembers']} non-members"
+        n = f"{view['level']} interval; {view['n_members']} members, {view['n_nonmembers']} non-members"
     return {"auc": view["blind_auc"], "label": label, "class": cls, "n": n}
 
 

@@ -16,6 +16,12 @@ def _diff(d: dict[str, Any]) -> str:
         return "—"
 
 
+def level(conf: Any, default: str = "") -> str:
+    """``"98%"`` from a stored confidence (0.98); ``default`` when there is none."""
+    ok = isinstance(conf, int | float) and not isinstance(conf, bool) and 0 < conf < 1
+    return f"{100 * conf:g}%" if ok else default
+
+
 def _num(v: Any, fmt: str) -> str:
     return format(v, fmt) if isinstance(v, int | float) and not isinstance(v, bool) else "—"
 
@@ -48,6 +54,9 @@ def split_view(run: dict[str, Any], aggregate_only: bool) -> dict[str, Any] | No
     return {
         "status": "shifted" if shifted else ("ok" if shifted is False else "not-measured"),
         "blind_auc": ci(blind.get("auc")) if blind.get("auc") else "—",
+        # the split check's own level (98%) and the difference rows' (95%), as stored
+        "level": level(check.get("confidence"), "—"),
+        "diff_level": level(check.get("difference_confidence"), "95%"),
         "p_value": _num((blind.get("auc") or {}).get("p_value"), ".3g"),
         "detectable_auc": _num(blind.get("detectable_auc"), ".3f"),
         "n_members": blind.get("n_members"),

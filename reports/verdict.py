@@ -980,9 +980,11 @@ def split_shifted(run: dict) -> dict | None:
     if not isinstance(check, dict) or check.get("shifted") is not True:
         return None
     auc = ((check.get("blind") or {}).get("auc")) or {}
+    conf = check.get("confidence")
+    lvl = f" ({100 * conf:g}% interval)" if isinstance(conf, int | float) else ""
     text = (
         f"Split shifted: a classifier that never sees the model separates the members from "
-        f"the non-members with blind AUC {ci(auc)}, so the attack numbers below measure the "
+        f"the non-members with blind AUC {ci(auc)}{lvl}, so the attack numbers below measure the "
         "difference between the two sets of texts as well as any memorisation; no leakage "
         "verdict (high or low) can be drawn from them."
     )

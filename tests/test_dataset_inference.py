@@ -158,22 +158,25 @@ def test_power_on_a_model_fine_tuned_on_the_suspect_set(tiny_lms):
 
 
 def test_split_guard_says_when_the_check_cannot_see_a_biasing_shift():
-    """The guard's detectable AUC is 0.5 + (z_0.975 + z_0.8) x the permutation null SD
+    """The guard's detectable AUC is 0.5 + (z_0.99 + z_0.8) x the permutation null SD
     (scipy's normal quantiles); it speaks only when that is at most 0.65."""
     from privacy_audit.attacks.dataset_inference import result_text, split_guard
 
     def check(sd, n):
         return {
-            "confidence": 0.95,
+            "confidence": 0.98,  # the split check's own level (one-sided 1%)
             "blind": {"auc": {"null_sd": sd}, "n_members": n, "n_nonmembers": n},
         }
 
-    z = stats.norm.ppf(0.975) + stats.norm.ppf(0.8)
+    z = stats.norm.ppf(0.99) + stats.norm.ppf(0.8)
     small, large = split_guard(check(0.09, 40)), split_guard(check(0.04, 400))
     assert small["detectable_auc"] == pytest.approx(0.5 + z * 0.09, abs=1e-12)
     assert small["can_speak"] is False and "cannot speak" in small["text"]
     assert large["can_speak"] is True and "would have been flagged" in large["text"]
     assert split_guard({"blind": {}})["can_speak"] is False
+    # a check dict without its level is read at the split check's own (98%), not at 95%
+    bare = split_guard({"blind": check(0.09, 40)["blind"]})
+    assert bare["detectable_auc"] == pytest.approx(0.5 + z * 0.09, abs=1e-12)
     res = {
         "status": "ok", "p_value": 0.029, "t": 2.0, "df": 30.0, "effect_size": 0.5,
         "alpha": 0.05, "significant": True, "n_test": {"suspect": 20, "validation": 20},

@@ -186,9 +186,10 @@ def _clustered(corpus: str) -> list[str]:
 @pytest.mark.parametrize("corpus", ["pydoc", "docstrings"])
 def test_false_alarms_and_interval_coverage_on_clustered_real_text(corpus):
     """Random 40 + 40 splits of real paragraphs clustered by topic / module (the CI draw;
-    docs/split-validity.md has 200 splits of 100 + 100 on four corpora): ``split-shifted``
-    at most the 99.9% binomial quantile at 2.5%, the interval missing 0.5 at most that at
-    5%, and the AUC's spread across splits within [0.7, 1.3] x the SE it reported (DeLong's
+    docs/split-validity.md has 1,000 splits of 100 + 100 on each of five corpora):
+    ``split-shifted`` (p <= 0.01 and the 98% interval above 0.5) at most the 99.9%
+    binomial quantile at 1%, the 98% interval missing 0.5 at most that at 2%, and the
+    AUC's spread across splits within [0.7, 1.3] x the SE it reported (DeLong's
     SE alone was 1.3-1.6x too small on such text, issue 34)."""
     texts = _clustered(corpus)
     trials, shifted, missed, aucs, ses = 40, 0, 0, [], []
@@ -202,8 +203,8 @@ def test_false_alarms_and_interval_coverage_on_clustered_real_text(corpus):
         missed += not a["ci_low"] <= 0.5 <= a["ci_high"]
         aucs.append(a["value"])
         ses.append(a["se"])
-    assert shifted <= binom.ppf(0.999, trials, 0.025), (shifted, trials)
-    assert missed <= binom.ppf(0.999, trials, 0.05), (missed, trials)
+    assert shifted <= binom.ppf(0.999, trials, 0.01), (shifted, trials)
+    assert missed <= binom.ppf(0.999, trials, 0.02), (missed, trials)
     ratio = np.std(aucs, ddof=1) / np.mean(ses)
     assert 0.7 <= ratio <= 1.3, ratio
 
@@ -379,6 +380,55 @@ def test_intervals_use_the_normal_quantile_of_their_confidence(confidence):
     assert hi == pytest.approx(min(1.0, 0.9 + max(0.05, z * 0.04)), abs=1e-12)
 
 
+def test_the_split_check_decides_at_one_percent_with_the_98_percent_interval():
+    """Known answer for the level (issue 34: a false ``split-shifted`` blocks a valid
+    audit, so the check decides at one-sided 1%): by default ``split-shifted`` needs
+    p <= 0.01, and the interval's ends are AUC - (q_hi - 0.5) and AUC + (0.5 - q_lo) with
+    q the 10th smallest / largest of the 999 relabelled AUCs, recomputed here with
+    sklearn's roc_auc_score on the same relabellings, half-widths at least
+    norm.ppf(0.99) x DeLong's SE. A check back at 2.5% / 95% fails here."""
+    from scipy.stats import norm
+    from sklearn.metrics import roc_auc_score
+
+    from privacy_audit.audit.split_check import (
+        FAMILIES,
+        cross_fit,
+        duplicate_groups,
+        is_shifted,
+        label_permutations,
+        text_folds,
+    )
+
+    # the decision rule at its default level: p = 0.01 is a shift, 0.011 and 0.02 are not
+    assert is_shifted({"p_value": 0.01, "ci_low": 0.51}) is True
+    assert is_shifted({"p_value": 0.011, "ci_low": 0.51}) is False
+    assert is_shifted({"p_value": 0.02, "ci_low": 0.6}) is False
+    # the interval of a real run: members from pydoc topics, non-members from docstrings
+    m, n = prose(60, 8)[:30], _clustered("docstrings")[100:130]
+    chk, _ = SplitCheck(families=False).run(m, n)
+    assert chk["confidence"] == 0.98 and "p <= 0.01" in chk["method"]
+    assert "98% interval" in chk["method"] and "98% interval" in chk["text"]
+    b = chk["blind"]["auc"]
+    texts, y = m + n, np.r_[np.ones(30, int), np.zeros(30, int)]
+    groups = duplicate_groups(texts)
+    _, h = cross_fit(texts, text_folds(texts, groups, 5, 0), y, {"c": FAMILIES["combined"]}, "c")
+    relabel = label_permutations(y, groups, 999, np.random.default_rng([0, 0x9E37]))
+    null = np.sort([roc_auc_score(r, h @ r) for r in relabel])
+    observed = roc_auc_score(y, h @ y)
+    assert b["value"] == pytest.approx(observed, abs=1e-12)
+    assert b["null_q_low"] == pytest.approx(null[9], abs=1e-12)  # 10th smallest
+    assert b["null_q_high"] == pytest.approx(null[-10], abs=1e-12)  # 10th largest
+    z = norm.ppf(0.99)
+    lo = max(0.0, observed - max(null[-10] - 0.5, z * b["delong_se"]))
+    hi = min(1.0, observed + max(0.5 - null[9], z * b["delong_se"]))
+    assert (b["ci_low"], b["ci_high"]) == pytest.approx((lo, hi), abs=1e-12)
+    p = (1 + np.sum(null >= observed - 1e-12)) / 1000
+    assert b["p_value"] == pytest.approx(p, abs=1e-12)
+    assert chk["shifted"] is bool(p <= 0.01 and lo > 0.5)
+    want = 0.5 + (z + norm.ppf(0.8)) * np.std(null, ddof=1)
+    assert chk["blind"]["detectable_auc"] == pytest.approx(want, abs=1e-4)
+
+
 def test_shifted_only_when_the_auc_is_significantly_above_chance():
     from privacy_audit.audit.split_check import is_shifted
 
@@ -417,7 +467,8 @@ def test_paired_difference_variance_and_the_attack_minus_blind_sign():
     want = roc_auc_score(y, a) - roc_auc_score(y, b)
     assert d["value"] == pytest.approx(want, abs=1e-12) and want > 0
     att = {"attack": "x", "status": "ok", "examples": {"scores": list(a), "members": list(y)}}
-    row = compare_attacks({"confidence": 0.95}, [att], b)[0]
+    # the difference rows stay at 95% while the check itself decides at 98%
+    row = compare_attacks({"confidence": 0.98, "difference_confidence": 0.95}, [att], b)[0]
     assert row["difference"]["value"] == pytest.approx(want, abs=1e-12)
     assert row["auc"] == pytest.approx(roc_auc_score(y, a)) and row["blind_auc"] == pytest.approx(
         roc_auc_score(y, b)
@@ -488,7 +539,8 @@ def _split(shifted: bool) -> dict:
     check = {
         "shifted": shifted,
         "status": "shifted" if shifted else "ok",
-        "confidence": 0.95,
+        "confidence": 0.98,
+        "difference_confidence": 0.95,
         "blind": {"auc": auc, "n_members": 100, "n_nonmembers": 100, "families": {"length": 0.6}},
         "duplicates": {
             "pairs": 1,
@@ -520,6 +572,7 @@ def test_shifted_split_never_gives_high_or_low():
     v = _run_with(_split(True))["runs"][0]["verdict"]
     assert v["level"] == "split-shifted"
     assert "blind AUC 0.970" in v["text"] and "same source" in v["text"]
+    assert "0.970 [0.950, 0.990] (98% interval)" in v["text"]
     assert "Certified privacy loss" not in v["text"]
     # not shifted: the verdict is exactly what it was without a split check
     assert _run_with(_split(False))["runs"][0]["verdict"] == before
@@ -558,6 +611,9 @@ def test_report_escapes_duplicate_examples_and_shows_attack_beside_blind(tmp_pat
     assert "&lt;script&gt;x&lt;/script&gt;" in html and "<script>x" not in html
     assert 'class="badge split-shifted"' in html
     assert "-0.110 [-0.150, -0.070]" in html
+    # each interval under its own level: the check's 98%, the difference rows' 95%
+    assert "Blind AUC [98% CI]" in html and "Difference [95% CI]" in html
+    assert "98% interval; 100 members, 100 non-members" in html
     res["aggregate_only"] = True
     assert "&lt;script&gt;x" not in render_html(res)
 

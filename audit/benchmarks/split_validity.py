@@ -10,7 +10,8 @@ Real text only, all of it shipped with Python, the installed packages or Debian 
 download): paragraphs of ``pydoc_data.topics`` (clustered by topic), of stdlib docstrings
 (by module), of installed packages' long descriptions (``*.dist-info/METADATA``, by
 package) and Debian changelog entries (``/usr/share/doc/*/changelog.Debian.gz``, by
-package; dated by their signature line, which is not part of the text).
+package; dated by their signature line, which is not part of the text) and the comment
+blocks of the same stdlib modules' source files (by module).
 """
 
 from __future__ import annotations
@@ -108,6 +109,47 @@ def _docstrings(importlib) -> list[tuple[str, str]]:
     return out
 
 
+def comment_corpus() -> list[tuple[str, str]]:
+    """(module, comment block) of the ``#`` comments in the source files of
+    ``STDLIB_MODULES`` (a package: the ``.py`` files of its directory): consecutive
+    comment lines joined, >= 12 words, cut to 300 characters, exact repeats dropped."""
+    import importlib.util
+    import os
+    import warnings
+
+    out = []
+    for name in STDLIB_MODULES:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                spec = importlib.util.find_spec(name)
+            except (ImportError, ValueError):
+                continue
+        origin = getattr(spec, "origin", None) if spec else None
+        if not origin or not origin.endswith(".py"):
+            continue
+        files = [origin]
+        if spec.submodule_search_locations:
+            d = os.path.dirname(origin)
+            files = sorted(os.path.join(d, f) for f in os.listdir(d) if f.endswith(".py"))
+        for path in files:
+            try:
+                with open(path, encoding="utf-8") as f:
+                    lines = f.read().splitlines()
+            except (OSError, UnicodeDecodeError):
+                continue
+            block: list[str] = []
+            for ln in [*lines, ""]:
+                st = ln.strip()
+                if st.startswith("#") and not st.startswith("#!"):
+                    block.append(st.lstrip("#").strip())
+                    continue
+                if block:
+                    out += [(name, p) for p in _paras(" ".join(block))]
+                block = []
+    return _dedup(out)
+
+
 def package_corpus() -> list[tuple[str, str]]:
     """(package, paragraph) of installed packages' long descriptions (``METADATA``)."""
     from importlib import metadata
@@ -184,6 +226,7 @@ CORPORA = {
     "stdlib docstrings": ("docstring_corpus", "module"),
     "pydoc topics": ("pydoc_corpus", "topic"),
     "Debian changelog entries": ("debian_texts", "package"),
+    "stdlib source comments": ("comment_corpus", "module"),
 }
 #: Shifted pairs of the power figure (members, non-members).
 SHIFTED_PAIRS = (
@@ -231,7 +274,10 @@ def false_alarms(
                 "split": t,
                 "shifted": bool(chk["shifted"]),
                 "missed": not a["ci_low"] <= 0.5 <= a["ci_high"],
-                **{k: a[k] for k in ("value", "se", "delong_se", "p_value", "null_sd")},
+                **{
+                    k: a[k]
+                    for k in ("value", "ci_low", "ci_high", "se", "delong_se", "p_value", "null_sd")
+                },
             }
         )
     base = {
@@ -253,11 +299,15 @@ def summarise_false_alarms(base: dict[str, Any], per_split: list[dict]) -> dict[
     aucs = np.array([r["value"] for r in per_split])
     sd = float(np.std(aucs, ddof=1))
     delong = float(np.mean([r["delong_se"] for r in per_split]))
+    p_025 = sum(r["p_value"] <= 0.025 for r in per_split)
     return {
         **base,
         "trials": n,
         "split_shifted": shifted,
         "split_shifted_rate_ci": cp_interval(shifted, n),
+        # the old decision's main part (p <= 0.025), for comparison with the 1% level
+        "p_at_most_0.025": p_025,
+        "p_at_most_0.025_ci": cp_interval(p_025, n),
         "interval_misses_0.5": missed,
         "interval_miss_rate_ci": cp_interval(missed, n),
         "auc_mean": float(aucs.mean()),
@@ -291,7 +341,7 @@ def power(pair: str, per_class: int, draws: int, seed: int = 0) -> dict[str, Any
 
     a, b = _pair(pair)
     flagged = 0
-    combined, ngram = [], []
+    combined, ngram, pvals = [], [], []
     for r in range(draws):
         g = np.random.default_rng([seed, 77, per_class, r])
         ia, ib = (
@@ -300,6 +350,7 @@ def power(pair: str, per_class: int, draws: int, seed: int = 0) -> dict[str, Any
         )
         chk, _ = SplitCheck(seed=r).run([a[i] for i in ia], [b[i] for i in ib])
         flagged += bool(chk["shifted"])
+        pvals.append(chk["blind"]["auc"]["p_value"])
         combined.append(chk["blind"]["auc"]["value"])
         ngram.append(chk["blind"]["families"]["word + char n-grams"])
     return {
@@ -308,6 +359,9 @@ def power(pair: str, per_class: int, draws: int, seed: int = 0) -> dict[str, Any
         "draws": draws,
         "flagged": flagged,
         "power_ci": cp_interval(flagged, draws),
+        # the old level's main part, for the power the 1% level costs
+        "p_at_most_0.025": int(sum(p <= 0.025 for p in pvals)),
+        "p_values": pvals,
         "mean_blind_auc": float(np.mean(combined)),
         "mean_word_char_auc": float(np.mean(ngram)),
         "combined_minus_word_char": float(np.mean(combined) - np.mean(ngram)),
@@ -481,7 +535,7 @@ def experiment(settings, cells) -> dict[str, Any]:
     cell per corpus and per (pair, size). ``--quick``: 10 splits and 4 draws."""
     trials, draws = (10, 4) if settings.quick else (TRIALS, DRAWS)
     false = [
-        cells.get(f"false-{c.split()[0].lower()}", lambda c=c: false_alarms(c, trials, 100))
+        cells.get("false-" + "-".join(c.lower().split()), lambda c=c: false_alarms(c, trials, 100))
         for c in CORPORA
     ]
     pw = [
@@ -493,8 +547,7 @@ def experiment(settings, cells) -> dict[str, Any]:
         "false_alarms": false,
         "power": pw,
         "settings": {
-            "decision": "split-shifted when the permutation p-value <= 0.025 and the 95% "
-            "interval lies above 0.5",
+            "decision": DECISION,
             "splits_per_corpus": trials,
             "draws_per_power_cell": draws,
         },
@@ -509,9 +562,10 @@ def _pct(k: int, n: int) -> str:
 def markdown_tables(doc: dict[str, Any]) -> str:
     """The false-alarm and power tables of docs/split-validity.md from the JSON."""
     out = [
-        "| Corpus (clustered by) | texts / clusters | `split-shifted` | interval misses 0.5 "
-        "| AUC SD over splits / mean reported SE (/ mean DeLong SE) |",
-        "|---|---|---|---|---|",
+        "| Corpus (clustered by) | texts / clusters | `split-shifted` (p ≤ 0.01, 98% interval "
+        "above 0.5) | 98% interval misses 0.5 | AUC SD over splits / mean reported SE (/ mean "
+        "DeLong SE) | KS p (p-values uniform) |",
+        "|---|---|---|---|---|---|",
     ]
     for r in doc.get("false_alarms", []):
         out.append(
@@ -519,25 +573,31 @@ def markdown_tables(doc: dict[str, Any]) -> str:
             f"{_pct(r['split_shifted'], r['trials'])} | "
             f"{_pct(r['interval_misses_0.5'], r['trials'])} | "
             f"{r['auc_sd_over_splits']:.3f} / {r['mean_reported_se']:.3f} "
-            f"(/ {r['mean_delong_se']:.3f}) |"
+            f"(/ {r['mean_delong_se']:.3f}) | {r['p_uniform_ks']:.2f} |"
         )
     out += [
         "",
-        "| Shifted pair | per side | flagged `split-shifted` | mean blind AUC | mean word + "
-        "char AUC | difference |",
-        "|---|---|---|---|---|---|",
+        "| Shifted pair | per side | flagged `split-shifted` (1% level) | p ≤ 0.025 (the old "
+        "2.5% level) | mean blind AUC | mean word + char AUC | difference |",
+        "|---|---|---|---|---|---|---|",
     ]
     for r in doc.get("power", []):
         out.append(
             f"| {r['pair']} | {r['per_class']} | {_pct(r['flagged'], r['draws'])} | "
-            f"{r['mean_blind_auc']:.3f} | {r['mean_word_char_auc']:.3f} | "
+            + (f"{r['p_at_most_0.025']}/{r['draws']} | " if "p_at_most_0.025" in r else "— | ")
+            + f"{r['mean_blind_auc']:.3f} | {r['mean_word_char_auc']:.3f} | "
             f"{r['combined_minus_word_char']:+.3f} |"
         )
     return "\n".join(out)
 
 
 #: Sizes of the reported figures (``--quick`` uses 10 and 4).
-TRIALS, DRAWS = 200, 50
+TRIALS, DRAWS = 400, 50
+#: The decision the figures measure (audit/split_check.py ``SHIFT_CONFIDENCE``).
+DECISION = (
+    "split-shifted when the one-sided permutation p-value <= 0.01 and the 98% interval "
+    "(the same test inverted) lies above 0.5"
+)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -550,7 +610,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--n", type=int, default=300, help="texts per set (DI)")
     ap.add_argument("--blind-trials", type=int, default=TRIALS, help="splits per corpus")
     ap.add_argument("--draws", type=int, default=DRAWS, help="draws per power cell")
-    ap.add_argument("--corpora", help="comma list of corpus numbers (1-4) for 'false'")
+    ap.add_argument("--corpora", help="comma list of corpus numbers (1-5) for 'false'")
     ap.add_argument("--first-trial", type=int, default=0, help="first split number ('false')")
     ap.add_argument("--null-trials", type=int, default=1000)
     ap.add_argument("--lm-null-trials", type=int, default=200)
