@@ -109,7 +109,9 @@ def di_context(results: dict[str, Any]) -> dict[str, Any]:
         ),
         ("Assumption", str(assumption)),
         (
-            f"Split check (blind AUC, {level(check.get('confidence'), 'no')} CI)",
+            f"Split check (blind AUC, {lv} CI)"
+            if (lv := level(check.get("confidence")))
+            else "Split check (blind AUC, CI)",
             (ci(blind.get("auc")) if isinstance(blind.get("auc"), dict) else DASH)
             + f" · {'shifted' if check.get('shifted') else ('no shift found' if check.get('shifted') is False else 'not measured')}",
         ),

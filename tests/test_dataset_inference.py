@@ -216,7 +216,10 @@ def test_command_gives_a_p_value_with_reference_and_config(tiny_lms, cli):
     assert "cannot speak" in r["text"] and f"{guard['detectable_auc']:.2f}" in r["text"]
     assert r["n_test"]["suspect"] + r["n_fit"]["suspect"] == 48
     assert outcome.stdout.startswith("DATASET INFERENCE: OK; p = ")
-    assert "same distribution" in (out / "report.html").read_text(encoding="utf-8")
+    html = (out / "report.html").read_text(encoding="utf-8")
+    assert "same distribution" in html
+    # the guard runs the split check at its own level, and the report names it
+    assert r["split_check"]["confidence"] == 0.98 and "Split check (blind AUC, 98% CI)" in html
     outcome, res, _ = _di(cli, root, *args, "--reference", str(root / "base"))
     assert outcome.code == 0, outcome.stderr[-3000:]
     assert res["dataset_inference"]["features"][-1] == "reference-diff"
