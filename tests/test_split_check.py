@@ -186,7 +186,7 @@ def _clustered(corpus: str) -> list[str]:
 @pytest.mark.parametrize("corpus", ["pydoc", "docstrings"])
 def test_false_alarms_and_interval_coverage_on_clustered_real_text(corpus):
     """Random 40 + 40 splits of real paragraphs clustered by topic / module (the CI draw;
-    docs/split-validity.md has 1,000 splits of 100 + 100 on each of five corpora):
+    docs/split-validity.md has the full figure, 100 + 100 splits on five corpora):
     ``split-shifted`` (p <= 0.01 and the 98% interval above 0.5) at most the 99.9%
     binomial quantile at 1%, the 98% interval missing 0.5 at most that at 2%, and the
     AUC's spread across splits within [0.7, 1.3] x the SE it reported (DeLong's
