@@ -592,7 +592,7 @@ def markdown_tables(doc: dict[str, Any]) -> str:
 
 
 #: Sizes of the reported figures (``--quick`` uses 10 and 4).
-TRIALS, DRAWS = 600, 50
+TRIALS, DRAWS = 800, 50
 #: The decision the figures measure (audit/split_check.py ``SHIFT_CONFIDENCE``).
 DECISION = (
     "split-shifted when the one-sided permutation p-value <= 0.01 and the 98% interval "
