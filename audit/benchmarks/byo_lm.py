@@ -27,13 +27,17 @@ reference, ez-mia and informia from the two passes' statistics, and LiRA / RMIA 
 from the two losses (target: at most 1.15x the time of ``plain x2``).
 
 The texts are split into chunks; the cases alternate chunk by chunk (and which goes first
-rotates too), so load drifts on a shared machine hit all alike. Reported: tokens per
-second of each case and the throughput ratio suite / plain (target >= 0.9).
+rotates too), so load drifts on a shared machine hit all alike. ``--rounds R`` makes R
+passes over the texts and reports each round's ratios (``suite_round_ratios``,
+``reference_round_ratios``: values, median, min, max), the spread a loaded machine puts on
+one figure. Reported: tokens per second of each case and the throughput ratio suite /
+plain (target >= 0.9).
 """
 
 from __future__ import annotations
 
 import math
+import statistics
 import time
 
 import numpy as np
@@ -44,8 +48,21 @@ from privacy_audit.audit.benchmarks.timing import BenchResult, BenchSettings, Ca
 TARGET_RATIO = 0.9
 EXTRACTION_TARGET = 1.2  # suite+extraction time / suite time
 REFERENCE_TARGET = 1.15  # suite+reference time / plain x2 time
-DEFAULTS = {"sequences": 2000, "seq_len": 256, "batch_size": 8}
-QUICK = {"sequences": 16, "seq_len": 32, "batch_size": 4}
+DEFAULTS = {"sequences": 2000, "seq_len": 256, "batch_size": 8, "rounds": 1}
+QUICK = {"sequences": 16, "seq_len": 32, "batch_size": 4, "rounds": 1}
+
+
+def round_ratios(num: list[float], den: list[float]) -> dict:
+    """Per-round time ratios ``num / den`` (one round = one pass over every chunk, the cases
+    side by side): the values, their median and range."""
+    r = [a / b for a, b in zip(num, den, strict=True)]
+    return {
+        "values": r,
+        "median": statistics.median(r),
+        "min": min(r),
+        "max": max(r),
+        "rounds": len(r),
+    }
 
 
 def _word_tokenizer(vocab_size: int):
@@ -84,6 +101,7 @@ def run(settings: BenchSettings) -> BenchResult:
     with_reference = bool(extra.pop("reference", False))
     sizes = {**(QUICK if settings.quick else DEFAULTS), **extra}
     n, seq_len, batch = int(sizes["sequences"]), int(sizes["seq_len"]), int(sizes["batch_size"])
+    rounds = int(sizes["rounds"])  # passes over all the texts, the cases side by side
     vocab = 500 if settings.quick else 50257
     torch.manual_seed(settings.seed)
     model = _model(settings.quick, vocab)
@@ -184,20 +202,31 @@ def run(settings: BenchSettings) -> BenchResult:
         names += ["plain x2", "suite+reference"]
     times = {k: CaseTiming(k, []) for k in names}
     wall = dict.fromkeys(names, 0.0)
-    for k, (c, e) in enumerate(zip(chunks, encoded, strict=True)):
-        order = [("plain", lambda e=e: plain(e)), ("suite", lambda c=c: suite(c))]
-        if spec is not None:
-            order.append(("suite+extraction", lambda c=c: suite(c, spec)))
-        if with_reference:
-            order.append(("plain x2", lambda e=e: plain2(e)))
-            order.append(("suite+reference", lambda c=c: suite_reference(c)))
-        shift = k % len(order)
-        for name, fn in order[shift:] + order[:shift]:
-            t0, w0 = clock(), time.perf_counter()
-            fn()
-            times[name].times_s.append(clock() - t0)
-            wall[name] += time.perf_counter() - w0
-    tokens = n * seq_len
+    # per round (one pass over every chunk): each case's CPU seconds, for the spread of the
+    # per-round ratios on a loaded machine (the totals alone hide it)
+    per_round = {k: [] for k in names}
+    step = 0
+    for _ in range(rounds):
+        round_s = dict.fromkeys(names, 0.0)
+        for c, e in zip(chunks, encoded, strict=True):
+            order = [("plain", lambda e=e: plain(e)), ("suite", lambda c=c: suite(c))]
+            if spec is not None:
+                order.append(("suite+extraction", lambda c=c: suite(c, spec)))
+            if with_reference:
+                order.append(("plain x2", lambda e=e: plain2(e)))
+                order.append(("suite+reference", lambda c=c: suite_reference(c)))
+            shift = step % len(order)
+            step += 1
+            for name, fn in order[shift:] + order[:shift]:
+                t0, w0 = clock(), time.perf_counter()
+                fn()
+                dt = clock() - t0
+                times[name].times_s.append(dt)
+                round_s[name] += dt
+                wall[name] += time.perf_counter() - w0
+        for k in names:
+            per_round[k].append(round_s[k])
+    tokens = n * seq_len * rounds
     total = {k: sum(t.times_s) for k, t in times.items()}
     tps = {k: tokens / v for k, v in total.items()}
     ratio = tps["suite"] / tps["plain"]
@@ -210,6 +239,7 @@ def run(settings: BenchSettings) -> BenchResult:
         "sequences": n,
         "seq_len": seq_len,
         "batch_size": batch,
+        "rounds": rounds,
         "tokens": tokens,
         "clock": "process CPU time (1 thread)" if single else "wall time",
         "threads": torch.get_num_threads(),
@@ -221,6 +251,7 @@ def run(settings: BenchSettings) -> BenchResult:
         "full_size": (n, seq_len) == (DEFAULTS["sequences"], DEFAULTS["seq_len"]),
     }
     ratios = {"suite": total["suite"] / total["plain"], "plain": 1.0}
+    setup["suite_round_ratios"] = round_ratios(per_round["suite"], per_round["plain"])
     targets = {"suite": f"throughput >= {TARGET_RATIO}x plain"}
     if spec is not None:
         ratios["suite+extraction"] = total["suite+extraction"] / total["plain"]
@@ -231,6 +262,9 @@ def run(settings: BenchSettings) -> BenchResult:
         ratios["plain x2"] = total["plain x2"] / total["plain"]
         ratios["suite+reference"] = total["suite+reference"] / total["plain"]
         setup["reference_time_over_plain_x2"] = total["suite+reference"] / total["plain x2"]
+        setup["reference_round_ratios"] = round_ratios(
+            per_round["suite+reference"], per_round["plain x2"]
+        )
         setup["reference_signals"] = [
             "lm-loss",
             "zlib",
@@ -244,9 +278,10 @@ def run(settings: BenchSettings) -> BenchResult:
         ]
         targets["suite+reference"] = f"time <= {REFERENCE_TARGET}x plain x2"
     notes = [
-        "suite: tokenize + one forward pass per text giving TokenStats (float64 log p, mean "
-        "and variance of log p over the vocabulary) and pooled hidden states, then lm-loss, "
-        "zlib and min-k; plain: model(**batch) on pre-tokenized tensors, no statistics.",
+        "suite: tokenize + one forward pass per text giving TokenStats (log p, mean and "
+        "variance of log p over the vocabulary and the top-1 token, computed in the logits' "
+        "dtype with float64 sums) and pooled hidden states, then lm-loss, zlib and min-k; "
+        "plain: model(**batch) on pre-tokenized tensors, no statistics.",
         "Ratio = suite tokens/s over plain tokens/s (>= 0.9 is the target).",
     ]
     if not setup["full_size"]:
