@@ -55,3 +55,33 @@ def test_rounds_are_validated(tmp_path, cli):
     other = cli(["bench", "split-check", "--quick", "--rounds", "2", "--out", str(out)])
     assert other.code == 2 and "--rounds applies to the byo-lm benchmark only" in other.stderr
     assert not out.exists()
+
+
+def test_reference_only_times_the_two_reference_cases(tmp_path, cli):
+    out = tmp_path / "bench.json"
+    outcome = cli(
+        [
+            "bench",
+            "byo-lm",
+            "--quick",
+            "--threads",
+            "1",
+            "--lm-reference-only",
+            "--sequences",
+            "4",
+            "--rounds",
+            "2",
+            "--out",
+            str(out),
+        ]
+    )
+    assert outcome.code == 0, outcome.stderr[-2000:]
+    res = json.loads(out.read_text())["benchmarks"][0]
+    assert set(res["cases"]) == {"plain x2", "suite+reference"}
+    assert res["reference"] == "plain x2" and res["ratios"]["plain x2"] == 1.0
+    setup = res["setup"]
+    assert res["ratios"]["suite+reference"] == pytest.approx(setup["reference_time_over_plain_x2"])
+    assert setup["reference_round_ratios"]["rounds"] == 2
+    assert "suite_round_ratios" not in setup
+    bad = cli(["bench", "split-check", "--quick", "--lm-reference-only", "--out", str(out)])
+    assert bad.code == 2 and "byo-lm benchmark only" in bad.stderr

@@ -405,6 +405,11 @@ def build_parser() -> argparse.ArgumentParser:
         "target: <= 1.15x)",
     )
     b.add_argument(
+        "--lm-reference-only",
+        action="store_true",
+        help="byo-lm: only the two reference cases (plain x2, suite+reference)",
+    )
+    b.add_argument(
         "--cost-cases",
         metavar="A,B",
         help="cost-of-privacy: private cases to run beside non-private (default all: "
@@ -1228,6 +1233,10 @@ def _cmd_bench(args) -> int:
         if "byo-lm" not in names:
             raise AuditError("--lm-reference applies to the byo-lm benchmark only")
         extra["reference"] = True
+    if getattr(args, "lm_reference_only", False):
+        if "byo-lm" not in names:
+            raise AuditError("--lm-reference-only applies to the byo-lm benchmark only")
+        extra["reference_only"] = True
     if args.extraction:
         if "byo-lm" not in names:
             raise AuditError("--extraction applies to the byo-lm benchmark only")
