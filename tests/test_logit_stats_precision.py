@@ -179,3 +179,21 @@ def test_vocabulary_sums_accumulate_in_float64():
     assert float((lp - want["lp"]).abs().max()) < 2e-8
     assert float((mu - want["mu"]).abs().max()) < 2e-8
     assert float(((var - want["var"]) / want["var"]).abs().max()) < 2e-8
+
+
+def test_the_numbers_do_not_depend_on_the_block_size(monkeypatch):
+    """One position per block, the default (5 at V = 50,257) and one block for all: the same
+    statistics; an accelerator gets larger blocks (fewer kernel launches)."""
+    from privacy_audit.defenses.targets import logit_stats
+
+    rows = _cases()["N(0,3)"]
+    targets = torch.arange(T) * 7
+    default = position_statistics(rows, targets)
+    for elements in (1, 1 << 30):
+        monkeypatch.setattr(logit_stats, "BLOCK_ELEMENTS", elements)
+        for a, b in zip(position_statistics(rows, targets), default, strict=True):
+            np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-12, atol=0)
+    monkeypatch.undo()
+    assert logit_stats.block_positions(V, "cpu") == 5
+    assert logit_stats.block_positions(V, "cuda") == 333
+    assert logit_stats.block_positions(10**9, "cpu") == 1
