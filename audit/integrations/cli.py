@@ -388,6 +388,12 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--seq-len", type=int, help="byo-lm: tokens per text (default 256)")
     b.add_argument("--lm-batch", type=int, help="byo-lm: scoring batch size (default 8)")
     b.add_argument(
+        "--rounds",
+        type=int,
+        help="byo-lm: passes over all the texts, the cases side by side in each; reports "
+        "each round's ratio (default 1)",
+    )
+    b.add_argument(
         "--extraction",
         action="store_true",
         help="byo-lm: add a case with extraction risk on (target: <= 1.2x the suite's time)",
@@ -397,6 +403,11 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="byo-lm: add cases with a reference model (suite+reference vs plain x2; "
         "target: <= 1.15x)",
+    )
+    b.add_argument(
+        "--lm-reference-only",
+        action="store_true",
+        help="byo-lm: only the two reference cases (plain x2, suite+reference)",
     )
     b.add_argument(
         "--cost-cases",
@@ -1210,15 +1221,22 @@ def _cmd_bench(args) -> int:
         ("sequences", args.sequences),
         ("seq_len", args.seq_len),
         ("batch_size", args.lm_batch),
+        ("rounds", getattr(args, "rounds", None)),
     ):
         if value is not None:
             if value < (3 if key == "seq_len" else 1):
                 raise AuditError(f"--{key.replace('_', '-')} is too small: {value}")
             extra[key] = value
+    if "rounds" in extra and "byo-lm" not in names:
+        raise AuditError("--rounds applies to the byo-lm benchmark only")
     if getattr(args, "lm_reference", False):
         if "byo-lm" not in names:
             raise AuditError("--lm-reference applies to the byo-lm benchmark only")
         extra["reference"] = True
+    if getattr(args, "lm_reference_only", False):
+        if "byo-lm" not in names:
+            raise AuditError("--lm-reference-only applies to the byo-lm benchmark only")
+        extra["reference_only"] = True
     if args.extraction:
         if "byo-lm" not in names:
             raise AuditError("--extraction applies to the byo-lm benchmark only")

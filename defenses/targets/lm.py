@@ -241,7 +241,8 @@ def token_nll(
 def token_statistics(
     model, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None
 ) -> list[TokenStats]:
-    """One forward pass -> :class:`TokenStats` per row (float64, padding removed).
+    """One forward pass -> :class:`TokenStats` per row (float64 arrays, padding removed;
+    computed in the logits' dtype, see :func:`token_statistics_from_logits`).
 
     log p(x_t|x_<t) is the log-softmax at the target; mu_t and sigma_t^2 are the mean and
     variance of log p(z|x_<t) under z ~ p(.|x_<t), computed from the same logits.
@@ -257,49 +258,32 @@ def token_statistics_from_logits(
     logits: torch.Tensor, input_ids: torch.Tensor, attention_mask: torch.Tensor
 ) -> list[TokenStats]:
     """:func:`token_statistics` from a forward pass's logits [B, L, V] (so a caller that
-    also wants hidden states from the same pass need not run the model again)."""
+    also wants hidden states from the same pass need not run the model again).
+
+    Row by row, valid positions only, through
+    :func:`~privacy_audit.defenses.targets.logit_stats.position_statistics`: log p, the
+    mean and variance of log p over the vocabulary and the top-1 token in one blocked sweep
+    in the logits' dtype (float32; bf16 / fp16 upcast to float32 per block; float64 stays
+    float64), sums over the vocabulary in float64, T values kept per text. Its module
+    states the error bound against float64 (log p within u (2 + log V), u = 2^-24)."""
+    from privacy_audit.defenses.targets.logit_stats import position_statistics
+
     targets = input_ids[:, 1:]
     valid = attention_mask[:, 1:].bool()
     out = []
-    # One row at a time, valid positions only: float64 over [T, V] per row instead of
-    # [B, L, V] at once (a 50k vocabulary makes the batch-wide tensors gigabytes). Two
-    # float64 buffers, reused across rows: x = logits - max, e = exp(x). With S = sum e and
-    # log Z = log S (x is already shifted by the max):
-    #   log p(x_t) = x_t - log Z,  mu = sum(e x)/S - log Z,
-    #   sigma^2 = Var_p(log p) = Var_p(x) = sum(e x^2)/S - (sum(e x)/S)^2;
-    # the two weighted sums are dot products (BLAS), not elementwise temporaries.
-    width = logits.shape[-1]
-    buf_x = torch.empty((0, width), dtype=torch.float64, device=logits.device)
-    buf_e = torch.empty_like(buf_x)
     for i in range(len(input_ids)):
         v = valid[i]
         n = int(v.sum())
         rows = logits[i, :n] if bool(v[:n].all()) else logits[i, :-1][v]  # right padding: a view
         tgt = targets[i][v]
-        if buf_x.shape[0] < n:
-            buf_x = torch.empty((n, width), dtype=torch.float64, device=logits.device)
-            buf_e = torch.empty_like(buf_x)
-        x, e = buf_x[:n], buf_e[:n]
-        rows = rows.detach()
-        top1 = rows.argmax(dim=-1)  # the model's top-1 token (ez-mia's error zone)
-        x.copy_(rows)
-        x.sub_(rows.max(dim=-1, keepdim=True).values)  # the max of the float32 rows is exact
-        torch.exp(x, out=e)
-        total = e.sum(-1)
-        log_z = total.log()
-        lp = x.gather(-1, tgt.unsqueeze(-1)).squeeze(-1) - log_z
-        first = torch.bmm(e.unsqueeze(1), x.unsqueeze(2)).view(-1) / total  # sum(e x)/S
-        x.square_()
-        second = torch.bmm(e.unsqueeze(1), x.unsqueeze(2)).view(-1) / total  # sum(e x^2)/S
-        mu = first - log_z
-        var = (second - first.square()).clamp(min=0.0)  # rounding can dip below zero
+        lp, mu, var, top1 = position_statistics(rows.detach(), tgt)
         out.append(
             TokenStats(
                 token_ids=tgt.cpu().numpy(),
                 log_probs=lp.cpu().numpy(),
                 mean_log_prob=mu.cpu().numpy(),
                 var_log_prob=var.cpu().numpy(),
-                top1_ids=top1.cpu().numpy(),
+                top1_ids=top1.cpu().numpy(),  # the model's top-1 token (ez-mia's error zone)
             )
         )
     return out
