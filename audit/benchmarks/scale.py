@@ -303,6 +303,23 @@ def _case_line(c: dict[str, Any]) -> str:
     return line + "; " + ", ".join(f"{k} {v:.1f}" for k, v in top)
 
 
+def run_case(spec: dict[str, Any]) -> dict[str, Any]:
+    """:func:`one_case` in a fresh Python process (its peak RSS is this case's alone)."""
+    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    proc = subprocess.run(
+        [sys.executable, "-m", "privacy_audit.audit.benchmarks.scale", json.dumps(spec)],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(
+            f"bench scale case n={spec['n']} tokens={spec['tokens']} failed:\n{proc.stderr[-3000:]}"
+        )
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
 def run(settings: BenchSettings) -> BenchResult:
     extra = dict(settings.extra or {})
     sizes = tuple(extra.get("sizes") or (QUICK_SIZES if settings.quick else SIZES))
@@ -324,23 +341,9 @@ def run(settings: BenchSettings) -> BenchResult:
         for tokens in token_list:
             for n in sizes:
                 _progress(f"n={n}/side x {tokens} tokens ...")
-                spec = json.dumps(
-                    {"model_dir": str(model_dir), "workdir": str(workdir), "n": n}
-                    | {"tokens": tokens, "seed": settings.seed, "plain": plain}
-                )
-                env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
-                proc = subprocess.run(
-                    [sys.executable, "-m", "privacy_audit.audit.benchmarks.scale", spec],
-                    capture_output=True,
-                    text=True,
-                    env=env,
-                    check=False,
-                )
-                if proc.returncode != 0:
-                    raise RuntimeError(
-                        f"bench scale case n={n} tokens={tokens} failed:\n{proc.stderr[-3000:]}"
-                    )
-                case = json.loads(proc.stdout.strip().splitlines()[-1])
+                spec = {"model_dir": str(model_dir), "workdir": str(workdir), "n": n}
+                spec |= {"tokens": tokens, "seed": settings.seed, "plain": plain}
+                case = run_case(spec)
                 cases.append(case)
                 _progress(_case_line(case))
                 partial.write_text(json.dumps({"model": info, "cases": cases}, indent=1))
@@ -393,8 +396,13 @@ def run(settings: BenchSettings) -> BenchResult:
 
 
 def _main(argv: list[str]) -> int:
-    spec = json.loads(argv[0])
-    res = one_case(
+    res = case_from_spec(json.loads(argv[0]))
+    sys.stdout.write("\n" + json.dumps(res) + "\n")
+    return 0
+
+
+def case_from_spec(spec: dict[str, Any]) -> dict[str, Any]:
+    return one_case(
         Path(spec["model_dir"]),
         Path(spec["workdir"]),
         int(spec["n"]),
@@ -402,8 +410,6 @@ def _main(argv: list[str]) -> int:
         int(spec["seed"]),
         bool(spec.get("plain", True)),
     )
-    sys.stdout.write("\n" + json.dumps(res) + "\n")
-    return 0
 
 
 if __name__ == "__main__":
