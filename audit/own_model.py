@@ -24,9 +24,10 @@ from privacy_audit.audit.data import (
     with_sets,
 )
 from privacy_audit.audit.errors import AuditError, DataError
+from privacy_audit.audit.scale.stream import prefill as stream_prefill
 from privacy_audit.audit.textcap import cap_audit_data
 from privacy_audit.defenses.base import Examples, PrivacyClaim
-from privacy_audit.defenses.targets.distributed import prefill_token_stats
+from privacy_audit.defenses.targets.distributed import prefill_token_stats  # noqa: F401 - re-export
 
 #: membership attacks that read the first given reference model's forward pass
 REFERENCE_USERS = ("reference", "ez-mia", "informia")
@@ -319,7 +320,8 @@ def _audit_own_model(cfg, settings, progress, id_salt, executor, run_dir, resume
                 attack_kwargs[n] = {"reference": ref}
             texts = data.members.texts + data.nonmembers.texts
             phase("score reference", "one forward pass per text")
-            prefill_token_stats(ref, texts, executor, progress)
+            # in chunks, checkpointed under the run directory (audit/scale/stream.py)
+            stream_prefill(ref, texts, executor, progress, run_dir, resume, "reference")
         if "extraction-risk" in cfg.attacks:  # the same pass gives the suffix's decoding probs
             from privacy_audit.attacks.extraction_risk import ExtractionRisk
 
@@ -329,7 +331,7 @@ def _audit_own_model(cfg, settings, progress, id_salt, executor, run_dir, resume
         texts = data.members.texts + data.nonmembers.texts + data.test.texts
         phase("score", f"{len(set(texts))} texts, one forward pass each")
         _log(f"  scoring {len(set(texts))} texts (one forward pass each)", progress)
-        notes["scoring"] = prefill_token_stats(release, texts, executor, progress)
+        notes["scoring"] = stream_prefill(release, texts, executor, progress, run_dir, resume)
         notes["batch_size"] = release.batch_size
     for attack_name in cfg.attacks:
         cls = ATTACKS.get(attack_name)

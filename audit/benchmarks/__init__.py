@@ -24,6 +24,7 @@ BENCHMARKS: dict[str, str] = {
     "re-attention-recsys": "privacy_audit.audit.benchmarks.re_attention_recsys:run",
     "input-hash": "privacy_audit.audit.benchmarks.input_hash:run",
     "split-check": "privacy_audit.audit.benchmarks.split_check_cost:run",
+    "scale": "privacy_audit.audit.benchmarks.scale:run",
 }
 
 __all__ = ["BENCHMARKS"]

@@ -433,6 +433,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="B",
         help="cost-of-privacy: cap of the --memory-budget-gb search (default 512)",
     )
+    _add_scale_bench_args(b)
     _add_experiment_and_claims(sub)
     _add_dataset_inference(sub)
     sub.add_parser(
@@ -445,6 +446,60 @@ def build_parser() -> argparse.ArgumentParser:
 
     _canaries_parser(sub)
     return p
+
+
+def _add_scale_bench_args(b) -> None:
+    """``bench scale`` (issue 38): the own-model audit at growing n beside a plain loop."""
+    b.add_argument(
+        "--scale-sizes",
+        metavar="N,N,...",
+        help="scale: texts per side (default 100,1000,10000; 100000 as an option)",
+    )
+    b.add_argument(
+        "--scale-tokens", metavar="T,T,...", help="scale: tokens per text (default 64,256,512)"
+    )
+    b.add_argument(
+        "--scale-workdir",
+        metavar="DIR",
+        help="scale: keep the model, texts, outputs and scale-progress.json here "
+        "(default: a temporary directory, removed)",
+    )
+    b.add_argument(
+        "--scale-suite-only",
+        action="store_true",
+        help="scale: no plain loop (peak RSS of the suite alone, e.g. at 100000 per side)",
+    )
+
+
+def _scale_options(args, names) -> dict:
+    """The ``bench scale`` options, checked before anything runs."""
+    extra: dict = {}
+    for flag, key, lo, hi in (
+        ("scale_sizes", "sizes", 2, 10**6),
+        ("scale_tokens", "tokens", 8, 512),
+    ):
+        raw = getattr(args, flag, None)
+        if raw is None:
+            continue
+        if "scale" not in names:
+            raise AuditError(f"--{flag.replace('_', '-')} applies to the scale benchmark only")
+        try:
+            vals = [int(v) for v in raw.split(",") if v.strip()]
+        except ValueError:
+            vals = []
+        if not vals or any(not lo <= v <= hi for v in vals):
+            raise AuditError(
+                f"--{flag.replace('_', '-')} must be integers in [{lo}, {hi}], comma-separated; "
+                f"got {raw!r}"
+            )
+        extra[key] = vals
+    for flag, key in (("scale_workdir", "workdir"), ("scale_suite_only", "suite_only")):
+        val = getattr(args, flag, None)
+        if val not in (None, False):
+            if "scale" not in names:
+                raise AuditError(f"--{flag.replace('_', '-')} applies to the scale benchmark only")
+            extra[key] = val
+    return extra
 
 
 def _add_experiment_and_claims(sub) -> None:
@@ -1242,6 +1297,7 @@ def _cmd_bench(args) -> int:
             raise AuditError("--extraction applies to the byo-lm benchmark only")
         extra["extraction"] = True
     extra |= _cost_options(args, names)
+    extra |= _scale_options(args, names)
     settings = BenchSettings(
         args.repeats, args.warmup, args.quick, args.seed, "cpu", args.threads, extra
     )
