@@ -125,7 +125,7 @@ def run(settings: BenchSettings) -> BenchResult:
             "score: the whole command in this process: CSV read, metrics with 1,000 "
             "resamples, report.html and results.json (about 75 MB at 10^6 rows) written.",
             "score-small-text: the text column adds exact-duplicate removal and the split "
-            "check (MinHash near-duplicates over every text, the blind classifier on at most "
+            "check (exact near-duplicate join over every text, the blind classifier on at most "
             "5,000 texts per class).",
         ],
     )
