@@ -22,6 +22,7 @@ from privacy_audit.attacks.scores import MAX_BOOTSTRAP  # noqa: F401 - config.MA
 from privacy_audit.attacks.shadow import SHADOW_ATTACKS
 from privacy_audit.audit.epsilon.canaries import CANARY_KINDS, LM_CANARY_DESIGNS
 from privacy_audit.audit.errors import ConfigError
+from privacy_audit.audit.textcap import MAX_LENGTH_CAP  # the default max_length, as is
 from privacy_audit.defenses import DEFENSES
 from privacy_audit.defenses.base import NOTIONS, UNITS
 from privacy_audit.defenses.targets.lm import LM_PRESETS
@@ -33,8 +34,7 @@ EXECUTORS = ("local", "ray")
 # TOML integers are 64-bit; Python's parsers accept any size, which breaks float checks,
 # repr() of the value in error messages (> 4300 digits) and torch.manual_seed.
 _INT64 = (-(2**63), 2**63 - 1)
-#: The default max_length of a model audited as it is: its context length, at most this.
-MAX_LENGTH_CAP = 512
+
 #: The default max_length of a model the suite trains.
 TRAIN_MAX_LENGTH = 64
 

@@ -149,8 +149,7 @@ def score_file(
     ids = [v or str(i) for i, v in enumerate(column("id"))]
     texts = column("text")
     if "text" in header:
-        from privacy_audit.audit.config import MAX_LENGTH_CAP
-        from privacy_audit.audit.textcap import cap_text
+        from privacy_audit.audit.textcap import MAX_LENGTH_CAP, cap_text  # no torch (issue 38)
 
         if all(not (t or "").strip() for t in texts):
             raise DataError(

@@ -15,6 +15,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+#: Tokens per text at most, for a model audited as it is and for a scores file's texts
+#: (``audit.config.MAX_LENGTH_CAP``; here so that ``score`` reads it without the config's
+#: imports, which load torch).
+MAX_LENGTH_CAP = 512
 #: Characters kept per token of ``max_length`` (generous: English words average ~5).
 CHARS_PER_TOKEN = 64
 

@@ -179,3 +179,18 @@ def test_dumps_json_flat_lists_keep_every_value():
     assert json.loads(got) == json.loads(ref)
     assert json.loads(got)["with_nan"][:2] == [None, None]
     assert '"short": [\n' in got  # short lists keep the indented layout
+
+
+def test_score_with_a_text_column_imports_no_torch(tmp_path):
+    """The split check of a scores file's texts (sklearn, scipy) loads no torch: the text
+    cap's constant comes from audit.textcap, not the config (which imports torch)."""
+    rng = np.random.default_rng(1)
+    words = [f"w{i}" for i in range(300)]
+    rows = ["score,member,id,text"] + [
+        f"{rng.normal(0.5 * (i % 2)):.6f},{i % 2},r{i},{' '.join(rng.choice(words, 12))}"
+        for i in range(120)
+    ]
+    (tmp_path / "scores.csv").write_text("\n".join(rows) + "\n", encoding="utf-8")
+    rc, heavy = _command(["score", "scores.csv", "--out", "out", "--bootstrap", "100"], tmp_path)
+    assert rc == 0
+    assert "torch" not in heavy and "transformers" not in heavy, heavy

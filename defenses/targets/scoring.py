@@ -74,6 +74,15 @@ class HFTokenizer:
         self.unk_id = tokenizer.unk_token_id
         self.add_bos_option, self.add_eos = add_bos, bool(add_eos)
         self._vocab: list[str] | None = None
+        # Tokenize once (issue 38): the whole-text encoding (no special tokens) of every
+        # text this object has tokenized whole, as int32. The cut to max_length
+        # (truncate_text) leaves here the ids of the cut text it verified, and those are
+        # the ids that drop_unscored, the scoring pass (encode / row), every attack
+        # (token_ids) and a reference model sharing this object then read: a text is
+        # encoded once, a cut text twice (its head, to find the cut, then the cut text,
+        # to check that it re-encodes to the kept ids). Memory: 4 bytes per kept token.
+        self._encoded: dict[str, np.ndarray] = {}
+        self._cuts: dict[tuple[str, int], str] = {}  # (text, budget) -> the cut text
         # The longest token string bounds how many characters max_length tokens can
         # cover; texts are cut to (a multiple of) that many characters before they are
         # tokenized.
@@ -171,9 +180,13 @@ class HFTokenizer:
         Only a prefix of the text is tokenized (work stays O(max_length)); it grows until
         it holds more than ``budget`` tokens and a whitespace lies after the kept ones, so
         the word the prefix cuts in two cannot change them."""
+        known = self._encoded.get(text)
+        if known is not None and known.size <= budget:  # the whole text's ids, made once
+            return known.tolist(), False, None
         fast = bool(getattr(self.hf, "is_fast", False))
         if getattr(self.hf, "truncation_side", "right") == "left":
             ids = list(self.hf(text, add_special_tokens=False)["input_ids"])
+            self._remember(text, ids)
             return ids[-budget:], len(ids) > budget, None
         cap = self.char_cap(budget)
         while True:
@@ -181,6 +194,8 @@ class HFTokenizer:
             whole = len(capped) == len(text)
             enc = self.hf(capped, add_special_tokens=False, return_offsets_mapping=fast)
             ids = list(enc["input_ids"])
+            if whole:
+                self._remember(text, ids)
             if len(ids) <= budget:
                 if whole:
                     return ids, False, None
@@ -192,6 +207,10 @@ class HFTokenizer:
                 if whole or any(c.isspace() for c in capped[ends[-1] :]):
                     return ids[:budget], True, ends
             cap *= 2
+
+    def _remember(self, text: str, ids: list[int]) -> None:
+        """Keep ``ids``, the encoding of the whole ``text`` (see ``_encoded``)."""
+        self._encoded[text] = np.asarray(ids, dtype=np.int32)
 
     def _suffix(self, add_eos: bool | None) -> list[int]:
         if add_eos is None:  # the convention
@@ -212,7 +231,12 @@ class HFTokenizer:
     def token_ids(self, text: str, max_tokens: int | None = None) -> list[int]:
         """Ids of ``text`` without special tokens (at most ``max_tokens``)."""
         if max_tokens is None:
-            return list(self.hf(text, add_special_tokens=False)["input_ids"])
+            known = self._encoded.get(text)
+            if known is not None:
+                return known.tolist()
+            ids = list(self.hf(text, add_special_tokens=False)["input_ids"])
+            self._remember(text, ids)
+            return ids
         return self._head(text, max_tokens)[0]
 
     def row(self, text: str, max_length: int, add_eos: bool | None = None) -> list[int]:
@@ -230,15 +254,25 @@ class HFTokenizer:
         scored text. The cut lies at a kept token's end, stepped back a token when the
         cut text would tokenize differently (a word cut inside a merge), so the cut
         text's encoding is the truncated encoding (or a prefix of it)."""
-        ids, cut, ends = self._head(text, self._budget(max_length, self.suffix))
+        budget = self._budget(max_length, self.suffix)
+        done = self._cuts.get((text, budget))
+        if done is not None:  # e.g. the test set is the non-members: cut once
+            return done
+        ids, cut, ends = self._head(text, budget)
         if not cut:
             return text
+        piece = None
         if ends is not None:
             for k in range(len(ids), 0, -1):
                 piece = text[: ends[k - 1]]
                 if list(self.hf(piece, add_special_tokens=False)["input_ids"]) == ids[:k]:
-                    return piece
-        return self.hf.decode(ids)
+                    self._remember(piece, ids[:k])  # the ids the cut text is scored on
+                    break
+                piece = None
+        if piece is None:  # no offsets (a slow tokenizer): the cut text is re-encoded once
+            piece = self.hf.decode(ids)
+        self._cuts[(text, budget)] = piece
+        return piece
 
     def encode(
         self,
