@@ -380,3 +380,69 @@ def test_realised_schedule_audit_flags_a_wrong_n_claim_end_to_end_and_not_the_co
     (real,) = [a for a in bad["audits"] if a["name"] == REALISED]
     assert real["exceeds_claim"] and bad["status"] == "violated"
     assert bad["diagnosis"]["bug_classes"][0].startswith("accounting")
+
+
+def _anchor_engine(bug, anchors=200, present=True, sigma=0.0, seed=0):
+    from privacy_audit.defenses.gradient_canaries import AnchorPairCanary, quiet_coordinate
+
+    model = _lm(seed)
+    engine = DPSGDEngine(model, C, sigma, 10.0, norms="explicit")
+    pair = AnchorPairCanary(
+        engine.params, C, quiet_coordinate(engine.params, None, seed), present, anchors
+    )
+    engine.sampled_canaries = pair
+    return model, engine, pair
+
+
+def test_anchor_pair_is_drawn_with_the_canary_and_flips_the_clipped_sum_by_2c():
+    """The trainer's own Poisson sampler (q = 0.05, 400 steps, σ = 0): at least one of
+    the K = 200 anchor copies is in every batch that holds the canary; with the bug the
+    released value at j is +C then and −C with the anchor alone (a 2C move), while
+    per-example clipping releases 1 − K_t vs −K_t (a C move)."""
+    empty = torch.zeros((0, 8), dtype=torch.long)
+    for bug in ("clip-after-aggregation", None):
+        _, engine, pair = _anchor_engine(bug)
+        with dp_bugs.planted(bug):
+            train_private_ids(engine, empty, empty, 400, 0.05, 0.0, seed=5)
+        k = np.asarray(pair.anchor_counts)
+        c = np.asarray(pair.canary_steps)
+        o = np.asarray(pair.observations)
+        assert 8 <= c.sum() <= 40 and (k[c] > 0).all()  # ~Binomial(400, 0.05) canary steps
+        want = np.where(c, 1.0, -1.0) if bug else c - k.astype(float)
+        np.testing.assert_allclose(o, want, rtol=1e-5, atol=1e-5)
+
+
+def test_anchor_pair_release_under_the_bug_equals_the_hand_computation():
+    """Real rows, anchor copies and the canary in one batch: the released update is
+    clip_C(Σ real g_i − K·A·C·e_j + G·C·e_j) (autograd per example, by hand), +C at j."""
+    model, engine, pair = _anchor_engine("clip-after-aggregation", anchors=5)
+    ids = _ids()
+    params, per = _per_example_grads(model, ids)
+    pair.set_batch(torch.tensor([True, True, False, True, False, True]))  # 3 anchors + canary
+    with dp_bugs.planted("clip-after-aggregation"):
+        out = engine.private_gradients(ids, torch.ones_like(ids), torch.Generator())
+    total = [sum(per[i][k] for i in range(len(ids))) for k in range(len(params))]
+    pk, local = pair.coordinate
+    assert params[pk] is engine.params[pk]
+    total[pk].view(-1)[local] += (pair.canary_magnitude - 3 * pair.anchor_magnitude) * C
+    norm = float(torch.sqrt(sum((t**2).sum() for t in total)))
+    for k, p in enumerate(params):
+        torch.testing.assert_close(
+            out[p] * 10.0, total[k] * (C / (norm + 1e-6)), atol=1e-6, rtol=1e-4
+        )
+    assert pair.observations == [pytest.approx(C, rel=1e-4)]
+
+
+def test_anchor_pair_score_is_the_likelihood_ratio_of_plus_one_against_minus_one():
+    from scipy.stats import norm
+
+    from privacy_audit.defenses.gradient_canaries import AnchorPairCanary
+
+    pair = AnchorPairCanary([torch.nn.Parameter(torch.zeros(2, 2))], C, (0, 0), True, 3)
+    pair.observations = [0.3, -1.2, 2.0]
+    q, s = 0.1, 1.3
+    o = np.array(pair.observations)
+    want = np.log(1 - q + q * norm.pdf(o, 1, s) / norm.pdf(o, -1, s)).sum()
+    assert pair.score(s, q) == pytest.approx(want, rel=1e-10)
+    with pytest.raises(ValueError, match="outweigh"):
+        AnchorPairCanary(pair.params, C, (0, 0), True, 3, anchor_magnitude=10, canary_magnitude=30)

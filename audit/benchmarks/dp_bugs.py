@@ -399,6 +399,168 @@ def cell_seeds(
     return {**(meta or {}), **kind, "audits": audits}
 
 
+ANCHOR_PAIR = "anchor-pair gradient canary (many runs, crafted dataset)"
+
+
+def anchor_pair_schedule(setup: Setup) -> dict[str, Any]:
+    """σ, q, T and the claim of the benchmark's default runs (the table's one-run rows):
+    the anchor-pair audit runs the trainer at exactly this schedule."""
+    from privacy_audit.defenses.dp_engine import account, calibrate_noise, poisson_schedule
+
+    q, steps = poisson_schedule(
+        setup.n_data + setup.input_canaries // 2, setup.batch_size, setup.epochs
+    )
+    sigma = calibrate_noise(setup.target_epsilon, setup.delta, q, steps)
+    claimed = account(sigma, q, steps, setup.delta)["claimed"]
+    return {"sigma": sigma, "q": q, "steps": steps, "claimed": claimed}
+
+
+def anchor_pair_run(
+    bug: str | None,
+    present: bool,
+    seed: int,
+    run: int,
+    setup: Setup,
+    real_rows: int = 0,
+    anchors: int = 200,
+    coordinate: tuple[int, int] | None = None,
+) -> dict[str, Any]:
+    """One training run of the trainer (``bug`` planted) on the crafted dataset: ``anchors``
+    copies of the anchor, the canary if ``present``, and ``real_rows`` rows of the
+    benchmark's data; returns the run's score and what it drew
+    (:class:`~privacy_audit.defenses.gradient_canaries.AnchorPairCanary`)."""
+    from privacy_audit.defenses.dp_engine import DPSGDEngine, train_private_ids
+    from privacy_audit.defenses.gradient_canaries import (
+        AnchorPairCanary,
+        pilot_gradient,
+        quiet_coordinate,
+    )
+
+    sch = anchor_pair_schedule(setup)
+    ids = (
+        data(setup, seed)[0][:real_rows]
+        if real_rows
+        else torch.zeros((0, setup.seq_len), dtype=torch.long)
+    )
+    with dp_bugs.planted(bug):
+        model = tiny_lm(setup, seed)  # the same initial model in every run of a seed
+        engine = DPSGDEngine(
+            model, setup.clip, sch["sigma"], sch["q"] * (real_rows + anchors), norms="explicit"
+        )
+        if coordinate is None:  # data-free: the initial model on random tokens
+            pilot = pilot_gradient(
+                model, engine.params, setup.vocab, setup.seq_len, "causal-lm", seed
+            )
+            coordinate = quiet_coordinate(engine.params, pilot, seed)
+        pair = AnchorPairCanary(engine.params, setup.clip, coordinate, present, anchors)
+        engine.sampled_canaries = pair
+        train_private_ids(
+            engine,
+            ids,
+            torch.ones_like(ids),
+            sch["steps"],
+            sch["q"],
+            setup.learning_rate,
+            seed=1_000_003 * seed + 2 * run + int(present),
+        )
+    drawn = np.asarray(pair.canary_steps)
+    return {
+        "score": pair.score(sch["sigma"], sch["q"]),
+        "canary_steps": int(drawn.sum()),
+        "canary_steps_with_anchor": int((drawn & (np.asarray(pair.anchor_counts) > 0)).sum()),
+    }
+
+
+def anchor_pair_audit(
+    bug: str | None,
+    seed: int,
+    runs_per_side: int,
+    setup: Setup,
+    real_rows: int = 0,
+    anchors: int = 200,
+) -> dict[str, Any]:
+    """The many-runs anchor-pair audit: ``runs_per_side`` runs with the canary and as many
+    without, each a full training run of the trainer; Clopper–Pearson bound at the
+    split threshold (:func:`~privacy_audit.attacks.epsilon.epsilon_lower_bound`)."""
+    from privacy_audit.attacks.epsilon import epsilon_ceiling, epsilon_lower_bound
+    from privacy_audit.defenses.gradient_canaries import pilot_gradient, quiet_coordinate
+
+    t = time.process_time()
+    model = tiny_lm(setup, seed)
+    params = [p for p in model.parameters() if p.requires_grad]
+    pilot = pilot_gradient(model, params, setup.vocab, setup.seq_len, "causal-lm", seed)
+    coord = quiet_coordinate(params, pilot, seed)
+    runs = [
+        anchor_pair_run(bug, present, seed, r, setup, real_rows, anchors, coord)
+        for r in range(runs_per_side)
+        for present in (True, False)
+    ]
+    scores = np.array([r["score"] for r in runs])
+    members = np.array([1, 0] * runs_per_side)
+    lb = epsilon_lower_bound(scores, members, setup.delta, confidence=0.95, seed=seed)
+    steps_in = sum(r["canary_steps"] for r in runs)
+    return {
+        "eps": float(lb),
+        "ceiling": float(epsilon_ceiling(runs_per_side, runs_per_side, setup.delta)),
+        "runs_per_side": runs_per_side,
+        "canary_steps": steps_in,
+        "anchor_with_canary": sum(r["canary_steps_with_anchor"] for r in runs) / max(steps_in, 1),
+        "cpu_s": time.process_time() - t,
+    }
+
+
+def anchor_pair_cells(
+    names, seeds: int, runs_per_side: int, setup: Setup, log, out=None, real_rows: int = 0
+) -> dict[str, Any]:
+    """The anchor-pair audit on each of ``names`` over ``seeds`` seeds, seeds interleaved
+    across names (so a stopped run leaves balanced cells); ``out(cells)`` after each."""
+    sch = anchor_pair_schedule(setup)
+    per: dict[str, list] = {bug or "correct": [] for bug in names}
+    cells: dict[str, Any] = {}
+    for s in range(seeds):
+        for bug in names:
+            r = anchor_pair_audit(bug, s, runs_per_side, setup, real_rows)
+            r["violated"] = bool(r["eps"] > sch["claimed"])
+            per[bug or "correct"].append(r)
+            log(
+                f"  anchor-pair {bug or 'correct'} seed {s}: ε ≥ {r['eps']:.2f} ({r['cpu_s']:.0f} CPU s)"
+            )
+            rs = per[bug or "correct"]
+            k = sum(x["violated"] for x in rs)
+            eps, how = true_epsilon(
+                bug, sch["sigma"], sch["q"], sch["steps"], setup.epochs, 0, setup
+            )
+            cells[bug or "correct"] = {
+                "claimed_epsilon": sch["claimed"],
+                "true_epsilon": eps,
+                "true_epsilon_how": how,
+                "sigma": sch["sigma"],
+                "q": sch["q"],
+                "steps": sch["steps"],
+                "class": dp_bugs.BUGS[bug].bug_class if bug else "null",
+                "audits": {
+                    f"{ANCHOR_PAIR}, {runs_per_side} runs per side": {
+                        "detected": k,
+                        "seeds": len(rs),
+                        "rate": k / len(rs),
+                        "ci95": list(clopper_pearson(k, len(rs))),
+                        "median_bound": float(np.median([x["eps"] for x in rs])),
+                        "max_bound": float(np.max([x["eps"] for x in rs])),
+                        "ceiling": rs[0]["ceiling"],
+                        "cpu_s_per_seed": float(np.mean([x["cpu_s"] for x in rs])),
+                        "runs_per_side": runs_per_side,
+                        "real_rows": real_rows,
+                        "anchor_with_canary": float(np.mean([x["anchor_with_canary"] for x in rs])),
+                        "violated_per_seed": [x["violated"] for x in rs],
+                        "bound_per_seed": [x["eps"] for x in rs],
+                    }
+                },
+            }
+            if out is not None:
+                out(cells)
+    return cells
+
+
 def clopper_pearson(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
     """Two-sided exact interval for a binomial rate (detection or false-violation rate)."""
     from scipy.stats import beta
@@ -419,6 +581,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--realised-only", action="store_true", help="the declared-mechanism audits alone"
     )
+    p.add_argument(
+        "--anchor-pair",
+        type=int,
+        default=0,
+        metavar="RUNS",
+        help="the anchor-pair many-runs audit alone, RUNS training runs per side per seed",
+    )
+    p.add_argument("--real-rows", type=int, default=0, help="anchor-pair: rows of real data")
     p.add_argument("--out", default="dp-bugs.json")
     args = p.parse_args(argv)
     if args.seeds < 1 or args.pool < 1:
@@ -441,6 +611,41 @@ def main(argv: list[str] | None = None) -> int:
         print("error: --magnitude must be >= 1", file=sys.stderr)
         return 2
     setup = Setup(magnitude=args.magnitude)
+    if args.anchor_pair:
+        if args.anchor_pair < 2 or not 0 <= args.real_rows <= setup.n_data:
+            print(
+                f"error: --anchor-pair must be >= 2 and --real-rows in [0, {setup.n_data}]",
+                file=sys.stderr,
+            )
+            return 2
+
+        def write(cells):
+            atomic_write_text(
+                args.out,
+                json.dumps(
+                    {
+                        "command": "python -m privacy_audit.audit.benchmarks.dp_bugs "
+                        + " ".join(argv if argv is not None else sys.argv[1:]),
+                        "setup": setup.__dict__,
+                        "seeds": args.seeds,
+                        "confidence": 0.95,
+                        "cells": cells,
+                    },
+                    indent=1,
+                    default=float,
+                ),
+            )
+
+        anchor_pair_cells(
+            names,
+            args.seeds,
+            args.anchor_pair,
+            setup,
+            lambda m: print(m, file=sys.stderr, flush=True),
+            write,
+            args.real_rows,
+        )
+        return 0
 
     def log(msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)
