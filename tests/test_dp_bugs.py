@@ -261,10 +261,33 @@ def test_no_config_or_cli_reaches_a_planted_bug():
         if re.search(r"\bplanted\(", text):
             callers.append(path.relative_to(ROOT).as_posix())
     assert sorted(callers) == ["audit/benchmarks/dp_bugs.py", "defenses/dp_bugs.py"]
+    # the trainers only READ the switch (both the causal-LM engine and, for the
+    # cross-example bug, the Opacus classifier trainer); nothing else imports it
+    readers = {}
+    for path in ROOT.rglob("*.py"):
+        if ".venv" in path.parts or path.parts[-2] == "tests":
+            continue
+        uses = set(re.findall(r"dp_bugs\.(\w+)", path.read_text(encoding="utf-8")))
+        if uses:
+            readers[path.relative_to(ROOT).as_posix()] = uses
+    assert set(readers) == {
+        "audit/benchmarks/dp_bugs.py",
+        "defenses/dp_bugs.py",  # its own docstring
+        "defenses/dp_engine.py",
+        "defenses/dp_sgd.py",
+    }
+    assert readers["defenses/dp_sgd.py"] == {"is_active", "insert_batch_norm"}
+    assert readers["defenses/dp_engine.py"] <= {
+        "active",
+        "is_active",
+        "ACCUMULATION",
+        "WRONG_N_FACTOR",
+    }
     src = (ROOT / "defenses" / "dp_bugs.py").read_text(encoding="utf-8")
     assert "os.environ" not in src and "getenv" not in src and "import os" not in src
-    with pytest.raises(ValueError, match="unknown parameter"):
-        DEFENSES["dp-sgd"](planted_bug="shuffle-as-poisson")
+    for bug in ("shuffle-as-poisson", "batch-norm-classifier"):
+        with pytest.raises(ValueError, match="unknown parameter"):
+            DEFENSES["dp-sgd"](planted_bug=bug)
 
 
 def _audit(name, exceeds, **kw):
@@ -446,3 +469,109 @@ def test_anchor_pair_score_is_the_likelihood_ratio_of_plus_one_against_minus_one
     assert pair.score(s, q) == pytest.approx(want, rel=1e-10)
     with pytest.raises(ValueError, match="outweigh"):
         AnchorPairCanary(pair.params, C, (0, 0), True, 3, anchor_magnitude=10, canary_magnitude=30)
+
+
+def _opacus_release(bug, rows, model_and_tok, clip=1e-3):
+    """The classifier trainer's release for one batch at σ = 0: the defense's model (the
+    planted layer inserted as ``DPSGD.fit`` does), Opacus's ``make_private`` and its
+    DPOptimizer clipping; returns (Σ clipped per-sample gradients, Opacus's per-sample
+    gradient of row 0)."""
+    import copy
+    import warnings
+
+    from opacus import PrivacyEngine
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from privacy_audit.defenses.targets.classifier import encode, forward_kwargs
+
+    model, tok = copy.deepcopy(model_and_tok[0]), model_and_tok[1]
+    if bug:
+        dp_bugs.insert_batch_norm(model)
+    for m in model.modules():  # no dropout: batches of different sizes draw alike
+        if isinstance(m, torch.nn.Dropout):
+            m.p = 0.0
+    ids, mask = encode(tok, [r[0] for r in rows], 32)
+    y = torch.tensor([r[1] for r in rows])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        gsm, opt, _ = PrivacyEngine().make_private(
+            module=model,
+            optimizer=torch.optim.SGD(model.parameters(), lr=0.0),
+            data_loader=DataLoader(TensorDataset(ids, mask, y), batch_size=4),
+            noise_multiplier=0.0,
+            max_grad_norm=clip,
+            poisson_sampling=False,
+        )
+    gsm.train()
+    out = gsm(**forward_kwargs(gsm, ids, mask))
+    torch.nn.functional.cross_entropy(out.logits, y).backward()
+    first = torch.cat([p.grad_sample[0].flatten() for p in opt.params])
+    opt.pre_step()
+    return torch.cat([p.grad.flatten() for p in opt.params]) * opt.expected_batch_size, first
+
+
+def test_batch_norm_bug_lets_one_example_move_the_others_clipped_gradients(tiny_model):
+    """Batch A = 8 copies of one record (a dataset may hold duplicates), A' = A + one
+    other record, clip C = 10⁻³ (every per-sample gradient is clipped). Correct trainer:
+    row 0's per-sample gradient is the same in A and A' (and equals plain autograd on row
+    0 alone), and the release moves by exactly C. With the batch statistics layer the
+    added record changes row 0's clipped gradient and moves the release by > 5C."""
+    import copy
+
+    from privacy_audit.defenses.targets.classifier import encode, forward_kwargs
+
+    C_ = 1e-3
+    a = [("the quick brown fox", 0)] * 8
+    b = a + [("a completely different sentence about prices", 1)]
+    rel_a, first_a = _opacus_release(None, a, tiny_model, C_)
+    rel_b, first_b = _opacus_release(None, b, tiny_model, C_)
+    assert float((rel_b - rel_a).norm()) == pytest.approx(C_, rel=1e-3)
+    torch.testing.assert_close(first_a, first_b, atol=1e-6, rtol=1e-4)
+    # independent: plain autograd on row 0 alone
+    model, tok = copy.deepcopy(tiny_model[0]), tiny_model[1]
+    for m in model.modules():
+        if isinstance(m, torch.nn.Dropout):
+            m.p = 0.0
+    model.train()
+    ids, mask = encode(tok, [a[0][0]], 32)
+    loss = torch.nn.functional.cross_entropy(
+        model(**forward_kwargs(model, ids, mask)).logits, torch.tensor([0])
+    )
+    params = [p for p in model.parameters() if p.requires_grad]
+    want = torch.cat([g.flatten() for g in torch.autograd.grad(loss, params)])
+    torch.testing.assert_close(first_a, want, atol=1e-6, rtol=1e-3)
+
+    bug = "batch-norm-classifier"
+    rel_a, first_a = _opacus_release(bug, a, tiny_model, C_)
+    rel_b, first_b = _opacus_release(bug, b, tiny_model, C_)
+    assert float((first_b - first_a).norm()) > 0.1 * float(first_a.norm())
+    assert float((rel_b - rel_a).norm()) > 5 * C_  # sensitivity no longer bounded by C
+
+
+def test_batch_norm_bug_is_planted_in_the_classifier_trainer_only_inside_the_context(
+    tiny_model, fixture_examples, monkeypatch
+):
+    """``DPSGD.fit`` inserts the layer only under the planted bug (the noise calibration,
+    not under test here, is stubbed to σ = 1 to keep the test short)."""
+    import privacy_audit.defenses.calibration as calibration
+
+    monkeypatch.setattr(calibration, "bounded_noise_multiplier", lambda **kw: 1.0)
+    from privacy_audit.defenses.dp_bugs import BatchStatNorm
+    from privacy_audit.defenses.targets.classifier import TrainingConfig
+
+    class _Target:
+        label_names = ("a", "b", "c", "d")
+
+        def build(self, seed):
+            import copy
+
+            return copy.deepcopy(tiny_model[0]), tiny_model[1]
+
+    training = TrainingConfig(epochs=1, batch_size=4, max_length=16, progress=False)
+    for bug in (None, "batch-norm-classifier"):
+        with dp_bugs.planted(bug):
+            release, _ = DEFENSES["dp-sgd"](epsilon=8.0).fit(
+                _Target(), fixture_examples, training, 0
+            )
+        has = any(isinstance(m, BatchStatNorm) for m in release.model.modules())
+        assert has == (bug is not None)

@@ -32,6 +32,7 @@ Reproduce (about 25 CPU-minutes at the default sizes, one core)::
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import math
 import sys
@@ -47,7 +48,9 @@ from privacy_audit.audit.io import atomic_write_text
 from privacy_audit.defenses import dp_bugs
 from privacy_audit.defenses.gradient_mechanism import realised_schedule
 
-VARIANTS = (None, *dp_bugs.BUGS)
+#: the causal-LM engine's bugs (and the correct trainer); the classifier's are run by
+#: :func:`classifier_cells`
+VARIANTS = (None, *(b for b, bug in dp_bugs.BUGS.items() if bug.trainer == "causal-lm"))
 
 
 @dataclass(frozen=True)
@@ -424,6 +427,7 @@ def anchor_pair_run(
     real_rows: int = 0,
     anchors: int = 200,
     coordinate: tuple[int, int] | None = None,
+    initial=None,
 ) -> dict[str, Any]:
     """One training run of the trainer (``bug`` planted) on the crafted dataset: ``anchors``
     copies of the anchor, the canary if ``present``, and ``real_rows`` rows of the
@@ -443,7 +447,8 @@ def anchor_pair_run(
         else torch.zeros((0, setup.seq_len), dtype=torch.long)
     )
     with dp_bugs.planted(bug):
-        model = tiny_lm(setup, seed)  # the same initial model in every run of a seed
+        # the same initial model in every run of a seed (``initial``: a copy of it)
+        model = copy.deepcopy(initial) if initial is not None else tiny_lm(setup, seed)
         engine = DPSGDEngine(
             model, setup.clip, sch["sigma"], sch["q"] * (real_rows + anchors), norms="explicit"
         )
@@ -491,7 +496,7 @@ def anchor_pair_audit(
     pilot = pilot_gradient(model, params, setup.vocab, setup.seq_len, "causal-lm", seed)
     coord = quiet_coordinate(params, pilot, seed)
     runs = [
-        anchor_pair_run(bug, present, seed, r, setup, real_rows, anchors, coord)
+        anchor_pair_run(bug, present, seed, r, setup, real_rows, anchors, coord, model)
         for r in range(runs_per_side)
         for present in (True, False)
     ]
@@ -506,6 +511,10 @@ def anchor_pair_audit(
         "canary_steps": steps_in,
         "anchor_with_canary": sum(r["canary_steps_with_anchor"] for r in runs) / max(steps_in, 1),
         "cpu_s": time.process_time() - t,
+        # the runs' scores, with the canary then without (for comparison with the ideal
+        # mechanism, :func:`ideal_anchor_pair`)
+        "scores_in": [round(float(x), 5) for x in scores[members == 1]],
+        "scores_out": [round(float(x), 5) for x in scores[members == 0]],
     }
 
 
@@ -553,8 +562,175 @@ def anchor_pair_cells(
                         "anchor_with_canary": float(np.mean([x["anchor_with_canary"] for x in rs])),
                         "violated_per_seed": [x["violated"] for x in rs],
                         "bound_per_seed": [x["eps"] for x in rs],
+                        "scores_per_seed": [
+                            {"in": x["scores_in"], "out": x["scores_out"]} for x in rs
+                        ],
                     }
                 },
+            }
+            if out is not None:
+                out(cells)
+    return cells
+
+
+# --------------------------------------------------------------------------- #
+# the classifier trainer (defenses/dp_sgd.py, Opacus): cross-example layer
+# --------------------------------------------------------------------------- #
+#: the classifier trainer's bugs (and the correct trainer)
+CLASSIFIER_VARIANTS = (
+    None,
+    *(b for b, bug in dp_bugs.BUGS.items() if bug.trainer == "classifier"),
+)
+
+
+@dataclass(frozen=True)
+class ClassifierSetup:
+    """Sizes of one classifier run: the suite's ``tiny`` BERT (2 layers, width 128) on
+    512 rows of the fixture corpus, trained by the ``dp-sgd`` defense (Opacus)."""
+
+    n_data: int = 512
+    max_length: int = 32
+    batch_size: int = 32
+    epochs: int = 2
+    target_epsilon: float = 2.0
+    delta: float = 1e-5
+    clip: float = 1.0
+    learning_rate: float = 1e-3
+    input_canaries: int = 200
+    white_box_canaries: int = 1000
+    gradient_trials: int = 100_000
+
+
+def classifier_train_once(bug: str | None, seed: int, setup: ClassifierSetup) -> dict[str, Any]:
+    """One run of the ``dp-sgd`` defense (the suite's Opacus classifier trainer) with
+    ``bug`` planted, with 200 random-token input canaries (each inserted w.p. ½) and the
+    1,000 recorded white-box Dirac canaries; returns what the audits need."""
+    from privacy_audit import fixtures
+    from privacy_audit.audit.epsilon.canaries import make_canaries, with_canaries
+    from privacy_audit.defenses.base import Examples
+    from privacy_audit.defenses.dp_sgd import DPSGD
+    from privacy_audit.defenses.targets.classifier import TrainingConfig
+    from privacy_audit.defenses.targets.loading import Target, TargetSpec
+
+    t0 = time.process_time()
+    rows = fixtures.load_corpus("private")
+    names = sorted({r["label"] for r in rows})
+    pick = np.random.default_rng([seed, 0xB0]).choice(len(rows), setup.n_data, replace=False)
+    train = Examples(
+        ids=[rows[i]["id"] for i in pick],
+        texts=[rows[i]["text"] for i in pick],
+        labels=np.array([names.index(rows[i]["label"]) for i in pick]),
+    )
+    canaries = make_canaries(setup.input_canaries, "random-token", len(names), train.texts, seed)
+    target = Target(TargetSpec("tiny", max_length=setup.max_length), tuple(names), progress=False)
+    training = TrainingConfig(
+        epochs=setup.epochs,
+        batch_size=setup.batch_size,
+        learning_rate=setup.learning_rate,
+        max_length=setup.max_length,
+        progress=False,
+        gradient_canaries=setup.white_box_canaries,
+    )
+    defense = DPSGD(epsilon=setup.target_epsilon, delta=setup.delta, max_grad_norm=setup.clip)
+    with dp_bugs.planted(bug):
+        release, report = defense.fit(target, with_canaries(train, canaries), training, seed)
+    ex = canaries.examples
+    return {
+        "release": release,
+        "claimed": release.claim.epsilon,
+        "sigma": report.info["noise_multiplier"],
+        "q": report.info["sample_rate"],
+        "steps": release.schedule.steps,
+        "input_scores": -release.loss(ex.texts, ex.labels),
+        "input_included": canaries.included,
+        "cpu_s": time.process_time() - t0,
+    }
+
+
+def audit_classifier(run: dict, setup: ClassifierSetup, seed: int) -> dict[str, dict]:
+    """Every ε audit that applies to the classifier release: the declared-mechanism
+    gradient canary, the recorded one-run white-box canaries, the input canaries and
+    the trade-off test (the realised-schedule audit needs the LM trainer's row counts)."""
+    from privacy_audit.attacks.epsilon import tradeoff_violations
+    from privacy_audit.attacks.gradient_canary import GradientCanaryAudit, OneRunWhiteBoxAudit
+
+    d, claim, rel = setup.delta, run["claimed"], run["release"]
+    res: dict[str, dict] = {}
+    t = time.process_time()
+    g = GradientCanaryAudit(trials=setup.gradient_trials, seed=seed).run(rel, d, 0.95, claim)
+    res["gradient-canary (many runs, declared)"] = {
+        "eps": g["epsilon_lb"],
+        "ceiling": g["ceiling"],
+        "cpu_s": time.process_time() - t,
+    }
+    t = time.process_time()
+    wb = OneRunWhiteBoxAudit(canaries=setup.white_box_canaries, seed=seed).run(rel, d, 0.95, claim)
+    res["one-run white-box (default)"] = {
+        "eps": wb[0]["epsilon_lb"],
+        "ceiling": wb[0]["ceiling"],
+        "source": wb[0]["source"],
+        "cpu_s": time.process_time() - t + run["cpu_s"],
+    }
+    t = time.process_time()
+    s, inc = run["input_scores"], run["input_included"]
+    res["input canaries (one-run, black-box)"] = {
+        "eps": _bound(s, inc, d),
+        "cpu_s": time.process_time() - t + run["cpu_s"],
+    }
+    tr = tradeoff_violations(s, inc, claim, d, confidence=0.95)
+    res["trade-off test (input canaries' ROC)"] = {
+        "eps": None,
+        "violated": tr["violated"],
+        "cpu_s": time.process_time() - t + run["cpu_s"],
+    }
+    return res
+
+
+def classifier_cells(names, seeds: int, setup: ClassifierSetup, log, out=None) -> dict[str, Any]:
+    """The classifier's audits on each of ``names`` over ``seeds`` seeds (interleaved)."""
+    per: dict[str, list] = {bug or "correct": [] for bug in names}
+    cells: dict[str, Any] = {}
+    for s in range(seeds):
+        for bug in names:
+            key = bug or "correct"
+            run = classifier_train_once(bug, 1000 * s, setup)
+            row = audit_classifier(run, setup, s)
+            for r in row.values():
+                r["violated"] = bool(
+                    r["violated"] if r["eps"] is None else r["eps"] > run["claimed"]
+                )
+            per[key].append(row)
+            log(
+                f"  classifier {key} seed {s}: "
+                + ", ".join(f"{k.split(' (')[0][:14]}={v['eps']}" for k, v in row.items())
+            )
+            audits = {}
+            for name in row:
+                rs = [x[name] for x in per[key]]
+                k = sum(r["violated"] for r in rs)
+                eps = [r["eps"] for r in rs if r["eps"] is not None]
+                audits[name] = {
+                    "detected": k,
+                    "seeds": len(rs),
+                    "rate": k / len(rs),
+                    "ci95": list(clopper_pearson(k, len(rs))),
+                    "median_bound": float(np.median(eps)) if eps else None,
+                    "max_bound": float(np.max(eps)) if eps else None,
+                    "ceiling": rs[0].get("ceiling"),
+                    "cpu_s_per_seed": float(np.mean([r["cpu_s"] for r in rs])),
+                    "violated_per_seed": [r["violated"] for r in rs],
+                    "bound_per_seed": [r["eps"] for r in rs],
+                }
+            cells[f"{key} (classifier)"] = {
+                "claimed_epsilon": run["claimed"],
+                "true_epsilon": math.inf if bug else run["claimed"],
+                "true_epsilon_how": "infinite (see the bug)" if bug else "the claim (Opacus PRV)",
+                "sigma": run["sigma"],
+                "q": run["q"],
+                "steps": run["steps"],
+                "class": dp_bugs.BUGS[bug].bug_class if bug else "null",
+                "trainer": "classifier (dp-sgd, Opacus)",
+                "audits": audits,
             }
             if out is not None:
                 out(cells)
@@ -589,20 +765,28 @@ def main(argv: list[str] | None = None) -> int:
         help="the anchor-pair many-runs audit alone, RUNS training runs per side per seed",
     )
     p.add_argument("--real-rows", type=int, default=0, help="anchor-pair: rows of real data")
+    p.add_argument(
+        "--classifier",
+        action="store_true",
+        help="the classifier trainer (dp-sgd, Opacus): the correct one and its planted bugs",
+    )
     p.add_argument("--out", default="dp-bugs.json")
     args = p.parse_args(argv)
     if args.seeds < 1 or args.pool < 1:
         print("error: --seeds and --pool must be >= 1", file=sys.stderr)
         return 2
     names = (
-        list(VARIANTS)
+        list(CLASSIFIER_VARIANTS if args.classifier else VARIANTS)
         if args.bugs == "all"
         else [None if b == "none" else b for b in args.bugs.split(",") if b]
     )
-    bad = [b for b in names if b is not None and b not in dp_bugs.BUGS]
+    allowed = CLASSIFIER_VARIANTS if args.classifier else VARIANTS
+    bad = [b for b in names if b not in allowed]
     if bad:
+        trainer = "classifier" if args.classifier else "causal-LM"
         print(
-            f"error: unknown bug {bad[0]!r}; allowed: none, {', '.join(dp_bugs.BUGS)}",
+            f"error: {bad[0]!r} is not a {trainer} bug; allowed: none, "
+            + ", ".join(b for b in allowed if b),
             file=sys.stderr,
         )
         return 2
@@ -611,6 +795,34 @@ def main(argv: list[str] | None = None) -> int:
         print("error: --magnitude must be >= 1", file=sys.stderr)
         return 2
     setup = Setup(magnitude=args.magnitude)
+
+    def dump(cells, size):
+        atomic_write_text(
+            args.out,
+            json.dumps(
+                {
+                    "command": "python -m privacy_audit.audit.benchmarks.dp_bugs "
+                    + " ".join(argv if argv is not None else sys.argv[1:]),
+                    "setup": size.__dict__,
+                    "seeds": args.seeds,
+                    "confidence": 0.95,
+                    "cells": cells,
+                },
+                indent=1,
+                default=float,
+            ),
+        )
+
+    if args.classifier:
+        size = ClassifierSetup()
+        classifier_cells(
+            names,
+            args.seeds,
+            size,
+            lambda m: print(m, file=sys.stderr, flush=True),
+            lambda c: dump(c, size),
+        )
+        return 0
     if args.anchor_pair:
         if args.anchor_pair < 2 or not 0 <= args.real_rows <= setup.n_data:
             print(
@@ -619,30 +831,13 @@ def main(argv: list[str] | None = None) -> int:
             )
             return 2
 
-        def write(cells):
-            atomic_write_text(
-                args.out,
-                json.dumps(
-                    {
-                        "command": "python -m privacy_audit.audit.benchmarks.dp_bugs "
-                        + " ".join(argv if argv is not None else sys.argv[1:]),
-                        "setup": setup.__dict__,
-                        "seeds": args.seeds,
-                        "confidence": 0.95,
-                        "cells": cells,
-                    },
-                    indent=1,
-                    default=float,
-                ),
-            )
-
         anchor_pair_cells(
             names,
             args.seeds,
             args.anchor_pair,
             setup,
             lambda m: print(m, file=sys.stderr, flush=True),
-            write,
+            lambda c: dump(c, setup),
             args.real_rows,
         )
         return 0
@@ -719,6 +914,36 @@ def ideal_one_run(
     del sigma_claimed  # the adaptive score does not use it
     s = np.logaddexp(np.log1p(-q), a + np.log(q)).sum(axis=1)
     return _bound(s, inc, delta)
+
+
+def ideal_anchor_pair(
+    sigma: float,
+    q: float,
+    steps: int,
+    runs_per_side: int,
+    delta: float,
+    seed: int = 0,
+    anchors: int = 200,
+) -> dict[str, Any]:
+    """The anchor-pair audit on an IDEAL run of the mechanism clipping after aggregation
+    realises on the crafted dataset (no training): per step, the canary is drawn w.p. q
+    and releases +1; otherwise the anchor (at least one of ``anchors`` copies drawn,
+    w.p. 1 − (1 − q)^K) releases −1, else 0; plus N(0, σ²). Same score, same bound:
+    what the audit reaches at this many runs when the trainer is exactly the derived
+    mechanism."""
+    from privacy_audit.attacks.epsilon import epsilon_lower_bound
+
+    rng = np.random.default_rng([seed, 0xA9])
+    n = int(runs_per_side)
+    members = np.repeat([1, 0], n)
+    canary = (rng.random((2 * n, steps)) < q) & (members[:, None] == 1)
+    anchor = rng.random((2 * n, steps)) < 1 - (1 - q) ** anchors
+    o = np.where(canary, 1.0, np.where(anchor, -1.0, 0.0)) + sigma * rng.standard_normal(
+        (2 * n, steps)
+    )
+    scores = np.logaddexp(np.log1p(-q), 2 * o / sigma**2 + np.log(q)).sum(axis=1)
+    lb = epsilon_lower_bound(scores, members, delta, confidence=0.95, seed=seed)
+    return {"eps": float(lb), "scores_in": scores[:n], "scores_out": scores[n:]}
 
 
 def markdown_table(*results: dict) -> str:
