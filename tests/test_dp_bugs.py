@@ -575,3 +575,43 @@ def test_batch_norm_bug_is_planted_in_the_classifier_trainer_only_inside_the_con
             )
         has = any(isinstance(m, BatchStatNorm) for m in release.model.modules())
         assert has == (bug is not None)
+
+
+def _bisect(f, delta, hi=60.0):
+    lo = 0.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if f(mid) > delta else (lo, mid)
+    return lo
+
+
+def test_shuffle_lower_bound_is_the_gaussian_mechanism_with_one_step_and_above_the_cube_bound():
+    """Chua et al.'s pair, computed by the binned max statistic: with one step per epoch
+    it is E Gaussian releases of sensitivity 1 (closed form, Balle & Wang 2018, by scipy);
+    with 19 steps and one epoch it is at least the "cube" bound max_C P(max > C) −
+    e^ε·Q(max > C) (by scipy), and below the no-amplification upper bound."""
+    from scipy.stats import norm
+
+    from privacy_audit.audit.benchmarks.dp_bugs import shuffle_lower_bound
+
+    sigma, d = 1.117, 1e-5
+    mu = math.sqrt(2) / sigma
+
+    def gauss(eps):
+        return norm.cdf(-eps / mu + mu / 2) - math.exp(eps) * norm.cdf(-eps / mu - mu / 2)
+
+    upper = _bisect(gauss, d)
+    assert shuffle_lower_bound(sigma, 1, 2, d) == pytest.approx(upper, abs=2e-3)
+    caps = np.linspace(-2, 12, 20001)
+
+    def cube(eps, t=19):
+        out = [
+            -np.expm1(norm.logcdf((caps - m) / sigma) + (t - 1) * norm.logcdf(caps / sigma))
+            for m in (2.0, 1.0)
+        ]
+        return float(np.max(out[0] - math.exp(eps) * out[1]))
+
+    one = shuffle_lower_bound(sigma, 19, 1, d)
+    assert one >= _bisect(cube, d) - 1e-3
+    two = shuffle_lower_bound(sigma, 19, 2, d)
+    assert one < two < upper  # composition adds; shuffling is not worse than no sampling

@@ -131,9 +131,12 @@ def true_epsilon(
         return epsilon_pld(sigma / 2, q, steps, d), f"dp-accounting PLD at σ/2 = {sigma / 2:.3g}"
     if bug == "shuffle-as-poisson":
         mu = math.sqrt(epochs) / sigma
+        low = shuffle_lower_bound(sigma, max(1, round(steps / epochs)), epochs, d)
         return (
-            gaussian_mechanism_epsilon(mu, d),
-            f"upper bound: {epochs} Gaussian releases, μ = √E/σ = {mu:.3g}",
+            low,
+            f"lower bound {low:.3g} (Chua et al.'s pair, exact max-statistic bound); "
+            f"upper bound {gaussian_mechanism_epsilon(mu, d):.3g} ({epochs} Gaussian "
+            f"releases, μ = √E/σ = {mu:.3g})",
         )
     return epsilon_pld(sigma, q, steps, d), "dp-accounting PLD at the σ, q, T run"
 
@@ -924,26 +927,108 @@ def ideal_anchor_pair(
     delta: float,
     seed: int = 0,
     anchors: int = 200,
+    bug: bool = True,
 ) -> dict[str, Any]:
     """The anchor-pair audit on an IDEAL run of the mechanism clipping after aggregation
     realises on the crafted dataset (no training): per step, the canary is drawn w.p. q
     and releases +1; otherwise the anchor (at least one of ``anchors`` copies drawn,
-    w.p. 1 − (1 − q)^K) releases −1, else 0; plus N(0, σ²). Same score, same bound:
-    what the audit reaches at this many runs when the trainer is exactly the derived
-    mechanism."""
+    w.p. 1 − (1 − q)^K) releases −1, else 0; plus N(0, σ²). ``bug=False``: the correct
+    trainer's mechanism on the same dataset, 1[canary drawn] − K_t + N(0, σ²) with
+    K_t ~ Binomial(K, q). Same score, same bound: what the audit reaches at this many
+    runs when the trainer is exactly the derived mechanism (``tests/test_dp_bugs.py``
+    checks the trainer releases these values at σ = 0)."""
     from privacy_audit.attacks.epsilon import epsilon_lower_bound
 
     rng = np.random.default_rng([seed, 0xA9])
     n = int(runs_per_side)
     members = np.repeat([1, 0], n)
     canary = (rng.random((2 * n, steps)) < q) & (members[:, None] == 1)
-    anchor = rng.random((2 * n, steps)) < 1 - (1 - q) ** anchors
-    o = np.where(canary, 1.0, np.where(anchor, -1.0, 0.0)) + sigma * rng.standard_normal(
-        (2 * n, steps)
-    )
+    if bug:
+        anchor = rng.random((2 * n, steps)) < 1 - (1 - q) ** anchors
+        o = np.where(canary, 1.0, np.where(anchor, -1.0, 0.0))
+    else:
+        o = canary - rng.binomial(anchors, q, (2 * n, steps))
+    o = o + sigma * rng.standard_normal((2 * n, steps))
     scores = np.logaddexp(np.log1p(-q), 2 * o / sigma**2 + np.log(q)).sum(axis=1)
     lb = epsilon_lower_bound(scores, members, delta, confidence=0.95, seed=seed)
     return {"eps": float(lb), "scores_in": scores[:n], "scores_out": scores[n:]}
+
+
+def shuffle_lower_bound(
+    sigma: float, steps_per_epoch: int, epochs: int, delta: float, bins: int = 1500
+) -> float:
+    """A lower bound on the true ε of DP-SGD with SHUFFLED batches (reshuffled every
+    epoch), from the adversarial pair of Chua et al. (ICML 2024, "How Private are DP-SGD
+    Implementations?"): every other record has gradient −C·e_j, the differing record +C·e_j
+    against a zero gradient (the zero-out neighbour, under which the Poisson accountant's
+    add/remove claim also holds). Shifted by the known batch sizes, one epoch releases
+    P = (1/T)·Σ_t N(2·e_t, σ²I_T) against Q = (1/T)·Σ_t N(e_t, σ²I_T) (units of C).
+
+    Statistic: each epoch's max_t x_t, whose CDF is exact, Φ((m − μ)/σ)·Φ(m/σ)^(T−1),
+    the "cube" sets of Chua et al.; binned into ``bins`` intervals (plus two tails), the
+    binned pair is a post-processing of the release, so its hockey-stick divergence after
+    E-fold composition (computed exactly, product of the bins) is at most the mechanism's:
+    the ε returned at ``delta`` is a valid lower bound, with no Monte Carlo error."""
+    from scipy.stats import norm
+
+    t, e = int(steps_per_epoch), int(epochs)
+    if t < 1 or e < 1 or not sigma > 0 or not 0 < delta < 1:
+        raise ValueError("need steps_per_epoch, epochs >= 1, sigma > 0 and 0 < delta < 1")
+    edges = np.concatenate([[-np.inf], np.linspace(-8 * sigma, 2 + 12 * sigma, bins), [np.inf]])
+
+    def log_mass(mu):  # log P(a < max_t x_t <= b) per bin, in log space
+        cdf = norm.logcdf((edges - mu) / sigma)
+        if t > 1:
+            cdf = cdf + (t - 1) * norm.logcdf(edges / sigma)
+        lo, hi = cdf[:-1], cdf[1:]
+        with np.errstate(divide="ignore"):
+            return hi + np.log(-np.expm1(lo - hi))
+
+    lp, lq = log_mass(2.0), log_mass(1.0)
+    keep = np.isfinite(lp) & np.isfinite(lq)  # bins both give mass (the rest: < 1e-300)
+    lp, lq = lp[keep], lq[keep]
+    comp_p, comp_q = lp, lq
+    for _ in range(e - 1):  # E-fold product of the binned pair
+        comp_p = (comp_p[:, None] + lp[None, :]).ravel()
+        comp_q = (comp_q[:, None] + lq[None, :]).ravel()
+    loss = comp_p - comp_q
+    order = np.argsort(-loss)
+    loss = loss[order]
+    cum_p, cum_q = np.cumsum(np.exp(comp_p[order])), np.cumsum(np.exp(comp_q[order]))
+
+    def hockey_stick(eps):  # Σ over bins with loss > ε of P − e^ε·Q
+        k = int(np.searchsorted(-loss, -eps))
+        return cum_p[k - 1] - math.exp(eps) * cum_q[k - 1] if k else 0.0
+
+    lo, hi = 0.0, 100.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if hockey_stick(mid) > delta else (lo, mid)
+    return lo
+
+
+def ideal_shuffle_pair(
+    sigma: float, steps_per_epoch: int, epochs: int, runs_per_side: int, delta: float, seed=0
+) -> float:
+    """The many-runs audit of Chua et al.'s pair (see :func:`shuffle_lower_bound`) on an
+    IDEAL run of the shuffled mechanism: each run releases, per epoch, T values with the
+    differing record's +2 (+1 for its zero-out neighbour) at one uniform step, plus
+    N(0, σ²); score = the pair's exact log-likelihood ratio; Clopper–Pearson bound at the
+    split threshold. What a many-runs audit of the shuffle bug reaches at this size."""
+    from scipy.special import logsumexp
+
+    from privacy_audit.attacks.epsilon import epsilon_lower_bound
+
+    rng = np.random.default_rng([seed, 0x5F])
+    n, t = int(runs_per_side), int(steps_per_epoch)
+    scores = np.zeros(2 * n)
+    for _ in range(int(epochs)):
+        x = sigma * rng.standard_normal((2 * n, t))
+        x[np.arange(2 * n), rng.integers(0, t, 2 * n)] += np.repeat([2.0, 1.0], n)
+        scores += logsumexp((2 * x - 2) / sigma**2, axis=1) - logsumexp(
+            (x - 0.5) / sigma**2, axis=1
+        )
+    return float(epsilon_lower_bound(scores, np.repeat([1, 0], n), delta, seed=seed))
 
 
 def markdown_table(*results: dict) -> str:
@@ -953,9 +1038,9 @@ def markdown_table(*results: dict) -> str:
     def fmt(x):
         return "—" if x is None else ("∞" if x == math.inf else f"{x:.3g}")
 
-    def upper(c):  # an accountant's upper bound (RDP; no amplification), not the exact ε
+    def upper(c):  # an accountant's upper bound (RDP), or a lower bound, not the exact ε
         how = c.get("true_epsilon_how") or ""
-        return "≤ " if "upper" in how else ""
+        return "≥ " if how.startswith("lower") else "≤ " if "upper" in how else ""
 
     lines = [
         "| bug | class | claim ε | true ε | audit | detected / seeds | 95% CI | median bound "
