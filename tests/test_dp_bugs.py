@@ -615,3 +615,17 @@ def test_shuffle_lower_bound_is_the_gaussian_mechanism_with_one_step_and_above_t
     assert one >= _bisect(cube, d) - 1e-3
     two = shuffle_lower_bound(sigma, 19, 2, d)
     assert one < two < upper  # composition adds; shuffling is not worse than no sampling
+
+
+def test_benchmark_rejects_a_bug_of_the_other_trainer_and_a_tiny_anchor_pair(tmp_path, capsys):
+    from privacy_audit.audit.benchmarks.dp_bugs import CLASSIFIER_VARIANTS, VARIANTS, main
+
+    out = tmp_path / "o.json"
+    assert main(["--classifier", "--bugs", "clip-after-aggregation", "--out", str(out)]) == 2
+    assert "not a classifier bug" in capsys.readouterr().err
+    assert main(["--bugs", "batch-norm-classifier", "--out", str(out)]) == 2
+    assert main(["--anchor-pair", "1", "--out", str(out)]) == 2
+    assert not out.exists()
+    assert (
+        "batch-norm-classifier" in CLASSIFIER_VARIANTS and "batch-norm-classifier" not in VARIANTS
+    )

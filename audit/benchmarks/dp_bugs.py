@@ -1063,8 +1063,10 @@ def markdown_table(*results: dict) -> str:
 
 def run(settings, cells) -> dict[str, Any]:
     """``privacy-audit experiment dp-bugs``: the default budget (one run per seed) on every
-    bug and the correct trainer, ``settings.seeds`` seeds, one checkpointed cell per bug
-    (``--quick``: the correct trainer and one bug)."""
+    bug and the correct trainer, ``settings.seeds`` seeds, one checkpointed cell per bug,
+    for the causal-LM engine and the classifier trainer (``--quick``: the correct LM
+    trainer and one bug). The anchor-pair many-runs audit (thousands of runs per seed)
+    is ``python -m privacy_audit.audit.benchmarks.dp_bugs --anchor-pair RUNS``."""
     torch.set_num_threads(settings.threads or 1)
     setup = Setup()
     names = (None, "noise-divided-by-batch") if settings.quick else VARIANTS
@@ -1081,4 +1083,16 @@ def run(settings, cells) -> dict[str, Any]:
             ),
         )
         out[bug or "correct"] = cell
+    if not settings.quick:  # the classifier trainer (dp-sgd, Opacus) and its planted bug
+        size = ClassifierSetup()
+        for bug in CLASSIFIER_VARIANTS:
+            key = f"{bug or 'correct'} (classifier)"
+            out[key] = cells.get(
+                key,
+                lambda bug=bug, key=key: json.loads(
+                    json.dumps(
+                        classifier_cells([bug], settings.seeds, size, log)[key], default=float
+                    )
+                ),
+            )
     return {"setup": setup.__dict__, "cells": out, "table": markdown_table({"cells": out})}
