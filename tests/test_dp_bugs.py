@@ -629,3 +629,18 @@ def test_benchmark_rejects_a_bug_of_the_other_trainer_and_a_tiny_anchor_pair(tmp
     assert (
         "batch-norm-classifier" in CLASSIFIER_VARIANTS and "batch-norm-classifier" not in VARIANTS
     )
+
+
+def test_anchor_pair_runs_never_share_a_random_stream():
+    """Each run seeds its sampler with s and its noise with s + 1 (train_private_ids):
+    across both sides, runs and seeds no stream is reused (independent trials)."""
+    from privacy_audit.audit.benchmarks.dp_bugs import anchor_run_seed
+
+    streams = [
+        anchor_run_seed(s, r, p) + k
+        for s in range(3)
+        for r in range(2000)
+        for p in (True, False)
+        for k in (0, 1)
+    ]
+    assert len(set(streams)) == len(streams)
