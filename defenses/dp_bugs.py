@@ -2,7 +2,8 @@
 
 Each bug is a realistic mistake in DP-SGD code, planted in the suite's own causal-LM
 trainer (:mod:`privacy_audit.defenses.dp_engine`: the clip-and-noise step, the sampling
-loop and the accountant's inputs). It is switched on ONLY inside :func:`planted`, a
+loop and the accountant's inputs) or, for ``trainer="classifier"``, in the Opacus
+classifier trainer (:mod:`privacy_audit.defenses.dp_sgd`: a cross-example layer). It is switched on ONLY inside :func:`planted`, a
 context manager that benchmarks and tests call; no config key, CLI flag, defense
 parameter or environment variable reaches it (``tests/test_dp_bugs.py`` checks), so the
 trainer users get is always the correct one.
@@ -18,6 +19,8 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass
 
+import torch
+
 
 @dataclass(frozen=True)
 class PlantedBug:
@@ -26,6 +29,7 @@ class PlantedBug:
     what: str  # the mistake, as a DP engineer would write it
     mechanism: str  # what the buggy code releases
     true_epsilon: str  # how the real ε is obtained
+    trainer: str = "causal-lm"  # causal-lm (defenses/dp_engine.py) | classifier (dp_sgd.py)
 
 
 #: Gradient accumulation factor of the ``accumulation-noise-once`` bug.
@@ -97,8 +101,52 @@ BUGS: dict[str, PlantedBug] = {
             "correct DP-SGD at the σ calibrated for T/epochs steps",
             "accountant at the σ actually used and the true q and T",
         ),
+        PlantedBug(
+            "batch-norm-classifier",
+            "cross-example",
+            "the classifier head standardises its input with BATCH statistics (BatchNorm "
+            "without affine parameters, written with F.batch_norm, so Opacus's "
+            "ModuleValidator, which matches module classes, does not flag it); the "
+            "running mean and variance are kept for evaluation",
+            "Σ clip(g̃_i) + N(0, σ²C²), where g̃_i, the 'per-sample gradient' Opacus "
+            "computes, depends on every example in the batch: one example moves the "
+            "others' clipped gradients (the sum by more than C); the running statistics "
+            "are released without noise",
+            "∞ (per-example sensitivity unbounded by C; un-noised batch statistics)",
+            "classifier",
+        ),
     )
 }
+
+
+class BatchStatNorm(torch.nn.Module):
+    """Feature standardisation with the statistics of the BATCH in training (BatchNorm1d,
+    no affine parameters) and running statistics in evaluation: the cross-example layer
+    of the ``batch-norm-classifier`` bug. Functional (``F.batch_norm``), as custom
+    normalisation code often is, so Opacus's validator does not recognise it; a batch of
+    one example (Poisson sampling draws them) uses the running statistics."""
+
+    def __init__(self, features: int, momentum: float = 0.1, eps: float = 1e-5) -> None:
+        super().__init__()
+        self.momentum, self.eps = momentum, eps
+        self.register_buffer("running_mean", torch.zeros(features))
+        self.register_buffer("running_var", torch.ones(features))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        batch = self.training and x.shape[0] > 1
+        return torch.nn.functional.batch_norm(
+            x, self.running_mean, self.running_var, None, None, batch, self.momentum, self.eps
+        )
+
+
+def insert_batch_norm(model) -> None:
+    """The ``batch-norm-classifier`` bug: a :class:`BatchStatNorm` in front of a
+    ``transformers`` sequence classifier's output layer (``model.classifier``)."""
+    head = getattr(model, "classifier", None)
+    if not isinstance(head, torch.nn.Linear):
+        raise ValueError("batch-norm-classifier needs a model whose .classifier is a Linear")
+    model.classifier = torch.nn.Sequential(BatchStatNorm(head.in_features), head)
+
 
 _ACTIVE: str | None = None
 

@@ -15,6 +15,7 @@ import warnings
 
 import torch
 
+from privacy_audit.defenses import dp_bugs
 from privacy_audit.defenses.base import Defense, Examples, PrivacyClaim, TrainingReport
 from privacy_audit.defenses.dp_engine import attach_canary_record, gradient_canaries_for
 from privacy_audit.defenses.gradient_mechanism import GaussianGradientMechanism, SamplingSchedule
@@ -96,6 +97,8 @@ class DPSGD(Defense):
         clip = float(self.params["max_grad_norm"])
         accountant = self.params["accountant"]
         model, tokenizer = target.build(seed)
+        if dp_bugs.is_active("batch-norm-classifier"):  # PLANTED BUG (tests, benchmark only)
+            dp_bugs.insert_batch_norm(model)
         torch.manual_seed(seed)
         loader = make_loader(tokenizer, train, training, seed)
         sample_rate = 1 / len(loader)

@@ -343,3 +343,122 @@ class SampledGradientCanaries:
             a = (o - 0.5) / noise_multiplier**2
         q = float(sample_rate)
         return np.logaddexp(np.log1p(-q) if q < 1 else -np.inf, a + np.log(q)).sum(axis=1)
+
+
+def quiet_coordinate(params: list[torch.nn.Parameter], pilot: dict | None, seed: int = 0):
+    """``(parameter index, flat index)`` of one weight-matrix coordinate (a parameter with
+    >= 2 dimensions) with the smallest |pilot gradient| (:func:`pilot_gradient`; random
+    tokens, no training data), ties at random: where real data interferes least."""
+    gen = torch.Generator().manual_seed(int(seed) * 7919 + 0x5CF)
+    cells, mag = [], []
+    for k, p in enumerate(params):
+        if p.ndim < 2:
+            continue
+        cells += [(k, i) for i in range(p.numel())]
+        mag.append(
+            pilot[p].detach().reshape(-1).abs().double().cpu().numpy()
+            if pilot is not None
+            else np.zeros(p.numel())
+        )
+    if not cells:
+        raise ValueError("the model has no weight matrix for the canary's coordinate")
+    tie = torch.rand(len(cells), generator=gen, dtype=torch.float64).numpy()
+    return cells[int(np.lexsort((tie, np.concatenate(mag)))[0])]
+
+
+class AnchorPairCanary:
+    """One Dirac canary and ``anchors`` copies of its opposite, rows of the dataset: the
+    many-runs white-box audit of a clip applied to the batch SUM (``clip-after-aggregation``).
+
+    Clipping the aggregate bounds the batch's update by C, but not one example's
+    influence on it: if the rest of the batch sums to −A·e_j (clipped to −C·e_j) and the
+    canary adds +G·e_j with G > A, the clipped sum flips to +C·e_j, a move of 2C, twice
+    the per-example sensitivity the accountant assumes. DP must hold for every dataset,
+    so the auditor may craft this one:
+
+    - the **anchor** is ``anchors`` rows (K) of per-example gradient −``anchor_magnitude``·C·e_j
+      each. The training loop's own Poisson sampler draws them, so at least one is in a
+      step with probability 1 − (1 − q)^K (≈ 1 − 2·10⁻⁵ at K = 200, q = 0.052): the
+      anchor is in the batch whenever the canary is, up to that;
+    - the **canary** is one more row (present or not: the side of the run), of gradient
+      +``canary_magnitude``·C·e_j, larger than all K anchors together, so a batch holding
+      it sums to a positive multiple of e_j whatever the anchors drawn;
+    - the coordinate j is a weight-matrix coordinate with small pilot gradient
+      (:func:`quiet_coordinate`), the same in every run.
+
+    With the bug, a step releases ≈ −C at j with the anchor alone and +C with the canary
+    (o_t in units of C: −1 vs +1 plus N(0, σ²)); per-example clipping releases −K_t + 1
+    vs −K_t. The run's score is the likelihood ratio of that bug's transcript,
+    Σ_t log(1 − q + q·exp(2·o_t/σ²)); any score gives a valid bound, so the correct
+    trainer is audited with the same one."""
+
+    def __init__(
+        self,
+        params: list[torch.nn.Parameter],
+        clip_norm: float,
+        coordinate: tuple[int, int],
+        present: bool,
+        anchors: int = 200,
+        anchor_magnitude: float = 100.0,
+        canary_magnitude: float | None = None,
+    ) -> None:
+        if anchors < 1:
+            raise ValueError(f"anchor copies must be at least 1, got {anchors}")
+        if not anchor_magnitude >= 1:
+            raise ValueError(
+                f"anchor magnitude must be >= 1 (x clip norm), got {anchor_magnitude!r}"
+            )
+        self.params = list(params)
+        self.clip_norm = float(clip_norm)
+        self.coordinate = (int(coordinate[0]), int(coordinate[1]))
+        self.present = bool(present)
+        self.anchors = int(anchors)
+        self.anchor_magnitude = float(anchor_magnitude)
+        # larger than every anchor together: a batch with the canary points to +e_j
+        self.canary_magnitude = float(
+            canary_magnitude if canary_magnitude is not None else 10.0 * anchors * anchor_magnitude
+        )
+        if not self.canary_magnitude > self.anchors * self.anchor_magnitude:
+            raise ValueError("the canary must outweigh all anchor copies together")
+        self.present_count = self.anchors + int(self.present)  # rows of the dataset
+        self._batch: tuple[int, bool] | None = None
+        self.anchor_counts: list[int] = []  # K_t: anchor copies drawn at step t
+        self.canary_steps: list[bool] = []  # the canary drawn at step t
+        self.observations: list[float] = []  # released value at j, units of C
+
+    def set_batch(self, sampled_present: torch.Tensor) -> None:
+        """The training loop's draw for this step: one bool per row (anchors, then canary)."""
+        k = int(sampled_present[: self.anchors].sum())
+        c = bool(self.present and sampled_present[self.anchors])
+        self._batch = (k, c)
+        self.anchor_counts.append(k)
+        self.canary_steps.append(c)
+
+    def rows(self) -> dict | None:
+        """This step's drawn anchor copies and canary as per-example gradients."""
+        if self._batch is None or sum(self._batch) == 0:
+            return None
+        k, c = self._batch
+        pk, local = self.coordinate
+        out = {
+            p: torch.zeros((k + c, *p.shape), dtype=p.dtype, device=p.device) for p in self.params
+        }
+        flat = out[self.params[pk]].view(k + c, -1)
+        flat[:k, local] = -self.anchor_magnitude * self.clip_norm
+        if c:
+            flat[k, local] = self.canary_magnitude * self.clip_norm
+        return out
+
+    def observe(self, released: dict, scale: float = 1.0) -> None:
+        pk, local = self.coordinate
+        v = float(released[self.params[pk]].detach().reshape(-1)[local]) * scale
+        self.observations.append(v / self.clip_norm)
+        self._batch = None
+
+    def score(self, noise_multiplier: float, sample_rate: float) -> float:
+        """Likelihood ratio of the transcript for ``+1`` (canary drawn) against ``−1``
+        (anchor alone) at noise σ: Σ_t log(1 − q + q·exp(2·o_t/σ²)) (higher = present)."""
+        o = np.asarray(self.observations, dtype=np.float64)
+        q = float(sample_rate)
+        a = 2.0 * o / max(float(noise_multiplier), 1e-3) ** 2
+        return float(np.logaddexp(np.log1p(-q) if q < 1 else -np.inf, a + np.log(q)).sum())

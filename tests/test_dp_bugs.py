@@ -261,10 +261,33 @@ def test_no_config_or_cli_reaches_a_planted_bug():
         if re.search(r"\bplanted\(", text):
             callers.append(path.relative_to(ROOT).as_posix())
     assert sorted(callers) == ["audit/benchmarks/dp_bugs.py", "defenses/dp_bugs.py"]
+    # the trainers only READ the switch (both the causal-LM engine and, for the
+    # cross-example bug, the Opacus classifier trainer); nothing else imports it
+    readers = {}
+    for path in ROOT.rglob("*.py"):
+        if ".venv" in path.parts or path.parts[-2] == "tests":
+            continue
+        uses = set(re.findall(r"dp_bugs\.(\w+)", path.read_text(encoding="utf-8")))
+        if uses:
+            readers[path.relative_to(ROOT).as_posix()] = uses
+    assert set(readers) == {
+        "audit/benchmarks/dp_bugs.py",
+        "defenses/dp_bugs.py",  # its own docstring
+        "defenses/dp_engine.py",
+        "defenses/dp_sgd.py",
+    }
+    assert readers["defenses/dp_sgd.py"] == {"is_active", "insert_batch_norm"}
+    assert readers["defenses/dp_engine.py"] <= {
+        "active",
+        "is_active",
+        "ACCUMULATION",
+        "WRONG_N_FACTOR",
+    }
     src = (ROOT / "defenses" / "dp_bugs.py").read_text(encoding="utf-8")
     assert "os.environ" not in src and "getenv" not in src and "import os" not in src
-    with pytest.raises(ValueError, match="unknown parameter"):
-        DEFENSES["dp-sgd"](planted_bug="shuffle-as-poisson")
+    for bug in ("shuffle-as-poisson", "batch-norm-classifier"):
+        with pytest.raises(ValueError, match="unknown parameter"):
+            DEFENSES["dp-sgd"](planted_bug=bug)
 
 
 def _audit(name, exceeds, **kw):
@@ -380,3 +403,246 @@ def test_realised_schedule_audit_flags_a_wrong_n_claim_end_to_end_and_not_the_co
     (real,) = [a for a in bad["audits"] if a["name"] == REALISED]
     assert real["exceeds_claim"] and bad["status"] == "violated"
     assert bad["diagnosis"]["bug_classes"][0].startswith("accounting")
+
+
+def _anchor_engine(bug, anchors=200, present=True, sigma=0.0, seed=0):
+    from privacy_audit.defenses.gradient_canaries import AnchorPairCanary, quiet_coordinate
+
+    model = _lm(seed)
+    engine = DPSGDEngine(model, C, sigma, 10.0, norms="explicit")
+    pair = AnchorPairCanary(
+        engine.params, C, quiet_coordinate(engine.params, None, seed), present, anchors
+    )
+    engine.sampled_canaries = pair
+    return model, engine, pair
+
+
+def test_anchor_pair_is_drawn_with_the_canary_and_flips_the_clipped_sum_by_2c():
+    """The trainer's own Poisson sampler (q = 0.05, 400 steps, σ = 0): at least one of
+    the K = 200 anchor copies is in every batch that holds the canary; with the bug the
+    released value at j is +C then and −C with the anchor alone (a 2C move), while
+    per-example clipping releases 1 − K_t vs −K_t (a C move)."""
+    empty = torch.zeros((0, 8), dtype=torch.long)
+    for bug in ("clip-after-aggregation", None):
+        _, engine, pair = _anchor_engine(bug)
+        with dp_bugs.planted(bug):
+            train_private_ids(engine, empty, empty, 400, 0.05, 0.0, seed=5)
+        k = np.asarray(pair.anchor_counts)
+        c = np.asarray(pair.canary_steps)
+        o = np.asarray(pair.observations)
+        assert 8 <= c.sum() <= 40 and (k[c] > 0).all()  # ~Binomial(400, 0.05) canary steps
+        want = np.where(c, 1.0, -1.0) if bug else c - k.astype(float)
+        np.testing.assert_allclose(o, want, rtol=1e-5, atol=1e-5)
+
+
+def test_anchor_pair_release_under_the_bug_equals_the_hand_computation():
+    """Real rows, anchor copies and the canary in one batch: the released update is
+    clip_C(Σ real g_i − K·A·C·e_j + G·C·e_j) (autograd per example, by hand), +C at j."""
+    model, engine, pair = _anchor_engine("clip-after-aggregation", anchors=5)
+    ids = _ids()
+    params, per = _per_example_grads(model, ids)
+    pair.set_batch(torch.tensor([True, True, False, True, False, True]))  # 3 anchors + canary
+    with dp_bugs.planted("clip-after-aggregation"):
+        out = engine.private_gradients(ids, torch.ones_like(ids), torch.Generator())
+    total = [sum(per[i][k] for i in range(len(ids))) for k in range(len(params))]
+    pk, local = pair.coordinate
+    assert params[pk] is engine.params[pk]
+    total[pk].view(-1)[local] += (pair.canary_magnitude - 3 * pair.anchor_magnitude) * C
+    norm = float(torch.sqrt(sum((t**2).sum() for t in total)))
+    for k, p in enumerate(params):
+        torch.testing.assert_close(
+            out[p] * 10.0, total[k] * (C / (norm + 1e-6)), atol=1e-6, rtol=1e-4
+        )
+    assert pair.observations == [pytest.approx(C, rel=1e-4)]
+
+
+def test_anchor_pair_score_is_the_likelihood_ratio_of_plus_one_against_minus_one():
+    from scipy.stats import norm
+
+    from privacy_audit.defenses.gradient_canaries import AnchorPairCanary
+
+    pair = AnchorPairCanary([torch.nn.Parameter(torch.zeros(2, 2))], C, (0, 0), True, 3)
+    pair.observations = [0.3, -1.2, 2.0]
+    q, s = 0.1, 1.3
+    o = np.array(pair.observations)
+    want = np.log(1 - q + q * norm.pdf(o, 1, s) / norm.pdf(o, -1, s)).sum()
+    assert pair.score(s, q) == pytest.approx(want, rel=1e-10)
+    with pytest.raises(ValueError, match="outweigh"):
+        AnchorPairCanary(pair.params, C, (0, 0), True, 3, anchor_magnitude=10, canary_magnitude=30)
+
+
+def _opacus_release(bug, rows, model_and_tok, clip=1e-3):
+    """The classifier trainer's release for one batch at σ = 0: the defense's model (the
+    planted layer inserted as ``DPSGD.fit`` does), Opacus's ``make_private`` and its
+    DPOptimizer clipping; returns (Σ clipped per-sample gradients, Opacus's per-sample
+    gradient of row 0)."""
+    import copy
+    import warnings
+
+    from opacus import PrivacyEngine
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from privacy_audit.defenses.targets.classifier import encode, forward_kwargs
+
+    model, tok = copy.deepcopy(model_and_tok[0]), model_and_tok[1]
+    if bug:
+        dp_bugs.insert_batch_norm(model)
+    for m in model.modules():  # no dropout: batches of different sizes draw alike
+        if isinstance(m, torch.nn.Dropout):
+            m.p = 0.0
+    ids, mask = encode(tok, [r[0] for r in rows], 32)
+    y = torch.tensor([r[1] for r in rows])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        gsm, opt, _ = PrivacyEngine().make_private(
+            module=model,
+            optimizer=torch.optim.SGD(model.parameters(), lr=0.0),
+            data_loader=DataLoader(TensorDataset(ids, mask, y), batch_size=4),
+            noise_multiplier=0.0,
+            max_grad_norm=clip,
+            poisson_sampling=False,
+        )
+    gsm.train()
+    with warnings.catch_warnings():  # Opacus's full-backward-hook notice on the embeddings
+        warnings.simplefilter("ignore")
+        out = gsm(**forward_kwargs(gsm, ids, mask))
+        torch.nn.functional.cross_entropy(out.logits, y).backward()
+    first = torch.cat([p.grad_sample[0].flatten() for p in opt.params])
+    opt.pre_step()
+    return torch.cat([p.grad.flatten() for p in opt.params]) * opt.expected_batch_size, first
+
+
+def test_batch_norm_bug_lets_one_example_move_the_others_clipped_gradients(tiny_model):
+    """Batch A = 8 copies of one record (a dataset may hold duplicates), A' = A + one
+    other record, clip C = 10⁻³ (every per-sample gradient is clipped). Correct trainer:
+    row 0's per-sample gradient is the same in A and A' (and equals plain autograd on row
+    0 alone), and the release moves by exactly C. With the batch statistics layer the
+    added record changes row 0's clipped gradient and moves the release by > 5C."""
+    import copy
+
+    from privacy_audit.defenses.targets.classifier import encode, forward_kwargs
+
+    C_ = 1e-3
+    a = [("the quick brown fox", 0)] * 8
+    b = a + [("a completely different sentence about prices", 1)]
+    rel_a, first_a = _opacus_release(None, a, tiny_model, C_)
+    rel_b, first_b = _opacus_release(None, b, tiny_model, C_)
+    assert float((rel_b - rel_a).norm()) == pytest.approx(C_, rel=1e-3)
+    torch.testing.assert_close(first_a, first_b, atol=1e-6, rtol=1e-4)
+    # independent: plain autograd on row 0 alone
+    model, tok = copy.deepcopy(tiny_model[0]), tiny_model[1]
+    for m in model.modules():
+        if isinstance(m, torch.nn.Dropout):
+            m.p = 0.0
+    model.train()
+    ids, mask = encode(tok, [a[0][0]], 32)
+    loss = torch.nn.functional.cross_entropy(
+        model(**forward_kwargs(model, ids, mask)).logits, torch.tensor([0])
+    )
+    params = [p for p in model.parameters() if p.requires_grad]
+    want = torch.cat([g.flatten() for g in torch.autograd.grad(loss, params)])
+    torch.testing.assert_close(first_a, want, atol=1e-6, rtol=1e-3)
+
+    bug = "batch-norm-classifier"
+    rel_a, first_a = _opacus_release(bug, a, tiny_model, C_)
+    rel_b, first_b = _opacus_release(bug, b, tiny_model, C_)
+    assert float((first_b - first_a).norm()) > 0.1 * float(first_a.norm())
+    assert float((rel_b - rel_a).norm()) > 5 * C_  # sensitivity no longer bounded by C
+
+
+def test_batch_norm_bug_is_planted_in_the_classifier_trainer_only_inside_the_context(
+    tiny_model, fixture_examples, monkeypatch
+):
+    """``DPSGD.fit`` inserts the layer only under the planted bug (the noise calibration,
+    not under test here, is stubbed to σ = 1 to keep the test short)."""
+    import privacy_audit.defenses.calibration as calibration
+
+    monkeypatch.setattr(calibration, "bounded_noise_multiplier", lambda **kw: 1.0)
+    from privacy_audit.defenses.dp_bugs import BatchStatNorm
+    from privacy_audit.defenses.targets.classifier import TrainingConfig
+
+    class _Target:
+        label_names = ("a", "b", "c", "d")
+
+        def build(self, seed):
+            import copy
+
+            return copy.deepcopy(tiny_model[0]), tiny_model[1]
+
+    training = TrainingConfig(epochs=1, batch_size=4, max_length=16, progress=False)
+    for bug in (None, "batch-norm-classifier"):
+        with dp_bugs.planted(bug):
+            release, _ = DEFENSES["dp-sgd"](epsilon=8.0).fit(
+                _Target(), fixture_examples, training, 0
+            )
+        has = any(isinstance(m, BatchStatNorm) for m in release.model.modules())
+        assert has == (bug is not None)
+
+
+def _bisect(f, delta, hi=60.0):
+    lo = 0.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if f(mid) > delta else (lo, mid)
+    return lo
+
+
+def test_shuffle_lower_bound_is_the_gaussian_mechanism_with_one_step_and_above_the_cube_bound():
+    """Chua et al.'s pair, computed by the binned max statistic: with one step per epoch
+    it is E Gaussian releases of sensitivity 1 (closed form, Balle & Wang 2018, by scipy);
+    with 19 steps and one epoch it is at least the "cube" bound max_C P(max > C) −
+    e^ε·Q(max > C) (by scipy), and below the no-amplification upper bound."""
+    from scipy.stats import norm
+
+    from privacy_audit.audit.benchmarks.dp_bugs import shuffle_lower_bound
+
+    sigma, d = 1.117, 1e-5
+    mu = math.sqrt(2) / sigma
+
+    def gauss(eps):
+        return norm.cdf(-eps / mu + mu / 2) - math.exp(eps) * norm.cdf(-eps / mu - mu / 2)
+
+    upper = _bisect(gauss, d)
+    assert shuffle_lower_bound(sigma, 1, 2, d) == pytest.approx(upper, abs=2e-3)
+    caps = np.linspace(-2, 12, 20001)
+
+    def cube(eps, t=19):
+        out = [
+            -np.expm1(norm.logcdf((caps - m) / sigma) + (t - 1) * norm.logcdf(caps / sigma))
+            for m in (2.0, 1.0)
+        ]
+        return float(np.max(out[0] - math.exp(eps) * out[1]))
+
+    one = shuffle_lower_bound(sigma, 19, 1, d)
+    assert one >= _bisect(cube, d) - 1e-3
+    two = shuffle_lower_bound(sigma, 19, 2, d)
+    assert one < two < upper  # composition adds; shuffling is not worse than no sampling
+
+
+def test_benchmark_rejects_a_bug_of_the_other_trainer_and_a_tiny_anchor_pair(tmp_path, capsys):
+    from privacy_audit.audit.benchmarks.dp_bugs import CLASSIFIER_VARIANTS, VARIANTS, main
+
+    out = tmp_path / "o.json"
+    assert main(["--classifier", "--bugs", "clip-after-aggregation", "--out", str(out)]) == 2
+    assert "not a classifier bug" in capsys.readouterr().err
+    assert main(["--bugs", "batch-norm-classifier", "--out", str(out)]) == 2
+    assert main(["--anchor-pair", "1", "--out", str(out)]) == 2
+    assert not out.exists()
+    assert (
+        "batch-norm-classifier" in CLASSIFIER_VARIANTS and "batch-norm-classifier" not in VARIANTS
+    )
+
+
+def test_anchor_pair_runs_never_share_a_random_stream():
+    """Each run seeds its sampler with s and its noise with s + 1 (train_private_ids):
+    across both sides, runs and seeds no stream is reused (independent trials)."""
+    from privacy_audit.audit.benchmarks.dp_bugs import anchor_run_seed
+
+    streams = [
+        anchor_run_seed(s, r, p) + k
+        for s in range(3)
+        for r in range(2000)
+        for p in (True, False)
+        for k in (0, 1)
+    ]
+    assert len(set(streams)) == len(streams)

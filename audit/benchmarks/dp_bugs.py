@@ -32,6 +32,7 @@ Reproduce (about 25 CPU-minutes at the default sizes, one core)::
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import math
 import sys
@@ -47,7 +48,9 @@ from privacy_audit.audit.io import atomic_write_text
 from privacy_audit.defenses import dp_bugs
 from privacy_audit.defenses.gradient_mechanism import realised_schedule
 
-VARIANTS = (None, *dp_bugs.BUGS)
+#: the causal-LM engine's bugs (and the correct trainer); the classifier's are run by
+#: :func:`classifier_cells`
+VARIANTS = (None, *(b for b, bug in dp_bugs.BUGS.items() if bug.trainer == "causal-lm"))
 
 
 @dataclass(frozen=True)
@@ -128,9 +131,12 @@ def true_epsilon(
         return epsilon_pld(sigma / 2, q, steps, d), f"dp-accounting PLD at σ/2 = {sigma / 2:.3g}"
     if bug == "shuffle-as-poisson":
         mu = math.sqrt(epochs) / sigma
+        low = shuffle_lower_bound(sigma, max(1, round(steps / epochs)), epochs, d)
         return (
-            gaussian_mechanism_epsilon(mu, d),
-            f"upper bound: {epochs} Gaussian releases, μ = √E/σ = {mu:.3g}",
+            low,
+            f"lower bound {low:.3g} (Chua et al.'s pair, exact max-statistic bound); "
+            f"upper bound {gaussian_mechanism_epsilon(mu, d):.3g} ({epochs} Gaussian "
+            f"releases, μ = √E/σ = {mu:.3g})",
         )
     return epsilon_pld(sigma, q, steps, d), "dp-accounting PLD at the σ, q, T run"
 
@@ -399,6 +405,349 @@ def cell_seeds(
     return {**(meta or {}), **kind, "audits": audits}
 
 
+ANCHOR_PAIR = "anchor-pair gradient canary (many runs, crafted dataset)"
+
+
+def anchor_pair_schedule(setup: Setup) -> dict[str, Any]:
+    """σ, q, T and the claim of the benchmark's default runs (the table's one-run rows):
+    the anchor-pair audit runs the trainer at exactly this schedule."""
+    from privacy_audit.defenses.dp_engine import account, calibrate_noise, poisson_schedule
+
+    q, steps = poisson_schedule(
+        setup.n_data + setup.input_canaries // 2, setup.batch_size, setup.epochs
+    )
+    sigma = calibrate_noise(setup.target_epsilon, setup.delta, q, steps)
+    claimed = account(sigma, q, steps, setup.delta)["claimed"]
+    return {"sigma": sigma, "q": q, "steps": steps, "claimed": claimed}
+
+
+def anchor_run_seed(seed: int, run: int, present: bool) -> int:
+    """The training seed of one anchor-pair run. ``train_private_ids`` seeds its sampler
+    with s and its noise with s + 1: a stride of 4 keeps every run's two streams apart
+    from every other run's (either side, any seed below 10⁶ runs), so trials are
+    independent, as the Clopper–Pearson bound assumes."""
+    return 4_000_037 * int(seed) + 4 * int(run) + 2 * int(bool(present))
+
+
+def anchor_pair_run(
+    bug: str | None,
+    present: bool,
+    seed: int,
+    run: int,
+    setup: Setup,
+    real_rows: int = 0,
+    anchors: int = 200,
+    coordinate: tuple[int, int] | None = None,
+    initial=None,
+) -> dict[str, Any]:
+    """One training run of the trainer (``bug`` planted) on the crafted dataset: ``anchors``
+    copies of the anchor, the canary if ``present``, and ``real_rows`` rows of the
+    benchmark's data; returns the run's score and what it drew
+    (:class:`~privacy_audit.defenses.gradient_canaries.AnchorPairCanary`)."""
+    from privacy_audit.defenses.dp_engine import DPSGDEngine, train_private_ids
+    from privacy_audit.defenses.gradient_canaries import (
+        AnchorPairCanary,
+        pilot_gradient,
+        quiet_coordinate,
+    )
+
+    sch = anchor_pair_schedule(setup)
+    ids = (
+        data(setup, seed)[0][:real_rows]
+        if real_rows
+        else torch.zeros((0, setup.seq_len), dtype=torch.long)
+    )
+    with dp_bugs.planted(bug):
+        # the same initial model in every run of a seed (``initial``: a copy of it)
+        model = copy.deepcopy(initial) if initial is not None else tiny_lm(setup, seed)
+        engine = DPSGDEngine(
+            model, setup.clip, sch["sigma"], sch["q"] * (real_rows + anchors), norms="explicit"
+        )
+        if coordinate is None:  # data-free: the initial model on random tokens
+            pilot = pilot_gradient(
+                model, engine.params, setup.vocab, setup.seq_len, "causal-lm", seed
+            )
+            coordinate = quiet_coordinate(engine.params, pilot, seed)
+        pair = AnchorPairCanary(engine.params, setup.clip, coordinate, present, anchors)
+        engine.sampled_canaries = pair
+        train_private_ids(
+            engine,
+            ids,
+            torch.ones_like(ids),
+            sch["steps"],
+            sch["q"],
+            setup.learning_rate,
+            seed=anchor_run_seed(seed, run, present),
+        )
+    drawn = np.asarray(pair.canary_steps)
+    return {
+        "score": pair.score(sch["sigma"], sch["q"]),
+        "canary_steps": int(drawn.sum()),
+        "canary_steps_with_anchor": int((drawn & (np.asarray(pair.anchor_counts) > 0)).sum()),
+    }
+
+
+def anchor_pair_audit(
+    bug: str | None,
+    seed: int,
+    runs_per_side: int,
+    setup: Setup,
+    real_rows: int = 0,
+    anchors: int = 200,
+) -> dict[str, Any]:
+    """The many-runs anchor-pair audit: ``runs_per_side`` runs with the canary and as many
+    without, each a full training run of the trainer; Clopper–Pearson bound at the
+    split threshold (:func:`~privacy_audit.attacks.epsilon.epsilon_lower_bound`)."""
+    from privacy_audit.attacks.epsilon import epsilon_ceiling, epsilon_lower_bound
+    from privacy_audit.defenses.gradient_canaries import pilot_gradient, quiet_coordinate
+
+    t = time.process_time()
+    model = tiny_lm(setup, seed)
+    params = [p for p in model.parameters() if p.requires_grad]
+    pilot = pilot_gradient(model, params, setup.vocab, setup.seq_len, "causal-lm", seed)
+    coord = quiet_coordinate(params, pilot, seed)
+    runs = [
+        anchor_pair_run(bug, present, seed, r, setup, real_rows, anchors, coord, model)
+        for r in range(runs_per_side)
+        for present in (True, False)
+    ]
+    scores = np.array([r["score"] for r in runs])
+    members = np.array([1, 0] * runs_per_side)
+    lb = epsilon_lower_bound(scores, members, setup.delta, confidence=0.95, seed=seed)
+    steps_in = sum(r["canary_steps"] for r in runs)
+    return {
+        "eps": float(lb),
+        "ceiling": float(epsilon_ceiling(runs_per_side, runs_per_side, setup.delta)),
+        "runs_per_side": runs_per_side,
+        "canary_steps": steps_in,
+        "anchor_with_canary": sum(r["canary_steps_with_anchor"] for r in runs) / max(steps_in, 1),
+        "cpu_s": time.process_time() - t,
+        # the runs' scores, with the canary then without (for comparison with the ideal
+        # mechanism, :func:`ideal_anchor_pair`)
+        "scores_in": [round(float(x), 5) for x in scores[members == 1]],
+        "scores_out": [round(float(x), 5) for x in scores[members == 0]],
+    }
+
+
+def anchor_pair_cells(
+    names, seeds: int, runs_per_side: int, setup: Setup, log, out=None, real_rows: int = 0
+) -> dict[str, Any]:
+    """The anchor-pair audit on each of ``names`` over ``seeds`` seeds, seeds interleaved
+    across names (so a stopped run leaves balanced cells); ``out(cells)`` after each."""
+    sch = anchor_pair_schedule(setup)
+    per: dict[str, list] = {bug or "correct": [] for bug in names}
+    cells: dict[str, Any] = {}
+    for s in range(seeds):
+        for bug in names:
+            r = anchor_pair_audit(bug, s, runs_per_side, setup, real_rows)
+            r["violated"] = bool(r["eps"] > sch["claimed"])
+            per[bug or "correct"].append(r)
+            log(
+                f"  anchor-pair {bug or 'correct'} seed {s}: ε ≥ {r['eps']:.2f} ({r['cpu_s']:.0f} CPU s)"
+            )
+            rs = per[bug or "correct"]
+            k = sum(x["violated"] for x in rs)
+            eps, how = true_epsilon(
+                bug, sch["sigma"], sch["q"], sch["steps"], setup.epochs, 0, setup
+            )
+            cells[bug or "correct"] = {
+                "claimed_epsilon": sch["claimed"],
+                "true_epsilon": eps,
+                "true_epsilon_how": how,
+                "sigma": sch["sigma"],
+                "q": sch["q"],
+                "steps": sch["steps"],
+                "class": dp_bugs.BUGS[bug].bug_class if bug else "null",
+                "audits": {
+                    f"{ANCHOR_PAIR}, {runs_per_side} runs per side": {
+                        "detected": k,
+                        "seeds": len(rs),
+                        "rate": k / len(rs),
+                        "ci95": list(clopper_pearson(k, len(rs))),
+                        "median_bound": float(np.median([x["eps"] for x in rs])),
+                        "max_bound": float(np.max([x["eps"] for x in rs])),
+                        "ceiling": rs[0]["ceiling"],
+                        "cpu_s_per_seed": float(np.mean([x["cpu_s"] for x in rs])),
+                        "runs_per_side": runs_per_side,
+                        "real_rows": real_rows,
+                        "anchor_with_canary": float(np.mean([x["anchor_with_canary"] for x in rs])),
+                        "violated_per_seed": [x["violated"] for x in rs],
+                        "bound_per_seed": [x["eps"] for x in rs],
+                        "scores_per_seed": [
+                            {"in": x["scores_in"], "out": x["scores_out"]} for x in rs
+                        ],
+                    }
+                },
+            }
+            if out is not None:
+                out(cells)
+    return cells
+
+
+# --------------------------------------------------------------------------- #
+# the classifier trainer (defenses/dp_sgd.py, Opacus): cross-example layer
+# --------------------------------------------------------------------------- #
+#: the classifier trainer's bugs (and the correct trainer)
+CLASSIFIER_VARIANTS = (
+    None,
+    *(b for b, bug in dp_bugs.BUGS.items() if bug.trainer == "classifier"),
+)
+
+
+@dataclass(frozen=True)
+class ClassifierSetup:
+    """Sizes of one classifier run: the suite's ``tiny`` BERT (2 layers, width 128) on
+    512 rows of the fixture corpus, trained by the ``dp-sgd`` defense (Opacus)."""
+
+    n_data: int = 512
+    max_length: int = 32
+    batch_size: int = 32
+    epochs: int = 2
+    target_epsilon: float = 2.0
+    delta: float = 1e-5
+    clip: float = 1.0
+    learning_rate: float = 1e-3
+    input_canaries: int = 200
+    white_box_canaries: int = 1000
+    gradient_trials: int = 100_000
+
+
+def classifier_train_once(bug: str | None, seed: int, setup: ClassifierSetup) -> dict[str, Any]:
+    """One run of the ``dp-sgd`` defense (the suite's Opacus classifier trainer) with
+    ``bug`` planted, with 200 random-token input canaries (each inserted w.p. ½) and the
+    1,000 recorded white-box Dirac canaries; returns what the audits need."""
+    from privacy_audit import fixtures
+    from privacy_audit.audit.epsilon.canaries import make_canaries, with_canaries
+    from privacy_audit.defenses.base import Examples
+    from privacy_audit.defenses.dp_sgd import DPSGD
+    from privacy_audit.defenses.targets.classifier import TrainingConfig
+    from privacy_audit.defenses.targets.loading import Target, TargetSpec
+
+    t0 = time.process_time()
+    rows = fixtures.load_corpus("private")
+    names = sorted({r["label"] for r in rows})
+    pick = np.random.default_rng([seed, 0xB0]).choice(len(rows), setup.n_data, replace=False)
+    train = Examples(
+        ids=[rows[i]["id"] for i in pick],
+        texts=[rows[i]["text"] for i in pick],
+        labels=np.array([names.index(rows[i]["label"]) for i in pick]),
+    )
+    canaries = make_canaries(setup.input_canaries, "random-token", len(names), train.texts, seed)
+    target = Target(TargetSpec("tiny", max_length=setup.max_length), tuple(names), progress=False)
+    training = TrainingConfig(
+        epochs=setup.epochs,
+        batch_size=setup.batch_size,
+        learning_rate=setup.learning_rate,
+        max_length=setup.max_length,
+        progress=False,
+        gradient_canaries=setup.white_box_canaries,
+    )
+    defense = DPSGD(epsilon=setup.target_epsilon, delta=setup.delta, max_grad_norm=setup.clip)
+    with dp_bugs.planted(bug):
+        release, report = defense.fit(target, with_canaries(train, canaries), training, seed)
+    ex = canaries.examples
+    return {
+        "release": release,
+        "claimed": release.claim.epsilon,
+        "sigma": report.info["noise_multiplier"],
+        "q": report.info["sample_rate"],
+        "steps": release.schedule.steps,
+        "input_scores": -release.loss(ex.texts, ex.labels),
+        "input_included": canaries.included,
+        "cpu_s": time.process_time() - t0,
+    }
+
+
+def audit_classifier(run: dict, setup: ClassifierSetup, seed: int) -> dict[str, dict]:
+    """Every ε audit that applies to the classifier release: the declared-mechanism
+    gradient canary, the recorded one-run white-box canaries, the input canaries and
+    the trade-off test (the realised-schedule audit needs the LM trainer's row counts)."""
+    from privacy_audit.attacks.epsilon import tradeoff_violations
+    from privacy_audit.attacks.gradient_canary import GradientCanaryAudit, OneRunWhiteBoxAudit
+
+    d, claim, rel = setup.delta, run["claimed"], run["release"]
+    res: dict[str, dict] = {}
+    t = time.process_time()
+    g = GradientCanaryAudit(trials=setup.gradient_trials, seed=seed).run(rel, d, 0.95, claim)
+    res["gradient-canary (many runs, declared)"] = {
+        "eps": g["epsilon_lb"],
+        "ceiling": g["ceiling"],
+        "cpu_s": time.process_time() - t,
+    }
+    t = time.process_time()
+    wb = OneRunWhiteBoxAudit(canaries=setup.white_box_canaries, seed=seed).run(rel, d, 0.95, claim)
+    res["one-run white-box (default)"] = {
+        "eps": wb[0]["epsilon_lb"],
+        "ceiling": wb[0]["ceiling"],
+        "source": wb[0]["source"],
+        "cpu_s": time.process_time() - t + run["cpu_s"],
+    }
+    t = time.process_time()
+    s, inc = run["input_scores"], run["input_included"]
+    res["input canaries (one-run, black-box)"] = {
+        "eps": _bound(s, inc, d),
+        "cpu_s": time.process_time() - t + run["cpu_s"],
+    }
+    tr = tradeoff_violations(s, inc, claim, d, confidence=0.95)
+    res["trade-off test (input canaries' ROC)"] = {
+        "eps": None,
+        "violated": tr["violated"],
+        "cpu_s": time.process_time() - t + run["cpu_s"],
+    }
+    return res
+
+
+def classifier_cells(names, seeds: int, setup: ClassifierSetup, log, out=None) -> dict[str, Any]:
+    """The classifier's audits on each of ``names`` over ``seeds`` seeds (interleaved)."""
+    per: dict[str, list] = {bug or "correct": [] for bug in names}
+    cells: dict[str, Any] = {}
+    for s in range(seeds):
+        for bug in names:
+            key = bug or "correct"
+            run = classifier_train_once(bug, 1000 * s, setup)
+            row = audit_classifier(run, setup, s)
+            for r in row.values():
+                r["violated"] = bool(
+                    r["violated"] if r["eps"] is None else r["eps"] > run["claimed"]
+                )
+            per[key].append(row)
+            log(
+                f"  classifier {key} seed {s}: "
+                + ", ".join(f"{k.split(' (')[0][:14]}={v['eps']}" for k, v in row.items())
+            )
+            audits = {}
+            for name in row:
+                rs = [x[name] for x in per[key]]
+                k = sum(r["violated"] for r in rs)
+                eps = [r["eps"] for r in rs if r["eps"] is not None]
+                audits[name] = {
+                    "detected": k,
+                    "seeds": len(rs),
+                    "rate": k / len(rs),
+                    "ci95": list(clopper_pearson(k, len(rs))),
+                    "median_bound": float(np.median(eps)) if eps else None,
+                    "max_bound": float(np.max(eps)) if eps else None,
+                    "ceiling": rs[0].get("ceiling"),
+                    "cpu_s_per_seed": float(np.mean([r["cpu_s"] for r in rs])),
+                    "violated_per_seed": [r["violated"] for r in rs],
+                    "bound_per_seed": [r["eps"] for r in rs],
+                }
+            cells[f"{key} (classifier)"] = {
+                "claimed_epsilon": run["claimed"],
+                "true_epsilon": math.inf if bug else run["claimed"],
+                "true_epsilon_how": "infinite (see the bug)" if bug else "the claim (Opacus PRV)",
+                "sigma": run["sigma"],
+                "q": run["q"],
+                "steps": run["steps"],
+                "class": dp_bugs.BUGS[bug].bug_class if bug else "null",
+                "trainer": "classifier (dp-sgd, Opacus)",
+                "audits": audits,
+            }
+            if out is not None:
+                out(cells)
+    return cells
+
+
 def clopper_pearson(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
     """Two-sided exact interval for a binomial rate (detection or false-violation rate)."""
     from scipy.stats import beta
@@ -419,20 +768,36 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--realised-only", action="store_true", help="the declared-mechanism audits alone"
     )
+    p.add_argument(
+        "--anchor-pair",
+        type=int,
+        default=0,
+        metavar="RUNS",
+        help="the anchor-pair many-runs audit alone, RUNS training runs per side per seed",
+    )
+    p.add_argument("--real-rows", type=int, default=0, help="anchor-pair: rows of real data")
+    p.add_argument(
+        "--classifier",
+        action="store_true",
+        help="the classifier trainer (dp-sgd, Opacus): the correct one and its planted bugs",
+    )
     p.add_argument("--out", default="dp-bugs.json")
     args = p.parse_args(argv)
     if args.seeds < 1 or args.pool < 1:
         print("error: --seeds and --pool must be >= 1", file=sys.stderr)
         return 2
     names = (
-        list(VARIANTS)
+        list(CLASSIFIER_VARIANTS if args.classifier else VARIANTS)
         if args.bugs == "all"
         else [None if b == "none" else b for b in args.bugs.split(",") if b]
     )
-    bad = [b for b in names if b is not None and b not in dp_bugs.BUGS]
+    allowed = CLASSIFIER_VARIANTS if args.classifier else VARIANTS
+    bad = [b for b in names if b not in allowed]
     if bad:
+        trainer = "classifier" if args.classifier else "causal-LM"
         print(
-            f"error: unknown bug {bad[0]!r}; allowed: none, {', '.join(dp_bugs.BUGS)}",
+            f"error: {bad[0]!r} is not a {trainer} bug; allowed: none, "
+            + ", ".join(b for b in allowed if b),
             file=sys.stderr,
         )
         return 2
@@ -441,6 +806,52 @@ def main(argv: list[str] | None = None) -> int:
         print("error: --magnitude must be >= 1", file=sys.stderr)
         return 2
     setup = Setup(magnitude=args.magnitude)
+
+    def dump(cells, size):
+        atomic_write_text(
+            args.out,
+            json.dumps(
+                {
+                    "command": "python -m privacy_audit.audit.benchmarks.dp_bugs "
+                    + " ".join(argv if argv is not None else sys.argv[1:]),
+                    "setup": size.__dict__,
+                    "seeds": args.seeds,
+                    "confidence": 0.95,
+                    "cells": cells,
+                },
+                indent=1,
+                default=float,
+            ),
+        )
+
+    if args.classifier:
+        size = ClassifierSetup()
+        classifier_cells(
+            names,
+            args.seeds,
+            size,
+            lambda m: print(m, file=sys.stderr, flush=True),
+            lambda c: dump(c, size),
+        )
+        return 0
+    if args.anchor_pair:
+        if args.anchor_pair < 2 or not 0 <= args.real_rows <= setup.n_data:
+            print(
+                f"error: --anchor-pair must be >= 2 and --real-rows in [0, {setup.n_data}]",
+                file=sys.stderr,
+            )
+            return 2
+
+        anchor_pair_cells(
+            names,
+            args.seeds,
+            args.anchor_pair,
+            setup,
+            lambda m: print(m, file=sys.stderr, flush=True),
+            lambda c: dump(c, setup),
+            args.real_rows,
+        )
+        return 0
 
     def log(msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)
@@ -516,6 +927,118 @@ def ideal_one_run(
     return _bound(s, inc, delta)
 
 
+def ideal_anchor_pair(
+    sigma: float,
+    q: float,
+    steps: int,
+    runs_per_side: int,
+    delta: float,
+    seed: int = 0,
+    anchors: int = 200,
+    bug: bool = True,
+) -> dict[str, Any]:
+    """The anchor-pair audit on an IDEAL run of the mechanism clipping after aggregation
+    realises on the crafted dataset (no training): per step, the canary is drawn w.p. q
+    and releases +1; otherwise the anchor (at least one of ``anchors`` copies drawn,
+    w.p. 1 − (1 − q)^K) releases −1, else 0; plus N(0, σ²). ``bug=False``: the correct
+    trainer's mechanism on the same dataset, 1[canary drawn] − K_t + N(0, σ²) with
+    K_t ~ Binomial(K, q). Same score, same bound: what the audit reaches at this many
+    runs when the trainer is exactly the derived mechanism (``tests/test_dp_bugs.py``
+    checks the trainer releases these values at σ = 0)."""
+    from privacy_audit.attacks.epsilon import epsilon_lower_bound
+
+    rng = np.random.default_rng([seed, 0xA9])
+    n = int(runs_per_side)
+    members = np.repeat([1, 0], n)
+    canary = (rng.random((2 * n, steps)) < q) & (members[:, None] == 1)
+    if bug:
+        anchor = rng.random((2 * n, steps)) < 1 - (1 - q) ** anchors
+        o = np.where(canary, 1.0, np.where(anchor, -1.0, 0.0))
+    else:
+        o = canary - rng.binomial(anchors, q, (2 * n, steps))
+    o = o + sigma * rng.standard_normal((2 * n, steps))
+    scores = np.logaddexp(np.log1p(-q), 2 * o / sigma**2 + np.log(q)).sum(axis=1)
+    lb = epsilon_lower_bound(scores, members, delta, confidence=0.95, seed=seed)
+    return {"eps": float(lb), "scores_in": scores[:n], "scores_out": scores[n:]}
+
+
+def shuffle_lower_bound(
+    sigma: float, steps_per_epoch: int, epochs: int, delta: float, bins: int = 1500
+) -> float:
+    """A lower bound on the true ε of DP-SGD with SHUFFLED batches (reshuffled every
+    epoch), from the adversarial pair of Chua et al. (ICML 2024, "How Private are DP-SGD
+    Implementations?"): every other record has gradient −C·e_j, the differing record +C·e_j
+    against a zero gradient (the zero-out neighbour, under which the Poisson accountant's
+    add/remove claim also holds). Shifted by the known batch sizes, one epoch releases
+    P = (1/T)·Σ_t N(2·e_t, σ²I_T) against Q = (1/T)·Σ_t N(e_t, σ²I_T) (units of C).
+
+    Statistic: each epoch's max_t x_t, whose CDF is exact, Φ((m − μ)/σ)·Φ(m/σ)^(T−1),
+    the "cube" sets of Chua et al.; binned into ``bins`` intervals (plus two tails), the
+    binned pair is a post-processing of the release, so its hockey-stick divergence after
+    E-fold composition (computed exactly, product of the bins) is at most the mechanism's:
+    the ε returned at ``delta`` is a valid lower bound, with no Monte Carlo error."""
+    from scipy.stats import norm
+
+    t, e = int(steps_per_epoch), int(epochs)
+    if t < 1 or e < 1 or not sigma > 0 or not 0 < delta < 1:
+        raise ValueError("need steps_per_epoch, epochs >= 1, sigma > 0 and 0 < delta < 1")
+    edges = np.concatenate([[-np.inf], np.linspace(-8 * sigma, 2 + 12 * sigma, bins), [np.inf]])
+
+    def log_mass(mu):  # log P(a < max_t x_t <= b) per bin, in log space
+        cdf = norm.logcdf((edges - mu) / sigma)
+        if t > 1:
+            cdf = cdf + (t - 1) * norm.logcdf(edges / sigma)
+        lo, hi = cdf[:-1], cdf[1:]
+        with np.errstate(divide="ignore"):
+            return hi + np.log(-np.expm1(lo - hi))
+
+    lp, lq = log_mass(2.0), log_mass(1.0)
+    keep = np.isfinite(lp) & np.isfinite(lq)  # bins both give mass (the rest: < 1e-300)
+    lp, lq = lp[keep], lq[keep]
+    comp_p, comp_q = lp, lq
+    for _ in range(e - 1):  # E-fold product of the binned pair
+        comp_p = (comp_p[:, None] + lp[None, :]).ravel()
+        comp_q = (comp_q[:, None] + lq[None, :]).ravel()
+    loss = comp_p - comp_q
+    order = np.argsort(-loss)
+    loss = loss[order]
+    cum_p, cum_q = np.cumsum(np.exp(comp_p[order])), np.cumsum(np.exp(comp_q[order]))
+
+    def hockey_stick(eps):  # Σ over bins with loss > ε of P − e^ε·Q
+        k = int(np.searchsorted(-loss, -eps))
+        return cum_p[k - 1] - math.exp(eps) * cum_q[k - 1] if k else 0.0
+
+    lo, hi = 0.0, 100.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if hockey_stick(mid) > delta else (lo, mid)
+    return lo
+
+
+def ideal_shuffle_pair(
+    sigma: float, steps_per_epoch: int, epochs: int, runs_per_side: int, delta: float, seed=0
+) -> float:
+    """The many-runs audit of Chua et al.'s pair (see :func:`shuffle_lower_bound`) on an
+    IDEAL run of the shuffled mechanism: each run releases, per epoch, T values with the
+    differing record's +2 (+1 for its zero-out neighbour) at one uniform step, plus
+    N(0, σ²); score = the pair's exact log-likelihood ratio; Clopper–Pearson bound at the
+    split threshold. What a many-runs audit of the shuffle bug reaches at this size."""
+    from scipy.special import logsumexp
+
+    from privacy_audit.attacks.epsilon import epsilon_lower_bound
+
+    rng = np.random.default_rng([seed, 0x5F])
+    n, t = int(runs_per_side), int(steps_per_epoch)
+    scores = np.zeros(2 * n)
+    for _ in range(int(epochs)):
+        x = sigma * rng.standard_normal((2 * n, t))
+        x[np.arange(2 * n), rng.integers(0, t, 2 * n)] += np.repeat([2.0, 1.0], n)
+        scores += logsumexp((2 * x - 2) / sigma**2, axis=1) - logsumexp(
+            (x - 0.5) / sigma**2, axis=1
+        )
+    return float(epsilon_lower_bound(scores, np.repeat([1, 0], n), delta, seed=seed))
+
+
 def markdown_table(*results: dict) -> str:
     """The benchmark table (docs/dp-bugs.md) from one or more output files' contents:
     one row per bug and audit, detection with its 95% Clopper–Pearson interval."""
@@ -523,9 +1046,9 @@ def markdown_table(*results: dict) -> str:
     def fmt(x):
         return "—" if x is None else ("∞" if x == math.inf else f"{x:.3g}")
 
-    def upper(c):  # an accountant's upper bound (RDP; no amplification), not the exact ε
+    def upper(c):  # an accountant's upper bound (RDP), or a lower bound, not the exact ε
         how = c.get("true_epsilon_how") or ""
-        return "≤ " if "upper" in how else ""
+        return "≥ " if how.startswith("lower") else "≤ " if "upper" in how else ""
 
     lines = [
         "| bug | class | claim ε | true ε | audit | detected / seeds | 95% CI | median bound "
@@ -548,8 +1071,10 @@ def markdown_table(*results: dict) -> str:
 
 def run(settings, cells) -> dict[str, Any]:
     """``privacy-audit experiment dp-bugs``: the default budget (one run per seed) on every
-    bug and the correct trainer, ``settings.seeds`` seeds, one checkpointed cell per bug
-    (``--quick``: the correct trainer and one bug)."""
+    bug and the correct trainer, ``settings.seeds`` seeds, one checkpointed cell per bug,
+    for the causal-LM engine and the classifier trainer (``--quick``: the correct LM
+    trainer and one bug). The anchor-pair many-runs audit (thousands of runs per seed)
+    is ``python -m privacy_audit.audit.benchmarks.dp_bugs --anchor-pair RUNS``."""
     torch.set_num_threads(settings.threads or 1)
     setup = Setup()
     names = (None, "noise-divided-by-batch") if settings.quick else VARIANTS
@@ -566,4 +1091,16 @@ def run(settings, cells) -> dict[str, Any]:
             ),
         )
         out[bug or "correct"] = cell
+    if not settings.quick:  # the classifier trainer (dp-sgd, Opacus) and its planted bug
+        size = ClassifierSetup()
+        for bug in CLASSIFIER_VARIANTS:
+            key = f"{bug or 'correct'} (classifier)"
+            out[key] = cells.get(
+                key,
+                lambda bug=bug, key=key: json.loads(
+                    json.dumps(
+                        classifier_cells([bug], settings.seeds, size, log)[key], default=float
+                    )
+                ),
+            )
     return {"setup": setup.__dict__, "cells": out, "table": markdown_table({"cells": out})}
