@@ -97,6 +97,9 @@ class DPSGD(Defense):
         clip = float(self.params["max_grad_norm"])
         accountant = self.params["accountant"]
         model, tokenizer = target.build(seed)
+        # a model loaded with from_pretrained (or shared with a scorer) may be in eval mode;
+        # Opacus refuses it, and dropout must be on while training (as in the plain trainer)
+        model.train()
         if dp_bugs.is_active("batch-norm-classifier"):  # PLANTED BUG (tests, benchmark only)
             dp_bugs.insert_batch_norm(model)
         torch.manual_seed(seed)

@@ -485,6 +485,7 @@ def _opacus_release(bug, rows, model_and_tok, clip=1e-3):
     from privacy_audit.defenses.targets.classifier import encode, forward_kwargs
 
     model, tok = copy.deepcopy(model_and_tok[0]), model_and_tok[1]
+    model.train()  # the session fixture may have been left in eval mode by another test
     if bug:
         dp_bugs.insert_batch_norm(model)
     for m in model.modules():  # no dropout: batches of different sizes draw alike
