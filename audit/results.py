@@ -58,6 +58,97 @@ def environment() -> dict[str, Any]:
     }
 
 
+#: One-sided level of the battery's family-wise test (:func:`battery_chance_test`).
+FAMILY_ALPHA = 0.025
+#: Joint label permutations of that test (p-value resolution 1 / (B + 1)).
+FAMILY_PERMUTATIONS = 999
+
+
+def battery_chance_test(
+    attacks: list[dict[str, Any]],
+    permutations: int = FAMILY_PERMUTATIONS,
+    seed: int = 0,
+    relabellings: Any = None,
+) -> dict[str, Any] | None:
+    """Family-wise test of "no attack of the battery beats chance" (Westfall and Young
+    1993, max-T; Nichols and Holmes 2002): the largest AUC over the battery's attacks
+    against its distribution under joint random relabellings of the same examples,
+    ``p = (1 + #{b : max_j AUC_j(y_b) >= max_j AUC_j(y)}) / (1 + B)``.
+
+    Why: the verdict reads the strongest attack, chosen on the same data, so its own 95%
+    interval excludes 0.5 under no leakage far more often than 2.5% (the best of four
+    reference-free attacks on a never-trained GPT-2 and real text: 7-8% of random splits,
+    docs/verdict-multiplicity.md). Assumptions: each attack's per-example scores do not
+    read the member labels (true of every score-based attack here), and under H0 the
+    labels were assigned at random, so they are exchangeable given the scores: the test
+    is then exact whatever the attacks' correlation (a shifted split is the split check's
+    business, which runs first). Each AUC is linear in the labels given the attack's
+    ranks (Mann-Whitney), so a relabelling costs one matrix product.
+
+    Uses the ``ok`` attacks with per-example scores on the examples they all share (ids
+    equal, member flags equal, scores finite). ``None`` with fewer than two such attacks
+    (one attack's own interval needs no correction) or fewer than 2 examples per class.
+    ``relabellings`` (rows of 0/1 labels over the shared examples) replaces the seeded
+    draw, for tests."""
+    import numpy as np
+    from scipy.stats import rankdata
+
+    use = []
+    for a in attacks:
+        ex = a.get("examples") if a.get("status") == "ok" else None
+        if isinstance(ex, dict) and ex.get("ids") and ex.get("scores") is not None:
+            use.append(a)
+    if len(use) < 2:
+        return None
+    maps = []
+    for a in use:
+        ex = a["examples"]
+        maps.append(
+            {
+                str(i): (float(s), int(bool(m)))
+                for i, s, m in zip(ex["ids"], ex["scores"], ex["members"], strict=True)
+            }
+        )
+    common = [i for i in maps[0] if all(i in m for m in maps[1:])]
+    keep = [
+        i
+        for i in common
+        if len({m[i][1] for m in maps}) == 1 and all(np.isfinite(m[i][0]) for m in maps)
+    ]
+    y = np.asarray([maps[0][i][1] for i in keep], dtype=np.float64)
+    n_pos, n_neg = int(y.sum()), int(y.size - y.sum())
+    if n_pos < 2 or n_neg < 2:
+        return None
+    ranks = np.stack([rankdata([m[i][0] for i in keep]) for m in maps])  # k x n
+    base = n_pos * (n_pos + 1) / 2
+
+    def aucs(labels: np.ndarray) -> np.ndarray:  # labels: B x n -> B x k
+        return (labels @ ranks.T - base) / (n_pos * n_neg)
+
+    observed = aucs(y[None])[0]
+    if relabellings is None:
+        rng = np.random.default_rng([int(seed), 0xFA11])
+        perm = np.argsort(rng.random((permutations, y.size)), axis=1)
+        relabellings = y[perm]
+    relabellings = np.asarray(relabellings, dtype=np.float64)
+    null_max = np.concatenate(
+        [aucs(relabellings[s : s + 200]).max(axis=1) for s in range(0, len(relabellings), 200)]
+    )
+    t_obs = float(observed.max())
+    exceed = int(np.sum(null_max >= t_obs - 1e-12))
+    return {
+        "method": "max-AUC label-permutation test over the battery (Westfall-Young max-T)",
+        "attacks": [str(a.get("attack")) for a in use],
+        "aucs": [float(v) for v in observed],
+        "max_auc": t_obs,
+        "p_value": (1 + exceed) / (1 + len(relabellings)),
+        "alpha": FAMILY_ALPHA,
+        "permutations": int(len(relabellings)),
+        "n_members": n_pos,
+        "n_nonmembers": n_neg,
+    }
+
+
 def new_id_salt() -> bytes:
     """A fresh random salt for :func:`pseudonymise_ids`; keep it in memory only."""
     return secrets.token_bytes(32)
@@ -162,6 +253,7 @@ def run_record(
         "strongest_attack": picked["attack"],
         "strongest_attack_by_auc": picked["by_auc"],
         "strongest_attack_low_fpr": picked["low_fpr"],
+        "battery_chance": battery_chance_test(attacks),
     }
 
 

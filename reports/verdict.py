@@ -621,7 +621,8 @@ def verdict_level(run: dict) -> tuple[str, str]:
     Rules on the strongest attack (first match wins): ``not-measured`` (no attack with
     an AUC); ``invalid-attack`` (the AUC interval lies entirely below 0.5); ``high`` (AUC
     ``ci_low`` >= 0.6 or TPR@1%FPR ``ci_low`` >= 0.05);
-    ``moderate`` (AUC ``ci_low`` > 0.5 or ε lower bound > 0); ``low`` only when the
+    ``moderate`` (AUC ``ci_low`` > 0.5 *and* the battery's family-wise test rejects chance,
+    :func:`battery_beats_chance`; or ε lower bound > 0); ``low`` only when the
     attacks could have seen a high leak: AUC ``ci_high`` < 0.6 **and** TPR@1%FPR
     ``ci_high`` < 0.05 (a TPR flagged below resolution, or missing, is not measured);
     otherwise ``inconclusive``: the intervals still reach the HIGH range, so the sample is
@@ -637,7 +638,21 @@ def verdict_level(run: dict) -> tuple[str, str]:
     attack = verdict_attack(run)
     if attack is None:
         return "not-measured", ""
-    return _level_of(attack)
+    return _level_of(attack, battery_beats_chance(run))
+
+
+def battery_beats_chance(run: dict) -> bool:
+    """Whether the battery's family-wise test (``run["battery_chance"]``, audit/results.py
+    ``battery_chance_test``) rejects "no attack beats chance" at its level; ``True`` when
+    the run has no such test (one attack, or a record written before it existed). The
+    MODERATE rule "the strongest attack's AUC interval excludes 0.5" needs it: that attack
+    is chosen on the same data, so its own interval excludes 0.5 by chance far more often
+    than its level says (7-8% instead of 2.5% for the best of four, docs/verdict-multiplicity.md)."""
+    test = run.get("battery_chance")
+    if not isinstance(test, dict):
+        return True
+    p, alpha = as_float(test.get("p_value")), as_float(test.get("alpha"))
+    return p is None or alpha is None or p <= alpha
 
 
 def verdict_attack(run: dict) -> dict | None:
@@ -648,7 +663,8 @@ def verdict_attack(run: dict) -> dict | None:
         return None
     other = _by_auc(run, attack)
     if other is not None:
-        if _SEVERITY.get(_level_of(other)[0], -1) > _SEVERITY.get(_level_of(attack)[0], -1):
+        fw = battery_beats_chance(run)
+        if _SEVERITY.get(_level_of(other, fw)[0], -1) > _SEVERITY.get(_level_of(attack, fw)[0], -1):
             return other
     return attack
 
@@ -665,8 +681,12 @@ def _by_auc(run: dict, attack: dict) -> dict | None:
     return next((a for a in ok_attacks(run) if a.get("attack") == name), None)
 
 
-def _level_of(attack: dict) -> tuple[str, str]:
-    """:func:`verdict_level`'s rules on one attack."""
+def _level_of(attack: dict, beats_chance: bool = True) -> tuple[str, str]:
+    """:func:`verdict_level`'s rules on one attack; ``beats_chance`` is the battery's
+    family-wise test (:func:`battery_beats_chance`), without which an AUC interval above
+    0.5 alone is not MODERATE. HIGH and the ε-bound route are not gated by it: the test
+    reads AUCs only, and a leak in the tail (a few members exposed at low FPR) can leave
+    every AUC near 0.5, so gating them could turn a real leak into an all-clear."""
     auc = metric(attack, "auc") or {}
     tpr = measured_metric(attack, TPR_1)
     lb = metric(attack, EPS_LB)
@@ -682,7 +702,9 @@ def _level_of(attack: dict) -> tuple[str, str]:
         tpr_lo is not None and tpr_lo >= HIGH_TPR_CI_LOW
     ):
         return "high", ""
-    if (auc_lo is not None and auc_lo > CHANCE_AUC) or (lb_v is not None and lb_v > 0):
+    if (auc_lo is not None and auc_lo > CHANCE_AUC and beats_chance) or (
+        lb_v is not None and lb_v > 0
+    ):
         return "moderate", ""
     auc_ok = auc_hi is not None and auc_hi < HIGH_AUC_CI_LOW
     tpr_ok = tpr_hi is not None and tpr_hi < HIGH_TPR_CI_LOW
@@ -762,9 +784,9 @@ def _level_of(attack: dict) -> tuple[str, str]:
 def verdict_for_run(run: dict) -> dict:
     """Plain-language membership-leakage verdict for one run.
 
-    Only the strongest attack (see :func:`strongest_attack`) is used, so the
-    95% intervals keep their meaning (taking the best of several bounds would
-    need a multiple-testing correction). Rules, first match wins:
+    The level is read from the strongest attack (see :func:`strongest_attack`), which is
+    chosen on the same data; its interval excluding 0.5 therefore counts as MODERATE only
+    when the battery's family-wise test agrees (below). Rules, first match wins:
 
     * ``"not-measured"``: no attack has status ``ok`` with an AUC.
     * ``"invalid-attack"``: the AUC ``ci_high`` < 0.5 — the scores point the wrong way
@@ -772,8 +794,10 @@ def verdict_for_run(run: dict) -> dict:
       "low", and the gate fails on it.
     * ``"high"``: AUC ``ci_low`` ≥ 0.6, or TPR@1%FPR ``ci_low`` ≥ 0.05
       (at least 5% of members identified at 1% false positives, i.e. 5× chance).
-    * ``"moderate"``: AUC ``ci_low`` > 0.5 (the interval excludes chance), or
-      the empirical ε lower bound is > 0 (leakage certified at 95%).
+    * ``"moderate"``: AUC ``ci_low`` > 0.5 (the interval excludes chance) and the
+      battery's family-wise permutation test rejects chance (the strongest attack is
+      chosen on the same data; :func:`battery_beats_chance`), or the empirical ε lower
+      bound is > 0 (leakage certified at 95%).
     * ``"low"``: the AUC interval ends below 0.6 **and** the TPR@1%FPR interval
       below 0.05 — no leakage detected although these attacks could have seen a
       high one; not proof of privacy.
@@ -904,6 +928,20 @@ def verdict_for_run(run: dict) -> dict:
             f"see with {n_txt}."
         )
 
+    fw = run.get("battery_chance")
+    if (
+        level in ("low", "inconclusive")
+        and auc_lo is not None
+        and auc_lo > CHANCE_AUC
+        and not battery_beats_chance(run)
+    ):
+        text += (
+            f" Its interval excludes 0.5, but it is the best of {len(fw.get('attacks') or [])} "
+            f"attacks chosen on these data: the battery's family-wise test (the largest AUC "
+            f"against {fw.get('permutations')} random relabellings) gives p = "
+            f"{num(as_float(fw.get('p_value')))} > {num(as_float(fw.get('alpha')))}, so this "
+            "is not evidence of leakage."
+        )
     claim = check_claim(run, attack)
     head = epsilon_headline(run)
     checkable = claim["status"] not in ("no-claim", "unmeasured")

@@ -216,9 +216,10 @@ def sweep_summary(cfg: AuditConfig, trials: list[Trial], runs: list[dict]) -> di
 
 def _finish_run(run: dict, shadow_attacks: list[dict]) -> dict:
     run["attacks"] = list(run["attacks"]) + shadow_attacks
-    from privacy_audit.audit.results import pick_strongest
+    from privacy_audit.audit.results import battery_chance_test, pick_strongest
 
     picked = pick_strongest(run["attacks"])
+    run["battery_chance"] = battery_chance_test(run["attacks"])
     run["strongest_attack"] = picked["attack"]
     run["strongest_attack_by_auc"] = picked["by_auc"]
     run["strongest_attack_low_fpr"] = picked["low_fpr"]
