@@ -231,8 +231,7 @@ def _bound(scores, included, delta) -> float:
 def audit_default(
     run: dict, setup: Setup, seed: int, realised_only: bool = False
 ) -> dict[str, dict]:
-    from privacy_audit.attacks.epsilon import tradeoff_violations
-    from privacy_audit.attacks.gradient_canary import GradientCanaryAudit, OneRunWhiteBoxAudit
+    from privacy_audit.attacks.gradient_canary import GradientCanaryAudit
     from privacy_audit.defenses.base import Surface
 
     d, claim = setup.delta, run["claimed"]
@@ -256,26 +255,7 @@ def audit_default(
     }
     if realised_only:
         return res
-    t = time.process_time()
-    wb = OneRunWhiteBoxAudit(canaries=setup.white_box_canaries, seed=seed).run(rel, d, 0.95, claim)
-    res["one-run white-box (default)"] = {
-        "eps": wb[0]["epsilon_lb"],
-        "ceiling": wb[0]["ceiling"],
-        "cpu_s": time.process_time() - t + run["cpu_s"],
-    }
-    t = time.process_time()
-    s, inc = run["input_scores"], run["input_included"]
-    res["input canaries (one-run, black-box)"] = {
-        "eps": _bound(s, inc, d),
-        "cpu_s": time.process_time() - t + run["cpu_s"],
-    }
-    tr = tradeoff_violations(s, inc, claim, d, confidence=0.95)
-    res["trade-off test (input canaries' ROC)"] = {
-        "eps": None,
-        "violated": tr["violated"],
-        "cpu_s": time.process_time() - t + run["cpu_s"],
-    }
-    return res
+    return _one_run_cells(res, setup, rel, d, claim, seed, run)
 
 
 def cell_seeds(
@@ -662,8 +642,7 @@ def audit_classifier(run: dict, setup: ClassifierSetup, seed: int) -> dict[str, 
     """Every ε audit that applies to the classifier release: the declared-mechanism
     gradient canary, the recorded one-run white-box canaries, the input canaries and
     the trade-off test (the realised-schedule audit needs the LM trainer's row counts)."""
-    from privacy_audit.attacks.epsilon import tradeoff_violations
-    from privacy_audit.attacks.gradient_canary import GradientCanaryAudit, OneRunWhiteBoxAudit
+    from privacy_audit.attacks.gradient_canary import GradientCanaryAudit
 
     d, claim, rel = setup.delta, run["claimed"], run["release"]
     res: dict[str, dict] = {}
@@ -674,14 +653,22 @@ def audit_classifier(run: dict, setup: ClassifierSetup, seed: int) -> dict[str, 
         "ceiling": g["ceiling"],
         "cpu_s": time.process_time() - t,
     }
+    return _one_run_cells(res, setup, rel, d, claim, seed, run, with_source=True)
+
+
+def _one_run_cells(res, setup, rel, d, claim, seed, run, with_source=False) -> dict[str, Any]:
+    """The one-run audits every trainer's row shares (white-box canaries, input canaries,
+    the trade-off test on the input canaries' ROC), added to ``res``; each cell's CPU time
+    includes the training run's."""
+    from privacy_audit.attacks.epsilon import tradeoff_violations
+    from privacy_audit.attacks.gradient_canary import OneRunWhiteBoxAudit
+
     t = time.process_time()
     wb = OneRunWhiteBoxAudit(canaries=setup.white_box_canaries, seed=seed).run(rel, d, 0.95, claim)
-    res["one-run white-box (default)"] = {
-        "eps": wb[0]["epsilon_lb"],
-        "ceiling": wb[0]["ceiling"],
-        "source": wb[0]["source"],
-        "cpu_s": time.process_time() - t + run["cpu_s"],
-    }
+    cell = {"eps": wb[0]["epsilon_lb"], "ceiling": wb[0]["ceiling"]}
+    if with_source:
+        cell["source"] = wb[0]["source"]
+    res["one-run white-box (default)"] = {**cell, "cpu_s": time.process_time() - t + run["cpu_s"]}
     t = time.process_time()
     s, inc = run["input_scores"], run["input_included"]
     res["input canaries (one-run, black-box)"] = {
