@@ -234,11 +234,24 @@ class _Shingles:
         # number of shingles per text (texts shorter than SHINGLE have none: their only
         # near-duplicates are the equal texts, which the callers pair by equality)
         self.count = np.maximum(self.lens - SHINGLE + 1, 0)
+        self._freq: np.ndarray | None = None
+
+    @property
+    def freq(self) -> np.ndarray:
+        """Frequency class per hash bucket, in the key's top bits (counted over every
+        text with shingles unless :meth:`count_frequencies` chose the texts)."""
+        if self._freq is None:
+            self.count_frequencies(np.flatnonzero(self.count))
+        return self._freq
+
+    def count_frequencies(self, which: np.ndarray) -> None:
+        """The frequency classes from the texts ``which``: any fixed order of the
+        shingles keeps prefix filtering exact; counts make rare shingles come first."""
         counts = np.zeros(1 << _FREQ_BITS, dtype=np.int64)
-        for _, ids, valid in self._id_blocks(np.flatnonzero(self.count)):
+        for _, ids, valid in self._id_blocks(which):
             counts += np.bincount(_bucket(ids[valid]).astype(np.int64), minlength=counts.size)
         f = np.frexp(np.maximum(counts, 1))[1] - 1  # floor(log2 c), exact for integers
-        self.freq = f.astype(np.uint64) << np.uint64(_ID_BITS)
+        self._freq = f.astype(np.uint64) << np.uint64(_ID_BITS)
 
     def _ids(self, pos: np.ndarray) -> np.ndarray:
         c = self.codes
@@ -274,11 +287,12 @@ class _Shingles:
             yield rows, self._ids(pos), valid
             i = j
 
-    def key_blocks(self, which: np.ndarray):
+    def key_blocks(self, which: np.ndarray, by_frequency: bool = True):
         """``(texts, keys, distinct)``: each row's keys ascending (padding last), and which
-        entries are the first of their value (each text's shingle *set*)."""
+        entries are the first of their value (each text's shingle *set*). Keys are the
+        ids under the frequency order (rare first), or the bare ids."""
         for rows, ids, valid in self._id_blocks(which):
-            keys = self.freq[_bucket(ids)] | ids
+            keys = self.freq[_bucket(ids)] | ids if by_frequency else ids
             keys[~valid] = _SENTINEL
             keys.sort(axis=1)
             distinct = np.empty(keys.shape, dtype=bool)
@@ -319,17 +333,52 @@ def similar_pairs(
     """Every pair ``u < v`` of the normalised texts ``norm`` (both at least ``SHINGLE``
     characters) whose shingle sets have Jaccard ``>= jaccard``, as arrays ``(u, v, J)``.
 
-    Exact (no missed pair, unlike MinHash LSH): candidates are the pairs whose prefixes
-    (:func:`_prefix_length`) share a shingle, then the pairs whose sizes allow ``J >= t``
-    (``min <= t max`` excludes), then ``keep(u, v)`` (a vectorised filter), and every
-    candidate left is verified by counting its shared shingles. All in numpy blocks of
-    ``_BLOCK`` elements: per-text Python work is one ``len`` per text."""
+    Exact (no missed pair, unlike MinHash LSH). Candidates come from the partition join
+    (:func:`_partition_candidates`, at ``jaccard >= _MIN_PARTITION_JACCARD``) and, for the
+    texts it cannot key in bounded work and at lower thresholds, from the prefix filter
+    (:func:`_prefix_candidates`); each filter provably keeps every pair at ``J >=
+    jaccard``; ``keep(u, v)`` (a vectorised filter) drops pairs the caller does not want,
+    and every candidate left is verified by counting its shared shingles. All in numpy
+    blocks of ``_BLOCK`` elements: per-text Python work is one ``len`` per text."""
     empty = np.zeros(0, dtype=np.int64)
     table = _Shingles(norm)
     which = np.flatnonzero(table.count)
     if which.size < 2:
         return empty, empty, np.zeros(0)
-    size = np.zeros(len(norm), dtype=np.int64)
+    if jaccard >= _MIN_PARTITION_JACCARD and int(table.count.max()) < _MAX_PARTITION_SIZE:
+        u, v, size, overflow = _partition_candidates(table, which, jaccard, keep)
+        if overflow.any():  # texts with too many light groups: the prefix filter pairs them
+            # only texts whose size allows J >= t with an overflow text can pair with one
+            o = np.sort(size[overflow])
+            lo = np.searchsorted(o, np.ceil(size[which] * jaccard - 1e-9), "left")
+            near = lo < np.searchsorted(o, np.floor(size[which] / jaccard + 1e-9), "right")
+            u2, v2, _ = _prefix_candidates(table, which[near], jaccard, keep, must=overflow)
+            pair = np.unique(np.r_[u * len(norm) + v, u2 * len(norm) + v2])
+            u, v = pair // len(norm), pair % len(norm)
+    else:
+        u, v, size = _prefix_candidates(table, which, jaccard, keep)
+    if not u.size:
+        return empty, empty, np.zeros(0)
+    inter = _shared_shingles(table, u, v)
+    jac = inter / (size[u] + size[v] - inter)
+    ok = jac >= jaccard
+    return u[ok], v[ok], jac[ok]
+
+
+def _prefix_candidates(
+    table: _Shingles, which: np.ndarray, jaccard: float, keep=None, must=None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Candidate pairs ``(u < v)`` of the prefix filter and each text's set size: the
+    pairs whose prefixes (:func:`_prefix_length`) share a shingle, then the pairs whose
+    sizes allow ``J >= t`` (``min <= t max`` excludes), then the extended-prefix count,
+    then ``keep(u, v)``. With ``must`` (a mask of texts) only the pairs holding at least
+    one such text are wanted: entries whose shingle no ``must`` text has in its prefix
+    are dropped before the pairs are made."""
+    empty = np.zeros(0, dtype=np.int64)
+    n = len(table.lens)
+    size = np.zeros(n, dtype=np.int64)
+    if must is not None:
+        table.count_frequencies(which)
     ent_key, ent_text = [], []
     for rows, keys, distinct in table.key_blocks(which):
         s = distinct.sum(axis=1)
@@ -342,10 +391,11 @@ def similar_pairs(
     # a shingle in one prefix only pairs nothing: drop (most) of them before sorting
     b = _bucket(key).astype(np.int64)
     shared = np.bincount(b, minlength=1 << _FREQ_BITS)[b] >= 2
+    if must is not None:
+        shared &= np.isin(key, key[must[text]])
     key, text = key[shared], text[shared]
     if not key.size:
-        return empty, empty, np.zeros(0)
-    n = len(norm)
+        return empty, empty, size
     sz = size[text]
     # sort by (shingle, size, text): runs of one shingle, sizes ascending within a run
     order = np.lexsort((text, sz, key))
@@ -386,16 +436,276 @@ def similar_pairs(
         ok = shared_n >= np.minimum(_EXTRA + 1, need)
         if keep is not None:
             ok &= keep(u, v)
+        if must is not None:
+            ok &= must[u] | must[v]
         found_u.append(u[ok])
         found_v.append(v[ok])
     u, v = np.concatenate(found_u), np.concatenate(found_v)
-    u, v = np.minimum(u, v), np.maximum(u, v)
-    if not u.size:
-        return empty, empty, np.zeros(0)
-    inter = _shared_shingles(table, u, v)
-    jac = inter / (size[u] + size[v] - inter)
-    ok = jac >= jaccard
-    return u[ok], v[ok], jac[ok]
+    return np.minimum(u, v), np.maximum(u, v), size
+
+
+# --------------------------------------------------------------------------- #
+# The partition join (pigeonhole on hashed groups of shingles)
+# --------------------------------------------------------------------------- #
+#: Groups beyond the distance bound: a pair within it has at least ``_PART_EXTRA + 1``
+#: identical groups (:func:`_partition_candidates`).
+_PART_EXTRA = 2
+#: A group of at most this many shingles is *light*: keyed only in ``_PART_EXTRA + 1``-
+#: subsets of a text's light groups (an empty or one-shingle group alone is shared by
+#: too many texts to be a useful key).
+_LIGHT = 1
+#: Light-group subsets per text and size class at most (C(16, 3)); a text with more is
+#: paired by the prefix filter instead.
+_MAX_LIGHT_KEYS = 560
+#: Below this threshold the groups would be nearly all light (a group holds about
+#: t / (1 - t) shingles): the prefix filter is used.
+_MIN_PARTITION_JACCARD = 0.75
+#: Width (largest / smallest size) of a size class of the partition join.
+_CLASS_RATIO = 1.25
+#: Diagnostics of the last partition join (keys, candidates before and after the filters).
+JOIN_STATS: dict[str, int] = {}
+#: Set sizes below this keep the float64 content sums exact (size x 2^32 < 2^53).
+_MAX_PARTITION_SIZE = 1 << 20
+_M1 = np.uint64(0xBF58476D1CE4E5B9)
+_M2 = np.uint64(0x94D049BB133111EB)
+_LOW32 = np.uint64(0xFFFFFFFF)
+
+
+def _mix(x: np.ndarray) -> np.ndarray:
+    """splitmix64's finaliser: a bijection of uint64 that spreads every input bit."""
+    x = np.asarray(x, dtype=np.uint64)
+    x = (x ^ (x >> np.uint64(30))) * _M1
+    x = (x ^ (x >> np.uint64(27))) * _M2
+    return x ^ (x >> np.uint64(31))
+
+
+def _max_distance(size: np.ndarray, jaccard: float) -> np.ndarray:
+    """``floor(a (1 - t) / t)``: the largest ``|A ^ B|`` of a pair at ``J >= t`` whose
+    smaller set has ``a`` elements (rounded up past float error: a larger bound only
+    adds groups)."""
+    return np.floor(np.asarray(size) * (1.0 - jaccard) / jaccard + 1e-6).astype(np.int64)
+
+
+def _size_classes(max_size: int, jaccard: float) -> tuple[np.ndarray, np.ndarray]:
+    """Size classes ``[lo_c, lo_{c+1})``, each ``_CLASS_RATIO`` wide, and each class's
+    number of groups ``m_c = floor(hi_c (1 - t) / t) + 1 + _PART_EXTRA`` (``hi_c`` the
+    class's largest size). Narrow classes keep ``m_c`` near what the smallest size needs
+    (groups of about t / (1 - t) shingles, few of them light) at the price of keying a
+    text under more classes (``log(1 / t) / log(_CLASS_RATIO)`` + 1)."""
+    lo = [1]
+    while lo[-1] <= max_size:
+        lo.append(max(lo[-1] + 1, int(np.floor(lo[-1] * _CLASS_RATIO)) + 1))
+    edges = np.asarray(lo, dtype=np.int64)
+    return edges, _max_distance(edges[1:] - 1, jaccard) + 1 + _PART_EXTRA
+
+
+def _triples(counts: np.ndarray, cap: int) -> tuple[np.ndarray, np.ndarray]:
+    """Every 3-subset ``i < j < k`` of ``range(counts[r])`` for each segment ``r``, as
+    ``(segment, (i, j, k))`` rows; segments with more than ``cap`` subsets are skipped."""
+    segs, idx = [np.zeros(0, np.int64)], [np.zeros((0, 3), np.int64)]
+    for size in np.unique(counts):
+        if size < 3 or size * (size - 1) * (size - 2) // 6 > cap:
+            continue
+        comb = np.array(
+            [
+                (i, j, k)
+                for i in range(size)
+                for j in range(i + 1, size)
+                for k in range(j + 1, size)
+            ],
+            dtype=np.int64,
+        )
+        r = np.flatnonzero(counts == size)
+        segs.append(np.repeat(r, comb.shape[0]))
+        idx.append(np.tile(comb, (r.size, 1)))
+    return np.concatenate(segs), np.concatenate(idx)
+
+
+def _partition_candidates(
+    table: _Shingles, which: np.ndarray, jaccard: float, keep=None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Candidate pairs ``(u < v)`` of the partition join, each text's set size, and the
+    texts it could not key (``overflow``: the caller pairs those by the prefix filter).
+
+    **No pair at J >= t is missed** (for the texts not in ``overflow``). Let ``a <= b``
+    be the pair's set sizes. ``J = o / (a + b - o) >= t`` gives ``o >= t (a + b) / (1 +
+    t)``; since ``o <= a``, ``a >= t b``, and the symmetric difference ``d = a + b - 2 o
+    <= (a + b)(1 - t) / (1 + t) <= a (1 - t) / t`` (:func:`_max_distance`, ``D(a)``).
+    Sizes fall in classes (:func:`_size_classes`); class ``c`` splits the shingle
+    universe into ``m_c >= D(a) + 1 + e`` groups (``e = _PART_EXTRA``) by a hash of the
+    shingle, the same for every text. Each text is keyed under its own class and under
+    every class that may hold a smaller partner (sizes ``floor(t s) .. s``), so both
+    texts of the pair are keyed under ``c = class(a)``. The ``d`` differing shingles lie
+    in at most ``d`` groups, so at least ``m_c - d >= e + 1`` groups ``g`` have ``A & g
+    == B & g``. A text emits (1) for each *heavy* group (more than ``_LIGHT`` shingles) a
+    key of (class, group, its content), and (2) for each ``(e + 1)``-subset of its *light*
+    groups a key of (class, the groups, their contents). If one of the identical groups
+    is heavy, both texts emit its key (1); otherwise ``e + 1`` of them are light in both
+    and both emit that subset's key (2). Either way the pair shares a key. A text with
+    more than ``_MAX_LIGHT_KEYS`` subsets in some class emits no subsets there and is
+    returned in ``overflow``. Content keys are hashes: a collision adds a candidate,
+    never removes one.
+
+    Each shared key makes a candidate, filtered (never dropping a pair at J >= t) by:
+    the class is that of the smaller size (each pair is made under one class); ``a >=
+    t b``; ``keep``; and the group counts: per group ``|A & g ^ B & g| >= |W_A(g) -
+    W_B(g)|`` (shingle counts), and ``>= 2`` when the counts are equal but the content
+    sums differ (equal-sized different sets), so the sum over groups of these bounds is
+    a lower bound of ``d``, which must not exceed ``(a + b)(1 - t) / (1 + t)``."""
+    n = len(table.lens)
+    max_size = int(table.count[which].max())
+    edges, m_of = _size_classes(max_size, jaccard)
+    n_cls = edges.size - 1
+    size = np.zeros(n, dtype=np.int64)
+    first_cls = np.zeros(n, dtype=np.int64)
+    overflow = np.zeros(n, dtype=bool)
+    vec_w, vec_s, at = [], [], 0
+    # each key as one sortable word: class | key bits | text (runs of equal class and key)
+    tb = max(1, int(n - 1).bit_length())
+    cb = max(1, int(n_cls - 1).bit_length())
+    ent = []
+
+    def pack(key, text, cls):
+        return (
+            (cls.astype(np.uint64) << np.uint64(64 - cb))
+            | ((key >> np.uint64(tb + cb)) << np.uint64(tb))
+            | text.astype(np.uint64)
+        )
+
+    off_list = []  # (texts, slot, offset)
+    for rows, ids, distinct in table.key_blocks(which, by_frequency=False):
+        s = distinct.sum(axis=1)
+        size[rows] = s
+        c_lo = np.searchsorted(edges, np.floor(jaccard * s + 1e-9), "right") - 1
+        c_lo = np.maximum(c_lo, 0)
+        c_hi = np.searchsorted(edges, s, "right") - 1
+        first_cls[rows] = c_lo
+        h = _mix(ids)
+        grp = h >> np.uint64(32)
+        content = (h & _LOW32).astype(np.float64)
+        for k in range(int((c_hi - c_lo).max()) + 1):
+            r = np.flatnonzero(c_hi - c_lo >= k)
+            cls = c_lo[r] + k
+            m = m_of[cls]
+            mm = int(m.max())
+            g = ((grp[r] * m[:, None].astype(np.uint64)) >> np.uint64(32)).astype(np.int64)
+            idx = (np.arange(r.size)[:, None] * mm + g)[distinct[r]]
+            cnt = np.bincount(idx, minlength=r.size * mm).reshape(r.size, mm)
+            tot = np.bincount(idx, weights=content[r][distinct[r]], minlength=r.size * mm)
+            csum = (tot.astype(np.uint64) & _LOW32).reshape(r.size, mm)
+            col = np.arange(mm)[None, :]
+            valid = col < m[:, None]
+            # the group vectors, for the count filter
+            per = m
+            off_list.append((rows[r], np.full(r.size, k), at + np.cumsum(per) - per))
+            at += int(per.sum())
+            # counts clipped to 255 and 16 bits of the content sums: enough for a filter
+            vec_w.append(np.minimum(cnt[valid], 255).astype(np.uint8))
+            vec_s.append((csum[valid] & np.uint64(0xFFFF)).astype(np.uint16))
+            # keys: (class, group, content) of heavy groups
+            base = _mix(cls[:, None].astype(np.uint64) * np.uint64(1 << 32) + col.astype(np.uint64))
+            item = _mix(base ^ (csum | (cnt.astype(np.uint64) << np.uint64(32))))
+            heavy = valid & (cnt > _LIGHT)
+            rr, gg = np.nonzero(heavy)
+            ent.append(pack(item[rr, gg], rows[r][rr], cls[rr]))
+            # light groups: every 3-subset of them
+            light = valid & (cnt <= _LIGHT)
+            n_light = light.sum(axis=1)
+            n_sub = n_light * (n_light - 1) * (n_light - 2) // 6
+            overflow[rows[r][n_sub > _MAX_LIGHT_KEYS]] = True
+            lr, lg = np.nonzero(light)  # row-major: each row's light groups in order
+            start = np.cumsum(n_light) - n_light
+            seg, tri = _triples(n_light, _MAX_LIGHT_KEYS)
+            if seg.size:
+                pos = start[seg][:, None] + tri
+                it = item[lr[pos], lg[pos]]
+                key = _mix(_mix(it[:, 0] ^ np.uint64(0x5851F42D4C957F2D)) ^ it[:, 1])
+                key = _mix(key ^ it[:, 2])
+                ent.append(pack(key, rows[r][seg], cls[seg]))
+    vec_w = np.concatenate(vec_w)
+    vec_s = np.concatenate(vec_s)
+    n_slots = max(int(o[1].max()) + 1 for o in off_list)
+    off = np.full((n, n_slots), -1, dtype=np.int64)
+    for t_, k_, o_ in off_list:
+        off[t_, k_] = o_
+    empty = np.zeros(0, dtype=np.int64)
+    JOIN_STATS.clear()
+    JOIN_STATS.update(texts=int(which.size), overflow=int(overflow.sum()))
+    packed = np.concatenate(ent)
+    del ent
+    JOIN_STATS["keys"] = int(packed.size)
+    packed.sort()
+    # keep the entries of keys held by two or more texts
+    head = packed >> np.uint64(tb)
+    same = head[1:] == head[:-1]
+    del head
+    multi = np.zeros(packed.size, dtype=bool)
+    multi[1:] = same
+    multi[:-1] |= same
+    del same
+    packed = packed[multi]
+    del multi
+    if not packed.size:
+        return empty, empty, size, overflow
+    text = (packed & np.uint64((1 << tb) - 1)).astype(np.int64)
+    cls = (packed >> np.uint64(64 - cb)).astype(np.int64)
+    head = packed >> np.uint64(tb)
+    run_end = np.r_[np.flatnonzero(head[1:] != head[:-1]) + 1, head.size]
+    del head, packed
+    end_of = np.repeat(run_end, np.diff(np.r_[0, run_end]))
+    partners = end_of - 1 - np.arange(text.size)
+    cum = np.cumsum(partners)
+    JOIN_STATS["shared_keys"] = int(cum[-1]) if cum.size else 0
+    kept = 0
+    bound_num = 1.0 - jaccard
+    found = [empty]
+    start = 0
+    while start < text.size:
+        base = cum[start - 1] if start else 0
+        stop = max(int(np.searchsorted(cum, base + _BLOCK, "right")), start + 1)
+        q = np.arange(start, stop)
+        c = partners[q]
+        a = np.repeat(q, c)
+        b = a + 1 + _ragged_arange(c)
+        start = stop
+        if not a.size:
+            continue
+        u, v, cc = text[a], text[b], cls[a]
+        su, sv = size[u], size[v]
+        small = np.minimum(su, sv)
+        big = np.maximum(su, sv)
+        ok = (np.searchsorted(edges, small, "right") - 1 == cc) & (small >= jaccard * big - 1e-9)
+        if keep is not None:
+            ok[ok] = keep(np.minimum(u[ok], v[ok]), np.maximum(u[ok], v[ok]))
+        u, v, cc, su, sv = u[ok], v[ok], cc[ok], su[ok], sv[ok]
+        if not u.size:
+            continue
+        # the group-count lower bound of |A ^ B|, in sub-blocks of bounded size
+        m = m_of[cc]
+        lb = np.zeros(u.size, dtype=np.int64)
+        step = max(1, _BLOCK // int(m.max()))
+        for i in range(0, u.size, step):
+            sl = slice(i, i + step)
+            mm = int(m[sl].max())
+            col = np.arange(mm)[None, :]
+            valid = col < m[sl, None]
+            ou = off[u[sl], cc[sl] - first_cls[u[sl]]][:, None] + col
+            ov = off[v[sl], cc[sl] - first_cls[v[sl]]][:, None] + col
+            ou = np.where(valid, ou, 0)
+            ov = np.where(valid, ov, 0)
+            wu = vec_w[ou].astype(np.int64)
+            dw = np.abs(wu - vec_w[ov])
+            # equal counts, different content: >= 2 (>= 1 where the count was clipped)
+            diff = np.where(dw > 0, dw, (2 - (wu == 255)) * (vec_s[ou] != vec_s[ov]))
+            lb[sl] = np.where(valid, diff, 0).sum(axis=1)
+        limit = np.floor((su + sv) * bound_num / (1.0 + jaccard) + 1e-6).astype(np.int64)
+        ok = lb <= limit
+        u, v = u[ok], v[ok]
+        kept += int(u.size)
+        found.append(np.minimum(u, v) * n + np.maximum(u, v))
+    pair = np.unique(np.concatenate(found))
+    JOIN_STATS.update(after_filters=kept, candidates=int(pair.size))
+    return pair // n, pair % n, size, overflow
 
 
 def _shared_shingles(table: _Shingles, u: np.ndarray, v: np.ndarray) -> np.ndarray:

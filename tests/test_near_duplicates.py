@@ -12,11 +12,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from privacy_audit.audit import split_check
 from privacy_audit.audit.split_check import (
     duplicate_groups,
     near_duplicates,
     normalise,
     normalise_all,
+    similar_pairs,
 )
 
 
@@ -199,3 +201,143 @@ def test_a_large_alphabet_uses_hashed_shingles_with_the_same_answer():
     brute = _brute_pairs(members, nonmembers)
     got = near_duplicates(members, nonmembers)
     assert {(i, j) for i, j, _ in got} == set(brute) and len(brute) >= 5
+
+
+# --------------------------------------------------------------------------- #
+# The partition join (pigeonhole on hashed shingle groups) and its fallbacks
+# --------------------------------------------------------------------------- #
+def _jaccard(a: str, b: str) -> float:
+    sa, sb = _shingles(a), _shingles(b)
+    return len(sa & sb) / len(sa | sb)
+
+
+def _bench_texts(n: int, seed: int, vocab: int = 20_000) -> list[str]:
+    """``score``'s benchmark texts: 8-30 words ``w<k>`` (12 distinct characters), the
+    join's worst case (even a text's rarest shingles are shared by many texts)."""
+    rng = np.random.default_rng(seed)
+    return [
+        " ".join(f"w{w}" for w in rng.integers(0, vocab, size=int(rng.integers(8, 31))))
+        for _ in range(n)
+    ]
+
+
+def _near_copy(text: str, rng: np.random.Generator, edits: int) -> str:
+    """``text`` with ``edits`` characters substituted, inserted or deleted (alphabet of
+    the benchmark texts, so the copy stays low-entropy)."""
+    chars = list(text)
+    for _ in range(edits):
+        p = int(rng.integers(0, len(chars) + 1))
+        kind = int(rng.integers(0, 3))
+        c = str(rng.choice(list("0123456789 w")))
+        if kind == 0 and p < len(chars):
+            chars[p] = c
+        elif kind == 1 or not chars:
+            chars.insert(p, c)
+        elif p < len(chars):
+            del chars[p]
+    return "".join(chars)
+
+
+def _hard_pairs(seed: int, count: int) -> tuple[list[str], list[str]]:
+    """Member k and non-member k are near-copies with Jaccard at or just around 0.8 (the
+    pairs whose symmetric difference is near the bound, where every identical group may
+    be light), of every size from a few shingles to a few hundred."""
+    rng = np.random.default_rng(seed)
+    members, nonmembers = [], []
+    while len(members) < count:
+        words = int(rng.choice([1, 2, 3, 5, 8, 14, 30, 60]))
+        vocab = int(rng.choice([30, 20_000]))
+        a = _bench_texts(1, int(rng.integers(1 << 30)), vocab)[0]
+        a = " ".join(a.split()[:words])
+        b = _near_copy(a, rng, int(rng.integers(1, 2 + len(a) // 25)))
+        if len(normalise(a)) < 5 or len(normalise(b)) < 5:
+            continue
+        if 0.76 <= _jaccard(a, b) <= 0.9 or rng.random() < 0.1:
+            members.append(a)
+            nonmembers.append(b)
+    return members, nonmembers
+
+
+@pytest.mark.parametrize(
+    "light_keys", [split_check._MAX_LIGHT_KEYS, -1], ids=["partition", "all-overflow"]
+)
+def test_no_planted_pair_at_the_threshold_is_missed(monkeypatch, light_keys):
+    """700 near-copy pairs with Jaccard around 0.8 (sizes 1 to ~400 shingles): every
+    pair at >= 0.8 is found with its exact Jaccard, every reported pair is verified. With
+    no light-group keys allowed, every text goes to the prefix-filter fallback."""
+    monkeypatch.setattr(split_check, "_MAX_LIGHT_KEYS", light_keys)
+    members, nonmembers = _hard_pairs(7, 700)
+    got = near_duplicates(members, nonmembers)
+    found = {(i, j): v for i, j, v in got}
+    planted = {k: _jaccard(members[k], nonmembers[k]) for k in range(len(members))}
+    at = [
+        k
+        for k, v in planted.items()
+        if v >= 0.8 or normalise(members[k]) == normalise(nonmembers[k])
+    ]
+    assert len(at) >= 300 and sum(0.8 <= v < 0.82 for v in planted.values()) >= 30
+    for k in at:
+        assert (k, k) in found, (members[k], nonmembers[k], planted[k])
+    for (i, j), v in found.items():
+        assert v == pytest.approx(_jaccard(members[i], nonmembers[j]), abs=1e-12) and v >= 0.8
+    if light_keys < 0:
+        assert split_check.JOIN_STATS["overflow"] == split_check.JOIN_STATS["texts"]
+
+
+@pytest.mark.parametrize("jaccard", [0.75, 0.9, 1.0, 0.6])
+def test_similar_pairs_equal_brute_force_at_other_thresholds(jaccard):
+    """The join at other thresholds (0.6: the prefix filter alone) on the benchmark's
+    low-entropy texts with planted near-copies, against every pair by brute force."""
+    rng = np.random.default_rng(11)
+    texts = _bench_texts(160, 12, vocab=300)
+    texts += [
+        _near_copy(texts[int(rng.integers(160))], rng, int(rng.integers(1, 6))) for _ in range(160)
+    ]
+    # periodic texts: different strings, equal shingle sets (Jaccard exactly 1)
+    texts += [" ".join([f"w{k}"] * r) for k in (7, 12, 345, 6789) for r in (3, 4, 6)]
+    norm = sorted(set(normalise_all(texts)))
+    u, v, jac = similar_pairs(norm, jaccard)
+    got = dict(zip(zip(u.tolist(), v.tolist(), strict=True), jac.tolist(), strict=True))
+    sh = [_shingles(t) for t in norm]
+    want = {}
+    for i in range(len(norm)):
+        for j in range(i + 1, len(norm)):
+            if len(norm[i]) >= 5 and len(norm[j]) >= 5:
+                x = len(sh[i] & sh[j]) / len(sh[i] | sh[j])
+                if x >= jaccard:
+                    want[(i, j)] = x
+    assert got == pytest.approx(want, abs=1e-12)
+    assert len(want) >= (20 if jaccard < 1 else 12)
+
+
+def test_benchmark_texts_with_near_copies_equal_brute_force():
+    """``score``'s benchmark texts (worst case of the join) with planted near-copies on
+    both sides: the cross pairs equal a brute force over every member/non-member pair."""
+    rng = np.random.default_rng(3)
+    members = _bench_texts(300, 4)
+    nonmembers = _bench_texts(300, 5)
+    for k in range(80):
+        nonmembers[k] = _near_copy(members[3 * k], rng, int(rng.integers(1, 8)))
+    brute = _brute_pairs(members, nonmembers)
+    got = near_duplicates(members, nonmembers)
+    assert {(i, j): v for i, j, v in got} == pytest.approx(brute, abs=1e-12)
+    assert len(brute) >= 20
+    assert split_check.JOIN_STATS["overflow"] == 0  # the partition join did the work
+
+
+def test_partition_groups_guarantee_identical_groups():
+    """The pigeonhole bound itself: for the smaller size a, m_c exceeds the largest
+    symmetric difference of a pair at J >= t by at least _PART_EXTRA + 1, for every size
+    and every class that keys it (checked by enumerating sizes and overlaps)."""
+    from fractions import Fraction
+
+    for t in (0.75, 0.8, 0.9, 0.95, 1.0):
+        edges, m = split_check._size_classes(2000, t)
+        tf = Fraction(t).limit_denominator(1000)
+        for a in range(1, 2000):
+            c = np.searchsorted(edges, a, "right") - 1
+            # largest b with J(a, b) >= t possible, and the fewest shared shingles
+            b = np.arange(a, int(a / tf) + 1)
+            o = -((-tf.numerator * (a + b)) // (tf.numerator + tf.denominator))  # ceil
+            d = np.where(o <= a, a + b - 2 * o, 0)
+            assert m[c] - d.max() >= split_check._PART_EXTRA + 1, (t, a)
