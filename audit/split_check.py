@@ -348,11 +348,8 @@ def similar_pairs(
     if jaccard >= _MIN_PARTITION_JACCARD and int(table.count.max()) < _MAX_PARTITION_SIZE:
         u, v, size, overflow = _partition_candidates(table, which, jaccard, keep)
         if overflow.any():  # texts with too many light groups: the prefix filter pairs them
-            # only texts whose size allows J >= t with an overflow text can pair with one
-            o = np.sort(size[overflow])
-            lo = np.searchsorted(o, np.ceil(size[which] * jaccard - 1e-9), "left")
-            near = lo < np.searchsorted(o, np.floor(size[which] / jaccard + 1e-9), "right")
-            u2, v2, _ = _prefix_candidates(table, which[near], jaccard, keep, must=overflow)
+            near = which[_size_compatible(size[which], size[overflow], jaccard)]
+            u2, v2, _ = _prefix_candidates(table, near, jaccard, keep, must=overflow)
             pair = np.unique(np.r_[u * len(norm) + v, u2 * len(norm) + v2])
             u, v = pair // len(norm), pair % len(norm)
     else:
@@ -363,6 +360,14 @@ def similar_pairs(
     jac = inter / (size[u] + size[v] - inter)
     ok = jac >= jaccard
     return u[ok], v[ok], jac[ok]
+
+
+def _size_compatible(sizes: np.ndarray, others: np.ndarray, jaccard: float) -> np.ndarray:
+    """Which ``sizes`` may reach ``J >= t`` with some size in ``others``: ``t s <= o <=
+    s / t`` (``J <= min / max``)."""
+    o = np.sort(others)
+    lo = np.searchsorted(o, np.ceil(sizes * jaccard - 1e-9), "left")
+    return lo < np.searchsorted(o, np.floor(sizes / jaccard + 1e-9), "right")
 
 
 def _prefix_candidates(
@@ -405,12 +410,23 @@ def _prefix_candidates(
     # its smaller (size, text) end, with the later entries of the run of size <= size / t
     top = np.floor(sz / jaccard + 1e-6).astype(np.int64)
     width = int(top.max()) + 1
-    hi = np.searchsorted(run_id * width + sz, run_id * width + top, "right")
-    partners = hi - 1 - np.arange(key.size)
+    run_sz = run_id * width + sz
+    hi = np.searchsorted(run_sz, run_id * width + top, "right")
+    if must is None:
+        src = np.arange(key.size)
+        first = src + 1
+    else:
+        # only the pairs of a must text: each must entry with every entry of its run
+        # whose size allows J >= t (both directions); a pair of two must texts is made
+        # from its lower text only, so each pair is made from one text, as above
+        src = np.flatnonzero(must[text])
+        first = np.searchsorted(run_sz, run_id[src] * width + np.ceil(sz[src] * jaccard - 1e-9))
+        hi = hi[src]
+    partners = hi - first
     # blocks of whole texts (every pair of a text is counted in one block), about _BLOCK
     # pairs each: memory stays bounded however many candidates there are
-    by_text = np.argsort(text, kind="stable")
-    tt = text[by_text]
+    by_text = np.argsort(text[src], kind="stable")
+    tt = text[src][by_text]
     last = np.r_[np.flatnonzero(tt[1:] != tt[:-1]), tt.size - 1]  # a text's last entry
     cum = np.cumsum(partners[by_text])
     found_u, found_v = [empty], [empty]
@@ -421,23 +437,26 @@ def _prefix_candidates(
         stop = int(last[np.searchsorted(last, max(stop, start + 1) - 1)]) + 1
         q = by_text[start:stop]
         c = partners[q]
-        a = np.repeat(q, c)
-        pair = np.sort(text[a] * n + text[a + 1 + _ragged_arange(c)])
+        i = np.repeat(src[q], c)
+        j = np.repeat(first[q], c) + _ragged_arange(c)
+        if must is not None:
+            ti, tj = text[i], text[j]
+            made = (ti != tj) & ~(must[tj] & (tj < ti))
+            i, j = i[made], j[made]
+        pair = np.sort(text[i] * n + text[j])
         start = stop
         if not pair.size:
             continue
         # each pair once, with the number of prefix shingles it shares; a pair at J >= t
         # shares at least min(_EXTRA + 1, ceil(t max size)) of them (_prefix_length)
-        first = np.r_[True, pair[1:] != pair[:-1]]
-        shared_n = np.diff(np.r_[np.flatnonzero(first), pair.size])
-        pair = pair[first]
+        first_of = np.r_[True, pair[1:] != pair[:-1]]
+        shared_n = np.diff(np.r_[np.flatnonzero(first_of), pair.size])
+        pair = pair[first_of]
         u, v = pair // n, pair % n
         need = np.ceil(jaccard * np.maximum(size[u], size[v]) - 1e-9).astype(np.int64)
         ok = shared_n >= np.minimum(_EXTRA + 1, need)
         if keep is not None:
-            ok &= keep(u, v)
-        if must is not None:
-            ok &= must[u] | must[v]
+            ok &= keep(np.minimum(u, v), np.maximum(u, v))
         found_u.append(u[ok])
         found_v.append(v[ok])
     u, v = np.concatenate(found_u), np.concatenate(found_v)

@@ -259,7 +259,7 @@ def _hard_pairs(seed: int, count: int) -> tuple[list[str], list[str]]:
 
 
 @pytest.mark.parametrize(
-    "light_keys", [split_check._MAX_LIGHT_KEYS, -1], ids=["partition", "all-overflow"]
+    "light_keys", [split_check._MAX_LIGHT_KEYS, 1, -1], ids=["partition", "mixed", "all-overflow"]
 )
 def test_no_planted_pair_at_the_threshold_is_missed(monkeypatch, light_keys):
     """700 near-copy pairs with Jaccard around 0.8 (sizes 1 to ~400 shingles): every
@@ -280,8 +280,31 @@ def test_no_planted_pair_at_the_threshold_is_missed(monkeypatch, light_keys):
         assert (k, k) in found, (members[k], nonmembers[k], planted[k])
     for (i, j), v in found.items():
         assert v == pytest.approx(_jaccard(members[i], nonmembers[j]), abs=1e-12) and v >= 0.8
+    stats = split_check.JOIN_STATS
     if light_keys < 0:
-        assert split_check.JOIN_STATS["overflow"] == split_check.JOIN_STATS["texts"]
+        assert stats["overflow"] == stats["texts"]
+    elif light_keys == 1:  # overflow texts pair with partition-keyed ones too
+        assert 0.2 * stats["texts"] < stats["overflow"] < 0.8 * stats["texts"]
+
+
+@pytest.mark.parametrize(
+    ("light", "light_keys"), [(3, 10**6), (6, 1000)], ids=["all-keyed", "some-overflow"]
+)
+def test_pairs_whose_identical_groups_are_all_light_are_found(monkeypatch, light, light_keys):
+    """Groups of up to 3 (or 6) shingles made light (most groups are): many pairs near
+    the threshold then share no heavy group and are found only by their light-group
+    subsets, which must all be keyed, or, for a text with too many of them, by the
+    prefix filter against every text of a size it can pair with (some of these pairs
+    hold one overflow text and one keyed text and share no key)."""
+    monkeypatch.setattr(split_check, "_LIGHT", light)
+    monkeypatch.setattr(split_check, "_MAX_LIGHT_KEYS", light_keys)
+    members, nonmembers = _hard_pairs(8, 300)
+    got = {(i, j) for i, j, _ in near_duplicates(members, nonmembers)}
+    for k in range(len(members)):
+        if _jaccard(members[k], nonmembers[k]) >= 0.8:
+            assert (k, k) in got, (members[k], nonmembers[k])
+    over = split_check.JOIN_STATS["overflow"] / split_check.JOIN_STATS["texts"]
+    assert over == 0 if light_keys > 10**5 else 0 < over < 1
 
 
 @pytest.mark.parametrize("jaccard", [0.75, 0.9, 1.0, 0.6])
@@ -341,3 +364,16 @@ def test_partition_groups_guarantee_identical_groups():
             o = -((-tf.numerator * (a + b)) // (tf.numerator + tf.denominator))  # ceil
             d = np.where(o <= a, a + b - 2 * o, 0)
             assert m[c] - d.max() >= split_check._PART_EXTRA + 1, (t, a)
+
+
+def test_size_compatible_equals_a_per_pair_check():
+    """The fallback's size window: a text is joined with the overflow texts exactly when
+    some overflow size allows J >= t (t s <= o <= s / t)."""
+    rng = np.random.default_rng(9)
+    sizes = rng.integers(1, 200, size=300)
+    others = rng.integers(1, 200, size=12)
+    for t in (0.8, 0.9, 0.75):
+        want = [any(t * s - 1e-9 <= o <= s / t + 1e-9 for o in others) for s in sizes]
+        got = split_check._size_compatible(sizes, others, t)
+        assert got.tolist() == want and 0 < sum(want) < len(want)
+    assert split_check._size_compatible(np.array([4, 5, 6]), np.array([5]), 0.8).all()
