@@ -343,9 +343,11 @@ def similar_pairs(
     empty = np.zeros(0, dtype=np.int64)
     table = _Shingles(norm)
     which = np.flatnonzero(table.count)
+    JOIN_STATS.clear()
     if which.size < 2:
         return empty, empty, np.zeros(0)
-    if jaccard >= _MIN_PARTITION_JACCARD and int(table.count.max()) < _MAX_PARTITION_SIZE:
+    if _use_partition(table, which, jaccard):
+        JOIN_STATS["join"] = "partition"
         u, v, size, overflow = _partition_candidates(table, which, jaccard, keep)
         if overflow.any():  # texts with too many light groups: the prefix filter pairs them
             near = which[_size_compatible(size[which], size[overflow], jaccard)]
@@ -353,13 +355,70 @@ def similar_pairs(
             pair = np.unique(np.r_[u * len(norm) + v, u2 * len(norm) + v2])
             u, v = pair // len(norm), pair % len(norm)
     else:
+        JOIN_STATS["join"] = "prefix"
         u, v, size = _prefix_candidates(table, which, jaccard, keep)
+        JOIN_STATS["candidates"] = int(u.size)
     if not u.size:
         return empty, empty, np.zeros(0)
     inter = _shared_shingles(table, u, v)
     jac = inter / (size[u] + size[v] - inter)
     ok = jac >= jaccard
     return u[ok], v[ok], jac[ok]
+
+
+#: Texts from which the join is chosen on a sample (below it: the partition join).
+_CHOOSE_FROM = 40_000
+#: Texts in that sample.
+_CHOOSE_SAMPLE = 5_000
+#: Process CPU seconds per text and per pair of entries sharing a key, of the prefix
+#: filter and of the partition join (measured on the 2-core machine at 10^5 texts:
+#: score's benchmark texts and real sentences; they only choose which exact join runs).
+_COST = {"prefix": (1.5e-5, 1.7e-7), "partition": (4.5e-5, 3.5e-7)}
+
+
+def _use_partition(table: _Shingles, which: np.ndarray, jaccard: float) -> bool:
+    """Whether the partition join (rather than the prefix filter) pairs these texts.
+    Both are exact; this only picks the cheaper. Low-entropy text (few distinct
+    characters, templates) makes even the rarest shingles common, so the prefix
+    filter's candidates grow as n^2; on ordinary text the rarest shingles are nearly
+    unique and the prefix filter is cheaper, while templated parts make large groups of
+    equal content. On a seeded sample of ``_CHOOSE_SAMPLE`` texts each join's pairs of
+    entries sharing a key are counted; pairs grow as the square of the texts, so the
+    sample's counts are scaled by ``(n / sample)^2`` into the cost model ``_COST``."""
+    if jaccard < _MIN_PARTITION_JACCARD or int(table.count.max()) >= _MAX_PARTITION_SIZE:
+        return False
+    if which.size < _CHOOSE_FROM:
+        return True
+    rng = np.random.default_rng(0x5EED)
+    sample = np.sort(rng.choice(which, _CHOOSE_SAMPLE, replace=False))
+    scale = (which.size / sample.size) ** 2
+    _partition_candidates(table, sample, jaccard)
+    part_pairs = JOIN_STATS.get("shared_keys", 0) * scale
+    # the prefix filter's entries on the sample, its frequency order from the sample
+    keys = []
+    saved, table._freq = table._freq, None
+    table.count_frequencies(sample)
+    for _, k, distinct in table.key_blocks(sample):
+        rank = np.cumsum(distinct, axis=1, dtype=np.int32)
+        s = distinct.sum(axis=1)
+        keys.append(k[distinct & (rank <= _prefix_length(s, jaccard)[:, None])])
+    table._freq = saved
+    _, c = np.unique(np.concatenate(keys), return_counts=True)
+    prefix_pairs = float((c * (c - 1) // 2).sum()) * scale
+    cost = {
+        name: per_text * which.size + per_pair * pairs
+        for name, (per_text, per_pair), pairs in (
+            ("prefix", _COST["prefix"], prefix_pairs),
+            ("partition", _COST["partition"], part_pairs),
+        )
+    }
+    JOIN_STATS.clear()
+    JOIN_STATS.update(
+        chosen_on_sample=sample.size,
+        estimated_prefix_pairs=int(prefix_pairs),
+        estimated_partition_pairs=int(part_pairs),
+    )
+    return bool(cost["partition"] < cost["prefix"])
 
 
 def _size_compatible(sizes: np.ndarray, others: np.ndarray, jaccard: float) -> np.ndarray:
@@ -648,7 +707,6 @@ def _partition_candidates(
     for t_, k_, o_ in off_list:
         off[t_, k_] = o_
     empty = np.zeros(0, dtype=np.int64)
-    JOIN_STATS.clear()
     JOIN_STATS.update(texts=int(which.size), overflow=int(overflow.sum()))
     packed = np.concatenate(ent)
     del ent
@@ -664,6 +722,7 @@ def _partition_candidates(
     del same
     packed = packed[multi]
     del multi
+    JOIN_STATS["shared_keys"] = 0
     if not packed.size:
         return empty, empty, size, overflow
     text = (packed & np.uint64((1 << tb) - 1)).astype(np.int64)

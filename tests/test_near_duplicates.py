@@ -377,3 +377,31 @@ def test_size_compatible_equals_a_per_pair_check():
         got = split_check._size_compatible(sizes, others, t)
         assert got.tolist() == want and 0 < sum(want) < len(want)
     assert split_check._size_compatible(np.array([4, 5, 6]), np.array([5]), 0.8).all()
+
+
+def _as_dict(pairs) -> dict[tuple[int, int], float]:
+    u, v, jac = pairs
+    return dict(zip(zip(u.tolist(), v.tolist(), strict=True), jac.tolist(), strict=True))
+
+
+def test_the_join_is_chosen_by_cost_and_both_joins_agree(monkeypatch):
+    """On a sample the cheaper exact join is chosen: the partition join for the
+    benchmark's low-entropy texts, the prefix filter for real text; forcing either join
+    gives the same pairs and Jaccard values."""
+    monkeypatch.setattr(split_check, "_CHOOSE_FROM", 1000)
+    monkeypatch.setattr(split_check, "_CHOOSE_SAMPLE", 600)
+    rng = np.random.default_rng(2)
+    bench = _bench_texts(3000, 21, vocab=2000)
+    bench += [_near_copy(bench[int(rng.integers(3000))], rng, 2) for _ in range(200)]
+    real = _real_texts(2500, 22)
+    real += [_edit(real[int(rng.integers(len(real)))], rng) for _ in range(200)]
+    for texts, want in ((bench, "partition"), (real, "prefix")):
+        norm = sorted(set(normalise_all(texts)))
+        chosen = similar_pairs(norm)
+        assert split_check.JOIN_STATS["join"] == want
+        for forced in (True, False):
+            with monkeypatch.context() as m:
+                m.setattr(split_check, "_use_partition", lambda *a, f=forced: f)
+                other = similar_pairs(norm)
+            assert _as_dict(other) == _as_dict(chosen)
+        assert chosen[0].size >= 40
