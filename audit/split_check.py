@@ -532,9 +532,9 @@ _PART_EXTRA = 2
 #: subsets of a text's light groups (an empty or one-shingle group alone is shared by
 #: too many texts to be a useful key).
 _LIGHT = 1
-#: Light-group subsets per text and size class at most (C(16, 3)); a text with more is
+#: Light-group subsets per text and size class at most (C(22, 3)); a text with more is
 #: paired by the prefix filter instead.
-_MAX_LIGHT_KEYS = 560
+_MAX_LIGHT_KEYS = 1540
 #: Below this threshold the groups would be nearly all light (a group holds about
 #: t / (1 - t) shingles): the prefix filter is used.
 _MIN_PARTITION_JACCARD = 0.75
