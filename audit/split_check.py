@@ -62,9 +62,12 @@ classifier that never sees the model tell the two sets apart?
   char, word + char, length, numbers / dates) are diagnostics only, never tested.
 - **Near-duplicates across the sets**: a member and a non-member whose normalised texts
   (lower case, collapsed white space) are equal, or whose character 5-gram shingle sets
-  have Jaccard similarity >= ``jaccard`` (0.8). Found by an exact set-similarity join
-  (prefix filtering, Bayardo, Ma and Srikant 2007, with a length filter; no pair is
-  missed, unlike MinHash LSH), vectorised in numpy blocks of bounded size, and every
+  have Jaccard similarity >= ``jaccard`` (0.8). Found by an exact set-similarity join (no
+  pair is missed, unlike MinHash LSH), vectorised in numpy blocks of bounded size: a
+  pigeonhole partition join (hashed groups of shingles per size class; proof in
+  ``_partition_candidates``) for low-entropy text such as templates, where even the
+  rarest shingles are common, or prefix filtering (Bayardo, Ma and Srikant 2007, with a
+  length filter) for ordinary text, whichever a 5,000-text sample says is cheaper; every
   candidate is verified by counting its shared shingles (issue 38). Both texts of
   each pair are removed from the attack set (a text counted as member and non-member
   measures nothing) and counted; a few pairs are kept as examples, except in
