@@ -602,6 +602,26 @@ def _triples(counts: np.ndarray, cap: int) -> tuple[np.ndarray, np.ndarray]:
     return np.concatenate(segs), np.concatenate(idx)
 
 
+#: Groups whose bound is summed first for every chance pair (:func:`_group_bound`).
+_FIRST_GROUPS = 12
+
+
+def _group_bound(vec_w, vec_s, bu, bv, m, lo: int, hi: int) -> np.ndarray:
+    """Per pair, the sum over its class's groups ``lo .. min(hi, m) - 1`` of a lower
+    bound of ``|A & g ^ B & g|``: ``|W_A(g) - W_B(g)|`` (shingle counts, clipped at 255),
+    else 2 when the content sums differ (two different sets of one size; 1 where the
+    count was clipped). ``bu``, ``bv``: where each text's group vectors of the class
+    start in ``vec_w`` / ``vec_s``."""
+    col = np.arange(lo, hi)[None, :]
+    valid = col < m[:, None]
+    ou = np.where(valid, bu[:, None] + col, 0)
+    ov = np.where(valid, bv[:, None] + col, 0)
+    wu = vec_w[ou].astype(np.int16)
+    dw = np.abs(wu - vec_w[ov])
+    diff = np.where(dw > 0, dw, (2 - (wu == 255)) * (vec_s[ou] != vec_s[ov]))
+    return np.where(valid, diff, 0).sum(axis=1)
+
+
 def _partition_candidates(
     table: _Shingles, which: np.ndarray, jaccard: float, keep=None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -761,25 +781,23 @@ def _partition_candidates(
         u, v, cc, su, sv = u[ok], v[ok], cc[ok], su[ok], sv[ok]
         if not u.size:
             continue
-        # the group-count lower bound of |A ^ B|, in sub-blocks of bounded size
+        # the group-count lower bound of |A ^ B|: first over the first _FIRST_GROUPS
+        # groups (a partial sum of non-negative terms bounds the whole from below, and
+        # drops nearly every chance pair), then over the rest for the pairs left
         m = m_of[cc]
+        bu = off[u, cc - first_cls[u]]
+        bv = off[v, cc - first_cls[v]]
+        limit = np.floor((su + sv) * bound_num / (1.0 + jaccard) + 1e-6).astype(np.int64)
         lb = np.zeros(u.size, dtype=np.int64)
-        step = max(1, _BLOCK // int(m.max()))
+        step = max(1, _BLOCK // _FIRST_GROUPS)
         for i in range(0, u.size, step):
             sl = slice(i, i + step)
-            mm = int(m[sl].max())
-            col = np.arange(mm)[None, :]
-            valid = col < m[sl, None]
-            ou = off[u[sl], cc[sl] - first_cls[u[sl]]][:, None] + col
-            ov = off[v[sl], cc[sl] - first_cls[v[sl]]][:, None] + col
-            ou = np.where(valid, ou, 0)
-            ov = np.where(valid, ov, 0)
-            wu = vec_w[ou].astype(np.int64)
-            dw = np.abs(wu - vec_w[ov])
-            # equal counts, different content: >= 2 (>= 1 where the count was clipped)
-            diff = np.where(dw > 0, dw, (2 - (wu == 255)) * (vec_s[ou] != vec_s[ov]))
-            lb[sl] = np.where(valid, diff, 0).sum(axis=1)
-        limit = np.floor((su + sv) * bound_num / (1.0 + jaccard) + 1e-6).astype(np.int64)
+            lb[sl] = _group_bound(vec_w, vec_s, bu[sl], bv[sl], m[sl], 0, _FIRST_GROUPS)
+        rest = np.flatnonzero((lb <= limit) & (m > _FIRST_GROUPS))
+        step = max(1, _BLOCK // int(m.max()))
+        for i in range(0, rest.size, step):
+            r = rest[i : i + step]
+            lb[r] += _group_bound(vec_w, vec_s, bu[r], bv[r], m[r], _FIRST_GROUPS, int(m[r].max()))
         ok = lb <= limit
         u, v = u[ok], v[ok]
         kept += int(u.size)
