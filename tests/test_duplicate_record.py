@@ -111,6 +111,7 @@ def test_audit_flags_the_batch_norm_bug_and_not_the_correct_trainer(records):
     assert bad["steps"] == 1 and bad["trained_runs"] == 42
     assert bad["fp"] == 0 and bad["fn"] == 0 and bad["shift_sigma"] > 4
     assert bad["violated"] and bad["eps"] > bad["claimed"]
+    assert bad["eps"] == pytest.approx(bad["ceiling"])  # perfect separation: the ceiling
     assert not good["violated"] and good["eps"] < 1.0
     assert good["shift_c"] <= 1.0 + 1e-4
 
@@ -208,3 +209,11 @@ def test_duplicate_record_cli_end_to_end_and_bad_input(tmp_path, capsys):
     assert cell["q"] == 1.0 and cell["steps"] == 1 and math.isinf(cell["true_epsilon"])
     assert audit["runs_per_side"] == 2 and audit["seeds"] == 1
     assert audit["median_shift_sigma"] > 4  # the bug's shift, measured by the pilot
+
+
+def test_the_violated_diagnosis_points_cross_example_layers_to_this_audit():
+    from privacy_audit.audit.epsilon.audit import diagnose
+
+    d = diagnose([{"name": "one-run white-box", "status": "ok", "exceeds_claim": True}], None)
+    assert "duplicate-record" in d["not_seen_by_these_audits"]
+    assert "cross-example" in d["not_seen_by_these_audits"]

@@ -18,6 +18,11 @@ norms) → ``train_private_ids`` → ``account``) is run on a tiny GPT-2 with ea
   with probability ½, scored by −loss, one-run bound (Steinke et al. / f-DP);
 - ``trade-off test``: the same canary scores' ROC against the claim's trade-off curve.
 
+Crafted-dataset many-runs audits, each its own CLI option: ``--anchor-pair RUNS`` (the
+LM engine, clipping after aggregation) and ``--duplicate-record RUNS`` (the classifier
+trainer, cross-example layers:
+:mod:`privacy_audit.audit.epsilon.duplicate_record`).
+
 A detection is "claim VIOLATED at 95% confidence" (the audit's bound exceeds the claimed
 ε). Larger budget: the canaries of R independent runs pooled into one one-run audit
 (valid: each canary influences only its own run, so the pooled release is ε-DP with

@@ -265,7 +265,7 @@ def bound(
     """Clopper–Pearson lower bound on ε at a threshold fixed before these runs: runs with
     x* (positives) scoring below t are false negatives, runs without scoring at or above
     t false positives."""
-    from privacy_audit.attacks.epsilon import epsilon_ceiling, epsilon_lower_bound_from_counts
+    from privacy_audit.attacks.epsilon import epsilon_lower_bound_from_counts
 
     s_in, s_out = np.asarray(scores_in, float), np.asarray(scores_out, float)
     fp, fn = int((s_out >= threshold).sum()), int((s_in < threshold).sum())
@@ -274,7 +274,10 @@ def bound(
         "eps": float(eps),
         "fp": fp,
         "fn": fn,
-        "ceiling": float(epsilon_ceiling(len(s_in), len(s_out), delta)),
+        # a perfect separation's bound at these counts (every run counted, no split)
+        "ceiling": float(
+            epsilon_lower_bound_from_counts(0, len(s_out), 0, len(s_in), delta, confidence)
+        ),
     }
 
 
