@@ -13,6 +13,7 @@ backstop for any input that still gets here.
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 import warnings
@@ -42,7 +43,32 @@ def bounded_noise_multiplier(
 ) -> float:
     """Smallest σ found by Opacus's search with ε(σ) <= ``target_epsilon``; raises
     :class:`CalibrationError` (one line, exit 2) past ``max_iterations`` accountant
-    evaluations or ``max_seconds``."""
+    evaluations or ``max_seconds``. The search is deterministic, so its result is
+    memoised per argument tuple (an error is not: the next call searches again); a
+    many-runs audit that trains thousands of times at one schedule calibrates once."""
+    return _search(
+        target_epsilon,
+        target_delta,
+        sample_rate,
+        steps,
+        accountant,
+        epsilon_tolerance,
+        max_iterations,
+        max_seconds,
+    )
+
+
+@functools.lru_cache(maxsize=1024)
+def _search(
+    target_epsilon: float,
+    target_delta: float,
+    sample_rate: float,
+    steps,
+    accountant: str,
+    epsilon_tolerance: float,
+    max_iterations: int,
+    max_seconds: float,
+) -> float:
     from opacus.accountants import create_accountant
     from opacus.accountants.utils import MAX_SIGMA
 

@@ -10,6 +10,7 @@ Privacy unit: one training example, add/remove-one neighbouring relation, centra
 
 from __future__ import annotations
 
+import contextlib
 import math
 import warnings
 
@@ -137,6 +138,7 @@ class DPSGD(Defense):
                 poisson_sampling=True,
             )
             record_canaries(dp_optimizer, canaries)
+            observe_released(dp_optimizer)
             info = train_loop(gsm, dp_optimizer, dp_loader, training, desc="train dp-sgd")
             spent = float(engine.get_epsilon(delta))
         steps = len(engine.accountant.history) and sum(n for _, _, n in engine.accountant.history)
@@ -198,3 +200,37 @@ def record_canaries(dp_optimizer, canaries) -> None:
         canaries.observe({p: p.grad for p in dp_optimizer.params})
 
     dp_optimizer.add_noise = add_noise_with_canaries
+
+
+#: White-box observers of the released gradients (see :func:`released_gradients`).
+_OBSERVERS: list = []
+
+
+@contextlib.contextmanager
+def released_gradients(callback):
+    """The white-box view of the ``dp-sgd`` classifier trainer's release, for ε audits
+    (the duplicate-record audit, :mod:`privacy_audit.audit.epsilon.duplicate_record`):
+    while active, every ``DPSGD.fit`` calls ``callback(step, params)`` at each optimizer
+    step right after Opacus's ``add_noise``, where ``p.grad`` is the released noisy sum
+    Σ clip(g_i) + N(0, σ²C²) (before ``scale_grad``) and ``p.summed_grad`` the clipped sum
+    before noise. Reading changes nothing the trainer computes; no config reaches it."""
+    _OBSERVERS.append(callback)
+    try:
+        yield
+    finally:
+        _OBSERVERS.remove(callback)
+
+
+def observe_released(dp_optimizer) -> None:
+    """Hand each step's release to the active :func:`released_gradients` observers."""
+    if not _OBSERVERS:
+        return
+    observers, add_noise, step = list(_OBSERVERS), dp_optimizer.add_noise, [0]
+
+    def add_noise_observed():
+        add_noise()
+        for callback in observers:
+            callback(step[0], dp_optimizer.params)
+        step[0] += 1
+
+    dp_optimizer.add_noise = add_noise_observed

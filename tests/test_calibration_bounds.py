@@ -49,3 +49,18 @@ def test_tiny_epsilon_and_the_time_bound():
             accountant="rdp",
             max_seconds=0.001,
         )
+
+
+def test_calibration_is_memoised_and_errors_are_not(monkeypatch):
+    """A repeated calibration returns the same σ without evaluating the accountant again
+    (a many-runs audit calibrates once per schedule); a failed one is not remembered."""
+    import opacus.accountants
+
+    kw = dict(target_epsilon=3.0, target_delta=1e-5, sample_rate=0.5, steps=3, accountant="rdp")
+    first = bounded_noise_multiplier(**kw)
+    monkeypatch.setattr(opacus.accountants, "create_accountant", lambda **_: 1 / 0)
+    assert bounded_noise_multiplier(**kw) == first
+    with pytest.raises(ZeroDivisionError):  # a new schedule searches (and here fails)
+        bounded_noise_multiplier(**{**kw, "steps": 4})
+    monkeypatch.undo()
+    assert bounded_noise_multiplier(**{**kw, "steps": 4}) > 0

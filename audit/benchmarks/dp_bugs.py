@@ -18,6 +18,11 @@ norms) → ``train_private_ids`` → ``account``) is run on a tiny GPT-2 with ea
   with probability ½, scored by −loss, one-run bound (Steinke et al. / f-DP);
 - ``trade-off test``: the same canary scores' ROC against the claim's trade-off curve.
 
+Crafted-dataset many-runs audits, each its own CLI option: ``--anchor-pair RUNS`` (the
+LM engine, clipping after aggregation) and ``--duplicate-record RUNS`` (the classifier
+trainer, cross-example layers:
+:mod:`privacy_audit.audit.epsilon.duplicate_record`).
+
 A detection is "claim VIOLATED at 95% confidence" (the audit's bound exceeds the claimed
 ε). Larger budget: the canaries of R independent runs pooled into one one-run audit
 (valid: each canary influences only its own run, so the pooled release is ε-DP with
@@ -735,6 +740,69 @@ def classifier_cells(names, seeds: int, setup: ClassifierSetup, log, out=None) -
     return cells
 
 
+DUPLICATE_RECORD = "duplicate-record audit (many runs, crafted dataset, input space)"
+
+
+def duplicate_record_cells(names, seeds: int, setup, log, out=None) -> dict[str, Any]:
+    """The duplicate-record audit
+    (:func:`privacy_audit.audit.epsilon.duplicate_record.duplicate_record_audit`) of the
+    classifier trainer on each of ``names`` over ``seeds`` seeds, seeds interleaved across
+    names; ``out(cells)`` after each seed."""
+    from privacy_audit.audit.epsilon.duplicate_record import duplicate_record_audit
+
+    per: dict[str, list] = {bug or "correct": [] for bug in names}
+    cells: dict[str, Any] = {}
+    for s in range(seeds):
+        for bug in names:
+            key = bug or "correct"
+            with dp_bugs.planted(bug):
+                r = duplicate_record_audit(s, setup)
+            per[key].append(r)
+            log(
+                f"  duplicate-record {key} seed {s}: ε ≥ {r['eps']:.2f} (claim {r['claimed']:.2f}, "
+                f"shift {r['shift_sigma']:.1f}σ, {r['cpu_s']:.0f} CPU s)"
+            )
+            rs = per[key]
+            k = sum(x["violated"] for x in rs)
+            cells[f"{key} (classifier)"] = {
+                "claimed_epsilon": r["claimed"],
+                "true_epsilon": math.inf if bug else r["claimed"],
+                "true_epsilon_how": "infinite (see the bug)" if bug else "the claim (Opacus PRV)",
+                "sigma": r["sigma"],
+                "q": r["q"],
+                "steps": r["steps"],
+                "class": dp_bugs.BUGS[bug].bug_class if bug else "null",
+                "trainer": "classifier (dp-sgd, Opacus)",
+                "audits": {
+                    f"{DUPLICATE_RECORD}, {setup.runs_per_side} runs per side": {
+                        "detected": k,
+                        "seeds": len(rs),
+                        "rate": k / len(rs),
+                        "ci95": list(clopper_pearson(k, len(rs))),
+                        "median_bound": float(np.median([x["eps"] for x in rs])),
+                        "max_bound": float(np.max([x["eps"] for x in rs])),
+                        "ceiling": rs[0]["ceiling"],
+                        "cpu_s_per_seed": float(np.mean([x["cpu_s"] for x in rs])),
+                        "runs_per_side": setup.runs_per_side,
+                        "pilot_runs_per_side": setup.pilot_runs,
+                        "duplicates": setup.duplicates,
+                        "median_shift_c": float(np.median([x["shift_c"] for x in rs])),
+                        "median_shift_sigma": float(np.median([x["shift_sigma"] for x in rs])),
+                        "violated_per_seed": [x["violated"] for x in rs],
+                        "bound_per_seed": [x["eps"] for x in rs],
+                        "errors_per_seed": [{"fp": x["fp"], "fn": x["fn"]} for x in rs],
+                        "scores_per_seed": [
+                            {"in": x["scores_in"], "out": x["scores_out"], "t": x["threshold"]}
+                            for x in rs
+                        ],
+                    }
+                },
+            }
+            if out is not None:
+                out(cells)
+    return cells
+
+
 def clopper_pearson(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
     """Two-sided exact interval for a binomial rate (detection or false-violation rate)."""
     from scipy.stats import beta
@@ -768,20 +836,32 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="the classifier trainer (dp-sgd, Opacus): the correct one and its planted bugs",
     )
+    p.add_argument(
+        "--duplicate-record",
+        type=int,
+        default=0,
+        metavar="RUNS",
+        help="the duplicate-record many-runs audit of the classifier trainer alone, RUNS "
+        "training runs per side per seed",
+    )
+    p.add_argument(
+        "--duplicates", type=int, default=16, help="duplicate-record: copies of the record"
+    )
     p.add_argument("--out", default="dp-bugs.json")
     args = p.parse_args(argv)
     if args.seeds < 1 or args.pool < 1:
         print("error: --seeds and --pool must be >= 1", file=sys.stderr)
         return 2
+    classifier = args.classifier or args.duplicate_record > 0
     names = (
-        list(CLASSIFIER_VARIANTS if args.classifier else VARIANTS)
+        list(CLASSIFIER_VARIANTS if classifier else VARIANTS)
         if args.bugs == "all"
         else [None if b == "none" else b for b in args.bugs.split(",") if b]
     )
-    allowed = CLASSIFIER_VARIANTS if args.classifier else VARIANTS
+    allowed = CLASSIFIER_VARIANTS if classifier else VARIANTS
     bad = [b for b in names if b not in allowed]
     if bad:
-        trainer = "classifier" if args.classifier else "causal-LM"
+        trainer = "classifier" if classifier else "causal-LM"
         print(
             f"error: {bad[0]!r} is not a {trainer} bug; allowed: none, "
             + ", ".join(b for b in allowed if b),
@@ -811,6 +891,27 @@ def main(argv: list[str] | None = None) -> int:
             ),
         )
 
+    if args.duplicate_record:
+        from privacy_audit.audit.epsilon.duplicate_record import DuplicateRecordSetup
+
+        size = DuplicateRecordSetup(
+            duplicates=args.duplicates,
+            runs_per_side=args.duplicate_record,
+            batch_size=max(32, args.duplicates + 1),
+        )
+        try:
+            size.validate()
+        except ValueError as e:
+            print(f"error: --duplicate-record/--duplicates: {e}", file=sys.stderr)
+            return 2
+        duplicate_record_cells(
+            names,
+            args.seeds,
+            size,
+            lambda m: print(m, file=sys.stderr, flush=True),
+            lambda c: dump(c, size),
+        )
+        return 0
     if args.classifier:
         size = ClassifierSetup()
         classifier_cells(

@@ -349,6 +349,10 @@ def diagnose(audits: list[dict[str, Any]], tradeoff: dict[str, Any] | None) -> d
             "sampling (shuffled batches accounted as Poisson) and clipping after aggregation "
             "were not caught by any audit at the benchmark's budget; a consistent verdict "
             "does not rule them out"
+            "; a cross-example layer (batch statistics in the classifier head) is missed by "
+            "every canary audit here and caught only by the duplicate-record audit, a "
+            "crafted-dataset many-runs audit of the trainer (python -m "
+            "privacy_audit.audit.benchmarks.dp_bugs --duplicate-record RUNS)"
         ),
         "table": DP_BUGS_TABLE,
     }
