@@ -860,15 +860,39 @@ def _by_unique(uid: np.ndarray, n_unique: int) -> tuple[np.ndarray, np.ndarray]:
     return pos, off
 
 
+class Join:
+    """Every near-duplicate pair among ``texts`` (:func:`similar_pairs` of their distinct
+    normalised texts, no filter): what :func:`near_duplicates` and
+    :func:`duplicate_groups` each join for themselves, computed once when both run on the
+    same texts (the split check without sub-sampling). The join is exact, so the pairs
+    among any subset of the texts are this join's pairs restricted to that subset: the
+    results are those of the separate joins, pair for pair and group for group."""
+
+    def __init__(self, texts: list[str], jaccard: float = NEAR_DUP_JACCARD) -> None:
+        self.jaccard = jaccard
+        self.uniq, self.uid = _unique_texts(normalise_all(list(texts)))
+        self.u, self.v, self.jac = similar_pairs(self.uniq, jaccard)
+
+
 def near_duplicates(
-    members: list[str], nonmembers: list[str], jaccard: float = NEAR_DUP_JACCARD
+    members: list[str],
+    nonmembers: list[str],
+    jaccard: float = NEAR_DUP_JACCARD,
+    join: Join | None = None,
 ) -> list[tuple[int, int, float]]:
     """``(member index, non-member index, Jaccard)`` of every cross-set pair whose
     normalised texts are equal (Jaccard reported as 1) or whose 5-gram shingle sets have
     Jaccard >= ``jaccard``; an empty text duplicates nothing. Equal texts are joined
-    once (:func:`similar_pairs` runs on the distinct texts), then pairs are expanded."""
+    once (:func:`similar_pairs` runs on the distinct texts), then pairs are expanded.
+    ``join``: a :class:`Join` of ``members + nonmembers`` at ``jaccard`` (its cross-set
+    pairs are these; no second join)."""
     nm = len(members)
-    uniq, uid = _unique_texts(normalise_all(list(members) + list(nonmembers)))
+    if join is not None:
+        if join.jaccard != jaccard or join.uid.size != nm + len(nonmembers):
+            raise ValueError("the join is not of these texts at this Jaccard threshold")
+        uniq, uid = join.uniq, join.uid
+    else:
+        uniq, uid = _unique_texts(normalise_all(list(members) + list(nonmembers)))
     n_u = len(uniq)
     has_m = np.zeros(n_u, dtype=bool)
     has_n = np.zeros(n_u, dtype=bool)
@@ -880,9 +904,15 @@ def near_duplicates(
     a_list = [np.flatnonzero(has_m & has_n & nonempty)]
     b_list = [a_list[0]]
     v_list = [np.ones(a_list[0].size)]
-    u, v, jac = similar_pairs(
-        uniq, jaccard, keep=lambda a, b: (has_m[a] & has_n[b]) | (has_n[a] & has_m[b])
-    )
+
+    def cross(a, b):
+        return (has_m[a] & has_n[b]) | (has_n[a] & has_m[b])
+
+    if join is not None:  # the same pairs as the filtered join (the filter is per pair)
+        ok = cross(join.u, join.v)
+        u, v, jac = join.u[ok], join.v[ok], join.jac[ok]
+    else:
+        u, v, jac = similar_pairs(uniq, jaccard, keep=cross)
     a_list += [u, v]  # member side a, non-member side b, both orientations
     b_list += [v, u]
     v_list += [jac, jac]
@@ -902,15 +932,33 @@ def near_duplicates(
     return list(zip(i[o].tolist(), j[o].tolist(), vals[o].tolist(), strict=True))
 
 
-def duplicate_groups(texts: list[str], jaccard: float = NEAR_DUP_JACCARD) -> np.ndarray:
+def duplicate_groups(
+    texts: list[str],
+    jaccard: float = NEAR_DUP_JACCARD,
+    join: Join | None = None,
+    positions: np.ndarray | None = None,
+) -> np.ndarray:
     """A group id per text: texts joined by a chain of near-duplicates (or equal
     normalised texts) share one. The blind classifier's folds keep each group together,
-    or a text's twin in the training folds would score it by memory, not by shift."""
+    or a text's twin in the training folds would score it by memory, not by shift.
+    ``join`` (a :class:`Join` at ``jaccard``) and ``positions``: ``texts`` are the joined
+    texts at ``positions``; their pairs are read from the join (no second join), and the
+    ids are those the texts' own join gives (nodes numbered as there)."""
     from scipy.sparse import coo_matrix
     from scipy.sparse.csgraph import connected_components
 
-    uniq, uid = _unique_texts(normalise_all(texts))
-    u, v, _ = similar_pairs(uniq, jaccard)
+    if join is None:
+        uniq, uid = _unique_texts(normalise_all(texts))
+        u, v, _ = similar_pairs(uniq, jaccard)
+    else:
+        positions = np.asarray(positions, dtype=np.int64)
+        if join.jaccard != jaccard or positions.size != len(texts):
+            raise ValueError("the join is not of these texts at this Jaccard threshold")
+        uniq, uid = _unique_texts([join.uniq[k] for k in join.uid[positions]])
+        node = np.full(len(join.uniq), -1, dtype=np.int64)  # joined distinct text -> ours
+        node[join.uid[positions]] = uid
+        ok = (node[join.u] >= 0) & (node[join.v] >= 0)
+        u, v = node[join.u[ok]], node[join.v[ok]]
     graph = coo_matrix((np.ones(u.size), (u, v)), shape=(len(uniq), len(uniq)))
     _, comp = connected_components(graph, directed=False)
     return comp[uid]
@@ -1258,8 +1306,10 @@ class SplitCheck:
         if not 0 < self.jaccard <= 1:
             raise ValueError(f"near-duplicate Jaccard must be in (0, 1], got {self.jaccard}")
 
-    def duplicates(self, members: list[str], nonmembers: list[str]) -> dict[str, Any]:
-        pairs = near_duplicates(members, nonmembers, self.jaccard)
+    def duplicates(
+        self, members: list[str], nonmembers: list[str], join: Join | None = None
+    ) -> dict[str, Any]:
+        pairs = near_duplicates(members, nonmembers, self.jaccard, join)
         drop_m = sorted({i for i, _, _ in pairs})
         drop_n = sorted({j for _, j, _ in pairs})
         out: dict[str, Any] = {
@@ -1283,10 +1333,18 @@ class SplitCheck:
             ]
         return out
 
-    def blind(self, members: list[str], nonmembers: list[str]) -> tuple[dict, np.ndarray]:
+    def blind(
+        self,
+        members: list[str],
+        nonmembers: list[str],
+        join: Join | None = None,
+        positions: np.ndarray | None = None,
+    ) -> tuple[dict, np.ndarray]:
         """Blind AUC with its permutation p-value and interval (and per-family AUCs) on
         members + non-members; also the out-of-fold scores of the combined classifier, in
-        that order (``nan`` where subsampled out)."""
+        that order (``nan`` where subsampled out). ``join`` / ``positions``: a
+        :class:`Join` holding these texts at ``positions`` (members then non-members), for
+        their near-duplicate groups."""
         texts = list(members) + list(nonmembers)
         y = np.r_[np.ones(len(members), int), np.zeros(len(nonmembers), int)]
         rng = np.random.default_rng(self.seed)
@@ -1303,7 +1361,10 @@ class SplitCheck:
         result: dict[str, Any] = {"n_members": int(ys.sum()), "n_nonmembers": int((1 - ys).sum())}
         full = np.full(len(texts), np.nan)
         fams = FAMILIES if self.families else {"combined": FAMILIES["combined"]}
-        groups = duplicate_groups(sub, self.jaccard)
+        if join is not None:
+            groups = duplicate_groups(sub, self.jaccard, join, np.asarray(positions)[keep])
+        else:
+            groups = duplicate_groups(sub, self.jaccard)
         fold_id = text_folds(sub, groups, self.folds, self.seed)
         scores, h = cross_fit(sub, fold_id, ys, fams, "combined")
         full[keep] = scores["combined"]
@@ -1356,7 +1417,13 @@ class SplitCheck:
                 "the split check needs at least 2 members and 2 non-members, got "
                 f"{len(members)} and {len(nonmembers)}"
             )
-        dups = self.duplicates(members, nonmembers)
+        # Without sub-sampling the blind baseline groups the very texts the near-duplicate
+        # pass joins (less the removed ones): join them once, not twice (issue 38: at
+        # 1,600-character texts the join is most of the split check's cost).
+        join = None
+        if len(members) <= MAX_BLIND_PER_CLASS and len(nonmembers) <= MAX_BLIND_PER_CLASS:
+            join = Join(list(members) + list(nonmembers), self.jaccard)
+        dups = self.duplicates(members, nonmembers, join)
         keep_m, keep_n = list(range(len(members))), list(range(len(nonmembers)))
         if dedupe:
             dm, dn = set(dups["member_index"]), set(dups["nonmember_index"])
@@ -1379,7 +1446,12 @@ class SplitCheck:
             out.update(status="not-measured", shifted=None, blind={})
             out["reason"] = "fewer than 2 members or non-members left after removing duplicates"
             return out, None
-        blind, scores = self.blind([members[i] for i in keep_m], [nonmembers[j] for j in keep_n])
+        blind, scores = self.blind(
+            [members[i] for i in keep_m],
+            [nonmembers[j] for j in keep_n],
+            join,
+            np.r_[np.asarray(keep_m, np.int64), len(members) + np.asarray(keep_n, np.int64)],
+        )
         out["blind"] = blind
         out["shifted"] = is_shifted(blind["auc"], self.confidence)
         out["status"] = "shifted" if out["shifted"] else "ok"

@@ -47,6 +47,7 @@ def test_growth_exponents_are_the_slopes_on_log_log_axes():
         (["--scale-sizes", "100,x"], "--scale-sizes must be integers"),
         (["--scale-sizes", "1"], "--scale-sizes must be integers in [2,"),
         (["--scale-tokens", "1024"], "--scale-tokens must be integers in [8, 512]"),
+        (["--scale-model", "huge"], "--scale-model"),
     ],
 )
 def test_bad_scale_options_are_one_line_exit_2(argv, message, tmp_path, capsys):
@@ -80,4 +81,22 @@ def test_quick_scale_run_writes_cases_ratios_and_rss(tmp_path, capsys, monkeypat
         assert c["peak_rss_mb"]["end"] >= c["peak_rss_mb"]["after_warmup"] > 0
     assert res["setup"]["exponents"] == []  # one size: nothing to fit
     assert (tmp_path / "w" / "scale-progress.json").is_file()
+    # the case's heartbeat file: what a case stopped before its end would leave
+    part = json.loads((tmp_path / "w" / "n3-t16" / "partial.json").read_text())
+    assert part["step"] == "plain half 2" and part["plain_half_1"]["forward_s"] > 0
+    assert part["suite"]["stages"] == cases[0]["suite"]["stages"]
     assert "n=3/side x 16 tokens: suite" in capsys.readouterr().err
+
+
+def test_a_running_suites_stages_are_read_with_the_open_stage():
+    from privacy_audit.audit.timing import StageTimer
+
+    clock = iter([0.0, 1.0, 3.0, 3.5, 4.0, 6.0]).__next__
+    t = StageTimer(clock=clock, root="setup")  # starts at 0
+    with t.stage("load"):  # opens at 1 (setup 1 s), closes at 3
+        pass
+    cm = t.stage("score")
+    cm.__enter__()  # opens at 3.5 (setup 1.5 s)
+    snap = scale._timer_snapshot(t)  # read at 4.0: score has run 0.5 s
+    assert snap == {"setup": 1.5, "load": 2.0, "score": 0.5}
+    assert scale.MODELS["tiny"]["n_layer"] == 1 and scale.MODELS["tiny"]["vocab"] == 4096

@@ -55,6 +55,14 @@ TARGETS = {1000: 1.5, 10000: 1.2}  # suite / plain at 256 tokens (issue 38 accep
 EXPONENT_TARGET = 1.05  # no stage faster than n^1.05 from 10^3 to 10^4
 MIN_FIT_SECONDS = 0.5  # a stage under this CPU time at the smaller n is not fitted
 SHAPE = {"n_layer": 4, "n_embd": 256, "n_head": 4, "n_positions": 512, "vocab": 4096}
+#: ``--scale-model``: the acceptance model (4x256) and a small one for 10^5 texts per side
+#: on a CPU (tiny: 1 layer x 64, the same tokenizer and vocabulary).
+MODELS = {
+    "4x256": SHAPE,
+    "tiny": {"n_layer": 1, "n_embd": 64, "n_head": 1, "n_positions": 512, "vocab": 4096},
+}
+#: Seconds between the heartbeats a case writes to ``n<N>-t<T>/partial.json``.
+HEARTBEAT_S = 30.0
 QUICK_SHAPE = {"n_layer": 2, "n_embd": 32, "n_head": 2, "n_positions": 64, "vocab": 512}
 
 
@@ -68,11 +76,14 @@ def _corpus() -> str:
     return "\n".join(pydoc_data.topics.topics[k] for k in sorted(pydoc_data.topics.topics))
 
 
-def build_model(directory: Path, quick: bool, seed: int = 0) -> dict[str, Any]:
+def build_model(
+    directory: Path, quick: bool, seed: int = 0, model: str = "4x256"
+) -> dict[str, Any]:
     """Train the byte-level BPE tokenizer and save a randomly initialised GPT-2-shaped
     model with it in ``directory`` (skipped when already there)."""
-    shape = QUICK_SHAPE if quick else SHAPE
+    shape = QUICK_SHAPE if quick else MODELS[model]
     info = {**shape, "tokenizer": "byte-level BPE trained on pydoc_data.topics", "seed": seed}
+    info["model"] = "quick" if quick else model
     if (directory / "config.json").is_file():
         return info
     import torch
@@ -143,6 +154,20 @@ def _maxrss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # KiB on Linux
 
 
+#: The suite's stage timer while it runs (read by the case's heartbeat thread).
+_LIVE: dict[str, Any] = {}
+
+
+def _timer_snapshot(timer) -> dict[str, float]:
+    """Stage CPU seconds so far, the open (innermost) stage included."""
+    out = dict(timer.seconds)
+    stack = list(timer._stack)
+    if stack:
+        name, started = stack[-1]
+        out[name] = out.get(name, 0.0) + max(timer.clock() - started, 0.0)
+    return out
+
+
 def _suite(model_dir: Path, members: Path, nonmembers: Path, tokens: int, out: Path) -> dict:
     """One ``run --model`` as the CLI runs it, stages on process CPU time."""
     from privacy_audit.audit.config import resolve_targets
@@ -154,6 +179,7 @@ def _suite(model_dir: Path, members: Path, nonmembers: Path, tokens: int, out: P
 
     c0, w0 = time.process_time(), time.perf_counter()
     timer = StageTimer(clock=time.process_time, root="setup")
+    _LIVE["timer"] = timer
     with active(timer):
         args = build_parser().parse_args(
             ["run", "--model", str(model_dir), "--members", str(members)]
@@ -170,6 +196,7 @@ def _suite(model_dir: Path, members: Path, nonmembers: Path, tokens: int, out: P
         with stage("report"):
             write_outputs(results, out)
     timer.stop()
+    _LIVE.pop("timer", None)
     cpu, wall = time.process_time() - c0, time.perf_counter() - w0
     rec = timer.record()
     run = results["runs"][0]
@@ -210,7 +237,6 @@ def one_case(
 ) -> dict[str, Any]:
     """One (n, tokens) case in this process: warm-up, plain half, suite, plain half."""
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
 
     torch.set_num_threads(1)
     load0 = os.getloadavg()
@@ -226,6 +252,78 @@ def one_case(
     c0 = time.process_time()
     _suite(model_dir, warm_m, warm_n, tokens, case / "warm-out")
     cold = time.process_time() - c0
+    beat = _Heartbeat(case / "partial.json", {"n_per_side": n, "tokens": tokens})
+    beat.start()
+    try:
+        return _measure(
+            model_dir,
+            case,
+            n,
+            tokens,
+            plain,
+            members,
+            nonmembers,
+            m_file,
+            n_file,
+            cold,
+            load0,
+            beat,
+        )
+    finally:
+        beat.stop()
+
+
+class _Heartbeat:
+    """Writes what a case has measured so far (the plain halves done, the suite's stage
+    CPU seconds, peak RSS, load) to ``path`` every :data:`HEARTBEAT_S` seconds and at each
+    step, so that a case stopped before its end still leaves its partial stages."""
+
+    def __init__(self, path: Path, info: dict[str, Any]) -> None:
+        import threading
+
+        self.path, self.info = path, dict(info)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def note(self, **kw: Any) -> None:
+        self.info.update(kw)
+        self.write()
+
+    def write(self) -> None:
+        from privacy_audit.audit.io import atomic_write_bytes
+
+        rec = dict(self.info)
+        timer = _LIVE.get("timer")
+        if timer is not None:
+            try:
+                rec["suite_stages_so_far"] = _timer_snapshot(timer)
+            except RuntimeError:  # a stage opened meanwhile: the next beat has it
+                pass
+        rec |= {"process_cpu_s": time.process_time(), "peak_rss_mb": _maxrss_mb()}
+        rec |= {"load_average": os.getloadavg(), "at": time.strftime("%H:%M:%S")}
+        try:
+            atomic_write_bytes(self.path, json.dumps(rec, indent=1, default=str).encode())
+        except OSError:
+            pass  # a heartbeat never stops the measurement
+
+    def _run(self) -> None:
+        while not self._stop.wait(HEARTBEAT_S):
+            self.write()
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+
+def _measure(
+    model_dir, case, n, tokens, plain, members, nonmembers, m_file, n_file, cold, load0, beat
+) -> dict[str, Any]:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
     model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
     hf = AutoTokenizer.from_pretrained(model_dir)
     hf.pad_token = hf.eos_token  # padding is masked; every row here is full length anyway
@@ -235,10 +333,13 @@ def one_case(
     _plain(model, hf, texts[:BATCH], tokens)  # warm
     half = len(texts) // 2
     rss0 = _maxrss_mb()
+    beat.note(step="plain half 1" if plain else "suite")
     p1 = _plain(model, hf, texts[:half], tokens) if plain else None
     rss_plain = _maxrss_mb()
+    beat.note(step="suite", plain_half_1=p1, rss_after_plain_half_mb=rss_plain)
     suite = _suite(model_dir, m_file, n_file, tokens, case / "out")
     rss_suite = _maxrss_mb()
+    beat.note(step="plain half 2" if plain else "done", suite=suite)
     p2 = _plain(model, hf, texts[half:], tokens) if plain else None
     out: dict[str, Any] = {
         "n_per_side": n,
@@ -322,6 +423,7 @@ def run_case(spec: dict[str, Any]) -> dict[str, Any]:
 
 def run(settings: BenchSettings) -> BenchResult:
     extra = dict(settings.extra or {})
+    model_name = extra.get("model") or "4x256"
     sizes = tuple(extra.get("sizes") or (QUICK_SIZES if settings.quick else SIZES))
     token_list = tuple(extra.get("tokens") or (QUICK_TOKENS if settings.quick else TOKENS))
     plain = not extra.get("suite_only", False)
@@ -331,8 +433,12 @@ def run(settings: BenchSettings) -> BenchResult:
     workdir.mkdir(parents=True, exist_ok=True)
     partial = workdir / "scale-progress.json"
     try:
-        model_dir = workdir / ("model-quick" if settings.quick else "model")
-        info = build_model(model_dir, settings.quick, settings.seed)
+        model_dir = workdir / (
+            "model-quick"
+            if settings.quick
+            else ("model" if model_name == "4x256" else f"model-{model_name}")
+        )
+        info = build_model(model_dir, settings.quick, settings.seed, model_name)
         _progress(
             f"model {info['n_layer']} layers x {info['n_embd']}, vocab {info['vocab']}; sizes "
             f"{list(sizes)} per side x tokens {list(token_list)}; progress in {partial}"

@@ -469,6 +469,12 @@ def _add_scale_bench_args(b) -> None:
         action="store_true",
         help="scale: no plain loop (peak RSS of the suite alone, e.g. at 100000 per side)",
     )
+    b.add_argument(
+        "--scale-model",
+        metavar="4x256|tiny",
+        help="scale: the model (default 4x256: 4 layers x 256; tiny: 1 layer x 64), "
+        "vocabulary 4,096 for both",
+    )
 
 
 def _scale_options(args, names) -> dict:
@@ -493,12 +499,18 @@ def _scale_options(args, names) -> dict:
                 f"got {raw!r}"
             )
         extra[key] = vals
-    for flag, key in (("scale_workdir", "workdir"), ("scale_suite_only", "suite_only")):
+    for flag, key in (
+        ("scale_workdir", "workdir"),
+        ("scale_suite_only", "suite_only"),
+        ("scale_model", "model"),
+    ):
         val = getattr(args, flag, None)
         if val not in (None, False):
             if "scale" not in names:
                 raise AuditError(f"--{flag.replace('_', '-')} applies to the scale benchmark only")
             extra[key] = val
+    if extra.get("model") not in (None, "4x256", "tiny"):
+        raise AuditError(f"--scale-model must be 4x256 or tiny; got {extra['model']!r}")
     return extra
 
 
