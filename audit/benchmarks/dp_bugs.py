@@ -1182,7 +1182,8 @@ def run(settings, cells) -> dict[str, Any]:
     bug and the correct trainer, ``settings.seeds`` seeds, one checkpointed cell per bug,
     for the causal-LM engine and the classifier trainer (``--quick``: the correct LM
     trainer and one bug). The anchor-pair many-runs audit (thousands of runs per seed)
-    is ``python -m privacy_audit.audit.benchmarks.dp_bugs --anchor-pair RUNS``."""
+    is ``python -m privacy_audit.audit.benchmarks.dp_bugs --anchor-pair RUNS`` (and the
+    lone-canary one, for ``accumulation-noise-once``, ``--lone-canary RUNS``)."""
     torch.set_num_threads(settings.threads or 1)
     setup = Setup()
     names = (None, "noise-divided-by-batch") if settings.quick else VARIANTS
