@@ -462,3 +462,73 @@ class AnchorPairCanary:
         q = float(sample_rate)
         a = 2.0 * o / max(float(noise_multiplier), 1e-3) ** 2
         return float(np.logaddexp(np.log1p(-q) if q < 1 else -np.inf, a + np.log(q)).sum())
+
+
+class LoneCanary:
+    """One Dirac canary row, the only row of the dataset that touches coordinate j: the
+    many-runs white-box audit of a noise scale that is too small (``accumulation-noise-once``:
+    gradient accumulation over k micro-batches, the micro-batch std σC/√k added once per
+    logical batch, i.e. noise multiplier σ/√k).
+
+    The canary is a row of per-example gradient ``magnitude``·C·e_j (``magnitude`` ≥ 1,
+    so per-example clipping cuts it to exactly C); the training loop's own Poisson
+    sampler draws it, and the trainer's own clipping and noise code process it. No other
+    row has a gradient at j (the crafted dataset is the canary alone), so the release at
+    j is known up to the noise: o_t = 1[canary drawn] + N(0, s²) in units of C, with
+    s = σ/√k under the bug and s = σ for the correct trainer. Under the bug each step is
+    the Poisson(q)-subsampled Gaussian mechanism at noise multiplier σ/√k, the same
+    mechanism, in units of the noise, as the anchor pair's clipping bug at k = 4
+    (+1 vs −1 at noise σ, i.e. 1 vs 0 at σ/2).
+
+    The run's score is the likelihood ratio of the bug's transcript,
+    Σ_t log(1 − q + q·exp((o_t − ½)/s²)) at the hypothesised noise s; any score gives a
+    valid bound, so the correct trainer is audited with the same one."""
+
+    def __init__(
+        self,
+        params: list[torch.nn.Parameter],
+        clip_norm: float,
+        coordinate: tuple[int, int],
+        present: bool,
+        magnitude: float = 10.0,
+    ) -> None:
+        if not magnitude >= 1:
+            raise ValueError(f"canary magnitude must be >= 1 (x clip norm), got {magnitude!r}")
+        self.params = list(params)
+        self.clip_norm = float(clip_norm)
+        self.coordinate = (int(coordinate[0]), int(coordinate[1]))
+        self.present = bool(present)
+        self.magnitude = float(magnitude)
+        self.present_count = int(self.present)  # rows of the dataset
+        self._drawn = False
+        self.canary_steps: list[bool] = []  # the canary drawn at step t
+        self.observations: list[float] = []  # released value at j, units of C
+
+    def set_batch(self, sampled_present: torch.Tensor) -> None:
+        """The training loop's draw for this step: one bool per present row (the canary)."""
+        self._drawn = bool(self.present and sampled_present[:1].any())
+        self.canary_steps.append(self._drawn)
+
+    def rows(self) -> dict | None:
+        """This step's drawn canary as a per-example gradient ``{param: [1, *shape]}``."""
+        if not self._drawn:
+            return None
+        pk, local = self.coordinate
+        out = {p: torch.zeros((1, *p.shape), dtype=p.dtype, device=p.device) for p in self.params}
+        out[self.params[pk]].view(1, -1)[0, local] = self.magnitude * self.clip_norm
+        return out
+
+    def observe(self, released: dict, scale: float = 1.0) -> None:
+        pk, local = self.coordinate
+        v = float(released[self.params[pk]].detach().reshape(-1)[local]) * scale
+        self.observations.append(v / self.clip_norm)
+        self._drawn = False
+
+    def score(self, noise_multiplier: float, sample_rate: float) -> float:
+        """Likelihood ratio of the transcript for N(1, s²) w.p. q (canary drawn) against
+        N(0, s²) at noise s = ``noise_multiplier``: Σ_t log(1 − q + q·exp((o_t − ½)/s²))
+        (higher = present)."""
+        o = np.asarray(self.observations, dtype=np.float64)
+        q = float(sample_rate)
+        a = (o - 0.5) / max(float(noise_multiplier), 1e-3) ** 2
+        return float(np.logaddexp(np.log1p(-q) if q < 1 else -np.inf, a + np.log(q)).sum())

@@ -4,6 +4,7 @@ not with the engine), the correct trainer is the default, and no config reaches 
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from pathlib import Path
@@ -647,3 +648,91 @@ def test_anchor_pair_runs_never_share_a_random_stream():
         for k in (0, 1)
     ]
     assert len(set(streams)) == len(streams)
+
+
+def _lone_release(bug, sigma, steps, present=True, seed=7):
+    """The real trainer (its Poisson sampler, clipping and noise code) on the lone-canary
+    dataset: the canary row alone; returns (canary drawn per step, release at j / C)."""
+    from privacy_audit.defenses.gradient_canaries import LoneCanary, quiet_coordinate
+
+    model = _lm(seed)
+    engine = DPSGDEngine(model, C, sigma, 0.05, norms="explicit")
+    lone = LoneCanary(engine.params, C, quiet_coordinate(engine.params, None, seed), present)
+    engine.sampled_canaries = lone
+    empty = torch.zeros((0, 8), dtype=torch.long)
+    with dp_bugs.planted(bug):
+        train_private_ids(engine, empty, empty, steps, 0.05, 0.0, seed=seed)
+    return np.asarray(lone.canary_steps), np.asarray(lone.observations)
+
+
+def test_lone_canary_release_is_the_clipped_canary_plus_noise_sigma_c_over_2_under_the_bug():
+    """Known answer for the crafted accumulation audit: at σ = 0 the release at j is
+    exactly C when the trainer's sampler drew the canary (its 10·C gradient clipped to
+    C) and 0 otherwise; at σ = 1 the residual o_t − 1[drawn] has sd σ/√k = σ/2 with
+    ``accumulation-noise-once`` and σ with the correct trainer (1,000 steps each:
+    chi-square interval at 10⁻³ for the variance, a z-test for the mean), and the
+    canary's draws are Binomial(1000, 0.05)."""
+    from scipy.stats import binom, chi2
+
+    drawn, o = _lone_release("accumulation-noise-once", 0.0, 150)
+    np.testing.assert_allclose(o, drawn.astype(float), atol=1e-6)
+    assert drawn.sum() > 0
+    n = 1000
+    for bug, want in (("accumulation-noise-once", 0.5), (None, 1.0)):
+        drawn, o = _lone_release(bug, 1.0, n)
+        assert binom.ppf(5e-4, n, 0.05) <= drawn.sum() <= binom.ppf(1 - 5e-4, n, 0.05)
+        r = o - drawn
+        stat = (n - 1) * r.var(ddof=1) / want**2
+        assert chi2.ppf(5e-4, n - 1) <= stat <= chi2.ppf(1 - 5e-4, n - 1), (bug, r.std())
+        assert abs(r.mean()) < 3.3 * want / math.sqrt(n)
+    _, absent = _lone_release("accumulation-noise-once", 0.0, 50, present=False)
+    assert not absent.any()  # without the canary nothing reaches j
+
+
+def test_lone_canary_score_is_the_likelihood_ratio_of_one_against_zero():
+    from scipy.stats import norm
+
+    from privacy_audit.defenses.gradient_canaries import LoneCanary
+
+    lone = LoneCanary([torch.nn.Parameter(torch.zeros(2, 2))], C, (0, 0), True)
+    lone.observations = [0.3, -1.2, 2.0, 0.9]
+    q, s = 0.1, 0.55
+    o = np.array(lone.observations)
+    want = np.log(1 - q + q * norm.pdf(o, 1, s) / norm.pdf(o, 0, s)).sum()
+    assert lone.score(s, q) == pytest.approx(want, rel=1e-10)
+    with pytest.raises(ValueError, match="magnitude"):
+        LoneCanary(lone.params, C, (0, 0), True, magnitude=0.5)
+
+
+def test_lone_canary_audit_resumes_from_its_checkpoint_and_never_from_another_audits(tmp_path):
+    """A killed audit resumes from its saved runs with the same numbers (runs are seeded
+    one by one); a checkpoint written for another seed is not reused."""
+    from privacy_audit.audit.benchmarks.dp_bugs import Setup, anchor_pair_audit
+
+    setup, ck = Setup(), str(tmp_path / "ck.json")
+    bug = "accumulation-noise-once"
+    first = anchor_pair_audit(bug, 0, 3, setup, design="lone-canary", checkpoint=ck, every=1)
+    saved = json.loads(Path(ck).read_text())
+    assert len(saved["runs"]) == 4  # 2 pairs saved, the 3rd not (the audit finished)
+    again = anchor_pair_audit(bug, 0, 3, setup, design="lone-canary", checkpoint=ck, every=1)
+    assert again["scores_in"] == first["scores_in"] and again["eps"] == first["eps"]
+    other = anchor_pair_audit(bug, 1, 3, setup, design="lone-canary", checkpoint=ck)
+    fresh = anchor_pair_audit(bug, 1, 3, setup, design="lone-canary")
+    assert other["scores_in"] == fresh["scores_in"] != first["scores_in"]
+
+
+def test_lone_canary_benchmark_end_to_end_and_bad_options(tmp_path, capsys):
+    from privacy_audit.audit.benchmarks.dp_bugs import LONE_CANARY, main
+
+    out = tmp_path / "lone.json"
+    assert main(["--lone-canary", "1", "--out", str(out)]) == 2
+    assert main(["--lone-canary", "3", "--anchor-pair", "3", "--out", str(out)]) == 2
+    assert main(["--lone-canary", "3", "--first-seed", "-1", "--out", str(out)]) == 2
+    assert "--lone-canary" in capsys.readouterr().err and not out.exists()
+    args = ["--lone-canary", "3", "--seeds", "1", "--first-seed", "2", "--bugs", "none"]
+    assert main([*args, "--out", str(out)]) == 0
+    res = json.loads(out.read_text())
+    (cell,) = res["cells"]["correct"]["audits"].items()
+    assert cell[0] == f"{LONE_CANARY}, 3 runs per side"
+    assert cell[1]["seed_per_seed"] == [2] and len(cell[1]["scores_per_seed"][0]["in"]) == 3
+    assert not list(tmp_path.glob("*.partial*"))  # the audit's checkpoint is removed

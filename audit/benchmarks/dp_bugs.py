@@ -40,6 +40,7 @@ import argparse
 import copy
 import json
 import math
+import os
 import sys
 import time
 from dataclasses import dataclass
@@ -391,6 +392,9 @@ def cell_seeds(
 
 
 ANCHOR_PAIR = "anchor-pair gradient canary (many runs, crafted dataset)"
+LONE_CANARY = "lone-canary gradient canary (many runs, crafted dataset)"
+#: the crafted-dataset many-runs designs and their audits' names
+CRAFTED = {"anchor-pair": ANCHOR_PAIR, "lone-canary": LONE_CANARY}
 
 
 def anchor_pair_schedule(setup: Setup) -> dict[str, Any]:
@@ -424,17 +428,28 @@ def anchor_pair_run(
     anchors: int = 200,
     coordinate: tuple[int, int] | None = None,
     initial=None,
+    design: str = "anchor-pair",
 ) -> dict[str, Any]:
     """One training run of the trainer (``bug`` planted) on the crafted dataset: ``anchors``
     copies of the anchor, the canary if ``present``, and ``real_rows`` rows of the
     benchmark's data; returns the run's score and what it drew
-    (:class:`~privacy_audit.defenses.gradient_canaries.AnchorPairCanary`)."""
+    (:class:`~privacy_audit.defenses.gradient_canaries.AnchorPairCanary`).
+    ``design="lone-canary"``: the canary alone, no anchors
+    (:class:`~privacy_audit.defenses.gradient_canaries.LoneCanary`), scored at the noise
+    σ/√k of ``accumulation-noise-once``."""
     from privacy_audit.defenses.dp_engine import DPSGDEngine, train_private_ids
     from privacy_audit.defenses.gradient_canaries import (
         AnchorPairCanary,
+        LoneCanary,
         pilot_gradient,
         quiet_coordinate,
     )
+
+    if design not in CRAFTED:
+        raise ValueError(f"unknown crafted design {design!r}; allowed: {', '.join(CRAFTED)}")
+    lone = design == "lone-canary"
+    if lone:
+        anchors = 0
 
     sch = anchor_pair_schedule(setup)
     ids = (
@@ -446,14 +461,22 @@ def anchor_pair_run(
         # the same initial model in every run of a seed (``initial``: a copy of it)
         model = copy.deepcopy(initial) if initial is not None else tiny_lm(setup, seed)
         engine = DPSGDEngine(
-            model, setup.clip, sch["sigma"], sch["q"] * (real_rows + anchors), norms="explicit"
+            model,
+            setup.clip,
+            sch["sigma"],
+            sch["q"] * max(real_rows + anchors, 1),
+            norms="explicit",
         )
         if coordinate is None:  # data-free: the initial model on random tokens
             pilot = pilot_gradient(
                 model, engine.params, setup.vocab, setup.seq_len, "causal-lm", seed
             )
             coordinate = quiet_coordinate(engine.params, pilot, seed)
-        pair = AnchorPairCanary(engine.params, setup.clip, coordinate, present, anchors)
+        pair = (
+            LoneCanary(engine.params, setup.clip, coordinate, present)
+            if lone
+            else AnchorPairCanary(engine.params, setup.clip, coordinate, present, anchors)
+        )
         engine.sampled_canaries = pair
         train_private_ids(
             engine,
@@ -465,10 +488,16 @@ def anchor_pair_run(
             seed=anchor_run_seed(seed, run, present),
         )
     drawn = np.asarray(pair.canary_steps)
+    if lone:  # the bug's hypothesis: noise multiplier σ/√k
+        score = pair.score(sch["sigma"] / math.sqrt(dp_bugs.ACCUMULATION), sch["q"])
+        with_anchor = int(drawn.sum())  # no anchor to need
+    else:
+        score = pair.score(sch["sigma"], sch["q"])
+        with_anchor = int((drawn & (np.asarray(pair.anchor_counts) > 0)).sum())
     return {
-        "score": pair.score(sch["sigma"], sch["q"]),
+        "score": score,
         "canary_steps": int(drawn.sum()),
-        "canary_steps_with_anchor": int((drawn & (np.asarray(pair.anchor_counts) > 0)).sum()),
+        "canary_steps_with_anchor": with_anchor,
     }
 
 
@@ -479,23 +508,47 @@ def anchor_pair_audit(
     setup: Setup,
     real_rows: int = 0,
     anchors: int = 200,
+    design: str = "anchor-pair",
+    checkpoint: str | None = None,
+    every: int = 200,
 ) -> dict[str, Any]:
-    """The many-runs anchor-pair audit: ``runs_per_side`` runs with the canary and as many
-    without, each a full training run of the trainer; Clopper–Pearson bound at the
-    split threshold (:func:`~privacy_audit.attacks.epsilon.epsilon_lower_bound`)."""
+    """The many-runs anchor-pair audit (or ``design="lone-canary"``): ``runs_per_side``
+    runs with the canary and as many without, each a full training run of the trainer;
+    Clopper–Pearson bound at the split threshold
+    (:func:`~privacy_audit.attacks.epsilon.epsilon_lower_bound`). ``checkpoint``: a file
+    the finished runs are saved to every ``every`` pairs, and resumed from if it was written
+    for the same audit (design, bug, seed, runs, rows, sizes); runs are seeded one by
+    one (:func:`anchor_run_seed`), so a resumed audit gives the same numbers."""
     from privacy_audit.attacks.epsilon import epsilon_ceiling, epsilon_lower_bound
     from privacy_audit.defenses.gradient_canaries import pilot_gradient, quiet_coordinate
 
     t = time.process_time()
+    key = json.loads(
+        json.dumps(
+            [design, bug, seed, runs_per_side, real_rows, anchors, setup.__dict__], default=float
+        )
+    )
+    runs: list[dict] = []
+    cpu_before = 0.0
+    if checkpoint is not None and os.path.exists(checkpoint):
+        with open(checkpoint, encoding="utf-8") as f:
+            saved = json.load(f)
+        if saved.get("key") == key:  # another audit's partial runs are never reused
+            runs, cpu_before = saved["runs"], float(saved["cpu_s"])
     model = tiny_lm(setup, seed)
     params = [p for p in model.parameters() if p.requires_grad]
     pilot = pilot_gradient(model, params, setup.vocab, setup.seq_len, "causal-lm", seed)
     coord = quiet_coordinate(params, pilot, seed)
-    runs = [
-        anchor_pair_run(bug, present, seed, r, setup, real_rows, anchors, coord, model)
-        for r in range(runs_per_side)
-        for present in (True, False)
-    ]
+    for r in range(len(runs) // 2, runs_per_side):
+        for present in (True, False):
+            runs.append(
+                anchor_pair_run(
+                    bug, present, seed, r, setup, real_rows, anchors, coord, model, design
+                )
+            )
+        if checkpoint is not None and (r + 1) % every == 0 and r + 1 < runs_per_side:
+            cpu = cpu_before + time.process_time() - t
+            atomic_write_text(checkpoint, json.dumps({"key": key, "cpu_s": cpu, "runs": runs}))
     scores = np.array([r["score"] for r in runs])
     members = np.array([1, 0] * runs_per_side)
     lb = epsilon_lower_bound(scores, members, setup.delta, confidence=0.95, seed=seed)
@@ -506,29 +559,46 @@ def anchor_pair_audit(
         "runs_per_side": runs_per_side,
         "canary_steps": steps_in,
         "anchor_with_canary": sum(r["canary_steps_with_anchor"] for r in runs) / max(steps_in, 1),
-        "cpu_s": time.process_time() - t,
+        "cpu_s": cpu_before + time.process_time() - t,
         # the runs' scores, with the canary then without (for comparison with the ideal
-        # mechanism, :func:`ideal_anchor_pair`)
-        "scores_in": [round(float(x), 5) for x in scores[members == 1]],
-        "scores_out": [round(float(x), 5) for x in scores[members == 0]],
+        # mechanism, :func:`ideal_anchor_pair`); 10 decimals: the correct trainer's
+        # anchor-pair scores lie within 10⁻⁵ of T·log(1 − q) in a few percent of runs,
+        # so coarser rounding makes atoms the simulation does not have
+        "scores_in": [round(float(x), 10) for x in scores[members == 1]],
+        "scores_out": [round(float(x), 10) for x in scores[members == 0]],
     }
 
 
 def anchor_pair_cells(
-    names, seeds: int, runs_per_side: int, setup: Setup, log, out=None, real_rows: int = 0
+    names,
+    seeds: int,
+    runs_per_side: int,
+    setup: Setup,
+    log,
+    out=None,
+    real_rows: int = 0,
+    design: str = "anchor-pair",
+    checkpoint: str | None = None,
+    first_seed: int = 0,
 ) -> dict[str, Any]:
-    """The anchor-pair audit on each of ``names`` over ``seeds`` seeds, seeds interleaved
-    across names (so a stopped run leaves balanced cells); ``out(cells)`` after each."""
+    """The anchor-pair audit (or ``design``) on each of ``names`` over ``seeds`` seeds
+    (from ``first_seed``), seeds interleaved across names (so a stopped run leaves
+    balanced cells); ``out(cells)`` after each. ``checkpoint``: a path prefix for each
+    audit's partial runs (:func:`anchor_pair_audit`), removed once its cell is written."""
     sch = anchor_pair_schedule(setup)
     per: dict[str, list] = {bug or "correct": [] for bug in names}
     cells: dict[str, Any] = {}
-    for s in range(seeds):
+    for s in range(first_seed, first_seed + seeds):
         for bug in names:
-            r = anchor_pair_audit(bug, s, runs_per_side, setup, real_rows)
+            part = f"{checkpoint}.{design}.{bug or 'correct'}.{s}.json" if checkpoint else None
+            r = anchor_pair_audit(
+                bug, s, runs_per_side, setup, real_rows, design=design, checkpoint=part
+            )
+            r["seed"] = s
             r["violated"] = bool(r["eps"] > sch["claimed"])
             per[bug or "correct"].append(r)
             log(
-                f"  anchor-pair {bug or 'correct'} seed {s}: ε ≥ {r['eps']:.2f} ({r['cpu_s']:.0f} CPU s)"
+                f"  {design} {bug or 'correct'} seed {s}: ε ≥ {r['eps']:.2f} ({r['cpu_s']:.0f} CPU s)"
             )
             rs = per[bug or "correct"]
             k = sum(x["violated"] for x in rs)
@@ -544,7 +614,7 @@ def anchor_pair_cells(
                 "steps": sch["steps"],
                 "class": dp_bugs.BUGS[bug].bug_class if bug else "null",
                 "audits": {
-                    f"{ANCHOR_PAIR}, {runs_per_side} runs per side": {
+                    f"{CRAFTED[design]}, {runs_per_side} runs per side": {
                         "detected": k,
                         "seeds": len(rs),
                         "rate": k / len(rs),
@@ -558,6 +628,8 @@ def anchor_pair_cells(
                         "anchor_with_canary": float(np.mean([x["anchor_with_canary"] for x in rs])),
                         "violated_per_seed": [x["violated"] for x in rs],
                         "bound_per_seed": [x["eps"] for x in rs],
+                        "seed_per_seed": [x["seed"] for x in rs],
+                        "cpu_s_per_seed_each": [x["cpu_s"] for x in rs],
                         "scores_per_seed": [
                             {"in": x["scores_in"], "out": x["scores_out"]} for x in rs
                         ],
@@ -566,6 +638,8 @@ def anchor_pair_cells(
             }
             if out is not None:
                 out(cells)
+            if part is not None and os.path.exists(part):
+                os.remove(part)
     return cells
 
 
@@ -830,6 +904,15 @@ def main(argv: list[str] | None = None) -> int:
         metavar="RUNS",
         help="the anchor-pair many-runs audit alone, RUNS training runs per side per seed",
     )
+    p.add_argument(
+        "--lone-canary",
+        type=int,
+        default=0,
+        metavar="RUNS",
+        help="the lone-canary many-runs audit alone (crafted dataset: the canary is the only "
+        "row; accumulation-noise-once), RUNS training runs per side per seed",
+    )
+    p.add_argument("--first-seed", type=int, default=0, help="anchor-pair/lone-canary: seeds from")
     p.add_argument("--real-rows", type=int, default=0, help="anchor-pair: rows of real data")
     p.add_argument(
         "--classifier",
@@ -922,10 +1005,17 @@ def main(argv: list[str] | None = None) -> int:
             lambda c: dump(c, size),
         )
         return 0
-    if args.anchor_pair:
-        if args.anchor_pair < 2 or not 0 <= args.real_rows <= setup.n_data:
+    if args.anchor_pair or args.lone_canary:
+        runs = args.anchor_pair or args.lone_canary
+        if (
+            (args.anchor_pair and args.lone_canary)
+            or runs < 2
+            or args.first_seed < 0
+            or not 0 <= args.real_rows <= setup.n_data
+        ):
             print(
-                f"error: --anchor-pair must be >= 2 and --real-rows in [0, {setup.n_data}]",
+                "error: one of --anchor-pair/--lone-canary, >= 2, --first-seed >= 0 and "
+                f"--real-rows in [0, {setup.n_data}]",
                 file=sys.stderr,
             )
             return 2
@@ -933,11 +1023,14 @@ def main(argv: list[str] | None = None) -> int:
         anchor_pair_cells(
             names,
             args.seeds,
-            args.anchor_pair,
+            runs,
             setup,
             lambda m: print(m, file=sys.stderr, flush=True),
             lambda c: dump(c, setup),
             args.real_rows,
+            design="anchor-pair" if args.anchor_pair else "lone-canary",
+            checkpoint=args.out + ".partial",
+            first_seed=args.first_seed,
         )
         return 0
 
@@ -1046,6 +1139,34 @@ def ideal_anchor_pair(
         o = canary - rng.binomial(anchors, q, (2 * n, steps))
     o = o + sigma * rng.standard_normal((2 * n, steps))
     scores = np.logaddexp(np.log1p(-q), 2 * o / sigma**2 + np.log(q)).sum(axis=1)
+    lb = epsilon_lower_bound(scores, members, delta, confidence=0.95, seed=seed)
+    return {"eps": float(lb), "scores_in": scores[:n], "scores_out": scores[n:]}
+
+
+def ideal_lone_canary(
+    sigma: float,
+    q: float,
+    steps: int,
+    runs_per_side: int,
+    delta: float,
+    seed: int = 0,
+    bug: bool = True,
+) -> dict[str, Any]:
+    """The lone-canary audit on an IDEAL run of the mechanism ``accumulation-noise-once``
+    realises on the crafted dataset (the canary alone; no training): per step the canary
+    is drawn w.p. q and releases +1 (its clipped gradient, units of C), plus N(0, s²) with
+    s = σ/√k; ``bug=False``: the correct trainer's s = σ. Score: the bug's likelihood
+    ratio at σ/√k (:meth:`~privacy_audit.defenses.gradient_canaries.LoneCanary.score`);
+    Clopper–Pearson bound at the split threshold."""
+    from privacy_audit.attacks.epsilon import epsilon_lower_bound
+
+    rng = np.random.default_rng([seed, 0x10E])
+    n = int(runs_per_side)
+    low = sigma / math.sqrt(dp_bugs.ACCUMULATION)
+    members = np.repeat([1, 0], n)
+    canary = (rng.random((2 * n, steps)) < q) & (members[:, None] == 1)
+    o = canary + (low if bug else sigma) * rng.standard_normal((2 * n, steps))
+    scores = np.logaddexp(np.log1p(-q), (o - 0.5) / low**2 + np.log(q)).sum(axis=1)
     lb = epsilon_lower_bound(scores, members, delta, confidence=0.95, seed=seed)
     return {"eps": float(lb), "scores_in": scores[:n], "scores_out": scores[n:]}
 
@@ -1162,7 +1283,8 @@ def run(settings, cells) -> dict[str, Any]:
     bug and the correct trainer, ``settings.seeds`` seeds, one checkpointed cell per bug,
     for the causal-LM engine and the classifier trainer (``--quick``: the correct LM
     trainer and one bug). The anchor-pair many-runs audit (thousands of runs per seed)
-    is ``python -m privacy_audit.audit.benchmarks.dp_bugs --anchor-pair RUNS``."""
+    is ``python -m privacy_audit.audit.benchmarks.dp_bugs --anchor-pair RUNS`` (and the
+    lone-canary one, for ``accumulation-noise-once``, ``--lone-canary RUNS``)."""
     torch.set_num_threads(settings.threads or 1)
     setup = Setup()
     names = (None, "noise-divided-by-batch") if settings.quick else VARIANTS
