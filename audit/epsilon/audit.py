@@ -346,13 +346,13 @@ def diagnose(audits: list[dict[str, Any]], tradeoff: dict[str, Any] | None) -> d
         "caught_by": caught,
         "bug_classes": classes,
         "not_seen_by_these_audits": (
-            "sampling (shuffled batches accounted as Poisson) and clipping after aggregation "
-            "were not caught by any audit at the benchmark's budget; a consistent verdict "
-            "does not rule them out"
-            "; a cross-example layer (batch statistics in the classifier head) is missed by "
-            "every canary audit here and caught only by the duplicate-record audit, a "
-            "crafted-dataset many-runs audit of the trainer (python -m "
-            "privacy_audit.audit.benchmarks.dp_bugs --duplicate-record RUNS)"
+            "a consistent verdict from these audits does not rule out three bug classes that "
+            "only crafted-dataset many-runs audits of the trainer reach (python -m "
+            "privacy_audit.audit.benchmarks.dp_bugs; budgets in the table): clipping after "
+            "aggregation (--anchor-pair 5000), noise added once per accumulated batch "
+            "(--lone-canary 5000) and a cross-example layer such as batch statistics in the "
+            "classifier head (--duplicate-record 100); sampling (shuffled batches accounted as "
+            "Poisson) was not caught by any audit within one CPU hour"
         ),
         "table": DP_BUGS_TABLE,
     }
