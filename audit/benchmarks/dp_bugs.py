@@ -601,7 +601,6 @@ def anchor_pair_cells(
                 f"  {design} {bug or 'correct'} seed {s}: ε ≥ {r['eps']:.2f} ({r['cpu_s']:.0f} CPU s)"
             )
             rs = per[bug or "correct"]
-            k = sum(x["violated"] for x in rs)
             eps, how = true_epsilon(
                 bug, sch["sigma"], sch["q"], sch["steps"], setup.epochs, 0, setup
             )
@@ -615,19 +614,10 @@ def anchor_pair_cells(
                 "class": dp_bugs.BUGS[bug].bug_class if bug else "null",
                 "audits": {
                     f"{CRAFTED[design]}, {runs_per_side} runs per side": {
-                        "detected": k,
-                        "seeds": len(rs),
-                        "rate": k / len(rs),
-                        "ci95": list(clopper_pearson(k, len(rs))),
-                        "median_bound": float(np.median([x["eps"] for x in rs])),
-                        "max_bound": float(np.max([x["eps"] for x in rs])),
-                        "ceiling": rs[0]["ceiling"],
-                        "cpu_s_per_seed": float(np.mean([x["cpu_s"] for x in rs])),
+                        **_seed_summary(rs),
                         "runs_per_side": runs_per_side,
                         "real_rows": real_rows,
                         "anchor_with_canary": float(np.mean([x["anchor_with_canary"] for x in rs])),
-                        "violated_per_seed": [x["violated"] for x in rs],
-                        "bound_per_seed": [x["eps"] for x in rs],
                         "seed_per_seed": [x["seed"] for x in rs],
                         "cpu_s_per_seed_each": [x["cpu_s"] for x in rs],
                         "scores_per_seed": [
@@ -837,7 +827,6 @@ def duplicate_record_cells(names, seeds: int, setup, log, out=None) -> dict[str,
                 f"shift {r['shift_sigma']:.1f}σ, {r['cpu_s']:.0f} CPU s)"
             )
             rs = per[key]
-            k = sum(x["violated"] for x in rs)
             cells[f"{key} (classifier)"] = {
                 "claimed_epsilon": r["claimed"],
                 "true_epsilon": math.inf if bug else r["claimed"],
@@ -849,21 +838,12 @@ def duplicate_record_cells(names, seeds: int, setup, log, out=None) -> dict[str,
                 "trainer": "classifier (dp-sgd, Opacus)",
                 "audits": {
                     f"{DUPLICATE_RECORD}, {setup.runs_per_side} runs per side": {
-                        "detected": k,
-                        "seeds": len(rs),
-                        "rate": k / len(rs),
-                        "ci95": list(clopper_pearson(k, len(rs))),
-                        "median_bound": float(np.median([x["eps"] for x in rs])),
-                        "max_bound": float(np.max([x["eps"] for x in rs])),
-                        "ceiling": rs[0]["ceiling"],
-                        "cpu_s_per_seed": float(np.mean([x["cpu_s"] for x in rs])),
+                        **_seed_summary(rs),
                         "runs_per_side": setup.runs_per_side,
                         "pilot_runs_per_side": setup.pilot_runs,
                         "duplicates": setup.duplicates,
                         "median_shift_c": float(np.median([x["shift_c"] for x in rs])),
                         "median_shift_sigma": float(np.median([x["shift_sigma"] for x in rs])),
-                        "violated_per_seed": [x["violated"] for x in rs],
-                        "bound_per_seed": [x["eps"] for x in rs],
                         "errors_per_seed": [{"fp": x["fp"], "fn": x["fn"]} for x in rs],
                         "scores_per_seed": [
                             {"in": x["scores_in"], "out": x["scores_out"], "t": x["threshold"]}
@@ -875,6 +855,24 @@ def duplicate_record_cells(names, seeds: int, setup, log, out=None) -> dict[str,
             if out is not None:
                 out(cells)
     return cells
+
+
+def _seed_summary(rs: list[dict]) -> dict[str, Any]:
+    """Detections over the seeds of one crafted-dataset cell, with the Clopper-Pearson
+    interval, the bounds reached and the CPU cost (shared by every crafted design)."""
+    k = sum(x["violated"] for x in rs)
+    return {
+        "detected": k,
+        "seeds": len(rs),
+        "rate": k / len(rs),
+        "ci95": list(clopper_pearson(k, len(rs))),
+        "median_bound": float(np.median([x["eps"] for x in rs])),
+        "max_bound": float(np.max([x["eps"] for x in rs])),
+        "ceiling": rs[0]["ceiling"],
+        "cpu_s_per_seed": float(np.mean([x["cpu_s"] for x in rs])),
+        "violated_per_seed": [x["violated"] for x in rs],
+        "bound_per_seed": [x["eps"] for x in rs],
+    }
 
 
 def clopper_pearson(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]:

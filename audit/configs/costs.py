@@ -51,7 +51,10 @@ _QUICK_TITLE = " (--quick: small sizes for trying it out; numbers not for report
 COSTS: dict[str, ConfigCost] = {
     "default": ConfigCost(
         full=Cost(2, "measured: 118.5 s wall, idle machine (make audit from a fresh clone)"),
-        quick_time=Cost(0.5, "measured: 30 s wall at load 0.9 (25 s user CPU), 2026-11-27; earlier 27 s CPU, 63 s wall at load 4"),
+        quick_time=Cost(
+            0.5,
+            "measured: 30 s wall at load 0.9 (25 s user CPU), 2026-11-27; earlier 27 s CPU, 63 s wall at load 4",
+        ),
         quick={
             "data": {"n_members": 200, "n_nonmembers": 200, "n_test": 100},
             "target": {"public_epochs": 1},
@@ -65,7 +68,10 @@ COSTS: dict[str, ConfigCost] = {
             4,
             "estimate: the --quick run's stages scaled by examples x epochs and attack sizes; not yet measured",
         ),
-        quick_time=Cost(0.45, "measured: 27 s wall at load 1.6 (25 s user CPU), 2026-11-27; earlier 31 s CPU, 241 s wall at load 8-11"),
+        quick_time=Cost(
+            0.45,
+            "measured: 27 s wall at load 1.6 (25 s user CPU), 2026-11-27; earlier 31 s CPU, 241 s wall at load 8-11",
+        ),
         quick={
             "data": {"n_members": 150, "n_nonmembers": 150, "n_test": 100},
             "target": {"public_epochs": 1},
@@ -81,7 +87,10 @@ COSTS: dict[str, ConfigCost] = {
     ),
     "dp-blogs": ConfigCost(
         full=Cost(35, "recorded: about 35 min on the shared machine, docs/dp-blogs.md"),
-        quick_time=Cost(2.0, "measured: 122 s wall at load 1.6-1.9 (123 s user CPU), 2026-11-27; 571 s wall at load 9; earlier 1,710 s wall at load 30-15"),
+        quick_time=Cost(
+            2.0,
+            "measured: 122 s wall at load 1.6-1.9 (123 s user CPU), 2026-11-27; 571 s wall at load 9; earlier 1,710 s wall at load 30-15",
+        ),
         quick={
             "data": {"n_members": 300, "n_nonmembers": 100, "n_test": 100},
             "target": {"public_epochs": 1},
@@ -119,7 +128,10 @@ COSTS: dict[str, ConfigCost] = {
         full=Cost(
             2.2, "recorded: 2 min 11 s CPU, 7 min wall on a loaded machine, docs/dp-forward.md"
         ),
-        quick_time=Cost(0.92, "measured: 55 s wall at load 1.4 (53 s user CPU), 2026-11-27; earlier 145 s wall at load 4-8"),
+        quick_time=Cost(
+            0.92,
+            "measured: 55 s wall at load 1.4 (53 s user CPU), 2026-11-27; earlier 145 s wall at load 4-8",
+        ),
         quick={
             "data": {"n_members": 150, "n_nonmembers": 150, "n_test": 100},
             "target": {"public_epochs": 1},
@@ -130,7 +142,10 @@ COSTS: dict[str, ConfigCost] = {
     ),
     "lm": ConfigCost(
         full=Cost(46, "recorded: about 46 min wall at load 3.5, docs/phantom-dp-sgd.md"),
-        quick_time=Cost(3.7, "measured: 221 s wall at load 6-9 (100 s user CPU), 2026-11-27; earlier 72 s CPU, 432 s wall at load 16-27"),
+        quick_time=Cost(
+            3.7,
+            "measured: 221 s wall at load 6-9 (100 s user CPU), 2026-11-27; earlier 72 s CPU, 432 s wall at load 16-27",
+        ),
         quick={
             "data": {"n_members": 300, "n_nonmembers": 100, "n_test": 100},
             "target": {"public_epochs": 1},
@@ -149,7 +164,10 @@ COSTS: dict[str, ConfigCost] = {
             3,
             "estimate: 79 s CPU recorded in docs/split-n-denoise.md before the split check; the --quick run now takes 75 s CPU",
         ),
-        quick_time=Cost(4.4, "measured: 264 s wall at load 3-6 (161 s user CPU on 2 threads), 2026-11-27; earlier 75 s CPU, 645 s wall at load 11-16"),
+        quick_time=Cost(
+            4.4,
+            "measured: 264 s wall at load 3-6 (161 s user CPU on 2 threads), 2026-11-27; earlier 75 s CPU, 645 s wall at load 11-16",
+        ),
         quick={
             "data": {"n_members": 60, "n_nonmembers": 60, "n_test": 60},
             "train": {"epochs": 5},
