@@ -736,3 +736,25 @@ def test_lone_canary_benchmark_end_to_end_and_bad_options(tmp_path, capsys):
     assert cell[0] == f"{LONE_CANARY}, 3 runs per side"
     assert cell[1]["seed_per_seed"] == [2] and len(cell[1]["scores_per_seed"][0]["in"]) == 3
     assert not list(tmp_path.glob("*.partial*"))  # the audit's checkpoint is removed
+
+
+def test_crafted_cell_summary_counts_detections_with_the_exact_interval():
+    """The per-seed summary every crafted-dataset cell reports: detections counted from the
+    seeds' verdicts, the interval equal to scipy's exact (Clopper-Pearson) binomial interval,
+    the median and largest bound, the mean CPU cost (a hand example)."""
+    from scipy.stats import binomtest
+
+    from privacy_audit.audit.benchmarks.dp_bugs import _seed_summary
+
+    rs = [
+        {"violated": v, "eps": e, "ceiling": 3.3, "cpu_s": c}
+        for v, e, c in [(True, 2.5, 10.0), (False, 0.4, 12.0), (True, 2.1, 11.0), (True, 3.0, 9.0)]
+    ]
+    s = _seed_summary(rs)
+    assert (s["detected"], s["seeds"], s["rate"]) == (3, 4, 0.75)
+    ci = binomtest(3, 4).proportion_ci(confidence_level=0.95, method="exact")
+    assert s["ci95"] == pytest.approx([ci.low, ci.high], abs=1e-12)
+    assert s["median_bound"] == pytest.approx(2.3) and s["max_bound"] == 3.0
+    assert s["cpu_s_per_seed"] == pytest.approx(10.5) and s["ceiling"] == 3.3
+    assert s["violated_per_seed"] == [True, False, True, True]
+    assert s["bound_per_seed"] == [2.5, 0.4, 2.1, 3.0]
