@@ -68,7 +68,17 @@ classifier that never sees the model tell the two sets apart?
   ``_partition_candidates``) for low-entropy text such as templates, where even the
   rarest shingles are common, or prefix filtering (Bayardo, Ma and Srikant 2007, with a
   length filter) for ordinary text, whichever a 5,000-text sample says is cheaper; every
-  candidate is verified by counting its shared shingles (issue 38). Both texts of
+  candidate is verified by counting its shared shingles (issue 38). **Above a cost
+  budget** (``_EXACT_BUDGET_S`` = 1 ms CPU per text, the exact join's cost estimated by
+  running it on a seeded 400-text sample and scaling its verified pairs by ``(n /
+  400)^2``; only above 1,000 texts and at thresholds >= 0.75) the candidates come from
+  MinHash LSH instead: 6 rows x 46 bands at 0.8, so a pair at Jaccard >= 0.8 is missed
+  with probability <= (1 - 0.8^6)^46 = 8.4e-7 (Broder 1997; the model measured in
+  tests/test_near_duplicates.py), and every candidate is still verified (no false
+  pair). Which join ran, with its bound, is stated in the record (``duplicates.join``,
+  ``criterion``). Long texts of shared rare words make the exact join verify a fixed
+  share of all pairs (40% of them on the scale benchmark's 256-token texts: n^2); LSH
+  keeps it linear (docs/scale.md). Both texts of
   each pair are removed from the attack set (a text counted as member and non-member
   measures nothing) and counted; a few pairs are kept as examples, except in
   aggregate-only mode.
@@ -349,7 +359,11 @@ def similar_pairs(
     JOIN_STATS.clear()
     if which.size < 2:
         return empty, empty, np.zeros(0)
-    if _use_partition(table, which, jaccard):
+    lsh = _exact_over_budget(table, which, jaccard)
+    if lsh:
+        u, v, size = _lsh_candidates(table, which, jaccard, keep)
+        JOIN_STATS.update(lsh)
+    elif _use_partition(table, which, jaccard):
         JOIN_STATS["join"] = "partition"
         u, v, size, overflow = _partition_candidates(table, which, jaccard, keep)
         if overflow.any():  # texts with too many light groups: the prefix filter pairs them
@@ -361,12 +375,190 @@ def similar_pairs(
         JOIN_STATS["join"] = "prefix"
         u, v, size = _prefix_candidates(table, which, jaccard, keep)
         JOIN_STATS["candidates"] = int(u.size)
+    JOIN_STATS["verified"] = int(u.size)
     if not u.size:
         return empty, empty, np.zeros(0)
     inter = _shared_shingles(table, u, v)
     jac = inter / (size[u] + size[v] - inter)
     ok = jac >= jaccard
     return u[ok], v[ok], jac[ok]
+
+
+# --------------------------------------------------------------------------- #
+# Above a cost budget: MinHash LSH candidates (a stated miss bound), verified exactly
+# --------------------------------------------------------------------------- #
+#: Texts above which the exact join's cost is estimated (at most this many: exact always).
+_LSH_FROM = 1_000
+#: Texts in the seeded sample on which the exact join is run to estimate its cost.
+_LSH_SAMPLE = 400
+#: The exact join may cost this many CPU seconds per text (about 2% of one 256-token text
+#: through a 4-layer x 256 GPT-2 on the 2-core machine); above it MinHash LSH is used.
+_EXACT_BUDGET_S = 1e-3
+#: CPU seconds per shingle of a verified candidate pair (sorting its two sets; measured
+#: 87 us a pair of 2 x 1,130 shingles on the 2-core machine).
+_VERIFY_S = 3.8e-8
+#: MinHash rows per band, and the largest probability that a pair at ``J >= t`` is missed.
+_LSH_ROWS = 6
+_LSH_MISS = 1e-6
+#: Thresholds below this keep the exact join whatever its cost (bands grow as t^-r).
+_MIN_LSH_JACCARD = 0.75
+
+
+def lsh_bands(jaccard: float, rows: int = _LSH_ROWS, miss: float = _LSH_MISS) -> int:
+    """The fewest bands ``b`` with ``(1 - t^r)^b <= miss`` (Broder 1997; Indyk and Motwani
+    1998: with min-wise independent hashes a band of ``r`` min-hashes of two sets agrees
+    with probability ``J^r``, independently across bands)."""
+    p = float(jaccard) ** rows
+    if p >= 1.0:
+        return 1
+    return max(1, int(np.ceil(np.log(miss) / np.log1p(-p) - 1e-12)))
+
+
+def lsh_miss_bound(jaccard: float, rows: int, bands: int) -> float:
+    """``(1 - t^r)^b``: the probability that a pair at Jaccard ``>= t`` shares no band
+    (it decreases in J, so the pair at exactly t is the worst); assumes min-wise
+    independent hashes (measured against it in tests/test_near_duplicates.py)."""
+    return float((1.0 - float(jaccard) ** rows) ** bands)
+
+
+def _exact_over_budget(table: _Shingles, which: np.ndarray, jaccard: float) -> dict | None:
+    """The LSH settings when the exact join would cost more than ``_EXACT_BUDGET_S`` per
+    text, else None. The exact join is run on a seeded sample of ``_LSH_SAMPLE`` texts;
+    the pairs it verifies grow as the square of the texts, so its count is scaled by
+    ``(n / sample)^2`` and priced at ``_VERIFY_S`` per shingle of a pair. Low-entropy long
+    texts (every text sharing rare words with most others) make that count a fixed
+    fraction of all pairs; ordinary text makes it nearly zero."""
+    n = which.size
+    if n <= _LSH_FROM or jaccard < _MIN_LSH_JACCARD:
+        return None
+    rng = np.random.default_rng(0x15B)
+    sample = np.sort(rng.choice(which, min(_LSH_SAMPLE, n), replace=False))
+    saved = table._freq
+    stats = dict(JOIN_STATS)
+    try:
+        table.count_frequencies(sample)
+        u, v = _exact_candidates(table, sample, jaccard)
+    finally:
+        table._freq = saved
+        JOIN_STATS.clear()
+        JOIN_STATS.update(stats)
+    width = float((table.count[u] + table.count[v]).mean()) if u.size else 0.0
+    estimate = u.size * (n / sample.size) ** 2 * width * _VERIFY_S
+    JOIN_STATS.update(estimated_exact_s=round(estimate, 1), budget_s=round(_EXACT_BUDGET_S * n, 1))
+    if estimate <= _EXACT_BUDGET_S * n:
+        return None
+    bands = lsh_bands(jaccard)
+    return {
+        "join": "minhash-lsh",
+        "rows": _LSH_ROWS,
+        "bands": bands,
+        "miss_bound": lsh_miss_bound(jaccard, _LSH_ROWS, bands),
+    }
+
+
+def _exact_candidates(table: _Shingles, which: np.ndarray, jaccard: float):
+    """The candidate pairs the exact join would verify on ``which`` (what
+    :func:`similar_pairs` does before counting shared shingles)."""
+    if _use_partition(table, which, jaccard):
+        u, v, size, overflow = _partition_candidates(table, which, jaccard)
+        if overflow.any():
+            near = which[_size_compatible(size[which], size[overflow], jaccard)]
+            u2, v2, _ = _prefix_candidates(table, near, jaccard, must=overflow)
+            n = len(table.lens)
+            pair = np.unique(np.r_[u * n + v, u2 * n + v2])
+            u, v = pair // n, pair % n
+        return u, v
+    u, v, _ = _prefix_candidates(table, which, jaccard)
+    return u, v
+
+
+#: Seeds of the min-hashes (fixed: same texts, same candidates).
+_LSH_SEED = 0x6A09E667F3BCC908
+
+
+def lsh_hashes(count: int) -> tuple[np.ndarray, np.ndarray]:
+    """The fixed seeds ``(s_k, a_k)`` of ``count`` min-hashes (``a_k`` odd)."""
+    rng = np.random.default_rng(_LSH_SEED)
+    xor = rng.integers(0, 1 << 63, size=count, dtype=np.uint64) * np.uint64(2)
+    mult = rng.integers(0, 1 << 62, size=count, dtype=np.uint64) * np.uint64(2) + np.uint64(1)
+    return xor, mult
+
+
+def minhash_signatures(
+    ids: np.ndarray, distinct: np.ndarray, xor: np.ndarray, mult: np.ndarray
+) -> np.ndarray:
+    """Per row of shingle ids (``distinct`` marks each set's members; at least one per
+    row), min-hash ``k`` = the smallest ``(x XOR s_k) * a_k mod 2^64`` over the row's
+    mixed ids ``x``: for each k a fixed bijection of the 64-bit ids, so two sets share
+    min-hash k exactly when their union's smallest element under it is shared."""
+    # padding and repeats take the row's first shingle: a set's minimum is unchanged
+    x = _mix(np.where(distinct, ids, ids[:, :1]))
+    sig = np.empty((ids.shape[0], xor.size), dtype=np.uint64)
+    h = np.empty_like(x)
+    for k in range(xor.size):
+        np.bitwise_xor(x, xor[k], out=h)
+        np.multiply(h, mult[k], out=h)
+        h.min(axis=1, out=sig[:, k])
+    return sig
+
+
+def _lsh_candidates(
+    table: _Shingles, which: np.ndarray, jaccard: float, keep=None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Candidate pairs ``(u < v)`` of MinHash LSH (``_LSH_ROWS`` rows x
+    :func:`lsh_bands` bands) and each text's set size. Min-hash ``k`` of a set is the
+    smallest ``(x XOR s_k) * a_k`` over its shingles' mixed 64-bit ids ``x`` (``a_k`` odd:
+    a bijection); a band's key hashes its ``r`` min-hashes with the band's index. Pairs
+    sharing a key, of compatible sizes (``min >= t max``) and kept by ``keep``, are the
+    candidates; the caller verifies each exactly, so no reported pair is false, and a
+    pair at ``J >= t`` is missed with probability at most :func:`lsh_miss_bound`."""
+    empty = np.zeros(0, dtype=np.int64)
+    n = len(table.lens)
+    rows_ = _LSH_ROWS
+    bands = lsh_bands(jaccard)
+    xor, mult = lsh_hashes(rows_ * bands)
+    size = np.zeros(n, dtype=np.int64)
+    keys = np.empty((n, bands), dtype=np.uint64)
+    band_salt = _mix(np.arange(1, bands + 1, dtype=np.uint64) * _GOLDEN)
+    for rows, ids, distinct in table.key_blocks(which, by_frequency=False):
+        size[rows] = distinct.sum(axis=1)
+        sig = minhash_signatures(ids, distinct, xor, mult)
+        for b in range(bands):
+            acc = band_salt[b] ^ sig[:, b * rows_]
+            for k in range(1, rows_):
+                acc = _mix(acc) ^ sig[:, b * rows_ + k]
+            keys[rows, b] = _mix(acc)
+    key = keys[which].ravel()
+    text = np.repeat(which, bands)
+    order = np.argsort(key, kind="stable")
+    key, text = key[order], text[order]
+    run_end = np.r_[np.flatnonzero(key[1:] != key[:-1]) + 1, key.size]
+    end_of = np.repeat(run_end, np.diff(np.r_[0, run_end]))
+    partners = end_of - 1 - np.arange(text.size)
+    cum = np.cumsum(partners)
+    JOIN_STATS["shared_keys"] = int(cum[-1]) if cum.size else 0
+    found = [empty]
+    start = 0
+    while start < text.size:
+        base = cum[start - 1] if start else 0
+        stop = max(int(np.searchsorted(cum, base + _BLOCK, "right")), start + 1)
+        q = np.arange(start, stop)
+        c = partners[q]
+        a = np.repeat(q, c)
+        b = a + 1 + _ragged_arange(c)
+        start = stop
+        if not a.size:
+            continue
+        u, v = np.minimum(text[a], text[b]), np.maximum(text[a], text[b])
+        ok = (u != v) & (
+            np.minimum(size[u], size[v]) >= jaccard * np.maximum(size[u], size[v]) - 1e-9
+        )
+        if keep is not None:
+            ok[ok] = keep(u[ok], v[ok])
+        found.append(np.unique(u[ok] * n + v[ok]))
+    pair = np.unique(np.concatenate(found))
+    JOIN_STATS["candidates"] = int(pair.size)
+    return pair // n, pair % n, size
 
 
 #: Texts from which the join is chosen on a sample (below it: the partition join).
@@ -860,6 +1052,25 @@ def _by_unique(uid: np.ndarray, n_unique: int) -> tuple[np.ndarray, np.ndarray]:
     return pos, off
 
 
+def join_description(stats: dict, jaccard: float) -> dict[str, Any]:
+    """How the near-duplicate pairs were found, for the run record: the exact join, or
+    MinHash LSH with its stated miss bound (every reported pair is verified either way)."""
+    if stats.get("join") != "minhash-lsh":
+        return {"method": "exact", "text": "exact join, every pair verified"}
+    bound = float(stats["miss_bound"])
+    return {
+        "method": "minhash-lsh",
+        "rows": int(stats["rows"]),
+        "bands": int(stats["bands"]),
+        "miss_bound": bound,
+        "estimated_exact_cpu_s": stats.get("estimated_exact_s"),
+        "text": f"MinHash LSH candidates ({stats['rows']} rows x {stats['bands']} bands: a "
+        f"pair at Jaccard >= {jaccard:g} is missed with probability <= {bound:.1e}), chosen "
+        f"because the exact join was estimated at {stats.get('estimated_exact_s')} CPU-s "
+        f"against a budget of {stats.get('budget_s')}; every pair verified",
+    }
+
+
 class Join:
     """Every near-duplicate pair among ``texts`` (:func:`similar_pairs` of their distinct
     normalised texts, no filter): what :func:`near_duplicates` and
@@ -872,6 +1083,7 @@ class Join:
         self.jaccard = jaccard
         self.uniq, self.uid = _unique_texts(normalise_all(list(texts)))
         self.u, self.v, self.jac = similar_pairs(self.uniq, jaccard)
+        self.stats = dict(JOIN_STATS)
 
 
 def near_duplicates(
@@ -1310,11 +1522,13 @@ class SplitCheck:
         self, members: list[str], nonmembers: list[str], join: Join | None = None
     ) -> dict[str, Any]:
         pairs = near_duplicates(members, nonmembers, self.jaccard, join)
+        how = join_description(join.stats if join is not None else JOIN_STATS, self.jaccard)
         drop_m = sorted({i for i, _, _ in pairs})
         drop_n = sorted({j for _, j, _ in pairs})
         out: dict[str, Any] = {
             "criterion": f"equal normalised text, or Jaccard >= {self.jaccard:g} of "
-            f"character {SHINGLE}-gram shingles (exact join, every pair verified)",
+            f"character {SHINGLE}-gram shingles ({how['text']})",
+            "join": how,
             "pairs": len(pairs),
             "exact_pairs": sum(1 for *_, v in pairs if v >= 1.0),
             "members_removed": len(drop_m),

@@ -405,3 +405,97 @@ def test_the_join_is_chosen_by_cost_and_both_joins_agree(monkeypatch):
                 other = similar_pairs(norm)
             assert _as_dict(other) == _as_dict(chosen)
         assert chosen[0].size >= 40
+
+
+# --------------------------------------------------------------------------- #
+# Above the exact join's cost budget: MinHash LSH, every candidate verified
+# --------------------------------------------------------------------------- #
+def test_lsh_bands_meet_the_stated_miss_bound():
+    """The fewest bands with (1 - t^6)^b <= 1e-6, by hand at t = 0.8: 0.8^6 = 0.262144,
+    ln(1e-6) / ln(0.737856) = 45.44, so 46 bands and a bound of 8.45e-7."""
+    assert split_check.lsh_bands(0.8) == 46
+    assert split_check.lsh_miss_bound(0.8, 6, 46) == pytest.approx(0.737856**46, rel=1e-12)
+    assert 8.4e-7 < split_check.lsh_miss_bound(0.8, 6, 46) < 8.5e-7
+    for t in (0.75, 0.8, 0.9, 0.95):
+        b = split_check.lsh_bands(t)
+        assert (1 - t**6) ** b <= 1e-6 < (1 - t**6) ** (b - 1)
+    assert split_check.lsh_bands(1.0) == 1
+
+
+def _minhash_of(texts: list[str], count: int) -> np.ndarray:
+    norm = normalise_all(texts)
+    table = split_check._Shingles(norm)
+    xor, mult = split_check.lsh_hashes(count)
+    sig = np.zeros((len(norm), count), dtype=np.uint64)
+    for rows, ids, distinct in table.key_blocks(np.arange(len(norm)), by_frequency=False):
+        sig[rows] = split_check.minhash_signatures(ids, distinct, xor, mult)
+    return sig
+
+
+def test_a_min_hash_agrees_with_probability_jaccard():
+    """Min-wise hashing, measured: 300 pairs of real texts and their edited copies (J
+    from about 0.3 to 1, Python sets), 276 min-hashes each. The share of agreeing
+    min-hashes equals J: pooled within 4 binomial SDs, and per J bin within 0.03 of the
+    bin's mean J."""
+    rng = np.random.default_rng(31)
+    base = [t for t in _real_texts(2000, 30) if len(t) >= 80][:300]
+    copies = [_near_copy(t, rng, int(rng.integers(1, 1 + len(t) // 8))) for t in base]
+    sig = _minhash_of(base + copies, 276)
+    agree = (sig[: len(base)] == sig[len(base) :]).mean(axis=1)
+    jac = np.array([_jaccard(a, b) for a, b in zip(base, copies, strict=True)])
+    assert jac.min() < 0.5 and jac.max() > 0.9
+    k = sig.shape[1]
+    z = (agree.sum() - jac.sum()) * k / np.sqrt((k * jac * (1 - jac)).sum())
+    assert abs(z) < 4, z
+    for lo, hi in ((0.0, 0.6), (0.6, 0.8), (0.8, 0.9), (0.9, 1.01)):
+        sel = (jac >= lo) & (jac < hi)
+        assert sel.sum() >= 20, (lo, sel.sum())
+        assert abs(agree[sel].mean() - jac[sel].mean()) < 0.03, (lo, hi)
+
+
+def test_the_lsh_miss_rate_is_the_stated_formula(monkeypatch):
+    """The bound's model, measured where misses are frequent: with 3 bands of 6 rows a
+    pair at Jaccard J is missed with probability (1 - J^6)^3 (about 0.4 at 0.8). On 700
+    planted pairs around the threshold the pairs at >= 0.8 that are missed number the
+    sum of those probabilities within 4 SDs; with the default 46 bands none is missed,
+    and every pair found equals the exact join's (all verified)."""
+    members, nonmembers = _hard_pairs(7, 700)
+    jac = np.array([_jaccard(a, b) for a, b in zip(members, nonmembers, strict=True)])
+    at = np.flatnonzero(jac >= 0.8)
+    monkeypatch.setattr(split_check, "_LSH_FROM", 1)
+    monkeypatch.setattr(split_check, "_EXACT_BUDGET_S", 0.0)
+    with monkeypatch.context() as m:
+        m.setattr(split_check, "_exact_over_budget", lambda *a: None)
+        exact = {(i, j): v for i, j, v in near_duplicates(members, nonmembers, 0.8)}
+    full = {(i, j): v for i, j, v in near_duplicates(members, nonmembers, 0.8)}
+    assert split_check.JOIN_STATS["join"] == "minhash-lsh"
+    assert full == exact and all((k, k) in full for k in at)
+    monkeypatch.setattr(split_check, "lsh_bands", lambda *a, **k: 3)
+    weak = {(i, j) for i, j, _ in near_duplicates(members, nonmembers, 0.8)}
+    assert weak <= set(exact)
+    missed = sum((k, k) not in weak for k in at)
+    p = (1 - jac[at] ** 6) ** 3
+    assert abs(missed - p.sum()) < 4 * np.sqrt((p * (1 - p)).sum()), (missed, p.sum())
+    assert missed > 50
+
+
+def test_lsh_is_chosen_only_above_the_exact_join_budget():
+    """1,100 texts of 264 random prose words (the scale benchmark's: rare words shared by
+    most pairs, so the exact join would verify a fixed share of all pairs) take MinHash
+    LSH, and the split check's record says so with its miss bound; 1,100 real texts keep
+    the exact join. Planted near-copies are found either way."""
+    from privacy_audit.audit.benchmarks.scale import make_texts
+
+    rng = np.random.default_rng(4)
+    members, nonmembers = make_texts(550, 256, 3)
+    for k in range(30):
+        nonmembers[k] = _near_copy(members[k], rng, 10)
+    check = split_check.SplitCheck(permutations=19)
+    dups = check.duplicates(members, nonmembers)
+    assert dups["join"]["method"] == "minhash-lsh"
+    assert dups["join"]["miss_bound"] <= 1e-6 and "MinHash LSH" in dups["criterion"]
+    assert dups["join"]["estimated_exact_cpu_s"] > 1e-3 * 1100
+    assert set(range(30)) <= set(dups["member_index"]) & set(dups["nonmember_index"])
+    real = _real_texts(1100, 40)
+    dups = check.duplicates(real[:550], real[550:])
+    assert dups["join"]["method"] == "exact" and "exact join" in dups["criterion"]
