@@ -762,3 +762,29 @@ def test_split_section_and_level_render_in_headless_chromium(tmp_path):
     pixels = np.asarray(Image.open(shot).convert("RGB")).reshape(-1, 3).astype(int)
     orange = (np.abs(pixels - [0xFF, 0xF4, 0xE5]).sum(1) < 12).sum()  # the badge fill
     assert orange > 50  # the split-shifted badge is painted in the first screen
+
+
+def test_linear_kernel_equals_the_sparse_product():
+    """The split check's kernels mix dense BLAS products (columns most rows hold) with a
+    sparse product (the rest): equal to scipy's plain sparse ``a @ b.T`` at 1e-12, with
+    both kinds of columns present and a column block smaller than the common columns."""
+    from scipy import sparse
+
+    from privacy_audit.audit import split_check
+
+    rng = np.random.default_rng(5)
+    common = sparse.random(300, 40, density=0.6, random_state=1, format="csr")
+    rare = sparse.random(300, 500, density=0.004, random_state=2, format="csr")
+    x = sparse.hstack([rare[:, :250], common, rare[:, 250:]], format="csr")
+    a, b = x[rng.permutation(300)[:120]], x[:200]
+    want = (a @ b.T).toarray()
+    old = split_check._DENSE_BLOCK
+    try:
+        split_check._DENSE_BLOCK = 16
+        got = split_check.linear_kernel(a, b)
+    finally:
+        split_check._DENSE_BLOCK = old
+    held = np.bincount(b.indices, minlength=b.shape[1])
+    assert (held >= 0.02 * 200).sum() >= 40 and (held < 0.02 * 200).sum() > 100
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
+    assert np.abs(want).max() > 0.5
