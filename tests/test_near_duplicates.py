@@ -499,3 +499,41 @@ def test_lsh_is_chosen_only_above_the_exact_join_budget():
     real = _real_texts(1100, 40)
     dups = check.duplicates(real[:550], real[550:])
     assert dups["join"]["method"] == "exact" and "exact join" in dups["criterion"]
+
+
+def _real_sentences(n: int, seed: int) -> list[str]:
+    """Sentences of the Python documentation, installed packages' descriptions and
+    Debian changelogs (where the old CRC-32 MinHash missed 10 of 113 pairs)."""
+    import glob
+    import gzip
+    import pydoc_data.topics as topics
+    from importlib import metadata
+
+    paras = []
+    for t in topics.topics.values():
+        paras += t.split("\n\n")
+    for d in metadata.distributions():
+        paras += (d.metadata.get_payload() or "").split("\n\n")
+    for f in sorted(glob.glob("/usr/share/doc/*/changelog.Debian.gz"))[:400]:
+        try:
+            paras += gzip.open(f, "rt", errors="replace").read().split("\n\n")
+        except OSError:
+            continue
+    sents = [s[:200] for p in paras for s in " ".join(p.split()).split(". ") if len(s) >= 40]
+    sents = list(dict.fromkeys(sents))
+    rng = np.random.default_rng(seed)
+    return [sents[i] for i in rng.permutation(len(sents))[:n]]
+
+
+def test_lsh_finds_every_near_duplicate_of_real_sentences(monkeypatch):
+    """Forced MinHash LSH on 12,000 real sentences (templated changelog lines, package
+    descriptions, documentation) finds exactly the exact join's pairs (the old CRC-32
+    hash family missed 9% of them here)."""
+    texts = sorted(set(normalise_all(_real_sentences(12_000, 6))))
+    exact = _as_dict(similar_pairs(texts))
+    assert split_check.JOIN_STATS["join"] != "minhash-lsh" and len(exact) >= 50
+    monkeypatch.setattr(split_check, "_LSH_FROM", 1)
+    monkeypatch.setattr(split_check, "_EXACT_BUDGET_S", 0.0)
+    lsh = _as_dict(similar_pairs(texts))
+    assert split_check.JOIN_STATS["join"] == "minhash-lsh"
+    assert lsh == exact
