@@ -197,8 +197,12 @@ def stream_token_stats(
     checkpointed and (``resume``) a finished one is loaded instead of scored.
 
     Returns ``{"chunks", "chunk_texts", "reused", "scored"}``."""
+    from privacy_audit.audit.scale.malloc import tune_malloc
     from privacy_audit.defenses.targets.scoring import score_texts
 
+    # once per process: the batches' large buffers from a kept heap, not fresh mmaps
+    # (the forward's page faults; audit/scale/malloc.py and docs/scale.md)
+    tune_malloc()
     chunk_texts = CHUNK_TEXTS if chunk_texts is None else int(chunk_texts)
     texts = list(dict.fromkeys(texts))
     cache = release.__dict__.setdefault("_token_stats_cache", {})
