@@ -114,3 +114,38 @@ def test_a_freed_large_buffer_is_reused_without_faulting_where_applied():
         assert tuned < pages
     else:  # elsewhere a no-op: the same faults
         assert tuned > 6 * pages
+
+
+_HOLE = """
+import ctypes, ctypes.util, sys
+libc = ctypes.CDLL(ctypes.util.find_library("c"))
+libc.malloc.restype = ctypes.c_void_p
+libc.free.argtypes = [ctypes.c_void_p]
+from privacy_audit.audit.scale.malloc import release_free_memory, tune_malloc
+applied = tune_malloc()
+def rss():
+    return int(open("/proc/self/statm").read().split()[1]) * 4096
+SIZE = 64 << 20
+big = libc.malloc(SIZE)
+ctypes.memset(big, 1, SIZE)
+kept = libc.malloc(1024)  # a small result kept above the batch's buffer
+libc.free(big)  # a free hole below it: not at the heap's top, so never trimmed by free
+before = rss()
+released = release_free_memory()
+print(before - rss(), released, applied is not None)
+"""
+
+
+def test_free_pages_between_kept_results_go_back_where_applied():
+    out = subprocess.run([sys.executable, "-c", _HOLE], capture_output=True, text=True, check=True)
+    dropped, released, applied = out.stdout.split()
+    assert applied == str(malloc._libc() is not None)
+    if applied == "True":  # glibc: the 64 MiB hole's pages are handed back
+        assert released == "True" and int(dropped) > 60 << 20
+    else:
+        assert released == "False"
+
+
+def test_release_is_a_no_op_off_glibc(monkeypatch):
+    monkeypatch.setattr(malloc, "_libc", lambda: None)
+    assert malloc.release_free_memory() is False

@@ -2,7 +2,8 @@
 one process, in user / system CPU and minor page faults (issue 38: the score stage's
 excess over the plain loop).
 
-    OMP_NUM_THREADS=1 nice -n 10 python tools/bench_score_stage.py N ROUNDS [--mallopt] [--full-run] [--arm=plain|suite]
+    OMP_NUM_THREADS=1 nice -n 10 python tools/bench_score_stage.py N ROUNDS [--mallopt] [--no-trim] [--full-run] [--arm=plain|suite]
+        [--trace-rss [--trim] [--chunk=K]]
 
 N texts per side at 256 tokens on ``bench scale``'s 4 x 256 model (its own ``build_model``
 and ``make_texts``). Each round runs both arms over the same 2N texts, alternating which
@@ -17,6 +18,10 @@ state and the batch assembly). ``--mallopt`` applies
 ``--full-run``: the suite's arm is the whole ``run --model`` as ``bench scale`` runs it
 (``_suite``: data loading, split check, scoring, attacks, report), its score stage's parts
 read as above, so the score stage is measured in the process state the run leaves it.
+``--no-trim``: the scorer does not hand free heap pages back every
+:data:`~privacy_audit.audit.scale.stream.TRIM_TEXTS` texts (as before that was added).
+``--trace-rss``: resident and peak RSS at each chunk's end (``--trim``: a malloc_trim there
+too; ``--chunk=K``: K texts per chunk).
 ``--arm=plain`` or ``--arm=suite``: that arm alone (its peak RSS).
 Prints one JSON line per round and a summary; peak RSS (ru_maxrss) at the end.
 """
@@ -68,6 +73,8 @@ def main(argv: list[str]) -> int:
         tuned = malloc.tune_malloc()
     else:  # glibc's defaults in both arms: the scorer's own call becomes a no-op
         malloc._tried, tuned = True, None
+    if "--no-trim" in argv:  # the scorer keeps the heap's free pages (no malloc_trim)
+        malloc.release_free_memory = lambda: False
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -103,6 +110,31 @@ def main(argv: list[str]) -> int:
     stream.ChunkStore.save = acc.wrap("checkpoint_write", stream.ChunkStore.save)
     scoring.forward_stats = acc.wrap("forward_stats", scoring.forward_stats)
     key = stream.scoring_key(release)
+    for a in argv:
+        if a.startswith("--chunk="):  # texts per chunk (default stream.CHUNK_TEXTS)
+            stream.CHUNK_TEXTS = int(a.split("=", 1)[1])
+    if "--trace-rss" in argv:  # resident and peak MB at each chunk's end
+        import ctypes
+
+        libc = ctypes.CDLL("libc.so.6")
+        save = stream.ChunkStore.save
+
+        def traced(self, *a, **k):
+            save(self, *a, **k)
+            if "--trim" in argv:
+                libc.malloc_trim(0)
+            pages = int(Path("/proc/self/statm").read_text().split()[1])
+            print(
+                json.dumps(
+                    {
+                        "chunk_end_rss_mb": pages * 4096 / 2**20,
+                        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                    }
+                ),
+                flush=True,
+            )
+
+        stream.ChunkStore.save = traced
 
     def plain(texts=texts) -> dict[str, float]:
         u0 = usage()

@@ -79,9 +79,23 @@ def tune_malloc() -> str | None:
     return _applied
 
 
+def release_free_memory() -> bool:
+    """Hand the heap's free pages back to the system (glibc ``malloc_trim(0)``: every
+    whole free page, in the middle of the heap too, not only at its top). Called at each
+    scoring chunk's end: the per-text results the scorer keeps are small allocations that
+    land between the batches' freed buffers, so without it the freed pages between them
+    stay resident and the process's RSS grows with the number of texts (measured in
+    docs/scale.md); with it the resident memory returns to what is live once per chunk.
+    Returns whether anything was released; off glibc a no-op (False)."""
+    libc = _libc()
+    if libc is None or not hasattr(libc, "malloc_trim"):
+        return False
+    return bool(libc.malloc_trim(0))
+
+
 def applied() -> str | None:
     """What :func:`tune_malloc` set in this process (None: nothing, or not called)."""
     return _applied
 
 
-__all__ = ["SETTING", "applied", "tune_malloc"]
+__all__ = ["SETTING", "applied", "release_free_memory", "tune_malloc"]
