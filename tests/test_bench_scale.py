@@ -9,6 +9,7 @@ import pytest
 
 from privacy_audit.audit.benchmarks import scale
 from privacy_audit.audit.integrations.cli import main
+from privacy_audit.audit.scale import malloc
 
 
 def _case(n, tokens, suite, plain, **stages):
@@ -79,6 +80,10 @@ def test_quick_scale_run_writes_cases_ratios_and_rss(tmp_path, capsys, monkeypat
         assert c["ratio"] == pytest.approx(c["suite"]["cpu_s"] / c["plain"]["cpu_s"])
         assert {"load", "score", "split check", "report"} <= set(c["suite"]["stages"])
         assert c["peak_rss_mb"]["end"] >= c["peak_rss_mb"]["after_warmup"] > 0
+        # both arms ran under the malloc setting the scorer uses, and the JSON names it
+        assert c["allocator"] == malloc.applied() == malloc.SETTING
+    assert res["setup"]["allocator"] == [malloc.SETTING]
+    assert any("same malloc setting" in note for note in res["notes"])
     assert res["setup"]["exponents"] == []  # one size: nothing to fit
     assert (tmp_path / "w" / "scale-progress.json").is_file()
     # the case's heartbeat file: what a case stopped before its end would leave

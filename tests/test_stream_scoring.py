@@ -209,3 +209,21 @@ def test_run_model_resumes_mid_scoring_end_to_end(model_dir, tmp_path, monkeypat
     assert resumed.code == 0, resumed.stderr[-2000:]
     assert scored == [60 - 48]  # only the unfinished chunk
     assert _scores(_results(tmp_path / "o")) == _scores(_results(tmp_path / "full"))
+
+
+def test_free_heap_pages_go_back_every_trim_texts(model_dir, monkeypatch):
+    """The scorer hands the heap's free pages back every TRIM_TEXTS scored texts (the
+    resident memory does not grow with n; audit/scale/malloc.py), same numbers."""
+    from privacy_audit.audit.scale import malloc
+
+    calls = []
+    monkeypatch.setattr(stream, "TRIM_TEXTS", 8)
+    monkeypatch.setattr(malloc, "release_free_memory", lambda: calls.append(1) or True)
+    texts = _texts(40)
+    rel = _release(model_dir)  # batches of 4
+    stream.stream_token_stats(rel, texts, chunk_texts=16)
+    assert len(calls) == 40 // 8
+    monkeypatch.setattr(malloc, "release_free_memory", lambda: False)
+    kept = _release(model_dir)
+    stream.stream_token_stats(kept, texts, chunk_texts=16)  # the same chunks, no trimming
+    _assert_same(rel, kept, texts)

@@ -355,6 +355,7 @@ def _measure(
         },
         "load_average": {"start": load0, "end": os.getloadavg()},
         "threads": torch.get_num_threads(),
+        "allocator": _allocator(),
     }
     if plain:
         tok_s = p1["tokenize_s"] + p2["tokenize_s"]
@@ -362,6 +363,13 @@ def _measure(
         out["plain"] = {"cpu_s": tok_s + fwd_s, "tokenize_s": tok_s, "forward_s": fwd_s}
         out["ratio"] = suite["cpu_s"] / (tok_s + fwd_s)
     return out
+
+
+def _allocator() -> str:
+    """The malloc setting both arms ran under (audit/scale/malloc.py)."""
+    from privacy_audit.audit.scale.malloc import applied
+
+    return applied() or "default (not glibc, or mallopt refused)"
 
 
 def exponent(t1: float, t2: float, n1: int, n2: int) -> float | None:
@@ -480,6 +488,8 @@ def run(settings: BenchSettings) -> BenchResult:
         "one fresh process per case; CPU time (process_time) on one thread; the plain loop "
         "halves sandwich the suite; cold_start_cpu_s (imports, first calls) is outside "
         "the ratio",
+        "both arms run under the same malloc setting, set at the case process's start "
+        "(setup.allocator; audit/scale/malloc.py)",
         "exponents: log(t2/t1)/log(n2/n1) between consecutive sizes at the same tokens; "
         f"stages under {MIN_FIT_SECONDS} s CPU at the smaller n are not fitted (None)",
     ]
@@ -491,7 +501,8 @@ def run(settings: BenchSettings) -> BenchResult:
         cases=timings,
         ratios=ratios,
         setup={"model": info, "sizes_per_side": list(sizes), "tokens": list(token_list)}
-        | {"cases": cases, "exponents": fits, "batch_size": BATCH},
+        | {"cases": cases, "exponents": fits, "batch_size": BATCH}
+        | {"allocator": sorted({c.get("allocator", "unknown") for c in cases})},
         memory={
             f"n={c['n_per_side']} x {c['tokens']}": f"peak RSS {c['peak_rss_mb']['end']:.0f} MB"
             for c in cases
@@ -508,6 +519,11 @@ def _main(argv: list[str]) -> int:
 
 
 def case_from_spec(spec: dict[str, Any]) -> dict[str, Any]:
+    from privacy_audit.audit.scale.malloc import tune_malloc
+
+    # at the case's start, before either arm allocates: the plain loop gets the same malloc
+    # thresholds the suite's scorer sets for itself (a fair comparison; the case says so)
+    tune_malloc()
     return one_case(
         Path(spec["model_dir"]),
         Path(spec["workdir"]),

@@ -45,6 +45,11 @@ import numpy as np
 #: Distinct texts per chunk: large enough that length bucketing inside a chunk fills its
 #: batches, small enough that one chunk's encodings are a few MB at 512 tokens.
 CHUNK_TEXTS = 1024
+#: Scored texts between two returns of the heap's free pages to the system
+#: (:func:`~privacy_audit.audit.scale.malloc.release_free_memory`): the resident memory
+#: then grows by at most this many texts' fragmentation between two returns (measured in
+#: docs/scale.md), and the batches' pages are faulted in again once per this many texts.
+TRIM_TEXTS = 256
 #: Checkpoint layout version (part of every digest: a new layout never reads an old one).
 FORMAT = 1
 #: The run directory's folder of chunk checkpoints.
@@ -197,7 +202,23 @@ def stream_token_stats(
     checkpointed and (``resume``) a finished one is loaded instead of scored.
 
     Returns ``{"chunks", "chunk_texts", "reused", "scored"}``."""
+    from privacy_audit.audit.scale.malloc import release_free_memory, tune_malloc
     from privacy_audit.defenses.targets.scoring import score_texts
+
+    # once per process: the batches' large buffers from a kept heap, not fresh mmaps (the
+    # forward's page faults); and every TRIM_TEXTS scored texts the heap's free pages go
+    # back, so that the small per-text results kept between the freed batch buffers do
+    # not make the resident memory grow with n (audit/scale/malloc.py, docs/scale.md)
+    tune_malloc()
+    since_trim = [0]
+
+    def on_batch(k: int) -> None:
+        since_trim[0] += k
+        if since_trim[0] >= TRIM_TEXTS:
+            since_trim[0] = 0
+            release_free_memory()
+        if bar is not None:
+            bar.update(k)
 
     chunk_texts = CHUNK_TEXTS if chunk_texts is None else int(chunk_texts)
     texts = list(dict.fromkeys(texts))
@@ -232,7 +253,7 @@ def stream_token_stats(
                     release.batch_size,
                     release.token_budget,
                     hidden=True,
-                    progress=bar.update if bar is not None else None,
+                    progress=on_batch,
                     extraction=getattr(release, "extraction", None),
                 )
                 release.batch_size = used  # keep what fitted (CUDA out-of-memory backoff)
