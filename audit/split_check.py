@@ -1075,9 +1075,12 @@ class Join:
     """Every near-duplicate pair among ``texts`` (:func:`similar_pairs` of their distinct
     normalised texts, no filter): what :func:`near_duplicates` and
     :func:`duplicate_groups` each join for themselves, computed once when both run on the
-    same texts (the split check without sub-sampling). The join is exact, so the pairs
-    among any subset of the texts are this join's pairs restricted to that subset: the
-    results are those of the separate joins, pair for pair and group for group."""
+    same texts (the split check without sub-sampling). Whether a pair is found depends on
+    the pair alone (exact join) or on its two texts' band keys (LSH), so the pairs among
+    any subset of the texts are this join's pairs restricted to that subset: the results
+    are those of the separate joins, pair for pair and group for group (unless the
+    subset's own join would take the exact join where this one took LSH: it would then
+    add only pairs LSH missed, each with probability <= :func:`lsh_miss_bound`)."""
 
     def __init__(self, texts: list[str], jaccard: float = NEAR_DUP_JACCARD) -> None:
         self.jaccard = jaccard
