@@ -21,12 +21,12 @@ from privacy_audit.attacks import ATTACKS, DEFAULT_ATTACKS, LEAKAGE_ATTACKS
 from privacy_audit.attacks.scores import MAX_BOOTSTRAP  # noqa: F401 - config.MAX_BOOTSTRAP
 from privacy_audit.attacks.shadow import SHADOW_ATTACKS
 from privacy_audit.audit.epsilon.canaries import CANARY_KINDS, LM_CANARY_DESIGNS
-from privacy_audit.audit.errors import ConfigError
 from privacy_audit.audit.textcap import MAX_LENGTH_CAP  # the default max_length, as is
 from privacy_audit.defenses import DEFENSES
 from privacy_audit.defenses.base import NOTIONS, UNITS
 from privacy_audit.defenses.targets.lm import LM_PRESETS
 from privacy_audit.defenses.targets.loading import DEVICE_MAPS, DTYPES, KINDS, PRESETS, TargetSpec
+from privacy_audit.ground.errors import ConfigError
 
 _NUM = (int, float)
 DEVICES = ("cpu", "cuda", "auto")
@@ -876,8 +876,8 @@ def _check_bench(path: str) -> None:
     """``[report] bench``: an existing ``privacy-audit bench`` JSON with a cost-of-privacy
     result (read as the report will read it, after a depth- and type-guarded parse)."""
     from privacy_audit.audit.benchmarks.cost_of_privacy import cost_table_from_bench_json
-    from privacy_audit.audit.errors import AuditError
-    from privacy_audit.audit.io import read_json
+    from privacy_audit.ground.errors import AuditError
+    from privacy_audit.ground.io import read_json
 
     try:
         read_json(path, "config key 'report.bench' file")
@@ -1119,13 +1119,13 @@ def resolve_targets(cfg: AuditConfig) -> AuditConfig:
     when ``attacks.names`` is not given. Idempotent."""
     import dataclasses
 
-    from privacy_audit.audit.errors import AuditError
     from privacy_audit.defenses.targets.loading import (
         adapter_base_dir,
         check_lm_defense,
         detect_kind,
         looks_like_hub_name,
     )
+    from privacy_audit.ground.errors import AuditError
 
     if cfg.audit.get("resolved"):
         return cfg

@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from privacy_audit.audit.errors import DataError
 from privacy_audit.defenses.base import Examples
+from privacy_audit.ground.errors import DataError
 
 # Universal newlines only: str.splitlines() also splits on \x0b, \x0c, \x1c-\x1e, \x85,
 # \u2028 and \u2029, which json.dumps(ensure_ascii=False) and CSV fields keep verbatim.

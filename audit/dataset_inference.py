@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from privacy_audit.audit.errors import AuditError, ConfigError, DataError
+from privacy_audit.ground.errors import AuditError, ConfigError, DataError
 
 #: Keys of ``[dataset_inference]``: name -> (types, check, allowed).
 KEYS = {

@@ -23,7 +23,7 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from privacy_audit.audit.errors import AuditError
+from privacy_audit.ground.errors import AuditError
 
 #: how many files of an input directory are checked for hard links (model folders hold a few)
 _MAX_DIR_FILES = 10_000

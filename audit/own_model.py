@@ -23,11 +23,11 @@ from privacy_audit.audit.data import (
     log_duplicates,
     with_sets,
 )
-from privacy_audit.audit.errors import AuditError, DataError
+from privacy_audit.audit.scale.distributed import prefill_token_stats  # noqa: F401 - re-export
 from privacy_audit.audit.scale.stream import prefill as stream_prefill
 from privacy_audit.audit.textcap import cap_audit_data
 from privacy_audit.defenses.base import Examples, PrivacyClaim
-from privacy_audit.defenses.targets.distributed import prefill_token_stats  # noqa: F401 - re-export
+from privacy_audit.ground.errors import AuditError, DataError
 
 #: membership attacks that read the first given reference model's forward pass
 REFERENCE_USERS = ("reference", "ez-mia", "informia")

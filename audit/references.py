@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from privacy_audit.audit.errors import AuditError, DataError
+from privacy_audit.ground.errors import AuditError, DataError
 
 #: the offline attacks run against given references (none of them trained on the texts)
 OFFLINE = ("lira-offline", "rmia-offline")
@@ -156,7 +156,7 @@ def given_reference_attacks(
 ) -> tuple[list[dict], dict[str, Any]]:
     """RMIA and offline LiRA (``names``: a subset of them) against the given references
     ``(path, source, release)``."""
-    from privacy_audit.defenses.targets.distributed import prefill_token_stats
+    from privacy_audit.audit.scale.distributed import prefill_token_stats
 
     attack = data.attack_set()
     texts = list(attack.texts)

@@ -26,9 +26,9 @@ from typing import Any
 
 from privacy_audit.attacks import AttackResult, LeakageResult
 from privacy_audit.audit import __version__
-from privacy_audit.audit.errors import AuditError
-from privacy_audit.audit.io import dumps_json
 from privacy_audit.defenses.base import PrivacyClaim
+from privacy_audit.ground.errors import AuditError
+from privacy_audit.ground.io import dumps_json
 
 SCHEMA_VERSION = 1
 PACKAGES = (
@@ -287,9 +287,9 @@ def write_outputs(results: dict[str, Any], out_dir: str | Path) -> tuple[Path, P
     """Render the report and JSON in memory, then publish them as a pair: both
     temporaries are written first, then report.html is renamed into place and
     results.json last, so **results.json marks a finished output** (see
-    :func:`privacy_audit.audit.io.publish_together`)."""
-    from privacy_audit.audit.io import publish_together
+    :func:`privacy_audit.ground.io.publish_together`)."""
     from privacy_audit.audit.timing import current, stage
+    from privacy_audit.ground.io import publish_together
     from privacy_audit.reports.html import REPORT_FILENAME, build_context, render_context
 
     out = Path(out_dir)
@@ -319,7 +319,7 @@ def check_output_dir(out_dir: str | Path) -> None:
     """Fail before any work if the output directory cannot be created or written."""
     import tempfile
 
-    from privacy_audit.audit.io import remove_stale_temporaries
+    from privacy_audit.ground.io import remove_stale_temporaries
 
     out = Path(out_dir)
     try:

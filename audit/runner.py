@@ -9,7 +9,6 @@ import numpy as np
 
 from privacy_audit.attacks import AttackResult, MetricSettings
 from privacy_audit.attacks.scores import bootstrap_progress
-from privacy_audit.audit.errors import AuditError, DataError
 from privacy_audit.audit.evaluate import (
     LONG_BOOTSTRAP,
     _log,
@@ -20,6 +19,7 @@ from privacy_audit.audit.evaluate import (
 from privacy_audit.audit.results import assemble_results, new_id_salt, run_record
 from privacy_audit.audit.timing import stage
 from privacy_audit.defenses.base import PrivacyClaim
+from privacy_audit.ground.errors import AuditError, DataError
 
 if TYPE_CHECKING:  # annotations only: importing config loads torch (issue 38)
     from privacy_audit.audit.config import AuditConfig

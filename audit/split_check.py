@@ -1788,7 +1788,7 @@ def check_audit_data(data, seed: int, aggregate_only: bool, dedupe: bool = True)
     with near-duplicate pairs removed (both sides), the check's dict, and the blind scores
     in attack-set order (members then non-members of the returned data)."""
     from privacy_audit.audit.data import with_sets
-    from privacy_audit.audit.errors import DataError
+    from privacy_audit.ground.errors import DataError
 
     members, nonmembers = data.members, data.nonmembers
     try:

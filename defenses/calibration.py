@@ -18,7 +18,7 @@ import math
 import time
 import warnings
 
-from privacy_audit.audit.errors import AuditError
+from privacy_audit.ground.errors import AuditError
 
 #: Most accountant evaluations one calibration may make (doubling + bisection).
 MAX_ITERATIONS = 200

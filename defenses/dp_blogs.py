@@ -673,7 +673,7 @@ class DPBloGS(Defense):
         from privacy_audit.defenses.targets.lm import is_lm_target, sequence_loss, trim
 
         if not is_lm_target(target):
-            from privacy_audit.audit.errors import ConfigError
+            from privacy_audit.ground.errors import ConfigError
 
             raise ConfigError(
                 "dp-blogs trains the causal LM target: set [target] preset to 'tiny-gpt2' or "

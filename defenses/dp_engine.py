@@ -334,8 +334,8 @@ def train_private_ids(
 ) -> dict[str, Any]:
     """Poisson-sampled private training of ``engine.model`` on token tensors with AdamW
     (each row is one privacy unit); returns steps, seconds and the fraction clipped."""
-    from privacy_audit.audit.integrations.progress import progress_bar
     from privacy_audit.defenses.targets.lm import trim
+    from privacy_audit.ground.progress import progress_bar
 
     dev = device or ids.device
     opt = optimizer or torch.optim.AdamW(engine.params, lr=learning_rate, weight_decay=weight_decay)
@@ -627,7 +627,7 @@ def fit_lm_opacus(target, train, training, seed: int, params: dict[str, Any]):
     sampler = torch.Generator().manual_seed(seed)
     noise = torch.Generator().manual_seed(seed + 1)
     start = time.perf_counter()
-    from privacy_audit.audit.integrations.progress import progress_bar
+    from privacy_audit.ground.progress import progress_bar
 
     bar = progress_bar(
         steps, "train dp-sgd (lm, opacus)", training.progress, training.epochs, leave=False

@@ -36,7 +36,6 @@ import torch
 from scipy.optimize import brentq
 from scipy.special import log_ndtr, ndtr
 
-from privacy_audit.audit.errors import ConfigError
 from privacy_audit.defenses.base import Defense, Examples, PrivacyClaim, Surface, TrainingReport
 from privacy_audit.defenses.targets.classifier import (
     ClassifierRelease,
@@ -47,6 +46,7 @@ from privacy_audit.defenses.targets.classifier import (
     train_loop,
     trim_padding,
 )
+from privacy_audit.ground.errors import ConfigError
 
 # --------------------------------------------------------------------------------------
 # Calibration

@@ -589,7 +589,7 @@ class SplitNDenoise(Defense):
 
         public = getattr(target, "public", None)
         if public is None or len(public) == 0:
-            from privacy_audit.audit.errors import DataError
+            from privacy_audit.ground.errors import DataError
 
             raise DataError("split-n-denoise trains its denoiser on public data: set data.public")
         pub_texts = public.texts[: p["public_examples"]]

@@ -1076,7 +1076,7 @@ def write_report(results: dict, out_dir: str | os.PathLike) -> Path:
     temporary file and ``os.replace``, so readers never see a half-written report and a
     failed render leaves any previous report untouched.
     """
-    from privacy_audit.audit.io import atomic_write_text
+    from privacy_audit.ground.io import atomic_write_text
 
     html = render_html(results)
     return atomic_write_text(Path(out_dir) / REPORT_FILENAME, html)

@@ -1,6 +1,6 @@
 """Many processes race for one run directory's lock; count double holders (issue 35).
 
-    python tests/lock_stress.py --trials 200 --procs 16 [--module privacy_audit.audit.lock]
+    python tests/lock_stress.py --trials 200 --procs 16 [--module privacy_audit.ground.lock]
 
 Each trial: a fresh directory with a stale lock file (a dead PID, or an empty file, or a
 PID reused by another process), ``--procs`` forked processes released together by a
@@ -59,7 +59,7 @@ def _dead_pid() -> int:
 def stress(
     trials: int,
     procs: int,
-    module: str = "privacy_audit.audit.lock",
+    module: str = "privacy_audit.ground.lock",
     hold: float = 0.005,
 ) -> dict:
     """Counts over ``trials``: trials with a double holder, holds, refusals."""
@@ -102,7 +102,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trials", type=int, default=200)
     ap.add_argument("--procs", type=int, default=16)
-    ap.add_argument("--module", default="privacy_audit.audit.lock")
+    ap.add_argument("--module", default="privacy_audit.ground.lock")
     ap.add_argument("--hold", type=float, default=0.005, help="seconds a holder keeps it")
     a = ap.parse_args()
     t0 = time.monotonic()

@@ -184,7 +184,7 @@ def test_bundled_dp_attention_config_is_valid():
 
 def test_config_with_out_of_range_epsilon_is_a_one_line_config_error(tmp_path):
     from privacy_audit.audit.config import load_config
-    from privacy_audit.audit.errors import ConfigError
+    from privacy_audit.ground.errors import ConfigError
 
     path = tmp_path / "c.toml"
     path.write_text('[[defenses]]\nname = "dp-attention"\nepsilon = 0.5\n')

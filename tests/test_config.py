@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from privacy_audit.audit.config import TOP_SECTIONS, load_config, parse_config
-from privacy_audit.audit.errors import ConfigError
+from privacy_audit.ground.errors import ConfigError
 
 
 def _load(tmp_path, text: str, name: str = "audit.toml"):

@@ -28,7 +28,7 @@ def test_every_bundled_config_has_recorded_times_and_a_smaller_quick_variant():
 
 def test_run_prints_the_expected_time_before_any_work(cli, monkeypatch):
     import privacy_audit.audit.runner as runner
-    from privacy_audit.audit.errors import AuditError
+    from privacy_audit.ground.errors import AuditError
 
     def stop(*args, **kwargs):
         raise AuditError("stopped before any work (test)")

@@ -11,7 +11,7 @@ import pytest
 from privacy_audit import fixtures
 from privacy_audit.audit.config import parse_config
 from privacy_audit.audit.data import load_audit_data, read_table
-from privacy_audit.audit.errors import DataError
+from privacy_audit.ground.errors import DataError
 
 LABELS = ["account", "billing", "shipping", "technical"]
 

@@ -166,7 +166,7 @@ def test_a_live_run_holds_its_out_directory_and_a_stale_lock_is_taken_over(tmp_p
     assert third.code == 0, third.stderr
     assert not lock.exists() and (out / "results.json").is_file()
     # a PID that now belongs to another process (reused) is stale too
-    from privacy_audit.audit.lock import DirLock
+    from privacy_audit.ground.lock import DirLock
 
     lock.write_text(f"{os.getpid()} {host} 1\n", encoding="utf-8")
     with DirLock(out, "--out"):

@@ -12,7 +12,6 @@ import pytest
 import torch
 from scipy.stats import chi2
 
-from privacy_audit.audit.errors import ConfigError
 from privacy_audit.defenses import DEFENSES
 from privacy_audit.defenses.dp_forward import (
     DPForward,
@@ -29,6 +28,7 @@ from privacy_audit.defenses.dp_forward import (
     row_normalize,
     rr_keep_probability,
 )
+from privacy_audit.ground.errors import ConfigError
 
 EPS = (0.5, 1, 2, 4, 8, 16)
 # Reference values from the paper notes (/shared/notes/seeds/dp_forward.md §5.2), which

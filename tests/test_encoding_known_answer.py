@@ -272,7 +272,7 @@ def test_bad_add_bos_is_refused():
 
 def test_config_add_bos_add_eos_and_the_max_length_default():
     from privacy_audit.audit.config import MAX_LENGTH_CAP, TRAIN_MAX_LENGTH, parse_config
-    from privacy_audit.audit.errors import ConfigError
+    from privacy_audit.ground.errors import ConfigError
 
     data = {"members": "m.txt", "nonmembers": "n.txt"}
     cfg = parse_config({"target": {"audit_dir": "model"}, "data": data})

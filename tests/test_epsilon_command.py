@@ -149,7 +149,7 @@ def test_input_canaries_are_recorded(audited):
 )
 def test_epsilon_config_is_validated(section, message):
     from privacy_audit.audit.config import parse_config
-    from privacy_audit.audit.errors import ConfigError
+    from privacy_audit.ground.errors import ConfigError
 
     with pytest.raises(ConfigError) as err:
         parse_config({"epsilon": section})

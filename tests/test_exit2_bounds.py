@@ -94,8 +94,8 @@ def test_unwritable_run_dir_is_one_line(tmp_path, cli, tiny_config_path):
     ],
 )
 def test_damaged_resumed_task_files_are_bad_input(tmp_path, payload):
-    from privacy_audit.audit.errors import AuditError
     from privacy_audit.audit.scale.executors import RunDir
+    from privacy_audit.ground.errors import AuditError
 
     rd = RunDir(tmp_path / "run")
     rd.tasks.mkdir(parents=True)

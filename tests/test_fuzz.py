@@ -36,13 +36,13 @@ from privacy_audit.audit.config import (
 )
 from privacy_audit.audit.data import read_table
 from privacy_audit.audit.epsilon.canaries import CANARY_KINDS
-from privacy_audit.audit.errors import AuditError, ConfigError, DataError
-from privacy_audit.audit.io import dumps_json
 from privacy_audit.audit.runner import score_file
 from privacy_audit.defenses import DEFENSES
 from privacy_audit.defenses.base import NOTIONS, UNITS
 from privacy_audit.defenses.dp_sgd import DPSGD
 from privacy_audit.defenses.targets.loading import PRESETS
+from privacy_audit.ground.errors import AuditError, ConfigError, DataError
+from privacy_audit.ground.io import dumps_json
 
 FUZZ = settings(
     max_examples=500,
@@ -926,7 +926,7 @@ def test_gate_on_generated_results(text, args, as_baseline, cli):
 def test_compare_on_generated_results(text, cli):
     """Generated inputs that compare rejects: exit 2, one line, nothing written. (Accepted
     ones render plots, seconds each, so they are only counted, not rendered, here.)"""
-    from privacy_audit.reports.compare import check_schemas, load_for_compare
+    from privacy_audit.audit.compare_command import check_schemas, load_for_compare
 
     with _workdir() as d:
         a, b = d / "a" / "results.json", d / "b" / "results.json"

@@ -36,7 +36,7 @@ def _gone(pid: int) -> bool:
 PAIR_SCRIPT = textwrap.dedent(
     """
     import os, signal, sys
-    from privacy_audit.audit import io
+    from privacy_audit.ground import io
 
     real = os.replace
     calls = []
@@ -56,8 +56,8 @@ PAIR_SCRIPT = textwrap.dedent(
 def test_kill_between_the_two_renames_never_leaves_new_results_beside_an_old_report(
     tmp_path,
 ):
-    from privacy_audit.audit.io import publish_together
     from privacy_audit.audit.results import check_output_dir
+    from privacy_audit.ground.io import publish_together
 
     out = tmp_path / "out"
     publish_together(out, [("report.html", "OLD REPORT"), ("results.json", "OLD RESULTS")])
@@ -75,7 +75,7 @@ def test_kill_between_the_two_renames_never_leaves_new_results_beside_an_old_rep
 
 
 def test_failed_publish_leaves_old_pair_and_no_temporaries(tmp_path, monkeypatch):
-    from privacy_audit.audit import io
+    from privacy_audit.ground import io
 
     out = tmp_path / "out"
     io.publish_together(out, [("report.html", "OLD"), ("results.json", "OLD")])

@@ -16,9 +16,9 @@ from privacy_audit.attacks.base import (
     run_leakage_attack,
 )
 from privacy_audit.audit.config import parse_config
-from privacy_audit.audit.errors import ConfigError
 from privacy_audit.audit.results import assemble_results, run_record
 from privacy_audit.defenses.base import Examples, PrivacyClaim, ReleasedModel, Surface
+from privacy_audit.ground.errors import ConfigError
 from privacy_audit.reports import render_html
 
 

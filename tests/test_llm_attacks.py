@@ -195,7 +195,7 @@ def test_defense_bad_inputs():
         with pytest.raises(ValueError, match=msg):
             DEFENSES["dp-blogs"](**params)
     from privacy_audit.audit.config import parse_config
-    from privacy_audit.audit.errors import ConfigError
+    from privacy_audit.ground.errors import ConfigError
 
     for bad, msg in (({"epsilon": 0.0}, "epsilon"), ({"clip_value": -1.0}, "clip value")):
         with pytest.raises(ConfigError, match=msg):

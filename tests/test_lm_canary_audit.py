@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from privacy_audit.audit.config import load_config, parse_config
-from privacy_audit.audit.errors import ConfigError
 from privacy_audit.audit.runner import run_audit
+from privacy_audit.ground.errors import ConfigError
 
 
 def _raw(kind="new-token", repeat=1):

@@ -8,11 +8,11 @@ import json
 import pytest
 
 from privacy_audit.audit.config import load_config, parse_config
-from privacy_audit.audit.errors import AuditError
 from privacy_audit.audit.runner import run_audit
 from privacy_audit.defenses.base import Examples
 from privacy_audit.defenses.phantom_dp_sgd import PhantomDPSGD
 from privacy_audit.defenses.targets.classifier import TrainingConfig
+from privacy_audit.ground.errors import AuditError
 
 
 def test_bundled_lm_config_lists_the_four_runs():

@@ -202,7 +202,7 @@ def test_rmia_offline_known_answer_and_a_not_swapped():
 
 def test_membership_attack_options_are_validated_in_the_config():
     from privacy_audit.audit.config import parse_config
-    from privacy_audit.audit.errors import ConfigError
+    from privacy_audit.ground.errors import ConfigError
 
     names = ["min-k++", "recall", "neighbourhood", "dc-pdd", "loss"]
     opts = {"neighbourhood": {"neighbours": 2}, "min-k++": {"k": 0.5}, "recall": {"shots": 1}}

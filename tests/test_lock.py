@@ -14,9 +14,9 @@ import socket
 import pytest
 from lock_stress import stress
 
-from privacy_audit.audit import lock as lock_mod
-from privacy_audit.audit.errors import AuditError
-from privacy_audit.audit.lock import LOCK_NAME, DirLock
+from privacy_audit.ground import lock as lock_mod
+from privacy_audit.ground.errors import AuditError
+from privacy_audit.ground.lock import LOCK_NAME, DirLock
 
 
 @pytest.mark.parametrize("flock", [True, False], ids=["flock", "fallback"])

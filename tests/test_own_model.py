@@ -286,8 +286,8 @@ def test_oom_backoff_halves_the_batch_and_keeps_the_numbers(monkeypatch):
 
 def test_device_and_dtype_resolution(monkeypatch):
     from privacy_audit.audit.config import parse_config, resolve_device
-    from privacy_audit.audit.errors import ConfigError
     from privacy_audit.defenses.targets.loading import resolve_dtype
+    from privacy_audit.ground.errors import ConfigError
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert parse_config({}).device == "cpu"  # auto
@@ -454,8 +454,8 @@ def test_model_dir_causal_lm_under_the_defenses(tmp_path, cli):
     """``model_dir`` at a local causal LM is fine-tuned by the LM defenses; a defense that
     cannot handle the architecture stops at config load with the reason."""
     from privacy_audit.audit.config import load_config, resolve_targets
-    from privacy_audit.audit.errors import ConfigError
     from privacy_audit.defenses.targets.loading import check_lm_defense
+    from privacy_audit.ground.errors import ConfigError
 
     tok = word_tokenizer()
     save(build_causal_lm("gpt2", len(tok), d=32), tok, tmp_path / "gpt2")

@@ -50,6 +50,10 @@ def _source_packages() -> set[str]:
     """Every folder with an __init__.py under the root package and the five folders, as the
     dotted name it has under the root."""
     found = {ROOT}
+    for init in (REPO / ROOT).rglob("__init__.py"):  # privacy_audit/ground/ (issue 39)
+        rel = init.parent.relative_to(REPO)
+        if SKIP_DIRS.isdisjoint(rel.parts):
+            found.add(".".join(rel.parts))
     for folder in FOLDERS:
         for init in (REPO / folder).rglob("__init__.py"):
             rel = init.parent.relative_to(REPO)

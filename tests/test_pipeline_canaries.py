@@ -261,7 +261,7 @@ def test_tampered_inclusion_record_is_refused(tmp_path):
     rec = can_dir / "canaries.json"
     rec.write_text(rec.read_text().replace('"n": 40', '"n": 41'))
     from privacy_audit.audit.epsilon.pipeline import load_canaries
-    from privacy_audit.audit.errors import AuditError
+    from privacy_audit.ground.errors import AuditError
 
     with pytest.raises(AuditError, match="does not belong"):
         load_canaries(can_dir)

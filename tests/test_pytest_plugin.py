@@ -364,7 +364,7 @@ def test_run_caches_per_config_and_seed(pytester):
                 assert fake_run_audit == [(0, 40), (1, 40)]
 
             def test_missing_config(privacy_audit):
-                from privacy_audit.audit.errors import ConfigError
+                from privacy_audit.ground.errors import ConfigError
 
                 with pytest.raises(ConfigError, match="not found next to the test"):
                     privacy_audit.run("nope.toml")

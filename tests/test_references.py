@@ -260,8 +260,8 @@ def test_full_fine_tuning_reference_and_shadow_keys_outside_audit_dir(models):
     """``finetune = "full"`` trains every weight (the loss on its training half drops);
     ``[shadow] base_dir`` / a population file are refused when the suite trains the target."""
     from privacy_audit.audit.config import parse_config
-    from privacy_audit.audit.errors import ConfigError
     from privacy_audit.audit.references import train_reference
+    from privacy_audit.ground.errors import ConfigError
 
     root = models
     texts = _lines(root / "members.txt")[:8] + _lines(root / "nonmembers.txt")[:8]

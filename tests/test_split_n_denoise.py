@@ -12,7 +12,6 @@ from privacy_audit.attacks.attribute_inference import AttributeInference
 from privacy_audit.attacks.base import AttackContext, run_leakage_attack
 from privacy_audit.attacks.embedding_inversion import NearestNeighbourInversion
 from privacy_audit.attacks.mutual_info import TokenMutualInformationAttack
-from privacy_audit.audit.errors import ConfigError
 from privacy_audit.defenses.base import Examples, Surface
 from privacy_audit.defenses.split_n_denoise import (
     Denoiser,
@@ -23,6 +22,7 @@ from privacy_audit.defenses.split_n_denoise import (
 )
 from privacy_audit.defenses.targets.classifier import TrainingConfig
 from privacy_audit.defenses.targets.loading import Target, TargetSpec, minilm_path
+from privacy_audit.ground.errors import ConfigError
 
 ROWS = fixtures.load_corpus("private")
 PUBLIC = fixtures.load_corpus("public")

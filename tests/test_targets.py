@@ -5,7 +5,6 @@ import numpy as np
 import pytest
 import torch
 
-from privacy_audit.audit.errors import AuditError
 from privacy_audit.defenses.base import Examples, PrivacyClaim
 from privacy_audit.defenses.targets.classifier import ClassifierRelease
 from privacy_audit.defenses.targets.loading import (
@@ -14,6 +13,7 @@ from privacy_audit.defenses.targets.loading import (
     load_trained_classifier,
     minilm_path,
 )
+from privacy_audit.ground.errors import AuditError
 
 LABELS = ["account", "billing", "shipping", "technical"]
 

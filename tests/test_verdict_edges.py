@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from privacy_audit.audit.data import load_audit_data
-from privacy_audit.audit.errors import DataError
+from privacy_audit.ground.errors import DataError
 
 
 def _data_cfg(**kw) -> dict:

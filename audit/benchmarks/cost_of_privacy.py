@@ -199,7 +199,7 @@ def cost_table_from_bench_json(path) -> dict[str, Any]:
     import json
     from pathlib import Path
 
-    from privacy_audit.audit.errors import AuditError
+    from privacy_audit.ground.errors import AuditError
 
     p = Path(path)
     try:
@@ -537,7 +537,7 @@ def main(argv=None) -> int:
     import time
     from pathlib import Path
 
-    from privacy_audit.audit.io import atomic_write_text
+    from privacy_audit.ground.io import atomic_write_text
 
     ap = argparse.ArgumentParser(description=main.__doc__.splitlines()[0])
     ap.add_argument("--out", required=True)

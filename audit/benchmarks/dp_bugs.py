@@ -50,9 +50,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from privacy_audit.audit.io import atomic_write_text
 from privacy_audit.defenses import dp_bugs
 from privacy_audit.defenses.gradient_mechanism import realised_schedule
+from privacy_audit.ground.io import atomic_write_text
 
 #: the causal-LM engine's bugs (and the correct trainer); the classifier's are run by
 #: :func:`classifier_cells`

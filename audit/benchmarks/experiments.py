@@ -63,7 +63,7 @@ class CellStore:
 
     def get(self, key: str, compute: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         """The cell ``key``: from the checkpoint if present, else computed and saved."""
-        from privacy_audit.audit.io import atomic_write_json
+        from privacy_audit.ground.io import atomic_write_json
 
         if key in self.memory:
             return self.memory[key]

@@ -29,8 +29,8 @@ import time
 import numpy as np
 
 from privacy_audit.audit.epsilon.canaries import LM_CANARY_DESIGNS, CanarySet
-from privacy_audit.audit.io import atomic_write_text
 from privacy_audit.defenses.base import Examples
+from privacy_audit.ground.io import atomic_write_text
 
 
 def _union(sets: list[CanarySet]) -> CanarySet:

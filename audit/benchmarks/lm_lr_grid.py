@@ -69,7 +69,7 @@ def run_grid(
         cells = json.loads(cells_path.read_text(encoding="utf-8"))
 
     def save() -> None:
-        from privacy_audit.audit.io import atomic_write_text, dumps_json
+        from privacy_audit.ground.io import atomic_write_text, dumps_json
 
         atomic_write_text(cells_path, dumps_json(cells))
 
@@ -337,7 +337,7 @@ def main(argv=None) -> int:
     if bad or not lrs or any(lr <= 0 for lr in lrs):
         print(f"error: unknown arm(s) {bad} or empty/non-positive --lrs", file=sys.stderr)
         return 2
-    from privacy_audit.audit.io import atomic_write_text, dumps_json
+    from privacy_audit.ground.io import atomic_write_text, dumps_json
 
     load = os.getloadavg()
     t0 = time.perf_counter()

@@ -77,9 +77,9 @@ def main(argv=None) -> int:
     import json
 
     from privacy_audit.audit.config import load_config
-    from privacy_audit.audit.errors import AuditError
-    from privacy_audit.audit.io import atomic_write_text, dumps_json
     from privacy_audit.audit.runner import run_audit
+    from privacy_audit.ground.errors import AuditError
+    from privacy_audit.ground.io import atomic_write_text, dumps_json
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--config", default="lm", help="bundled config name or TOML file")

@@ -44,7 +44,7 @@ def main(argv=None) -> int:
     if not out.parent.is_dir():
         print(f"error: output directory {str(out.parent)!r} does not exist", file=sys.stderr)
         return 2
-    from privacy_audit.audit.io import atomic_write_text, dumps_json
+    from privacy_audit.ground.io import atomic_write_text, dumps_json
 
     work = out.with_name(out.name + ".runs")
     work.mkdir(exist_ok=True)

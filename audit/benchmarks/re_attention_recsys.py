@@ -197,8 +197,8 @@ def study(
     """All runs (resuming from the run files in the ``checkpoint`` directory), then the
     across-seed summary. ``only_seeds`` runs a subset (for parallel processes sharing the
     directory) and returns None unless every run of the study is then present."""
-    from privacy_audit.audit.io import atomic_write_text, dumps_json
     from privacy_audit.defenses.recsys import SyntheticSequences, item_frequency_summary, t_interval
+    from privacy_audit.ground.io import atomic_write_text, dumps_json
 
     fp = _fingerprint(settings)
     done = _load_done(checkpoint, fp)
@@ -298,7 +298,7 @@ def run(settings):
 
 
 def main(argv=None) -> int:
-    from privacy_audit.audit.io import atomic_write_text, dumps_json
+    from privacy_audit.ground.io import atomic_write_text, dumps_json
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="re-attention-recsys.json")

@@ -40,7 +40,7 @@ from pathlib import Path
 
 import numpy as np
 
-from privacy_audit.audit.io import atomic_write_text
+from privacy_audit.ground.io import atomic_write_text
 
 DEFAULTS = {
     "members": 128,

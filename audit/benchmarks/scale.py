@@ -290,7 +290,7 @@ class _Heartbeat:
         self.write()
 
     def write(self) -> None:
-        from privacy_audit.audit.io import atomic_write_bytes
+        from privacy_audit.ground.io import atomic_write_bytes
 
         rec = dict(self.info)
         timer = _LIVE.get("timer")

@@ -601,7 +601,7 @@ DECISION = (
 
 
 def main(argv: list[str] | None = None) -> int:
-    from privacy_audit.audit.io import atomic_write_text, dumps_json
+    from privacy_audit.ground.io import atomic_write_text, dumps_json
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True)

@@ -19,7 +19,7 @@ import json
 import sys
 import time
 
-from privacy_audit.audit.io import atomic_write_text
+from privacy_audit.ground.io import atomic_write_text
 
 
 def _row(a: dict) -> dict:

@@ -30,8 +30,8 @@ import numpy as np
 import torch
 
 from privacy_audit.audit.epsilon.canaries import LM_CANARY_DESIGNS, CanarySet
-from privacy_audit.audit.errors import AuditError
 from privacy_audit.defenses.base import Examples
+from privacy_audit.ground.errors import AuditError
 
 _NEW_TOKEN_LETTERS = "bcdfghjklmnpqrstvwxz"
 

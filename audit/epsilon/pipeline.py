@@ -34,8 +34,8 @@ from typing import Any
 import numpy as np
 
 from privacy_audit.audit.epsilon.canaries import LM_CANARY_DESIGNS, CanarySet
-from privacy_audit.audit.errors import AuditError
 from privacy_audit.defenses.base import Examples
+from privacy_audit.ground.errors import AuditError
 
 SCHEMA = "privacy-audit-canaries/1"
 FILES = ("canaries.json", "inclusion.secret.json", "train_canaries.txt")

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from privacy_audit.audit import __version__
-from privacy_audit.audit.errors import AuditError
+from privacy_audit.ground.errors import AuditError
 
 EXIT_OK, EXIT_GATE, EXIT_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
 
@@ -580,9 +580,9 @@ def _cmd_dataset_inference(args) -> int:
         render_html,
         run_dataset_inference,
     )
-    from privacy_audit.audit.io import dumps_json, publish_together
     from privacy_audit.audit.results import check_output_dir
     from privacy_audit.audit.scale.executors import ExecutorSpec
+    from privacy_audit.ground.io import dumps_json, publish_together
 
     flags = ("model", "suspect", "validation", "reference", "adapter", "max_length", "dtype")
     if args.config is not None:
@@ -774,7 +774,7 @@ def _cmd_run(args, epsilon: bool | None = None) -> int:
 
         if bundled in COSTS:
             print(expected_time_line(bundled, quick), file=sys.stderr, flush=True)
-    from privacy_audit.audit.lock import DirLock
+    from privacy_audit.ground.lock import DirLock
 
     with contextlib.ExitStack() as locks:
         # one live run per directory: a second run is refused before it clears or writes
@@ -886,7 +886,7 @@ def capture_library_output(path: Path):
     import io
     import warnings
 
-    from privacy_audit.audit.io import atomic_write_text
+    from privacy_audit.ground.io import atomic_write_text
 
     buf = io.StringIO()
     handler = logging.StreamHandler(buf)
@@ -936,7 +936,7 @@ def _cmd_epsilon(args) -> int:
 
 
 def _cmd_compare(args) -> int:
-    from privacy_audit.reports.compare import compare_runs_cli
+    from privacy_audit.audit.compare_command import compare_runs_cli
 
     html, table = compare_runs_cli(args.runs, args.out)
     print(f"compare: {html}")
@@ -1067,7 +1067,7 @@ def _cmd_gate(args) -> int:
         parse_leakage_thresholds,
         summary,
     )
-    from privacy_audit.audit.io import atomic_write_text, dumps_json
+    from privacy_audit.ground.io import atomic_write_text, dumps_json
 
     thresholds = {
         "max_auc": args.max_auc,
@@ -1265,7 +1265,7 @@ def _cmd_bench(args) -> int:
 
     from privacy_audit.audit.benchmarks import BENCHMARKS
     from privacy_audit.audit.benchmarks.timing import BenchSettings
-    from privacy_audit.audit.io import atomic_write_text, dumps_json
+    from privacy_audit.ground.io import atomic_write_text, dumps_json
 
     names = args.names or list(BENCHMARKS)
     unknown = [n for n in names if n not in BENCHMARKS]
@@ -1348,7 +1348,7 @@ def _cmd_bench(args) -> int:
 
 def _cmd_export_risky(args) -> int:
     from privacy_audit.audit.integrations.gate import load_results
-    from privacy_audit.audit.io import atomic_write_text
+    from privacy_audit.ground.io import atomic_write_text
 
     if args.top < 1:
         raise AuditError(f"--top must be at least 1, got {args.top}")
@@ -1421,7 +1421,7 @@ def _cmd_experiment(args) -> int:
     import torch
 
     from privacy_audit.audit.benchmarks.experiments import ExperimentSettings, run_experiment
-    from privacy_audit.audit.io import atomic_write_text, dumps_json
+    from privacy_audit.ground.io import atomic_write_text, dumps_json
 
     for flag, value in (
         ("--seeds", args.seeds),
@@ -1468,11 +1468,11 @@ def _cmd_claims(args) -> int:
     rows = build_claims(docs)
     print(format_table(rows))
     if args.json:
-        from privacy_audit.audit.io import atomic_write_text, dumps_json
+        from privacy_audit.ground.io import atomic_write_text, dumps_json
 
         atomic_write_text(Path(args.json), dumps_json({"claims": rows}))
     if args.markdown:
-        from privacy_audit.audit.io import atomic_write_text
+        from privacy_audit.ground.io import atomic_write_text
 
         atomic_write_text(Path(args.markdown), to_markdown(rows))
     return EXIT_OK

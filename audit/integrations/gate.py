@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from privacy_audit.audit.errors import DataError
+from privacy_audit.ground.errors import DataError
 
 GATED = {
     "max_auc": ("auc", "AUC"),
@@ -249,7 +249,7 @@ def load_results(path: str | Path, what: str = "results file") -> dict[str, Any]
     p = Path(path)
     if not p.is_file():
         raise DataError(f"{what} {str(p)!r} does not exist")
-    from privacy_audit.audit.io import read_json
+    from privacy_audit.ground.io import read_json
 
     results = read_json(p, what)
     if not isinstance(results, dict) or not isinstance(results.get("runs"), list):

@@ -255,7 +255,7 @@ class PrivacyAudit:
 
     def _load(self, config: str | Path | dict[str, Any]):
         from privacy_audit.audit.config import load_config, parse_config
-        from privacy_audit.audit.errors import ConfigError
+        from privacy_audit.ground.errors import ConfigError
 
         if isinstance(config, dict):
             return parse_config(

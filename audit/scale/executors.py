@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from privacy_audit.audit.errors import AuditError
-from privacy_audit.audit.io import atomic_write_text, dumps_json
+from privacy_audit.ground.errors import AuditError
+from privacy_audit.ground.io import atomic_write_text, dumps_json
 
 TASK_FORMAT = 1  # bump when a task's meaning changes, so old results are not reused
 #: Keys a finished task's result must have (one of), by task kind: a resumed run checks
@@ -208,7 +208,7 @@ class RunDir:
     def load(self, key: str, kind: str = "") -> dict[str, Any]:
         """A finished task's result; AuditError (exit 2, before any work) when the file is
         unreadable or not the result of a task of this ``kind``."""
-        from privacy_audit.audit.io import parse_json
+        from privacy_audit.ground.io import parse_json
 
         f = self._file(key)
         try:
@@ -514,7 +514,7 @@ def run_tasks(
         results[task.key] = json.loads(text)
         done[0] += 1
         if progress:
-            from privacy_audit.audit.integrations.progress import fmt_seconds
+            from privacy_audit.ground.progress import fmt_seconds
 
             elapsed = time.perf_counter() - started
             eta = elapsed / done[0] * (total - done[0])

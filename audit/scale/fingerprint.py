@@ -37,7 +37,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from privacy_audit.audit.errors import AuditError
+from privacy_audit.ground.errors import AuditError
 
 #: Where the last run's fingerprints are kept in the run directory.
 MANIFEST = "inputs.json"
@@ -95,7 +95,7 @@ class HashCache:
         if len(fresh) > _CACHE_LIMIT:
             fresh = dict(list(fresh.items())[-_CACHE_LIMIT:])
         try:
-            from privacy_audit.audit.io import atomic_write_text
+            from privacy_audit.ground.io import atomic_write_text
 
             self.path.parent.mkdir(parents=True, exist_ok=True)
             atomic_write_text(self.path, json.dumps({"format": 1, "hashes": fresh}))
@@ -358,7 +358,7 @@ def note_changes(rd, inputs: dict[str, Any], resume: bool, log) -> None:
     if rd is None:
         return
     if resume and (rd.path / MANIFEST).is_file():
-        from privacy_audit.audit.io import read_json
+        from privacy_audit.ground.io import read_json
 
         try:
             before = read_json(rd.path / MANIFEST, "run directory manifest")
@@ -382,7 +382,7 @@ def save_manifest(rd, inputs: dict[str, Any]) -> None:
     """Write ``inputs.json`` (the fingerprints this run used) into the run directory."""
     if rd is None:
         return
-    from privacy_audit.audit.io import atomic_write_text, dumps_json
+    from privacy_audit.ground.io import atomic_write_text, dumps_json
 
     rd.path.mkdir(parents=True, exist_ok=True)
     atomic_write_text(rd.path / MANIFEST, dumps_json(manifest(inputs)))

@@ -24,8 +24,8 @@ from typing import Any
 import numpy as np
 
 from privacy_audit.audit.config import AuditConfig, Trial, expand_sweep
-from privacy_audit.audit.errors import AuditError
 from privacy_audit.audit.scale.executors import ExecutorSpec, RunDir, Task, make_executor, run_tasks
+from privacy_audit.ground.errors import AuditError
 
 _NOT_IN_TASKS = ("executor", "sweep", "shadow")  # never change what one task computes
 

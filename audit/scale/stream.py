@@ -128,7 +128,7 @@ class ChunkStore:
         a crash, sees the whole file or none)."""
         import io
 
-        from privacy_audit.audit.io import atomic_write_bytes
+        from privacy_audit.ground.io import atomic_write_bytes
 
         arrays: dict[str, np.ndarray] = {
             "digest": np.array(digest),
@@ -290,7 +290,7 @@ def prefill(
     checkpointed under ``run_dir`` and resumed from it with ``resume``. Returns where, as
     results.json's ``target.scoring`` says it."""
     if executor is not None and getattr(executor, "kind", "local") == "ray":
-        from privacy_audit.defenses.targets.distributed import prefill_token_stats
+        from privacy_audit.audit.scale.distributed import prefill_token_stats
 
         return prefill_token_stats(release, list(texts), executor, progress)
     store = None

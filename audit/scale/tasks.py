@@ -125,7 +125,7 @@ def _training(cfg, dcfg):
 def shadow_pool(data, population: int, seed: int):
     """The population pool: the attack set (members, then non-members) followed by
     ``population`` public examples drawn with ``seed``; and the index of the latter."""
-    from privacy_audit.audit.errors import DataError
+    from privacy_audit.ground.errors import DataError
 
     attack = data.attack_set()
     if population == 0:
@@ -147,8 +147,8 @@ def _lm_canaries(target, data, eps_settings, seed: int):
     """Designed LM canaries made from the target before training (its init at the audit's
     seed, or the public-pretrained model), and the target that adds new tokens if any."""
     from privacy_audit.audit.epsilon.lm_canaries import CanaryTarget, make_lm_canaries
-    from privacy_audit.audit.errors import ConfigError
     from privacy_audit.defenses.targets.lm import is_lm_target
+    from privacy_audit.ground.errors import ConfigError
 
     if not is_lm_target(target):
         raise ConfigError(

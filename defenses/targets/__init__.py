@@ -10,5 +10,4 @@ Flow: target (this package) -> defense (``defenses.*``) -> release (surfaces) ->
   released surfaces.
 - :mod:`privacy_audit.defenses.targets.scoring`: a user's Hugging Face tokenizer and causal LM behind
   the same interfaces; one forward pass per text feeds every LM signal.
-- :mod:`privacy_audit.defenses.targets.distributed`: that scoring sharded over Ray actors.
 """

@@ -81,7 +81,7 @@ def train_loop(
     start = time.perf_counter()
     steps = 0
     last_loss = math.nan
-    from privacy_audit.audit.integrations.progress import progress_bar
+    from privacy_audit.ground.progress import progress_bar
 
     bar = progress_bar(cfg.epochs * len(loader), desc, cfg.progress, cfg.epochs, leave=False)
     for epoch in range(cfg.epochs):

@@ -333,7 +333,7 @@ def train_lm(
     g = torch.Generator().manual_seed(seed)
     n = len(texts)
     steps, last, start = 0, math.nan, time.perf_counter()
-    from privacy_audit.audit.integrations.progress import progress_bar
+    from privacy_audit.ground.progress import progress_bar
 
     bar = progress_bar(epochs * math.ceil(n / batch_size), desc, progress, epochs)
     for _ in range(epochs):

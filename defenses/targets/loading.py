@@ -19,8 +19,8 @@ from typing import Any
 
 import torch
 
-from privacy_audit.audit.errors import AuditError
 from privacy_audit.defenses.targets.lm import LM_PRESETS
+from privacy_audit.ground.errors import AuditError
 
 PRESETS = ("tiny", "minilm", *LM_PRESETS)
 
@@ -104,11 +104,11 @@ def _check_config_sizes(p: Path, what: str) -> None:
 def _load_local(path: Path, num_labels: int | None, label_names: list[str] | None):
     """Tokenizer and classifier from a local directory. Weights load only from safetensors
     or, after a ``torch.load(weights_only=True)`` check, from ``pytorch_model.bin``; a
-    pickle that carries code is refused before transformers sees it (audit/safe_load.py)."""
+    pickle that carries code is refused before transformers sees it (privacy_audit/ground/safe_load.py)."""
     from safetensors import SafetensorError
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-    from privacy_audit.audit.safe_load import checkpoint_kwargs
+    from privacy_audit.ground.safe_load import checkpoint_kwargs
 
     safe = checkpoint_kwargs(path)  # raises AuditError for pickles with code, other formats
     kwargs: dict[str, Any] = {"local_files_only": True, **safe}
@@ -428,8 +428,8 @@ def load_audit_target(
     from safetensors import SafetensorError
     from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification, AutoTokenizer
 
-    from privacy_audit.audit.safe_load import checkpoint_kwargs
     from privacy_audit.defenses.targets.classifier import resolve_device
+    from privacy_audit.ground.safe_load import checkpoint_kwargs
 
     if audit_dir is None and adapter_dir is None:
         raise AuditError("set target.audit_dir (or target.adapter_dir)")
@@ -560,7 +560,7 @@ def load_causal_lm_release(
     release = HFLMRelease(
         loaded.model, tok, max_length, claim, device=device, place_model=not sharded, **kw
     )
-    # how a scoring replica (defenses/targets/distributed.py) loads the same model
+    # how a scoring replica (audit/scale/distributed.py) loads the same model
     release.recipe = {
         "path": loaded.path,
         "adapter_dir": (loaded.info.get("adapter") or {}).get("path"),

@@ -80,9 +80,9 @@ def ray_token_stats(release, texts: list[str], executor) -> tuple[list[TokenStat
     computed on Ray actors. ``executor`` is an ``privacy_audit.audit.scale.executors.ExecutorSpec``."""
     import torch
 
-    from privacy_audit.audit.errors import AuditError
     from privacy_audit.audit.scale.executors import RayExecutor
     from privacy_audit.defenses.targets.scoring import encode_lengths, length_batches
+    from privacy_audit.ground.errors import AuditError
 
     recipe = getattr(release, "recipe", None)
     if recipe is None:

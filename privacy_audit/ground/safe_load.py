@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from privacy_audit.audit.errors import AuditError
+from privacy_audit.ground.errors import AuditError
 
 SAFE_WEIGHTS = "model.safetensors"
 SAFE_WEIGHTS_INDEX = "model.safetensors.index.json"

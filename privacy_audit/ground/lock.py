@@ -34,7 +34,7 @@ import socket
 import time
 from pathlib import Path
 
-from privacy_audit.audit.errors import AuditError
+from privacy_audit.ground.errors import AuditError
 
 LOCK_NAME = ".privacy-audit.lock"
 

@@ -146,13 +146,13 @@ def json_depth(data: bytes) -> int:
 
 
 def parse_json(data: bytes, what: str, max_depth: int = MAX_JSON_DEPTH) -> Any:
-    """Strict JSON from bytes, or an :class:`~privacy_audit.audit.errors.DataError` naming ``what``.
+    """Strict JSON from bytes, or an :class:`~privacy_audit.ground.errors.DataError` naming ``what``.
 
     Guards what ``json.loads`` lets escape: nesting deeper than ``max_depth`` (a
     RecursionError), integers past Python's digit limit (a ValueError), NaN and Infinity
     (not JSON; read as ``None`` would hide a non-finite metric, so they are kept as
     floats for the caller to reject), invalid UTF-8."""
-    from privacy_audit.audit.errors import DataError
+    from privacy_audit.ground.errors import DataError
 
     if data.count(b"[") + data.count(b"{") > max_depth and json_depth(data) > max_depth:
         raise DataError(f"{what} is not valid JSON for this tool: nested deeper than {max_depth}")
@@ -172,7 +172,7 @@ def parse_json(data: bytes, what: str, max_depth: int = MAX_JSON_DEPTH) -> Any:
 
 def read_json(path: str | os.PathLike, what: str = "JSON file") -> Any:
     """Read ``path`` with :func:`parse_json`; a missing or unreadable file is a DataError."""
-    from privacy_audit.audit.errors import DataError
+    from privacy_audit.ground.errors import DataError
 
     p = Path(path)
     label = f"{what} {str(p)!r}"
