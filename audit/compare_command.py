@@ -1,7 +1,7 @@
 """``privacy-audit compare RUN_A RUN_B ...``: the command (issue 39). It reads and checks the
 runs' results.json files, refuses outputs that would overwrite an input, and writes
 compare.json, differences.csv and compare.html atomically; the comparison itself (tables,
-plots, the page) is :mod:`privacy_audit.reports.compare`, which reads no files."""
+plots, the page) is :mod:`privacy_audit.reports.compare_view`, which reads no files."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import io
 from pathlib import Path
 
 from privacy_audit.ground.errors import AuditError, DataError
-from privacy_audit.reports.compare import (
+from privacy_audit.reports.compare_view import (
     COMPARE_HTML,
     _floor_line,
     render_compare,

@@ -395,7 +395,7 @@ def _audit_own_model(cfg, settings, progress, id_salt, executor, run_dir, resume
     if loaded.uninitialized:
         run["uninitialized_weights"] = list(loaded.uninitialized)
     if blind is not None:
-        from privacy_audit.audit.split_check import compare_attacks
+        from privacy_audit.attacks.split_check import compare_attacks
 
         phase("split check", "attacks against the blind baseline")
         split["attacks"] = compare_attacks(split, run["attacks"], blind)
@@ -447,11 +447,39 @@ def _reference_attacks(
         run["training"]["reference_models"] = "; ".join(named)
 
 
-def run_split_check(data: AuditData, cfg, progress: bool):
-    """The split check (audit/split_check.py) before any attack: near-duplicates across the
-    sets are removed from the attack set, and the blind baseline is measured."""
-    from privacy_audit.audit.split_check import check_audit_data
+def check_audit_data(data, seed: int, aggregate_only: bool, dedupe: bool = True):
+    """The split check of an ``AuditData``'s members and non-members. Returns the data
+    with near-duplicate pairs removed (both sides), the check's dict, and the blind scores
+    in attack-set order (members then non-members of the returned data)."""
+    from privacy_audit.attacks.split_check import SplitCheck
 
+    members, nonmembers = data.members, data.nonmembers
+    try:
+        check, scores = SplitCheck(seed=seed, aggregate_only=aggregate_only).run(
+            members.texts, nonmembers.texts, dedupe
+        )
+    except ValueError as exc:
+        raise DataError(str(exc)) from None
+    d = check["duplicates"]
+    if dedupe and (d["members_removed"] or d["nonmembers_removed"]):
+        dm, dn = set(d["member_index"]), set(d["nonmember_index"])
+        keep_m = [i for i in range(len(members)) if i not in dm]
+        keep_n = [j for j in range(len(nonmembers)) if j not in dn]
+        if len(keep_m) < 2 or len(keep_n) < 2:
+            raise DataError(
+                f"after removing {d['pairs']} near-duplicate member/non-member pair(s) fewer "
+                "than 2 members or non-members are left; the two sets hold the same texts"
+            )
+        data = with_sets(data, members.subset(keep_m), nonmembers.subset(keep_n))
+    # indices are of the input sets; keep them out of results.json (counts say it all)
+    d.pop("member_index")
+    d.pop("nonmember_index")
+    return data, check, scores
+
+
+def run_split_check(data: AuditData, cfg, progress: bool):
+    """The split check (attacks/split_check.py) before any attack: near-duplicates across the
+    sets are removed from the attack set, and the blind baseline is measured."""
     _log("  split check: near-duplicates and blind baseline (model-free classifier)", progress)
     data, split, blind = check_audit_data(data, cfg.seed, cfg.aggregate_only)
     d = split["duplicates"]

@@ -213,7 +213,7 @@ def score_file(
             ids = [ids[i] for i in keep]
             texts = [texts[i] for i in keep]
     split = None
-    if "text" in header:  # texts given: the split check runs first (audit/split_check.py)
+    if "text" in header:  # texts given: the split check runs first (attacks/split_check.py)
         s, members, ids, split = _score_split_check(
             [t or "" for t in texts], s, members, ids, seed, aggregate_only, p
         )
@@ -235,7 +235,7 @@ def score_file(
         aggregate_only=aggregate_only,
     )
     if split is not None:
-        from privacy_audit.audit.split_check import compare_attacks
+        from privacy_audit.attacks.split_check import compare_attacks
 
         check, blind = split
         if blind is not None:
@@ -257,7 +257,7 @@ def score_file(
 def _score_split_check(texts, s, members, ids, seed, aggregate_only, p):
     """The split check of a scores file with a ``text`` column: near-duplicate
     member/non-member rows are dropped, the blind scores come back in row order."""
-    from privacy_audit.audit.split_check import SplitCheck
+    from privacy_audit.attacks.split_check import SplitCheck
 
     m = np.asarray(members)
     mi, ni = np.flatnonzero(m == 1), np.flatnonzero(m == 0)

@@ -22,7 +22,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoes
 from . import plots
 from .formatting import DASH, as_finite, as_float, ci, num, small
 from .resolution import lead_tpr, tpr_view
-from .split import split_view
+from .split_check_view import split_view
 from .verdict import (
     AT_CEILING,
     EPS_LB,

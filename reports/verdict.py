@@ -1009,7 +1009,7 @@ def strongest_two_ways(run: dict) -> str:
 
 
 def split_shifted(run: dict) -> dict | None:
-    """The ``split-shifted`` verdict when the run's split check (audit/split_check.py)
+    """The ``split-shifted`` verdict when the run's split check (attacks/split_check.py)
     found the blind AUC's interval above 0.5, else ``None``. The attacks then measure the
     difference between the texts as well as memorisation, so neither HIGH nor LOW is
     said; the attacks' ε lower bounds are not evidence about the model either, so only an

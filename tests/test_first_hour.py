@@ -322,7 +322,7 @@ def test_suite_comparison_keeps_its_section():
 
 
 def test_dataset_inference_report_is_styled_and_filled():
-    from privacy_audit.audit.dataset_inference import render_html
+    from privacy_audit.audit.dataset_inference_command import render_html
 
     shifted = {
         "schema_version": 1,

@@ -149,9 +149,6 @@ FLOOR_NAMES = {0: "ground", 1: "defenses", 2: "attacks", 3: "reports", 4: "audit
 # Arrows that still run one floor up, each with its reason; the test fails when one is
 # added and when one listed here is gone (then delete it here), so the list only shrinks.
 KNOWN_UPWARD = {
-    ("privacy_audit.attacks.dataset_inference", "privacy_audit.audit.split_check"): (
-        "the split check's power (detectable_auc) lives with its command until it moves"
-    ),
     ("privacy_audit.defenses.split_n_denoise", "privacy_audit.attacks.base"): (
         "evaluate_utility reports accuracy with the suite's exact CI (proportion_estimate)"
     ),

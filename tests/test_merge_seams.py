@@ -12,9 +12,9 @@ import pytest
 
 from privacy_audit.audit.data import AuditData, drop_cross_duplicates
 from privacy_audit.audit.integrations.gate import check, check_all
+from privacy_audit.audit.own_model import check_audit_data
 from privacy_audit.audit.references import _z_pool
 from privacy_audit.audit.runner import score_file
-from privacy_audit.audit.split_check import check_audit_data
 from privacy_audit.defenses.base import Examples
 from privacy_audit.ground.errors import DataError
 from privacy_audit.reports.verdict import check_claim, verdict_for_run

@@ -298,7 +298,7 @@ def test_sweep_curves_and_compare_two_runs(small_run, tmp_path, cli):
     assert by[("loss", "auc")]["difference"] == pytest.approx(0.25)
     assert by[("modified-entropy", "auc")]["difference"] == 0
     from privacy_audit.audit.compare_command import load_for_compare
-    from privacy_audit.reports.compare import metric_table, records
+    from privacy_audit.reports.compare_view import metric_table, records
 
     named = [load_for_compare(small_run), load_for_compare(tmp_path / "changed")]
     bars = metric_table(records(named), "changed", "auc")  # what the AUC panel draws

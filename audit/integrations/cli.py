@@ -574,7 +574,7 @@ def _add_dataset_inference(sub) -> None:
 
 def _cmd_dataset_inference(args) -> int:
     from privacy_audit.audit.config import parse_config, resolve_targets
-    from privacy_audit.audit.dataset_inference import (
+    from privacy_audit.audit.dataset_inference_command import (
         load_di_config,
         parse_section,
         render_html,

@@ -1,4 +1,4 @@
-"""The report's view of a run's split check (``run["split_check"]``, audit/split_check.py):
+"""The report's view of a run's split check (``run["split_check"]``, attacks/split_check.py):
 blind AUC, per-family AUCs, near-duplicates and each attack's AUC beside the blind AUC.
 Text from data is escaped by the template (Jinja autoescape); nothing here builds HTML."""
 

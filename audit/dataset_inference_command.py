@@ -108,11 +108,11 @@ def run_dataset_inference(
         result_text,
         split_guard,
     )
+    from privacy_audit.attacks.split_check import SplitCheck
     from privacy_audit.audit import __version__
     from privacy_audit.audit.data import load_audit_data
     from privacy_audit.audit.own_model import cut_to_max_length, load_reference, prefill_token_stats
     from privacy_audit.audit.results import environment
-    from privacy_audit.audit.split_check import SplitCheck
     from privacy_audit.audit.textcap import cap_audit_data
     from privacy_audit.defenses.base import PrivacyClaim
     from privacy_audit.defenses.targets.loading import load_audit_target, load_causal_lm_release
@@ -213,7 +213,7 @@ def run_dataset_inference(
 
 def render_html(results: dict[str, Any]) -> str:
     """The dataset-inference report: the main report's template environment and styles
-    (reports/di_report.py), every value escaped."""
-    from privacy_audit.reports.di_report import render_dataset_inference
+    (reports/dataset_inference_view.py), every value escaped."""
+    from privacy_audit.reports.dataset_inference_view import render_dataset_inference
 
     return render_dataset_inference(results)
