@@ -67,7 +67,7 @@ VECTORISED_STATISTICS = (
     "balanced_accuracy",
 )
 #: Max-type statistics whose percentile-bootstrap interval undercovers (measured by
-#: ``privacy_audit.audit.benchmarks.statistics.percentile_bootstrap_coverage``, docs/statistics.md):
+#: ``experiments.statistics.percentile_bootstrap_coverage``, docs/statistics.md):
 #: :func:`bootstrap_ci` refuses them and names the interval to use instead.
 UNDERCOVERING_STATISTICS = {
     "advantage": "use membership_metrics(...)['advantage'] (split lower limit, bootstrap "

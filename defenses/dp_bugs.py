@@ -11,7 +11,7 @@ trainer users get is always the correct one.
 For every bug, ``mechanism`` says what the code then releases (checked by known-answer
 tests on the noise scale, clipping and sampling it produces) and ``true_epsilon`` how its
 real privacy loss is obtained (an accountant run on the mechanism actually executed; see
-:func:`privacy_audit.audit.benchmarks.dp_bugs.true_epsilon`).
+:func:`experiments.dp_bugs.true_epsilon`).
 """
 
 from __future__ import annotations

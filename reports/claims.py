@@ -474,7 +474,7 @@ def _dpf_mvg(doc) -> Measure:
 
 def _process_runs(doc) -> list[tuple[list, Any]]:
     """``(pointer prefix, bench document)`` per separate process run: a file written by
-    ``python -m privacy_audit.audit.benchmarks.process_runs`` holds ``process_runs``; a plain bench JSON is
+    ``python -m experiments.process_runs`` holds ``process_runs``; a plain bench JSON is
     one run."""
     if isinstance(doc, dict) and "process_runs" in doc:
         runs = follow(doc, ["process_runs"])
@@ -918,7 +918,7 @@ def _lm(doc) -> Measure:
 
 def _lm_grid(doc) -> Measure:
     """Re-Attention vs phantom on the LM after public pretraining, each at its own learning
-    rate from the same grid (python -m privacy_audit.audit.benchmarks.lm_lr_grid)."""
+    rate from the same grid (python -m experiments.lm_lr_grid)."""
     table = follow(doc, ["table"])
     floors = _lm_floors(doc)
     j, ra = next((j, r) for j, r in enumerate(table) if r.get("arm") == "re-attention")
@@ -1017,7 +1017,7 @@ DPF, DPA, SND, BLOGS, DING = (
 )
 
 _COST_RUNS_CMD = (
-    "python -m privacy_audit.audit.benchmarks.process_runs --runs 3 "
+    "python -m experiments.process_runs --runs 3 "
     "--out docs/bench-cost-of-privacy-runs.json -- privacy-audit bench cost-of-privacy "
     "--threads 1 --largest-only --cost-cases phantom,ghost --memory-budget-gb 2 "
     "--repeats 5 --warmup 1"
@@ -1085,7 +1085,7 @@ CLAIMS: tuple[Claim, ...] = (
         DPF,
         "training time ≈ non-private (Fig. 4)",
         "≈ 1× (figure only)",
-        "python -m privacy_audit.audit.benchmarks.process_runs --runs 3 --out docs/bench-dp-forward-runs.json "
+        "python -m experiments.process_runs --runs 3 --out docs/bench-dp-forward-runs.json "
         "-- privacy-audit bench dp-forward --threads 1",
         "bench-dp-forward-runs.json",
         _dpf_bench("time"),
@@ -1094,7 +1094,7 @@ CLAIMS: tuple[Claim, ...] = (
         DPF,
         "≈ 3× faster than DP-SGD (Opacus) (Fig. 4)",
         "≈ 3× (figure only)",
-        "python -m privacy_audit.audit.benchmarks.process_runs --runs 3 --out docs/bench-dp-forward-runs.json "
+        "python -m experiments.process_runs --runs 3 --out docs/bench-dp-forward-runs.json "
         "-- privacy-audit bench dp-forward --threads 1",
         "bench-dp-forward-runs.json",
         _dpf_bench("speedup"),
@@ -1154,7 +1154,7 @@ CLAIMS: tuple[Claim, ...] = (
         BLOGS,
         "perplexity comparable to DP-SGD; extraction lower (p = 0.002)",
         "norm. PPL diff −0.023 (p = 0.55); EXT p = 0.002",
-        "python -m privacy_audit.audit.benchmarks.lm_lr_grid --config dp-blogs --lrs 3e-4,1e-3,3e-3,1e-2 "
+        "python -m experiments.lm_lr_grid --config dp-blogs --lrs 3e-4,1e-3,3e-3,1e-2 "
         "--arms none,dp-sgd,dp-blogs --batch-size 1000 --epochs 10 --out docs/dp-blogs-utility.json",
         "dp-blogs-utility.json",
         _blogs_perplexity,
@@ -1188,7 +1188,7 @@ CLAIMS: tuple[Claim, ...] = (
         "Re-Attention improves DP LM utility too (the suite's own check, not a claim of the "
         "paper; perplexity, private fine-tuning after public pretraining)",
         "no LM number in the paper (its tasks are recommendation)",
-        "python -m privacy_audit.audit.benchmarks.lm_lr_grid --config lm --lrs 3e-4,1e-3,3e-3,1e-2 "
+        "python -m experiments.lm_lr_grid --config lm --lrs 3e-4,1e-3,3e-3,1e-2 "
         "--batch-size 1000 --epochs 10 --out docs/lm-utility-lr-grid.json",
         "lm-utility-lr-grid.json",
         _lm_grid,

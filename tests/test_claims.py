@@ -166,6 +166,49 @@ def test_an_experiment_run_feeds_its_claim_row_and_resumes(tmp_path, capsys):
     assert exc.value.code == 2
 
 
+@pytest.mark.slow
+def test_the_smallest_claims_command_regenerates_its_recorded_json(tmp_path):
+    """From a checkout, docs/claims.md's cheapest command (the DP-Forward accountant:
+    9 cells, no training; ~30 s of CPU) rebuilds its JSON with the recorded numbers, run
+    as ``python -m experiments.run`` from the repository root (issue 39)."""
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parents[1]
+    md = (repo / "docs" / "claims.md").read_text(encoding="utf-8")
+    cmd = "privacy-audit experiment dp-forward-accounting --out docs/dp-forward-accounting.json"
+    assert f"`{cmd}`" in md
+    recorded = json.loads((repo / "docs" / "dp-forward-accounting.json").read_text())
+    out = tmp_path / "acc.json"
+    threads = str(recorded["settings"]["threads"])
+    r = subprocess.run(
+        [sys.executable, "-m", "experiments.run", "dp-forward-accounting", "--threads", threads,
+         "--out", str(out)],
+        cwd=repo, capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr[-3000:]
+    fresh = json.loads(out.read_text())
+    assert fresh["command"] == recorded["command"] and fresh["settings"] == recorded["settings"]
+    assert fresh["rows"] == recorded["rows"] and len(fresh["rows"]) == 9
+
+
+def test_experiment_and_claims_without_a_checkout_say_so_in_one_line(tmp_path, capsys, monkeypatch):
+    """From an installed wheel (no experiments/ beside the package) both commands stop
+    with one line and exit 2, writing nothing; ``claims --docs`` still reads a folder."""
+    from privacy_audit.audit.integrations import cli
+
+    monkeypatch.setattr(cli, "checkout_root", lambda: None)
+    out = tmp_path / "e.json"
+    for argv in (["claims"], ["experiment", "dp-blogs-audit", "--out", str(out)]):
+        capsys.readouterr()
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip()
+        assert "source checkout" in err and len(err.splitlines()) == 1, err
+    assert not out.exists()
+    docs = Path(__file__).resolve().parents[1] / "docs"
+    assert main(["claims", "--docs", str(docs)]) == 0
+
+
 # --------------------------------------------------------------------------------------
 # the comparison rule (reports/claims.py, judge): one test per status
 # --------------------------------------------------------------------------------------

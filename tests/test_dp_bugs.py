@@ -261,7 +261,7 @@ def test_no_config_or_cli_reaches_a_planted_bug():
         text = path.read_text(encoding="utf-8")
         if re.search(r"\bplanted\(", text):
             callers.append(path.relative_to(ROOT).as_posix())
-    assert sorted(callers) == ["audit/benchmarks/dp_bugs.py", "defenses/dp_bugs.py"]
+    assert sorted(callers) == ["experiments/dp_bugs.py", "defenses/dp_bugs.py"]
     # the trainers only READ the switch (both the causal-LM engine and, for the
     # cross-example bug, the Opacus classifier trainer); nothing else imports it
     readers = {}
@@ -272,7 +272,7 @@ def test_no_config_or_cli_reaches_a_planted_bug():
         if uses:
             readers[path.relative_to(ROOT).as_posix()] = uses
     assert set(readers) == {
-        "audit/benchmarks/dp_bugs.py",
+        "experiments/dp_bugs.py",
         "defenses/dp_bugs.py",  # its own docstring
         "defenses/dp_engine.py",
         "defenses/dp_sgd.py",
@@ -351,7 +351,7 @@ def test_violated_report_shows_where_to_look_escaped():
 
 
 def test_realised_schedule_counts_rows_and_never_overstates_q_of_a_correct_run():
-    from privacy_audit.audit.benchmarks.dp_bugs import realised_schedule
+    from experiments.dp_bugs import realised_schedule
 
     ids = torch.arange(60)[:, None].repeat(1, 2)
     rec = _Recorder()
@@ -596,7 +596,7 @@ def test_shuffle_lower_bound_is_the_gaussian_mechanism_with_one_step_and_above_t
     e^ε·Q(max > C) (by scipy), and below the no-amplification upper bound."""
     from scipy.stats import norm
 
-    from privacy_audit.audit.benchmarks.dp_bugs import shuffle_lower_bound
+    from experiments.dp_bugs import shuffle_lower_bound
 
     sigma, d = 1.117, 1e-5
     mu = math.sqrt(2) / sigma
@@ -622,7 +622,7 @@ def test_shuffle_lower_bound_is_the_gaussian_mechanism_with_one_step_and_above_t
 
 
 def test_benchmark_rejects_a_bug_of_the_other_trainer_and_a_tiny_anchor_pair(tmp_path, capsys):
-    from privacy_audit.audit.benchmarks.dp_bugs import CLASSIFIER_VARIANTS, VARIANTS, main
+    from experiments.dp_bugs import CLASSIFIER_VARIANTS, VARIANTS, main
 
     out = tmp_path / "o.json"
     assert main(["--classifier", "--bugs", "clip-after-aggregation", "--out", str(out)]) == 2
@@ -638,7 +638,7 @@ def test_benchmark_rejects_a_bug_of_the_other_trainer_and_a_tiny_anchor_pair(tmp
 def test_anchor_pair_runs_never_share_a_random_stream():
     """Each run seeds its sampler with s and its noise with s + 1 (train_private_ids):
     across both sides, runs and seeds no stream is reused (independent trials)."""
-    from privacy_audit.audit.benchmarks.dp_bugs import anchor_run_seed
+    from experiments.dp_bugs import anchor_run_seed
 
     streams = [
         anchor_run_seed(s, r, p) + k
@@ -707,7 +707,7 @@ def test_lone_canary_score_is_the_likelihood_ratio_of_one_against_zero():
 def test_lone_canary_audit_resumes_from_its_checkpoint_and_never_from_another_audits(tmp_path):
     """A killed audit resumes from its saved runs with the same numbers (runs are seeded
     one by one); a checkpoint written for another seed is not reused."""
-    from privacy_audit.audit.benchmarks.dp_bugs import Setup, anchor_pair_audit
+    from experiments.dp_bugs import Setup, anchor_pair_audit
 
     setup, ck = Setup(), str(tmp_path / "ck.json")
     bug = "accumulation-noise-once"
@@ -722,7 +722,7 @@ def test_lone_canary_audit_resumes_from_its_checkpoint_and_never_from_another_au
 
 
 def test_lone_canary_benchmark_end_to_end_and_bad_options(tmp_path, capsys):
-    from privacy_audit.audit.benchmarks.dp_bugs import LONE_CANARY, main
+    from experiments.dp_bugs import LONE_CANARY, main
 
     out = tmp_path / "lone.json"
     assert main(["--lone-canary", "1", "--out", str(out)]) == 2
@@ -744,7 +744,7 @@ def test_crafted_cell_summary_counts_detections_with_the_exact_interval():
     the median and largest bound, the mean CPU cost (a hand example)."""
     from scipy.stats import binomtest
 
-    from privacy_audit.audit.benchmarks.dp_bugs import _seed_summary
+    from experiments.dp_bugs import _seed_summary
 
     rs = [
         {"violated": v, "eps": e, "ceiling": 3.3, "cpu_s": c}

@@ -442,7 +442,7 @@ def test_text2text_replaces_tokens_by_nearest_neighbour_of_the_noised_embedding(
 def test_experiment_cells_resume_and_summaries():
     import tempfile
 
-    from privacy_audit.audit.benchmarks.experiments import (
+    from experiments.run import (
         CellStore,
         ExperimentSettings,
         macro_auc,
@@ -470,7 +470,7 @@ def test_seed_interval_and_auc_bootstrap_cover_the_truth():
     bootstrap AUC interval (binormal scores, true AUC = Φ(1/√2))."""
     from scipy.stats import norm
 
-    from privacy_audit.audit.benchmarks.experiments import auc_estimate, seed_summary
+    from experiments.run import auc_estimate, seed_summary
 
     rng = np.random.default_rng(0)
     hits = 0

@@ -130,7 +130,7 @@ def test_joint_accountant_sits_between_its_parts_and_the_gdp_envelope():
 
 
 def test_calibrated_noise_meets_the_target_by_an_independent_dp_accounting_call():
-    from privacy_audit.audit.benchmarks.dp_forward_paper_setting import (
+    from experiments.dp_forward_paper_setting import (
         calibrate_joint_noise_multiplier,
     )
 

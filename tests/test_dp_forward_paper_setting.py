@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from privacy_audit.audit.benchmarks.dp_forward_paper_setting import select_learning_rate
+from experiments.dp_forward_paper_setting import select_learning_rate
 from privacy_audit.reports.claims import NOT_COMPARABLE, SETTING_DIFFERS, build_claims, follow
 
 SOURCE = "docs/dp-forward-paper-setting.json"

@@ -192,7 +192,7 @@ def test_a_mechanism_at_exactly_the_claim_is_flagged_in_at_most_5_percent(monkey
 def test_duplicate_record_cli_end_to_end_and_bad_input(tmp_path, capsys):
     """``--duplicate-record RUNS`` writes its cell as JSON; bad sizes exit 2 before any
     training, with no file written."""
-    from privacy_audit.audit.benchmarks.dp_bugs import main
+    from experiments.dp_bugs import main
 
     out = tmp_path / "dr.json"
     bad = tmp_path / "bad.json"

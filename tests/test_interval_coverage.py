@@ -13,10 +13,10 @@ import pytest
 from scipy.special import ndtr, ndtri
 from sklearn.metrics import roc_curve
 
+from experiments.statistics import percentile_bootstrap_coverage
 from privacy_audit.attacks.canary_bounds import tpr_at_1pct_fpr
 from privacy_audit.attacks.metrics import bootstrap_ci, membership_metrics
 from privacy_audit.attacks.scores import _POISSON
-from privacy_audit.audit.benchmarks.statistics import percentile_bootstrap_coverage
 
 
 @pytest.mark.parametrize("name", ["advantage", "tpr_at_fpr_0.01", "tpr_at_fpr_0.001"])

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from privacy_audit.audit.benchmarks.lm_lr_grid import main, summarise, to_markdown
+from experiments.lm_lr_grid import main, summarise, to_markdown
 
 
 def _u(v, half):
@@ -34,7 +34,7 @@ def _res():
     cfg = SimpleNamespace(to_dict=lambda: {"target": {"preset": "tiny-gpt2-word"}}, train={})
     res = summarise(cells, ["none", "dp-sgd"], [3e-4, 1e-3], start, floor, cfg)
     res.update(
-        command="python -m privacy_audit.audit.benchmarks.lm_lr_grid",
+        command="python -m experiments.lm_lr_grid",
         train={"epochs": 1, "batch_size": 2},
     )
     return res

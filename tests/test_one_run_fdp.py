@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 from scipy.stats import binom, norm
 
-from privacy_audit.attacks.epsilon import one_run_best, one_run_epsilon, one_run_fdp_epsilon
-from privacy_audit.audit.benchmarks.statistics import (
+from experiments.statistics import (
     ONE_RUN_SETTINGS,
     draw_canaries,
     gaussian_mu,
     one_run_simulation,
 )
+from privacy_audit.attacks.epsilon import one_run_best, one_run_epsilon, one_run_fdp_epsilon
 
 DELTA = 1e-5
 ALPHA = 0.05

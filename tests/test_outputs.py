@@ -96,7 +96,7 @@ def REACH(d: Path, o: Path) -> dict[tuple[str, ...], list[str]]:
 
 
 def test_every_writer_calls_the_shared_helper(files, tmp_path, cli, monkeypatch):
-    from privacy_audit.audit.benchmarks.experiments import EXPERIMENTS
+    from experiments.run import EXPERIMENTS
 
     calls: list[list] = []
 
@@ -211,7 +211,7 @@ def test_compare_claims_canaries_and_experiment_refuse_too(run_dir, files, tmp_p
     argv = ["canaries", "make", "--design", "random-token", "--n", "20"]
     _refused(cli([*argv, "--tokenizer", str(tok), "--out", str(out), "--force"]), "--tokenizer")
     # experiment: --out is a finished cell of --checkpoint-dir
-    from privacy_audit.audit.benchmarks.experiments import EXPERIMENTS
+    from experiments.run import EXPERIMENTS
 
     name = next(iter(EXPERIMENTS))
     ck = tmp_path / "ck"

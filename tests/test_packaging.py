@@ -221,7 +221,7 @@ def wheel(tmp_path_factory) -> Path:
     """The wheel, built offline from a copy of the sources (the checkout gets no build/)."""
     src = tmp_path_factory.mktemp("src")
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info")
-    for name in (ROOT, *FOLDERS):
+    for name in (ROOT, *FOLDERS, "experiments"):  # experiments/: there, but not packaged
         shutil.copytree(REPO / name, src / name, ignore=ignore)
     for name in ("pyproject.toml", "README.md"):
         shutil.copy2(REPO / name, src / name)
@@ -256,6 +256,21 @@ def test_wheel_installs_one_top_level_package_with_its_data(wheel):
     assert {f"{ROOT}/audit/configs/default.toml", f"{ROOT}/fixtures/data/corpus.jsonl"} <= inside
     for pkg in _source_packages():
         assert f"{pkg.replace('.', '/')}/__init__.py" in inside, pkg
+    assert f"{ROOT}/ground/errors.py" in inside  # the ground floor (issue 39)
+
+
+@pytest.mark.slow
+def test_wheel_holds_no_paper_experiment(wheel):
+    """The paper-reproduction experiments (experiments/, issue 39) stay in the checkout:
+    no file of the wheel is one of them, under any folder."""
+    with zipfile.ZipFile(wheel) as z:
+        names = z.namelist()
+    experiments = sorted(p.name for p in (REPO / "experiments").glob("*.py"))
+    assert "dp_forward_table4.py" in experiments and "run.py" in experiments
+    assert not [n for n in names if "experiments" in n.split("/")[:-1]]
+    shipped = {n.rsplit("/", 1)[-1] for n in names if n.startswith(f"{ROOT}/audit/benchmarks/")}
+    assert "byo_lm.py" in shipped and "cost_of_privacy.py" in shipped  # what users bench stays
+    assert not shipped & (set(experiments) - {"__init__.py"}), shipped & set(experiments)
 
 
 @pytest.mark.slow
@@ -301,3 +316,20 @@ def test_wheel_and_testing_cabal_fixtures_side_by_side(wheel, tmp_path):
     r = _run([str(venv / "bin" / "privacy-audit"), "run", "--help"], cwd=tmp_path, env=env)
     assert r.returncode == 0, r.stderr[-2000:]
     assert "usage: privacy-audit run" in r.stdout
+    # every product module imports from the wheel alone (nothing needs experiments/)
+    code = (
+        "import importlib, pkgutil, privacy_audit\n"
+        "mods = [m.name for m in pkgutil.walk_packages(privacy_audit.__path__, 'privacy_audit.')"
+        " if not m.name.endswith('__main__')]\n"
+        "[importlib.import_module(m) for m in mods]\n"
+        "print(len(mods))"
+    )
+    r = _run([str(py), "-c", code], cwd=tmp_path, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert int(r.stdout) > 100
+    # the checkout's commands say, in one line, what to do (issue 39)
+    for argv in (["claims"], ["experiment", "dp-blogs-audit", "--out", "e.json"]):
+        r = _run([str(venv / "bin" / "privacy-audit"), *argv], cwd=tmp_path, env=env)
+        assert r.returncode == 2 and "source checkout" in r.stderr, (argv, r.stderr[-2000:])
+        assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert not (tmp_path / "e.json").exists()

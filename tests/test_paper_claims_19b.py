@@ -246,7 +246,7 @@ def test_lm_audit_reports_unigram_floor_and_private_fine_tuning_scope():
 
 
 def test_lm_utility_summary_reads_floor_and_flags_runs(tmp_path):
-    from privacy_audit.audit.benchmarks.lm_utility import main, summarise
+    from experiments.lm_utility import main, summarise
 
     auc = {"auc": {"value": 0.55, "ci_low": 0.5, "ci_high": 0.6}}
     results = {

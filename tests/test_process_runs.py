@@ -1,11 +1,11 @@
-"""``python -m privacy_audit.audit.benchmarks.process_runs``: a bench command repeated in separate processes
+"""``python -m experiments.process_runs``: a bench command repeated in separate processes
 for the claims table's timing rule (issue 27)."""
 
 from __future__ import annotations
 
 import json
 
-from privacy_audit.audit.benchmarks.process_runs import main
+from experiments.process_runs import main
 
 BENCH = ["--", "privacy-audit", "bench", "dp-forward", "--threads", "1"]
 

@@ -178,7 +178,7 @@ def test_duplicates_inside_one_set_do_not_look_like_a_shift():
 
 
 def _clustered(corpus: str) -> list[str]:
-    from privacy_audit.audit.benchmarks.split_validity import docstring_corpus, pydoc_corpus
+    from experiments.split_validity import docstring_corpus, pydoc_corpus
 
     return [t for _, t in (pydoc_corpus() if corpus == "pydoc" else docstring_corpus())]
 

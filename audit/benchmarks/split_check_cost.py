@@ -38,14 +38,47 @@ TARGET = 0.10  # split-check time / audit time at 1,000 + 1,000 texts
 AUDIT_TEXTS = 40
 
 
+def _paras(text: str, max_chars: int = 300) -> list[str]:
+    out = []
+    for p in text.split("\n\n"):
+        p = " ".join(p.split())
+        if len(p.split()) >= 12:
+            out.append(p[:max_chars])
+    return out
+
+
+def _dedup(items: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    seen: set[str] = set()
+    out = []
+    for g, t in items:
+        if t not in seen:
+            seen.add(t)
+            out.append((g, t))
+    return out
+
+
+def package_corpus() -> list[tuple[str, str]]:
+    """(package, paragraph) of installed packages' long descriptions (``METADATA``)."""
+    from importlib import metadata
+
+    out = []
+    for dist in sorted(metadata.distributions(), key=lambda d: d.metadata["Name"] or ""):
+        name = dist.metadata["Name"] or "?"
+        body = dist.metadata.get_payload() or ""
+        if not isinstance(body, str):
+            continue
+        for p in _paras(body):
+            if sum(c.isalpha() for c in p) > 0.6 * len(p):  # prose, not tables or code
+                out.append((name, p))
+    return _dedup(out)
+
+
 def cost_texts(n: int, seed: int) -> list[str]:
     """``n`` distinct real texts: Debian changelog bullets and package description
     paragraphs (>= 8 words, cut to 300 characters), shuffled with ``seed``."""
     import glob
     import gzip
     import re
-
-    from privacy_audit.audit.benchmarks.split_validity import package_corpus
 
     out = [t for _, t in package_corpus()]
     for path in sorted(glob.glob("/usr/share/doc/*/changelog.Debian.gz")):

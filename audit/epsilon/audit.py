@@ -308,7 +308,7 @@ DP_BUGS_TABLE = "docs/dp-bugs.md"
 def diagnose(audits: list[dict[str, Any]], tradeoff: dict[str, Any] | None) -> dict[str, Any]:
     """For a VIOLATED claim: which audits caught it, under which threat model, and which
     bug classes fit that pattern, as measured by the planted-bug benchmark
-    (``privacy_audit.audit.benchmarks.dp_bugs``, :data:`DP_BUGS_TABLE`)."""
+    (``experiments.dp_bugs``, :data:`DP_BUGS_TABLE`)."""
     caught = [
         {"audit": a["name"], "threat_model": a.get("threat_model") or THREAT_MODELS.get(a["name"])}
         for a in audits
@@ -348,7 +348,7 @@ def diagnose(audits: list[dict[str, Any]], tradeoff: dict[str, Any] | None) -> d
         "not_seen_by_these_audits": (
             "a consistent verdict from these audits does not rule out three bug classes that "
             "only crafted-dataset many-runs audits of the trainer reach (python -m "
-            "privacy_audit.audit.benchmarks.dp_bugs; budgets in the table): clipping after "
+            "experiments.dp_bugs; budgets in the table): clipping after "
             "aggregation (--anchor-pair 5000), noise added once per accumulated batch "
             "(--lone-canary 5000) and a cross-example layer such as batch statistics in the "
             "classifier head (--duplicate-record 100); sampling (shuffled batches accounted as "

@@ -514,16 +514,53 @@ def _scale_options(args, names) -> dict:
     return extra
 
 
-def _add_experiment_and_claims(sub) -> None:
-    """``experiment`` (long utility runs behind the paper-claims table, resumable) and
-    ``claims`` (the table itself, read from recorded JSON under docs/)."""
-    from privacy_audit.audit.benchmarks.experiments import EXPERIMENTS
+#: what ``experiment`` and ``claims`` say from an installed wheel (issue 39)
+NO_CHECKOUT = (
+    "the paper experiments and their recorded results (experiments/, docs/) are not "
+    "installed with the package; run this from a source checkout of privacy-audit"
+)
 
+
+def checkout_root() -> Path | None:
+    """The source checkout this CLI runs from (the folder holding pyproject.toml and
+    experiments/ above the package), or None from an installed wheel."""
+    root = Path(__file__).resolve().parents[2]  # <root>/audit/integrations/cli.py
+    ok = (root / "pyproject.toml").is_file() and (root / "experiments" / "run.py").is_file()
+    return root if ok else None
+
+
+def _checkout_experiments():
+    """The checkout's ``experiments.run`` module (the experiment registry), loaded only by
+    the ``experiment`` command at run time; no product module imports an experiment."""
+    import importlib
+    import importlib.util
+
+    root = checkout_root()
+    if root is None:
+        raise AuditError(NO_CHECKOUT + " (then: python -m experiments.run NAME --out FILE)")
+    if "experiments" not in sys.modules:
+        # the package by its path: putting the checkout's root on sys.path would let its
+        # other folders (fixtures/, audit/, ...) shadow top-level packages (issue 29)
+        folder = root / "experiments"
+        spec = importlib.util.spec_from_file_location(
+            "experiments", folder / "__init__.py", submodule_search_locations=[str(folder)]
+        )
+        package = importlib.util.module_from_spec(spec)
+        sys.modules["experiments"] = package
+        spec.loader.exec_module(package)
+    return importlib.import_module("experiments.run")
+
+
+def _add_experiment_and_claims(sub) -> None:
+    """``experiment`` (long utility runs behind the paper-claims table, resumable; from a
+    checkout) and ``claims`` (the table itself, read from recorded JSON under docs/)."""
     e = sub.add_parser(
         "experiment",
-        help="train and evaluate one paper-claim experiment (resumable per cell); writes JSON",
+        help="train and evaluate one paper-claim experiment (resumable per cell); writes JSON "
+        "(from a source checkout: experiments/ is not installed)",
     )
-    e.add_argument("name", choices=list(EXPERIMENTS), help="the experiment to run")
+    names = list(_checkout_experiments().EXPERIMENTS) if checkout_root() else None
+    e.add_argument("name", choices=names, help="the experiment to run")
     e.add_argument("--out", required=True, help="JSON output file")
     e.add_argument(
         "--checkpoint-dir",
@@ -1420,8 +1457,10 @@ def _cmd_export_risky(args) -> int:
 def _cmd_experiment(args) -> int:
     import torch
 
-    from privacy_audit.audit.benchmarks.experiments import ExperimentSettings, run_experiment
     from privacy_audit.ground.io import atomic_write_text, dumps_json
+
+    experiments = _checkout_experiments()  # one line and exit 2 from an installed wheel
+    ExperimentSettings, run_experiment = experiments.ExperimentSettings, experiments.run_experiment
 
     for flag, value in (
         ("--seeds", args.seeds),
@@ -1457,6 +1496,8 @@ def _cmd_claims(args) -> int:
     docs = Path(args.docs) if args.docs else None
     if docs is not None and not docs.is_dir():
         raise AuditError(f"--docs {str(docs)!r} is not a folder")
+    if docs is None and checkout_root() is None:
+        raise AuditError(NO_CHECKOUT + " (or give --docs FOLDER of recorded results)")
     from privacy_audit.audit.outputs import check_outputs
     from privacy_audit.reports.claims import recorded_inputs
 

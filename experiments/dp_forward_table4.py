@@ -24,8 +24,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from privacy_audit.audit.benchmarks.dp_forward_common import DELTA, build_target, frozen_head_setup
-from privacy_audit.audit.benchmarks.experiments import (
+from experiments.dp_forward_common import DELTA, build_target, frozen_head_setup
+from experiments.run import (
     CellStore,
     ExperimentSettings,
     accuracy_estimate,

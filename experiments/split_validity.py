@@ -3,7 +3,7 @@ on real, clustered text, its power on shifted pairs, dataset inference's null re
 rate and its power.
 
     privacy-audit experiment split-validity [--quick] [--checkpoint-dir DIR]
-    OMP_NUM_THREADS=1 python -m privacy_audit.audit.benchmarks.split_validity --out docs/split-validity.json
+    OMP_NUM_THREADS=1 python -m experiments.split_validity --out docs/split-validity.json
 
 Everything is seeded; every rate carries its count and a Clopper-Pearson 95% interval.
 Real text only, all of it shipped with Python, the installed packages or Debian (no
@@ -24,6 +24,8 @@ from typing import Any
 import numpy as np
 from scipy.stats import beta
 
+from privacy_audit.audit.benchmarks.split_check_cost import _dedup, _paras, package_corpus
+
 
 def _log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
@@ -34,25 +36,6 @@ def cp_interval(k: int, n: int, confidence: float = 0.95) -> list[float]:
     lo = 0.0 if k == 0 else float(beta.ppf(a / 2, k, n - k + 1))
     hi = 1.0 if k == n else float(beta.ppf(1 - a / 2, k + 1, n - k))
     return [lo, hi]
-
-
-def _paras(text: str, max_chars: int = 300) -> list[str]:
-    out = []
-    for p in text.split("\n\n"):
-        p = " ".join(p.split())
-        if len(p.split()) >= 12:
-            out.append(p[:max_chars])
-    return out
-
-
-def _dedup(items: list[tuple[str, str]]) -> list[tuple[str, str]]:
-    seen: set[str] = set()
-    out = []
-    for g, t in items:
-        if t not in seen:
-            seen.add(t)
-            out.append((g, t))
-    return out
 
 
 def pydoc_corpus() -> list[tuple[str, str]]:
@@ -147,22 +130,6 @@ def comment_corpus() -> list[tuple[str, str]]:
                 if block:
                     out += [(name, p) for p in _paras(" ".join(block))]
                 block = []
-    return _dedup(out)
-
-
-def package_corpus() -> list[tuple[str, str]]:
-    """(package, paragraph) of installed packages' long descriptions (``METADATA``)."""
-    from importlib import metadata
-
-    out = []
-    for dist in sorted(metadata.distributions(), key=lambda d: d.metadata["Name"] or ""):
-        name = dist.metadata["Name"] or "?"
-        body = dist.metadata.get_payload() or ""
-        if not isinstance(body, str):
-            continue
-        for p in _paras(body):
-            if sum(c.isalpha() for c in p) > 0.6 * len(p):  # prose, not tables or code
-                out.append((name, p))
     return _dedup(out)
 
 
@@ -628,8 +595,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     parts = set(args.parts.split(","))
     out: dict[str, Any] = {
-        "command": "python -m privacy_audit.audit.benchmarks.split_validity "
-        + " ".join(argv or sys.argv[1:])
+        "command": "python -m experiments.split_validity " + " ".join(argv or sys.argv[1:])
     }
     if "false" in parts:
         out["false_alarms"] = []

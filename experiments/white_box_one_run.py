@@ -8,7 +8,7 @@ the audit used before canaries were recorded) and the accountant's ε.
 
 Reproduce::
 
-    python -m privacy_audit.audit.benchmarks.white_box_one_run --out docs/white-box-one-run.json
+    python -m experiments.white_box_one_run --out docs/white-box-one-run.json
 """
 
 from __future__ import annotations
@@ -80,7 +80,7 @@ def run_defense(cfg, index: int, canaries: int, seed: int, log) -> dict:
 def main(argv: list[str] | None = None) -> int:
     from privacy_audit.audit.config import load_config
 
-    p = argparse.ArgumentParser(prog="python -m privacy_audit.audit.benchmarks.white_box_one_run")
+    p = argparse.ArgumentParser(prog="python -m experiments.white_box_one_run")
     p.add_argument("--config", default="lm")
     p.add_argument("--defenses", default="dp-sgd,phantom-dp-sgd")
     p.add_argument("--canaries", type=int, default=1000)
@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
             args.out,
             json.dumps(
                 {
-                    "command": "python -m privacy_audit.audit.benchmarks.white_box_one_run "
+                    "command": "python -m experiments.white_box_one_run "
                     + " ".join(argv if argv is not None else sys.argv[1:]),
                     "config": args.config,
                     "canaries": args.canaries,

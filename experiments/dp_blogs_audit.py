@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from privacy_audit.audit.benchmarks.experiments import CellStore, ExperimentSettings
+from experiments.run import CellStore, ExperimentSettings
 
 DELTA = 1e-5
 

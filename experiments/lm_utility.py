@@ -2,7 +2,7 @@
 model with its 95% bootstrap CI over test sequences, the unigram floor every model must
 beat, and the public-pretrained starting point, recorded for the docs.
 
-    python -m privacy_audit.audit.benchmarks.lm_utility --out docs/lm-utility.json
+    python -m experiments.lm_utility --out docs/lm-utility.json
 
 It runs the bundled ``lm`` config (or ``--config FILE``) through the ordinary runner,
 keeping finished training tasks in ``<out>.rundir`` so an interrupted run resumes, or
@@ -105,9 +105,7 @@ def main(argv=None) -> int:
     except (AuditError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    summary["command"] = (
-        f"python -m privacy_audit.audit.benchmarks.lm_utility --config {args.config} --out {args.out}"
-    )
+    summary["command"] = f"python -m experiments.lm_utility --config {args.config} --out {args.out}"
     summary["seconds"] = time.perf_counter() - start
     summary["load_average_at_start"] = [round(x, 2) for x in load]
     summary["device"] = "cpu (no GPU)"

@@ -35,8 +35,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from privacy_audit.audit.benchmarks.dp_forward_common import DELTA, build_target, calibrate_dp_sgd
-from privacy_audit.audit.benchmarks.experiments import (
+from experiments.dp_forward_common import DELTA, build_target, calibrate_dp_sgd
+from experiments.run import (
     CellStore,
     ExperimentSettings,
     accuracy_estimate,

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from privacy_audit.audit.benchmarks.experiments import (
+from experiments.run import (
     CellStore,
     ExperimentSettings,
     accuracy_estimate,

@@ -21,16 +21,16 @@ from typing import Any
 import numpy as np
 
 EXPERIMENTS: dict[str, str] = {
-    "dp-forward-accounting": "privacy_audit.audit.benchmarks.dp_forward_accounting:run",
-    "dp-forward-matched-eps": "privacy_audit.audit.benchmarks.dp_forward_matched:run",
-    "dp-forward-matched-eps-finetune": "privacy_audit.audit.benchmarks.dp_forward_matched_finetune:run",
-    "dp-forward-paper-setting": "privacy_audit.audit.benchmarks.dp_forward_paper_setting:run",
-    "dp-forward-table4": "privacy_audit.audit.benchmarks.dp_forward_table4:run",
-    "snd-auc": "privacy_audit.audit.benchmarks.snd_auc:run",
-    "dp-blogs-audit": "privacy_audit.audit.benchmarks.dp_blogs_audit:run",
-    "deciding-before-release": "privacy_audit.audit.benchmarks.deciding_before_release:run",
-    "split-validity": "privacy_audit.audit.benchmarks.split_validity:experiment",
-    "dp-bugs": "privacy_audit.audit.benchmarks.dp_bugs:run",
+    "dp-forward-accounting": "experiments.dp_forward_accounting:run",
+    "dp-forward-matched-eps": "experiments.dp_forward_matched:run",
+    "dp-forward-matched-eps-finetune": "experiments.dp_forward_matched_finetune:run",
+    "dp-forward-paper-setting": "experiments.dp_forward_paper_setting:run",
+    "dp-forward-table4": "experiments.dp_forward_table4:run",
+    "snd-auc": "experiments.snd_auc:run",
+    "dp-blogs-audit": "experiments.dp_blogs_audit:run",
+    "deciding-before-release": "experiments.deciding_before_release:run",
+    "split-validity": "experiments.split_validity:experiment",
+    "dp-bugs": "experiments.dp_bugs:run",
 }
 
 SCHEMA = "privacy-audit-experiment/1"
@@ -202,3 +202,15 @@ def run_experiment(
         "cells_reused_from_checkpoint": cells.reused,
         **result,
     }
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m experiments.run NAME --out FILE [...]``: ``privacy-audit experiment``
+    from the checkout (the same options, checks and output)."""
+    from privacy_audit.audit.integrations.cli import main as cli
+
+    return cli(["experiment", *(sys.argv[1:] if argv is None else argv)])
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

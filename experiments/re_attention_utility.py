@@ -1,7 +1,7 @@
 """Utility study: perplexity of the tied GPT-2 LM trained with phantom-dp-sgd, with and
 without Re-Attention, at ε ∈ {3, 8}, over several training seeds.
 
-    python -m privacy_audit.audit.benchmarks.re_attention_utility --seeds 3 --out reatt.json
+    python -m experiments.re_attention_utility --seeds 3 --out reatt.json
 
 Each (ε, seed) trains both variants from the same initialisation, Poisson batches and
 noise draws (the only difference is the attention correction). Per run: test perplexity

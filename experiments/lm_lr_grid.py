@@ -2,7 +2,7 @@
 phantom-dp-sgd, re-attention, dp-blogs) gets the same grid of learning rates and the same
 training budget (epochs) from the same public-pretrained start.
 
-    python -m privacy_audit.audit.benchmarks.lm_lr_grid --config lm --out docs/lm-utility-lr-grid.json
+    python -m experiments.lm_lr_grid --config lm --out docs/lm-utility-lr-grid.json
 
 Selection is honest: each arm's learning rate is the one with the lowest perplexity on the
 config's non-member texts (a validation split never trained on and disjoint from the test
@@ -356,7 +356,7 @@ def main(argv=None) -> int:
         batch_size=args.batch_size,
     )
     res["command"] = (
-        f"python -m privacy_audit.audit.benchmarks.lm_lr_grid --config {args.config} --lrs {args.lrs} "
+        f"python -m experiments.lm_lr_grid --config {args.config} --lrs {args.lrs} "
         f"--arms {args.arms} --epsilon {args.epsilon:g}"
         + (f" --epochs {args.epochs}" if args.epochs else "")
         + (f" --batch-size {args.batch_size}" if args.batch_size else "")

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from privacy_audit.audit.benchmarks.dp_forward_common import (
+from experiments.dp_forward_common import (
     DELTA,
     PAPER_CLAIM_MATCHED,
     build_target,
@@ -38,7 +38,7 @@ from privacy_audit.audit.benchmarks.dp_forward_common import (
     sized_setup,
     verdict,
 )
-from privacy_audit.audit.benchmarks.experiments import (
+from experiments.run import (
     CellStore,
     ExperimentSettings,
     accuracy_estimate,

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from privacy_audit.audit.benchmarks.dp_forward_common import (
+from experiments.dp_forward_common import (
     DELTA,
     PAPER_CLAIM_MATCHED,
     calibrate_dp_sgd,
@@ -36,8 +36,8 @@ from privacy_audit.audit.benchmarks.dp_forward_common import (
     frozen_head_setup,
     verdict,
 )
-from privacy_audit.audit.benchmarks.dp_forward_table4 import _features, _train_head
-from privacy_audit.audit.benchmarks.experiments import (
+from experiments.dp_forward_table4 import _features, _train_head
+from experiments.run import (
     CellStore,
     ExperimentSettings,
     accuracy_estimate,

@@ -1,6 +1,6 @@
 """Run one ``privacy-audit bench`` command in several separate processes and keep every run.
 
-    python -m privacy_audit.audit.benchmarks.process_runs --runs 3 --out docs/bench-dp-forward.json -- \
+    python -m experiments.process_runs --runs 3 --out docs/bench-dp-forward.json -- \
         privacy-audit bench dp-forward --threads 1
 
 A timing interval from one process hides the run-to-run spread (load, frequency scaling,
@@ -72,7 +72,7 @@ def main(argv=None) -> int:
         out,
         dumps_json(
             {
-                "command": f"python -m privacy_audit.audit.benchmarks.process_runs --runs {args.runs} "
+                "command": f"python -m experiments.process_runs --runs {args.runs} "
                 f"--out {args.out} -- {shlex.join(cmd)}",
                 "process_runs": runs,
                 "process_run_meta": meta,

@@ -6,7 +6,7 @@
   so ties are broken by the seeded jitter of :func:`privacy_audit.attacks.epsilon.one_run_best`) and
   Gaussian scores (the Gaussian mechanism).
 
-``python -m privacy_audit.audit.benchmarks.statistics --out docs/one-run-fdp.json`` records the tables
+``python -m experiments.statistics --out docs/one-run-fdp.json`` records the tables
 quoted in docs/statistics.md; the tests assert on the same functions with the same seeds.
 """
 
@@ -339,7 +339,7 @@ def main(argv=None) -> int:
     import json
     import time
 
-    p = argparse.ArgumentParser(prog="python -m privacy_audit.audit.benchmarks.statistics")
+    p = argparse.ArgumentParser(prog="python -m experiments.statistics")
     p.add_argument("--coverage-out", default="docs/coverage.json")
     p.add_argument("--one-run-out", default="docs/one-run-fdp.json")
     p.add_argument(

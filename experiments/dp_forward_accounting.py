@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from privacy_audit.audit.benchmarks.experiments import CellStore, ExperimentSettings
+from experiments.run import CellStore, ExperimentSettings
 
 DELTA = 1e-5
 EPOCHS = 3

@@ -30,7 +30,7 @@ respect to each canary).
 
 Reproduce (about 25 CPU-minutes at the default sizes, one core)::
 
-    nice -n 10 python -m privacy_audit.audit.benchmarks.dp_bugs --seeds 20 --pool 5 \
+    nice -n 10 python -m experiments.dp_bugs --seeds 20 --pool 5 \
         --out docs/dp-bugs.json
 """
 
@@ -886,7 +886,7 @@ def clopper_pearson(k: int, n: int, confidence: float = 0.95) -> tuple[float, fl
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m privacy_audit.audit.benchmarks.dp_bugs")
+    p = argparse.ArgumentParser(prog="python -m experiments.dp_bugs")
     p.add_argument("--seeds", type=int, default=20)
     p.add_argument("--pool", type=int, default=5, help="runs pooled for the larger budget")
     p.add_argument("--bugs", default="all", help="comma-separated; 'none' is the correct trainer")
@@ -960,7 +960,7 @@ def main(argv: list[str] | None = None) -> int:
             args.out,
             json.dumps(
                 {
-                    "command": "python -m privacy_audit.audit.benchmarks.dp_bugs "
+                    "command": "python -m experiments.dp_bugs "
                     + " ".join(argv if argv is not None else sys.argv[1:]),
                     "setup": size.__dict__,
                     "seeds": args.seeds,
@@ -1054,7 +1054,7 @@ def main(argv: list[str] | None = None) -> int:
             args.out,
             json.dumps(
                 {
-                    "command": "python -m privacy_audit.audit.benchmarks.dp_bugs "
+                    "command": "python -m experiments.dp_bugs "
                     + " ".join(argv if argv is not None else sys.argv[1:]),
                     "setup": setup.__dict__,
                     "seeds": args.seeds,
@@ -1281,7 +1281,7 @@ def run(settings, cells) -> dict[str, Any]:
     bug and the correct trainer, ``settings.seeds`` seeds, one checkpointed cell per bug,
     for the causal-LM engine and the classifier trainer (``--quick``: the correct LM
     trainer and one bug). The anchor-pair many-runs audit (thousands of runs per seed)
-    is ``python -m privacy_audit.audit.benchmarks.dp_bugs --anchor-pair RUNS`` (and the
+    is ``python -m experiments.dp_bugs --anchor-pair RUNS`` (and the
     lone-canary one, for ``accumulation-noise-once``, ``--lone-canary RUNS``)."""
     torch.set_num_threads(settings.threads or 1)
     setup = Setup()

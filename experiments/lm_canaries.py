@@ -13,7 +13,7 @@ lower bound with its ceiling (95 %, δ of the config):
 
 Reproduce (writes JSON and prints a table)::
 
-    python -m privacy_audit.audit.benchmarks.lm_canaries --out docs/lm-canaries.json
+    python -m experiments.lm_canaries --out docs/lm-canaries.json
 
 This is not registered in ``privacy-audit bench`` (which measures time, not power).
 """
@@ -272,7 +272,7 @@ def repetition_study(delta: float, m: int = 1000, seeds: int = 3) -> dict:
 def main(argv: list[str] | None = None) -> int:
     from privacy_audit.audit.config import load_config
 
-    p = argparse.ArgumentParser(prog="python -m privacy_audit.audit.benchmarks.lm_canaries")
+    p = argparse.ArgumentParser(prog="python -m experiments.lm_canaries")
     p.add_argument("--config", default="lm", help="config (default: the bundled lm audit)")
     p.add_argument("--defenses", default="none,dp-sgd,phantom-dp-sgd")
     p.add_argument("--designs", default=",".join(LM_CANARY_DESIGNS))
@@ -362,7 +362,7 @@ def main(argv: list[str] | None = None) -> int:
             args.out,
             json.dumps(
                 {
-                    "command": "python -m privacy_audit.audit.benchmarks.lm_canaries "
+                    "command": "python -m experiments.lm_canaries "
                     + " ".join(argv or sys.argv[1:]),
                     "config": args.config,
                     "n_per_design": args.n,
