@@ -7,7 +7,9 @@ mapped here by ``[tool.setuptools] package-dir`` in pyproject.toml:
 - :mod:`privacy_audit.attacks`: turn surfaces into per-example scores, metrics and ε bounds;
 - :mod:`privacy_audit.reports`: verdicts, plots and the HTML report;
 - :mod:`privacy_audit.audit`: config, data, runner, results.json, CLI, gate, pytest plugin;
-- :mod:`privacy_audit.fixtures`: the bundled synthetic corpus.
+- :mod:`privacy_audit.fixtures`: the bundled synthetic corpus;
+- :mod:`privacy_audit.ground`: errors, atomic I/O, progress, safe loading and the lock, the
+  floor the others stand on (it imports none of them; this folder, not a mapped one).
 
 The names below (the README's "Python API") are imported on first use, so
 ``import privacy_audit`` (and the pytest plugin, which every pytest run of an environment
@@ -44,7 +46,7 @@ _API = {
     "PrivacyAuditCallback": "privacy_audit.audit.integrations.callbacks",
     "PrivacyMonitor": "privacy_audit.audit.integrations.callbacks",
 }
-_SUBPACKAGES = ("audit", "attacks", "defenses", "reports", "fixtures")
+_SUBPACKAGES = ("audit", "attacks", "defenses", "reports", "fixtures", "ground")
 
 __all__ = [
     "AttackResult",
