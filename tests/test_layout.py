@@ -304,3 +304,19 @@ def test_no_product_module_imports_the_experiments():
         if n.split(".")[0] == "experiments" or n.startswith(f"{ROOT_PACKAGE}.experiments")
     )
     assert not bad, "\n".join(bad)
+
+
+def test_only_the_experiment_command_names_the_experiments_package():
+    """Besides import statements, a module could load an experiment by name (importlib);
+    only the CLI's ``experiment`` command does, from a checkout (issue 39)."""
+    allowed = {"privacy_audit.audit.integrations.cli"}
+    named = sorted(
+        f"{m}:{node.lineno}"
+        for m, path in PRODUCT.items()
+        if m not in allowed
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and (node.value == "experiments" or node.value.startswith("experiments."))
+    )
+    assert not named, named
