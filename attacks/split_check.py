@@ -340,13 +340,37 @@ def _ragged_arange(counts: np.ndarray) -> np.ndarray:
     return np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
 
 
+def _pairs_within_runs(head: np.ndarray):
+    """Blocks ``(a, b)`` of the index pairs ``a < b`` of equal neighbours' runs in the
+    sorted array ``head`` (every pair of entries sharing a key), about ``_BLOCK`` pairs a
+    block, so memory stays bounded however large a run is. Sets
+    ``JOIN_STATS["shared_keys"]`` to the number of pairs."""
+    run_end = np.r_[np.flatnonzero(head[1:] != head[:-1]) + 1, head.size]
+    end_of = np.repeat(run_end, np.diff(np.r_[0, run_end]))
+    partners = end_of - 1 - np.arange(head.size)
+    cum = np.cumsum(partners)
+    JOIN_STATS["shared_keys"] = int(cum[-1]) if cum.size else 0
+    start = 0
+    while start < head.size:
+        base = cum[start - 1] if start else 0
+        stop = max(int(np.searchsorted(cum, base + _BLOCK, "right")), start + 1)
+        c = partners[start:stop]
+        a = np.repeat(np.arange(start, stop), c)
+        start = stop
+        if a.size:
+            yield a, a + 1 + _ragged_arange(c)
+
+
 def similar_pairs(
     norm: list[str], jaccard: float = NEAR_DUP_JACCARD, keep=None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Every pair ``u < v`` of the normalised texts ``norm`` (both at least ``SHINGLE``
     characters) whose shingle sets have Jaccard ``>= jaccard``, as arrays ``(u, v, J)``.
 
-    Exact (no missed pair, unlike MinHash LSH). Candidates come from the partition join
+    Exact (no missed pair) while the exact join's estimated cost is within
+    ``_EXACT_BUDGET_S`` per text (:func:`_exact_over_budget`); above it the candidates
+    come from MinHash LSH (:func:`_lsh_candidates`, each pair at ``J >= jaccard`` missed
+    with probability <= :func:`lsh_miss_bound`). Exact candidates come from the partition join
     (:func:`_partition_candidates`, at ``jaccard >= _MIN_PARTITION_JACCARD``) and, for the
     texts it cannot key in bounded work and at lower thresholds, from the prefix filter
     (:func:`_prefix_candidates`); each filter provably keeps every pair at ``J >=
@@ -363,18 +387,8 @@ def similar_pairs(
     if lsh:
         u, v, size = _lsh_candidates(table, which, jaccard, keep)
         JOIN_STATS.update(lsh)
-    elif _use_partition(table, which, jaccard):
-        JOIN_STATS["join"] = "partition"
-        u, v, size, overflow = _partition_candidates(table, which, jaccard, keep)
-        if overflow.any():  # texts with too many light groups: the prefix filter pairs them
-            near = which[_size_compatible(size[which], size[overflow], jaccard)]
-            u2, v2, _ = _prefix_candidates(table, near, jaccard, keep, must=overflow)
-            pair = np.unique(np.r_[u * len(norm) + v, u2 * len(norm) + v2])
-            u, v = pair // len(norm), pair % len(norm)
     else:
-        JOIN_STATS["join"] = "prefix"
-        u, v, size = _prefix_candidates(table, which, jaccard, keep)
-        JOIN_STATS["candidates"] = int(u.size)
+        u, v, size = _exact_candidates(table, which, jaccard, keep)
     JOIN_STATS["verified"] = int(u.size)
     if not u.size:
         return empty, empty, np.zeros(0)
@@ -437,7 +451,7 @@ def _exact_over_budget(table: _Shingles, which: np.ndarray, jaccard: float) -> d
     stats = dict(JOIN_STATS)
     try:
         table.count_frequencies(sample)
-        u, v = _exact_candidates(table, sample, jaccard)
+        u, v, _ = _exact_candidates(table, sample, jaccard)
     finally:
         table._freq = saved
         JOIN_STATS.clear()
@@ -456,20 +470,25 @@ def _exact_over_budget(table: _Shingles, which: np.ndarray, jaccard: float) -> d
     }
 
 
-def _exact_candidates(table: _Shingles, which: np.ndarray, jaccard: float):
-    """The candidate pairs the exact join would verify on ``which`` (what
-    :func:`similar_pairs` does before counting shared shingles)."""
+def _exact_candidates(table: _Shingles, which: np.ndarray, jaccard: float, keep=None):
+    """``(u, v, size)``: the candidate pairs of the exact join on ``which`` (every pair
+    at ``J >= jaccard`` among them) and each text's set size. The partition join, whose
+    overflow texts the prefix filter pairs, or the prefix filter alone, whichever
+    :func:`_use_partition` says is cheaper."""
+    n = len(table.lens)
     if _use_partition(table, which, jaccard):
-        u, v, size, overflow = _partition_candidates(table, which, jaccard)
-        if overflow.any():
+        JOIN_STATS["join"] = "partition"
+        u, v, size, overflow = _partition_candidates(table, which, jaccard, keep)
+        if overflow.any():  # texts with too many light groups: the prefix filter pairs them
             near = which[_size_compatible(size[which], size[overflow], jaccard)]
-            u2, v2, _ = _prefix_candidates(table, near, jaccard, must=overflow)
-            n = len(table.lens)
+            u2, v2, _ = _prefix_candidates(table, near, jaccard, keep, must=overflow)
             pair = np.unique(np.r_[u * n + v, u2 * n + v2])
             u, v = pair // n, pair % n
-        return u, v
-    u, v, _ = _prefix_candidates(table, which, jaccard)
-    return u, v
+        return u, v, size
+    JOIN_STATS["join"] = "prefix"
+    u, v, size = _prefix_candidates(table, which, jaccard, keep)
+    JOIN_STATS["candidates"] = int(u.size)
+    return u, v, size
 
 
 #: Seeds of the min-hashes (fixed: same texts, same candidates).
@@ -532,23 +551,8 @@ def _lsh_candidates(
     text = np.repeat(which, bands)
     order = np.argsort(key, kind="stable")
     key, text = key[order], text[order]
-    run_end = np.r_[np.flatnonzero(key[1:] != key[:-1]) + 1, key.size]
-    end_of = np.repeat(run_end, np.diff(np.r_[0, run_end]))
-    partners = end_of - 1 - np.arange(text.size)
-    cum = np.cumsum(partners)
-    JOIN_STATS["shared_keys"] = int(cum[-1]) if cum.size else 0
     found = [empty]
-    start = 0
-    while start < text.size:
-        base = cum[start - 1] if start else 0
-        stop = max(int(np.searchsorted(cum, base + _BLOCK, "right")), start + 1)
-        q = np.arange(start, stop)
-        c = partners[q]
-        a = np.repeat(q, c)
-        b = a + 1 + _ragged_arange(c)
-        start = stop
-        if not a.size:
-            continue
+    for a, b in _pairs_within_runs(key):
         u, v = np.minimum(text[a], text[b]), np.maximum(text[a], text[b])
         ok = (u != v) & (
             np.minimum(size[u], size[v]) >= jaccard * np.maximum(size[u], size[v]) - 1e-9
@@ -943,26 +947,11 @@ def _partition_candidates(
     text = (packed & np.uint64((1 << tb) - 1)).astype(np.int64)
     cls = (packed >> np.uint64(64 - cb)).astype(np.int64)
     head = packed >> np.uint64(tb)
-    run_end = np.r_[np.flatnonzero(head[1:] != head[:-1]) + 1, head.size]
-    del head, packed
-    end_of = np.repeat(run_end, np.diff(np.r_[0, run_end]))
-    partners = end_of - 1 - np.arange(text.size)
-    cum = np.cumsum(partners)
-    JOIN_STATS["shared_keys"] = int(cum[-1]) if cum.size else 0
+    del packed
     kept = 0
     bound_num = 1.0 - jaccard
     found = [empty]
-    start = 0
-    while start < text.size:
-        base = cum[start - 1] if start else 0
-        stop = max(int(np.searchsorted(cum, base + _BLOCK, "right")), start + 1)
-        q = np.arange(start, stop)
-        c = partners[q]
-        a = np.repeat(q, c)
-        b = a + 1 + _ragged_arange(c)
-        start = stop
-        if not a.size:
-            continue
+    for a, b in _pairs_within_runs(head):
         u, v, cc = text[a], text[b], cls[a]
         su, sv = size[u], size[v]
         small = np.minimum(su, sv)

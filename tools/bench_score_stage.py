@@ -78,7 +78,7 @@ def main(argv: list[str]) -> int:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from privacy_audit.audit.benchmarks.scale import BATCH, build_model, make_texts
+    from privacy_audit.audit.benchmarks.scale import _plain, build_model, make_texts
     from privacy_audit.audit.scale import stream
     from privacy_audit.defenses.targets import scoring
     from privacy_audit.defenses.targets.loading import (
@@ -138,16 +138,7 @@ def main(argv: list[str]) -> int:
 
     def plain(texts=texts) -> dict[str, float]:
         u0 = usage()
-        with torch.no_grad():
-            for i in range(0, len(texts), BATCH):
-                enc = hf(
-                    texts[i : i + BATCH],
-                    truncation=True,
-                    max_length=tokens,
-                    padding=True,
-                    return_tensors="pt",
-                )
-                plain_model(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"])
+        _plain(plain_model, hf, texts, tokens)  # the bench's own plain loop
         return delta(u0, usage())
 
     full = "--full-run" in argv
