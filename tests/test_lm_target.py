@@ -124,8 +124,9 @@ def test_token_statistics_match_the_explicit_distribution():
 
     The statistics are computed in the logits' dtype (issue 38 item 3): on a float64 model
     they equal the float64 hand loop to 1e-12; on the same model in float32 they are within
-    the float32 bound of ``logit_stats`` (u (2 + log V) on log p, u = 2^-24; the moments
-    within the same order), which a float32 exp's one-ulp error already reaches."""
+    the float32 bound of ``logit_stats`` (u (2 + log V) on log p, u = 2^-24, at this
+    5-token vocabulary, which is summed in float64; the moments within the same order),
+    which a float32 exp's one-ulp error already reaches."""
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel
 

@@ -264,8 +264,9 @@ def token_statistics_from_logits(
     :func:`~privacy_audit.defenses.targets.logit_stats.position_statistics`: log p, the
     mean and variance of log p over the vocabulary and the top-1 token in one blocked sweep
     in the logits' dtype (float32; bf16 / fp16 upcast to float32 per block; float64 stays
-    float64), sums over the vocabulary in float64, T values kept per text. Its module
-    states the error bound against float64 (log p within u (2 + log V), u = 2^-24)."""
+    float64), sums over the vocabulary as float32 sums of 64 entries added in float64, T
+    values kept per text. Its module states the error bound against float64 (log p within
+    u (65 + log V), u = 2^-24)."""
     from privacy_audit.defenses.targets.logit_stats import position_statistics
 
     targets = input_ids[:, 1:]
