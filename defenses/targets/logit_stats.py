@@ -27,8 +27,9 @@ in float64 too. All three sums have terms of one sign (e >= 0, e x <= 0, e (x - 
 so a chunk's float32 sum, in any order, is within gamma_63 ~ 63u of its exact value
 relative (Higham, Accuracy and Stability, eq. 4.4: every summation tree of k terms has
 depth <= k - 1), and the float64 stage adds V * 2^-53 (< 1e-11 for V < 10^5). Summing
-whole rows in float32 would allow V u (3e-3 at V = 50,257); summing every term in float64
-cost 3 of the sweep's 10 passes' time. The top-1 token comes from the same chunks: the
+whole rows in float32 would allow V u (3e-3 at V = 50,257); summing every term in float64,
+with the top-1 from ``max``'s indices, made the sweep 45.4 ms per 256 positions at V =
+50,257 against 30.9 ms now (docs/startup-and-costs.md). The top-1 token comes from the same chunks: the
 first chunk whose max equals the row's max, then the first index within it (the argmax
 with its index is ten times the cost of a plain max on this CPU).
 
@@ -44,7 +45,7 @@ each chunked sum adds K u relative. Hence each e_i carries a relative error of a
 
 (K enters log S once, the mean sum(e x) / S through its numerator and S, and sigma^2
 through its numerator and S). Since x <= 0 and S >= 1, E|x| = H(p) - log S <= log V, so
-for GPT-2's V = 50,257 (log V = 10.8) log p is within 4.4e-6 of the float64 value in the
+for GPT-2's V = 50,257 (log V = 10.8) log p is within 4.5e-6 of the float64 value in the
 worst case (observed: below 1e-7; the per-term errors average out), and mu within about
 1e-4 in the worst case (observed: below 1e-6). A vocabulary of fewer than 64 entries is
 summed in float64 throughout (K = 0 there). ``tests/test_logit_stats_precision.py`` checks
