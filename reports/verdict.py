@@ -628,7 +628,9 @@ def verdict_level(run: dict) -> tuple[str, str]:
     otherwise ``inconclusive``: the intervals still reach the HIGH range, so the sample is
     too small to call the leakage low. The reason names the per-class sample size at
     which each interval's upper end would fall below its threshold if the point estimate
-    stayed where it is (interval width shrinking as 1/sqrt(n)).
+    stayed where it is (interval width shrinking as 1/sqrt(n)). Also ``inconclusive``:
+    an AUC-route HIGH or MODERATE whose AUC interval starts below the detectable AUC of a
+    sub-sampled split check (:func:`split_resolution`).
 
     The run names its strongest attack two ways (``strongest_attack``: the best TPR at
     the lowest resolvable FPR; ``strongest_attack_by_auc``); when they differ the level is
@@ -864,7 +866,10 @@ def verdict_for_run(run: dict) -> dict:
       high one; not proof of privacy.
     * ``"inconclusive"``: otherwise — an interval still reaches the HIGH range (or
       the TPR is not measured), so the sample is too small; the text names the
-      sample size that would decide (see :func:`verdict_level`).
+      sample size that would decide (see :func:`verdict_level`). Or an AUC-route HIGH
+      or MODERATE below the resolution of a sub-sampled split check
+      (:func:`split_resolution`): the effect could come from an undetected difference
+      between the sets.
 
     A missing bound counts as not meeting its rule. Independently of the level,
     the text reports the claim check of :func:`check_claim`; when the claimed
