@@ -628,7 +628,9 @@ def verdict_level(run: dict) -> tuple[str, str]:
     otherwise ``inconclusive``: the intervals still reach the HIGH range, so the sample is
     too small to call the leakage low. The reason names the per-class sample size at
     which each interval's upper end would fall below its threshold if the point estimate
-    stayed where it is (interval width shrinking as 1/sqrt(n)).
+    stayed where it is (interval width shrinking as 1/sqrt(n)). Also ``inconclusive``:
+    an AUC-route HIGH or MODERATE whose AUC interval starts below the detectable AUC of a
+    sub-sampled split check (:func:`split_resolution`).
 
     The run names its strongest attack two ways (``strongest_attack``: the best TPR at
     the lowest resolvable FPR; ``strongest_attack_by_auc``); when they differ the level is
@@ -638,7 +640,32 @@ def verdict_level(run: dict) -> tuple[str, str]:
     attack = verdict_attack(run)
     if attack is None:
         return "not-measured", ""
-    return _level_of(attack, battery_beats_chance(run))
+    return _level_of(attack, battery_beats_chance(run), split_resolution(run))
+
+
+def split_resolution(run: dict) -> dict | None:
+    """What the split check could rule out when it read fewer texts than the attacks:
+    ``{"detectable_auc", "n_members", "n_nonmembers"}`` of its blind classifier when that
+    classifier was sub-sampled (audit/split_check.py ``MAX_BLIND_PER_CLASS``), else None.
+
+    Why it matters: at 10^4-10^5 texts per side an attack's AUC interval is a few
+    thousandths wide, while the sub-sampled check detects (80% power, its 1% level) only a
+    blind AUC of ``detectable_auc`` (0.556 at 1,000 per class). A difference between the
+    two sets smaller than that passes the check and is measured by every attack; an
+    effect below it cannot be attributed to training. Without sub-sampling the check
+    reads the attacks' own texts and this rule does not apply."""
+    check = run.get("split_check")
+    if not isinstance(check, dict):
+        return None
+    blind = check.get("blind") or {}
+    det = as_finite(blind.get("detectable_auc"))
+    if blind.get("subsampled") is not True or det is None:
+        return None
+    return {
+        "detectable_auc": det,
+        "n_members": blind.get("n_members"),
+        "n_nonmembers": blind.get("n_nonmembers"),
+    }
 
 
 def battery_beats_chance(run: dict) -> bool:
@@ -663,8 +690,10 @@ def verdict_attack(run: dict) -> dict | None:
         return None
     other = _by_auc(run, attack)
     if other is not None:
-        fw = battery_beats_chance(run)
-        if _SEVERITY.get(_level_of(other, fw)[0], -1) > _SEVERITY.get(_level_of(attack, fw)[0], -1):
+        fw, res = battery_beats_chance(run), split_resolution(run)
+        if _SEVERITY.get(_level_of(other, fw, res)[0], -1) > _SEVERITY.get(
+            _level_of(attack, fw, res)[0], -1
+        ):
             return other
     return attack
 
@@ -681,12 +710,20 @@ def _by_auc(run: dict, attack: dict) -> dict | None:
     return next((a for a in ok_attacks(run) if a.get("attack") == name), None)
 
 
-def _level_of(attack: dict, beats_chance: bool = True) -> tuple[str, str]:
+def _level_of(
+    attack: dict, beats_chance: bool = True, resolution: dict | None = None
+) -> tuple[str, str]:
     """:func:`verdict_level`'s rules on one attack; ``beats_chance`` is the battery's
     family-wise test (:func:`battery_beats_chance`), without which an AUC interval above
     0.5 alone is not MODERATE. HIGH and the ε-bound route are not gated by it: the test
     reads AUCs only, and a leak in the tail (a few members exposed at low FPR) can leave
-    every AUC near 0.5, so gating them could turn a real leak into an all-clear."""
+    every AUC near 0.5, so gating them could turn a real leak into an all-clear.
+
+    ``resolution`` (:func:`split_resolution`): when the split check read a sub-sample, an
+    AUC-route HIGH or MODERATE whose AUC interval starts below the check's detectable
+    AUC is ``inconclusive`` (an undetected difference between the sets could carry it),
+    never LOW (a real leak of that size is not ruled out either). The TPR and ε-bound
+    routes are kept: they read the tail, which the blind AUC does not describe."""
     auc = metric(attack, "auc") or {}
     tpr = measured_metric(attack, TPR_1)
     lb = metric(attack, EPS_LB)
@@ -698,14 +735,18 @@ def _level_of(attack: dict, beats_chance: bool = True) -> tuple[str, str]:
     tpr_lo = as_float(tpr.get("ci_low")) if tpr else None
     tpr_hi = as_float(tpr.get("ci_high")) if tpr else None
     lb_v = as_float(lb.get("value")) if lb else None
-    if (auc_lo is not None and auc_lo >= HIGH_AUC_CI_LOW) or (
-        tpr_lo is not None and tpr_lo >= HIGH_TPR_CI_LOW
-    ):
+    if tpr_lo is not None and tpr_lo >= HIGH_TPR_CI_LOW:
         return "high", ""
-    if (auc_lo is not None and auc_lo > CHANCE_AUC and beats_chance) or (
-        lb_v is not None and lb_v > 0
-    ):
+    det = resolution.get("detectable_auc") if resolution else None
+    unresolved = det is not None and auc_lo is not None and auc_lo < det
+    if auc_lo is not None and auc_lo >= HIGH_AUC_CI_LOW and not unresolved:
+        return "high", ""
+    if lb_v is not None and lb_v > 0:
         return "moderate", ""
+    if auc_lo is not None and auc_lo > CHANCE_AUC and beats_chance:
+        if not unresolved:
+            return "moderate", ""
+        return "inconclusive", _unresolved_text(attack, auc, resolution)
     auc_ok = auc_hi is not None and auc_hi < HIGH_AUC_CI_LOW
     tpr_ok = tpr_hi is not None and tpr_hi < HIGH_TPR_CI_LOW
     if auc_ok and tpr_ok:
@@ -781,6 +822,28 @@ def _level_of(attack: dict, beats_chance: bool = True) -> tuple[str, str]:
     return "inconclusive", why
 
 
+#: the start of the reason :func:`_unresolved_text` gives (the verdict text keys on it)
+UNRESOLVED_LEAD = "the effect is smaller than the split check resolves"
+
+
+def _unresolved_text(attack: dict, auc: dict, resolution: dict) -> str:
+    """Why an AUC interval above chance is inconclusive on a sub-sampled split check."""
+    n_m, n_n = resolution.get("n_members"), resolution.get("n_nonmembers")
+    det = float(resolution["detectable_auc"])
+    return (
+        f"{UNRESOLVED_LEAD}: the strongest attack's AUC interval [{auc['ci_low']:.3f}, "
+        f"{auc['ci_high']:.3f}] on {attack.get('n_members')} members and "
+        f"{attack.get('n_nonmembers')} non-members lies above 0.5 but starts below {det:.3f}, "
+        f"the smallest blind AUC the split check detects with 80% power on its sub-sample of "
+        f"{n_m} members and {n_n} non-members, so a difference between the two sets this "
+        "small could pass the check unnoticed and would carry the same effect; it can be "
+        "attributed neither to training nor to the data. Draw the two sets at random from "
+        "one source (then the effect is training's), or audit on at most "
+        f"{max(x for x in (n_m, n_n) if isinstance(x, int))} texts per side, where the split "
+        "check reads every text"
+    )
+
+
 def verdict_for_run(run: dict) -> dict:
     """Plain-language membership-leakage verdict for one run.
 
@@ -803,7 +866,10 @@ def verdict_for_run(run: dict) -> dict:
       high one; not proof of privacy.
     * ``"inconclusive"``: otherwise — an interval still reaches the HIGH range (or
       the TPR is not measured), so the sample is too small; the text names the
-      sample size that would decide (see :func:`verdict_level`).
+      sample size that would decide (see :func:`verdict_level`). Or an AUC-route HIGH
+      or MODERATE below the resolution of a sub-sampled split check
+      (:func:`split_resolution`): the effect could come from an undetected difference
+      between the sets.
 
     A missing bound counts as not meeting its rule. Independently of the level,
     the text reports the claim check of :func:`check_claim`; when the claimed
@@ -902,11 +968,12 @@ def verdict_for_run(run: dict) -> dict:
             "treat membership of individual examples as partly exposed."
         )
     elif level == "inconclusive":
-        lead = (
-            "the strongest attack's scores are all tied, so it measured nothing"
-            if "score of the strongest attack is tied" in undecided
-            else "the sample is too small to call the leakage low"
-        )
+        if "score of the strongest attack is tied" in undecided:
+            lead = "the strongest attack's scores are all tied, so it measured nothing"
+        elif undecided.startswith(UNRESOLVED_LEAD):
+            lead = "an effect is measured, but it is below the split check's resolution"
+        else:
+            lead = "the sample is too small to call the leakage low"
         text = f"Inconclusive: {lead}. The strongest attack ({name}) reaches {auc_txt}"
         text += f" and {tpr_txt}" if tpr_txt else ""
         text += f"; {undecided}. Do not read this as a low-leakage result."

@@ -1,6 +1,7 @@
 """Tokenize once (issue 38, item 2): in ``run --model`` every member / non-member text is
 encoded by the tokenizer once, and a text cut to ``max_length`` twice (its head, to find
-the cut, then the cut text, whose ids are checked and then scored), counted with a
+the cut, then the cut text, whose ids are checked and then scored; a word-level tokenizer
+here, so no cut is proven stable: tests/test_stable_cuts.py), counted with a
 wrapper around the Hugging Face tokenizer's ``__call__``, end to end through the CLI."""
 
 from __future__ import annotations

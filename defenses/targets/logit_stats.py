@@ -27,8 +27,9 @@ in float64 too. All three sums have terms of one sign (e >= 0, e x <= 0, e (x - 
 so a chunk's float32 sum, in any order, is within gamma_63 ~ 63u of its exact value
 relative (Higham, Accuracy and Stability, eq. 4.4: every summation tree of k terms has
 depth <= k - 1), and the float64 stage adds V * 2^-53 (< 1e-11 for V < 10^5). Summing
-whole rows in float32 would allow V u (3e-3 at V = 50,257); summing every term in float64
-cost 3 of the sweep's 10 passes' time. The top-1 token comes from the same chunks: the
+whole rows in float32 would allow V u (3e-3 at V = 50,257); summing every term in float64,
+with the top-1 from ``max``'s indices, made the sweep 45.4 ms per 256 positions at V =
+50,257 against 30.9 ms now (docs/startup-and-costs.md). The top-1 token comes from the same chunks: the
 first chunk whose max equals the row's max, then the first index within it (the argmax
 with its index is ten times the cost of a plain max on this CPU).
 
@@ -44,7 +45,7 @@ each chunked sum adds K u relative. Hence each e_i carries a relative error of a
 
 (K enters log S once, the mean sum(e x) / S through its numerator and S, and sigma^2
 through its numerator and S). Since x <= 0 and S >= 1, E|x| = H(p) - log S <= log V, so
-for GPT-2's V = 50,257 (log V = 10.8) log p is within 4.4e-6 of the float64 value in the
+for GPT-2's V = 50,257 (log V = 10.8) log p is within 4.5e-6 of the float64 value in the
 worst case (observed: below 1e-7; the per-term errors average out), and mu within about
 1e-4 in the worst case (observed: below 1e-6). A vocabulary of fewer than 64 entries is
 summed in float64 throughout (K = 0 there). ``tests/test_logit_stats_precision.py`` checks
@@ -89,13 +90,28 @@ def summed_terms(width: int, dtype: torch.dtype) -> int:
     return CHUNK if compute_dtype(dtype) == torch.float32 and width >= CHUNK else 1
 
 
-def _row_sums(a: torch.Tensor, main: int) -> torch.Tensor:
-    """Float64 row sums of ``a`` [b, V]: the first ``main`` entries (a multiple of CHUNK)
-    as float32 sums of CHUNK entries added in float64, the rest in float64."""
-    out = a[:, main:].sum(-1, dtype=torch.float64)
-    if main:
-        out += a[:, :main].view(a.shape[0], -1, CHUNK).sum(-1).sum(-1, dtype=torch.float64)
+def _row_sums(a: torch.Tensor, main: int, out: torch.Tensor) -> torch.Tensor:
+    """Float64 row sums of ``a`` [b, V] into ``out`` [b]: the first ``main`` entries (a
+    multiple of CHUNK) as float32 sums of CHUNK entries added in float64, the rest in
+    float64 (no tail pass when ``main`` is the whole row, e.g. V = 4,096)."""
+    width = a.shape[1]
+    if not main:
+        return torch.sum(a, -1, dtype=torch.float64, out=out)
+    torch.sum(a[:, :main].view(a.shape[0], -1, CHUNK).sum(-1), -1, dtype=torch.float64, out=out)
+    if main < width:
+        out += a[:, main:].sum(-1, dtype=torch.float64)
     return out
+
+
+_OFFSETS: dict[str, torch.Tensor] = {}
+
+
+def _offsets(device) -> torch.Tensor:
+    """``arange(CHUNK)`` on ``device``, made once."""
+    key = str(device)
+    if key not in _OFFSETS:
+        _OFFSETS[key] = torch.arange(CHUNK, device=device)
+    return _OFFSETS[key]
 
 
 def _max_and_first_argmax(r: torch.Tensor, main: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -106,7 +122,7 @@ def _max_and_first_argmax(r: torch.Tensor, main: int) -> tuple[torch.Tensor, tor
         return r.max(-1)
     chunk_max = r[:, :main].reshape(b, -1, CHUNK).amax(-1)
     top, j = chunk_max.max(-1)  # the first chunk holding the main part's max
-    idx = (j * CHUNK).unsqueeze(-1) + torch.arange(CHUNK, device=r.device)
+    idx = (j * CHUNK).unsqueeze(-1) + _offsets(r.device)
     first = idx.gather(-1, r.gather(-1, idx).argmax(-1, keepdim=True)).squeeze(-1)
     if main == width:
         return top, first
@@ -142,33 +158,37 @@ def position_statistics(
     buf_e = torch.empty_like(buf_x)  # e = exp(x)
     buf_t = torch.empty_like(buf_x)  # e x, then e (x - c)^2
     same = rows.dtype == ct
+    # per position, float64: S, sum(e x), sum(e (x - c)^2) and the max; combined into
+    # log p, mu and sigma^2 once after the sweep (fewer small operations per block)
+    total, first, second = torch.empty_like(lp), torch.empty_like(lp), torch.empty_like(lp)
+    top = torch.empty(n, dtype=rows.dtype, device=dev)
     for s in range(0, n, block):
         r = rows[s : s + block]
         b = r.shape[0]
         x, e, t = buf_x[:b], buf_e[:b], buf_t[:b]
         m, top1[s : s + b] = _max_and_first_argmax(r, whole)
+        top[s : s + b] = m
         if same:
             torch.sub(r, m.unsqueeze(-1), out=x)
         else:  # bf16 / fp16: upcast first, then subtract in float32
             x.copy_(r)
             x.sub_(m.to(ct).unsqueeze(-1))
         torch.exp(x, out=e)
-        total = _row_sums(e, main)  # S >= 1 (the max's own term is exp(0) = 1)
-        log_z = total.log()
+        tot = _row_sums(e, main, total[s : s + b])  # S >= 1 (the max's own term is exp(0))
         torch.mul(e, x, out=t)
-        mean_x = _row_sums(t, main) / total  # E_p[x]
-        c = mean_x.to(ct)
+        c = _row_sums(t, main, first[s : s + b]).div(tot).to(ct)  # E_p[x], work dtype
         x.sub_(c.unsqueeze(-1))  # x - c: the second moment about the mean
         torch.mul(e, x, out=t)
         t.mul_(x)
-        # E_p[(x - c)^2] = sigma^2 + (E_p[x] - c)^2; c is E_p[x] within (K + 1) u log V, so
-        # the second term is below ((K + 1) u log V)^2 < 2e-10, second order, not subtracted
-        second = _row_sums(t, main) / total
-        # r_t - m in float64: exact, so log p(x_t) carries only log S's error
-        tgt = r.gather(-1, targets[s : s + b].unsqueeze(-1)).squeeze(-1).double()
-        lp[s : s + b] = tgt - m.double() - log_z
-        mu[s : s + b] = mean_x - log_z
-        var[s : s + b] = second
+        _row_sums(t, main, second[s : s + b])
+    log_z = total.log()
+    # r_t - m in float64: exact, so log p(x_t) carries only log S's error
+    tgt = rows.gather(-1, targets.unsqueeze(-1)).squeeze(-1).double()
+    lp.copy_(tgt - top.double() - log_z)
+    mu.copy_(first / total - log_z)  # E_p[x] - log S
+    # E_p[(x - c)^2] = sigma^2 + (E_p[x] - c)^2; c is E_p[x] within (K + 1) u log V, so
+    # the second term is below ((K + 1) u log V)^2 < 2e-10, second order, not subtracted
+    var.copy_(second / total)
     return lp, mu, var, top1
 
 

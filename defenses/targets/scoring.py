@@ -79,10 +79,16 @@ class HFTokenizer:
         # (truncate_text) leaves here the ids of the cut text it verified, and those are
         # the ids that drop_unscored, the scoring pass (encode / row), every attack
         # (token_ids) and a reference model sharing this object then read: a text is
-        # encoded once, a cut text twice (its head, to find the cut, then the cut text,
-        # to check that it re-encodes to the kept ids). Memory: 4 bytes per kept token.
+        # encoded once, a cut text once when the cut provably re-encodes to the kept ids
+        # (stable_cuts: a byte-level BPE cut between two pre-tokens), else twice (its
+        # head, to find the cut, then the cut text, to check that it re-encodes to the
+        # kept ids). Memory: 4 bytes per kept token.
         self._encoded: dict[str, np.ndarray] = {}
         self._cuts: dict[tuple[str, int], str] = {}  # (text, budget) -> the cut text
+        # Whether a cut at a pre-token boundary provably re-encodes to the kept ids, so
+        # truncate_text need not re-encode the cut text to check (None: not yet read).
+        self._stable_cuts: bool | None = None
+        self._byte_decoder: dict[str, int] | None = None
         # The longest token string bounds how many characters max_length tokens can
         # cover; texts are cut to (a multiple of) that many characters before they are
         # tokenized.
@@ -172,22 +178,24 @@ class HFTokenizer:
         comes from this tokenizer's own longest token."""
         return (max_tokens + 1) * self.max_token_chars
 
-    def _head(self, text: str, budget: int) -> tuple[list[int], bool, list[int] | None]:
-        """``(ids, cut, ends)``: the first ``budget`` token ids of ``text`` (no special
-        tokens) exactly as in the tokenization of the whole text, whether the text had
-        more, and the character offset where each kept token ends (None without offsets).
+    def _head(self, text: str, budget: int) -> tuple[list[int], bool, list[int] | None, bool]:
+        """``(ids, cut, ends, boundary)``: the first ``budget`` token ids of ``text`` (no
+        special tokens) exactly as in the tokenization of the whole text, whether the text
+        had more, the character offset where each kept token ends (None without offsets),
+        and whether the cut falls between two pre-tokens (the last kept token and the first
+        dropped one belong to different pre-tokenizer words; False when not known).
 
         Only a prefix of the text is tokenized (work stays O(max_length)); it grows until
         it holds more than ``budget`` tokens and a whitespace lies after the kept ones, so
         the word the prefix cuts in two cannot change them."""
         known = self._encoded.get(text)
         if known is not None and known.size <= budget:  # the whole text's ids, made once
-            return known.tolist(), False, None
+            return known.tolist(), False, None, False
         fast = bool(getattr(self.hf, "is_fast", False))
         if getattr(self.hf, "truncation_side", "right") == "left":
             ids = list(self.hf(text, add_special_tokens=False)["input_ids"])
             self._remember(text, ids)
-            return ids[-budget:], len(ids) > budget, None
+            return ids[-budget:], len(ids) > budget, None, False
         cap = self.char_cap(budget)
         while True:
             capped = text[:cap]
@@ -198,15 +206,65 @@ class HFTokenizer:
                 self._remember(text, ids)
             if len(ids) <= budget:
                 if whole:
-                    return ids, False, None
+                    return ids, False, None, False
             elif not fast:
                 if whole or len(ids) > budget + 1:
-                    return ids[:budget], True, None
+                    return ids[:budget], True, None, False
             else:
                 ends = [int(e) for _, e in enc["offset_mapping"][:budget]]
                 if whole or any(c.isspace() for c in capped[ends[-1] :]):
-                    return ids[:budget], True, ends
+                    words = enc.word_ids()
+                    last, after = words[budget - 1], words[budget]
+                    boundary = last is not None and after is not None and last != after
+                    return ids[:budget], True, ends, boundary
             cap *= 2
+
+    def stable_cuts(self) -> bool:
+        r"""Whether a cut between two pre-tokens provably re-encodes to the kept ids: a
+        byte-level BPE (no dropout) behind the GPT-2 regex pre-tokenizer (``ByteLevel``
+        with ``use_regex``) and no normalizer (GPT-2, OPT and this suite's test
+        tokenizers; anything else is checked by re-encoding).
+
+        Why: the text is cut where one pre-token ends and the next begins. Every
+        pre-token the regex matched before the cut ends at or before it, and each match
+        depends only on characters before its end and on the one after it: the greedy
+        letter, number and symbol classes stop at the first character of another class,
+        and ``\s+(?!\S)`` looks one character ahead. In the cut text the last match
+        stops at the end of the string instead, at the same place, and a whitespace run
+        that ended before a non-space keeps its length (at the end of the string the
+        lookahead also holds). So the cut text pre-tokenizes into the same words, BPE
+        encodes each word on its own, and the ids are the kept ones."""
+        if self._stable_cuts is None:
+            self._stable_cuts = False
+            backend = getattr(self.hf, "backend_tokenizer", None)
+            if backend is not None and bool(getattr(self.hf, "is_fast", False)):
+                import json
+
+                try:
+                    spec = json.loads(backend.to_str())
+                except (TypeError, ValueError):
+                    spec = {}
+                pre = spec.get("pre_tokenizer") or {}
+                model = spec.get("model") or {}
+                self._stable_cuts = bool(
+                    spec.get("normalizer") is None
+                    and pre.get("type") == "ByteLevel"
+                    and pre.get("use_regex", True)
+                    and model.get("type") == "BPE"
+                    and not model.get("dropout")
+                )
+        return self._stable_cuts
+
+    def _token_text(self, token_id: int) -> str | None:
+        """The text of one byte-level token, or None when its bytes are not whole UTF-8
+        characters (a character split between two tokens) or not byte-level symbols."""
+        if self._byte_decoder is None:
+            self._byte_decoder = {ch: b for b, ch in _byte_level_alphabet().items()}
+        try:
+            raw = bytes(self._byte_decoder[ch] for ch in self.vocab[token_id])
+            return raw.decode("utf-8")
+        except (KeyError, IndexError, UnicodeDecodeError):
+            return None
 
     def _remember(self, text: str, ids: list[int]) -> None:
         """Keep ``ids``, the encoding of the whole ``text`` (see ``_encoded``)."""
@@ -252,16 +310,31 @@ class HFTokenizer:
         """The prefix of ``text`` that :meth:`encode` keeps under ``max_length``: the data
         is cut to it once, so zlib and every other per-example signal see exactly the
         scored text. The cut lies at a kept token's end, stepped back a token when the
-        cut text would tokenize differently (a word cut inside a merge), so the cut
-        text's encoding is the truncated encoding (or a prefix of it)."""
+        cut text would tokenize differently (a character split between byte tokens, a
+        trimmed white-space offset, another tokenizer's rules), so the cut text's
+        encoding is the truncated encoding (or a prefix of it). Where :meth:`stable_cuts`
+        proves it (a cut between two pre-tokens, ending in the last kept token's own
+        text), the cut text is not re-encoded to check (issue 38: about 0.45 ms per cut
+        text at 256 tokens, 9 s of a 10,000-per-side run)."""
         budget = self._budget(max_length, self.suffix)
         done = self._cuts.get((text, budget))
         if done is not None:  # e.g. the test set is the non-members: cut once
             return done
-        ids, cut, ends = self._head(text, budget)
+        ids, cut, ends, boundary = self._head(text, budget)
         if not cut:
             return text
         piece = None
+        if ends is not None and boundary and self.stable_cuts():
+            # a cut between two pre-tokens re-encodes to the kept ids (stable_cuts); the
+            # last kept token's own text, ending the cut text in a non-space, shows that
+            # its offset is exact (offsets of whitespace-only tokens may be trimmed)
+            last = self._token_text(ids[-1])
+            end = ends[-1]
+            if last and not last[-1].isspace() and text[:end].endswith(last):
+                piece = text[:end]
+                self._remember(piece, ids)
+                self._cuts[(text, budget)] = piece
+                return piece
         if ends is not None:
             for k in range(len(ids), 0, -1):
                 piece = text[: ends[k - 1]]
@@ -299,6 +372,19 @@ class HFTokenizer:
     def decode(self, ids) -> str:
         special = {self.bos_id, self.eos_id, self.pad_id}
         return self.hf.decode([int(i) for i in ids if int(i) not in special])
+
+
+def _byte_level_alphabet() -> dict[int, str]:
+    """The byte -> character map of byte-level BPE (GPT-2): printable Latin-1 bytes map to
+    themselves, the other 68 bytes to the characters from U+0100 on, in byte order."""
+    keep = [*range(ord("!"), ord("~") + 1), *range(0xA1, 0xAC + 1), *range(0xAE, 0xFF + 1)]
+    out = {b: chr(b) for b in keep}
+    extra = 0
+    for b in range(256):
+        if b not in out:
+            out[b] = chr(256 + extra)
+            extra += 1
+    return out
 
 
 def same_tokenizer(a: HFTokenizer, b: HFTokenizer) -> str | None:
