@@ -646,7 +646,7 @@ def verdict_level(run: dict) -> tuple[str, str]:
 def split_resolution(run: dict) -> dict | None:
     """What the split check could rule out when it read fewer texts than the attacks:
     ``{"detectable_auc", "n_members", "n_nonmembers"}`` of its blind classifier when that
-    classifier was sub-sampled (audit/split_check.py ``MAX_BLIND_PER_CLASS``), else None.
+    classifier was sub-sampled (attacks/split_check.py ``MAX_BLIND_PER_CLASS``), else None.
 
     Why it matters: at 10^4-10^5 texts per side an attack's AUC interval is a few
     thousandths wide, while the sub-sampled check detects (80% power, its 1% level) only a

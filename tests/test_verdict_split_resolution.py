@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from sklearn.metrics import roc_auc_score
 
-import privacy_audit.audit.split_check as split_check
+import privacy_audit.attacks.split_check as split_check
 from privacy_audit.attacks.metrics import membership_metrics
 from privacy_audit.reports.html import render_html
 from privacy_audit.reports.verdict import split_resolution, verdict_for_run, verdict_level
