@@ -333,3 +333,29 @@ def test_wheel_and_testing_cabal_fixtures_side_by_side(wheel, tmp_path):
         assert r.returncode == 2 and "source checkout" in r.stderr, (argv, r.stderr[-2000:])
         assert len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert not (tmp_path / "e.json").exists()
+    # the user's commands run from the wheel alone (issue 39): run on a saved model, score
+    # on a CSV, the gate on both records, and the bring-your-own-model bench
+    from tests.own_models import build_causal_lm, random_texts, save, word_tokenizer, write_lines
+
+    tok = word_tokenizer()
+    model = save(build_causal_lm("gpt2", len(tok), seed=0, d=32), tok, tmp_path / "model")
+    texts = random_texts(60, 3)
+    m = write_lines(tmp_path / "m.txt", texts[:30])
+    n = write_lines(tmp_path / "n.txt", texts[30:])
+    cli = str(venv / "bin" / "privacy-audit")
+    argv = ["run", "--model", str(model), "--members", str(m), "--nonmembers", str(n)]
+    r = _run([cli, *argv, "--max-length", "32", "--out", "o", "--quiet"], tmp_path, env, 300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    run = json.loads((tmp_path / "o" / "results.json").read_text(encoding="utf-8"))["runs"][0]
+    assert run["verdict"]["level"] in ("low", "inconclusive", "moderate", "high")
+    assert sum(a.get("status") == "ok" for a in run["attacks"]) >= 4
+    rows = ["score,member"] + [f"{0.01 * i},{int(i % 2 == 0)}" for i in range(200)]
+    (tmp_path / "s.csv").write_text("\n".join(rows) + "\n", encoding="utf-8")
+    r = _run([cli, "score", "s.csv", "--out", "so", "--bootstrap", "100"], tmp_path, env, 300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    for record in ("o", "so"):
+        r = _run([cli, "gate", f"{record}/results.json", "--max-auc", "0.99"], tmp_path, env)
+        assert r.returncode == 0, (record, r.stdout[-2000:], r.stderr[-2000:])
+    r = _run([cli, "bench", "byo-lm", "--quick", "--out", "b.json"], tmp_path, env, 600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert json.loads((tmp_path / "b.json").read_text(encoding="utf-8"))
