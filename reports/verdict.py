@@ -830,17 +830,18 @@ def _unresolved_text(attack: dict, auc: dict, resolution: dict) -> str:
     """Why an AUC interval above chance is inconclusive on a sub-sampled split check."""
     n_m, n_n = resolution.get("n_members"), resolution.get("n_nonmembers")
     det = float(resolution["detectable_auc"])
+    sizes = [x for x in (n_m, n_n) if isinstance(x, int) and not isinstance(x, bool)]
+    cap = f"{max(sizes)} texts per side" if sizes else "the split check's sample size per side"
     return (
-        f"{UNRESOLVED_LEAD}: the strongest attack's AUC interval [{auc['ci_low']:.3f}, "
-        f"{auc['ci_high']:.3f}] on {attack.get('n_members')} members and "
-        f"{attack.get('n_nonmembers')} non-members lies above 0.5 but starts below {det:.3f}, "
+        f"{UNRESOLVED_LEAD}: the strongest attack's AUC {ci(auc)} on "
+        f"{attack.get('n_members')} members and {attack.get('n_nonmembers')} non-members "
+        f"lies above 0.5 but its interval starts below {det:.3f}, "
         f"the smallest blind AUC the split check detects with 80% power on its sub-sample of "
         f"{n_m} members and {n_n} non-members, so a difference between the two sets this "
         "small could pass the check unnoticed and would carry the same effect; it can be "
         "attributed neither to training nor to the data. Draw the two sets at random from "
-        "one source (then the effect is training's), or audit on at most "
-        f"{max(x for x in (n_m, n_n) if isinstance(x, int))} texts per side, where the split "
-        "check reads every text"
+        f"one source (then the effect is training's), or audit on at most {cap}, where "
+        "the split check reads every text"
     )
 
 

@@ -86,6 +86,15 @@ def test_the_rule_never_turns_an_effect_into_low_and_keeps_the_tail_routes():
     assert verdict_level(_run(_attack(0.5005, 0.498, 0.503), blind))[0] == "low"
 
 
+def test_the_reason_survives_a_missing_upper_end_and_missing_sizes():
+    att = _attack(0.53, 0.51, None)
+    blind = {"detectable_auc": 0.556, "subsampled": True}
+    lvl, why = verdict_level(_run(att, blind))
+    assert lvl == "inconclusive" and why.startswith("the effect is smaller")
+    assert "the split check's sample size per side" in why
+    assert verdict_for_run(_run(att, blind))["level"] == "inconclusive"
+
+
 @pytest.mark.parametrize("bad", [None, float("nan"), "n/a", float("inf")])
 def test_no_resolution_without_a_finite_detectable_auc(bad):
     blind = {**BENCH_100K_BLIND, "detectable_auc": bad}
