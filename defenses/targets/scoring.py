@@ -333,9 +333,7 @@ class HFTokenizer:
             if last and not last[-1].isspace() and text[:end].endswith(last):
                 piece = text[:end]
                 self._remember(piece, ids)
-                self._cuts[(text, budget)] = piece
-                return piece
-        if ends is not None:
+        if piece is None and ends is not None:
             for k in range(len(ids), 0, -1):
                 piece = text[: ends[k - 1]]
                 if list(self.hf(piece, add_special_tokens=False)["input_ids"]) == ids[:k]:
