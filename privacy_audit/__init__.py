@@ -45,6 +45,9 @@ _API = {
     "PrivacyClaim": "privacy_audit.defenses.base",
     "PrivacyAuditCallback": "privacy_audit.audit.integrations.callbacks",
     "PrivacyMonitor": "privacy_audit.audit.integrations.callbacks",
+    "dp_check": "privacy_audit.audit.dp_check",
+    "assert_dp": "privacy_audit.audit.dp_check",
+    "DPCheckResult": "privacy_audit.audit.dp_check",
 }
 _SUBPACKAGES = ("audit", "attacks", "defenses", "reports", "fixtures", "ground")
 

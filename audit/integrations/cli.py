@@ -445,6 +445,9 @@ def build_parser() -> argparse.ArgumentParser:
     from privacy_audit.audit.epsilon.pipeline import add_parser as _canaries_parser
 
     _canaries_parser(sub)
+    from privacy_audit.audit.dp_check.command import add_parser as _dp_check_parser
+
+    _dp_check_parser(sub)
     return p
 
 
@@ -1526,6 +1529,12 @@ def _cmd_attacks(args) -> int:
     return EXIT_OK
 
 
+def _cmd_dp_check(args) -> int:
+    from privacy_audit.audit.dp_check.command import run
+
+    return run(args)
+
+
 def _cmd_canaries(args) -> int:
     from privacy_audit.audit.epsilon.pipeline import run
 
@@ -1546,6 +1555,7 @@ def main(argv: list[str] | None = None) -> int:
         "experiment": _cmd_experiment,
         "claims": _cmd_claims,
         "canaries": _cmd_canaries,
+        "dp-check": _cmd_dp_check,
         "dataset-inference": _cmd_dataset_inference,
         "attacks": _cmd_attacks,
     }[args.command]

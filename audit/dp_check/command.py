@@ -1,0 +1,162 @@
+"""``privacy-audit dp-check SETUP.py``: the parser, the handler and the terminal summary.
+
+Exit codes: 0 consistent, 1 VIOLATED, 2 bad input (one line, nothing written),
+4 inconclusive (a required check could not run or decide; ``--accept-untested``
+accepts named checks that cannot apply to your code). Progress goes to stderr as
+``[m:ss] dp-check: ...`` lines; the summary to stdout.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from privacy_audit.ground.errors import AuditError
+
+EXIT_VIOLATED, EXIT_INCONCLUSIVE = 1, 4
+CHECK_NAMES = (
+    "noise",
+    "sensitivity",
+    "coverage",
+    "sampling",
+    "schedule",
+    "accounting",
+    "cross-example",
+    "model-clipping",
+    "outside-release",
+)
+
+
+def add_parser(sub) -> None:
+    d = sub.add_parser(
+        "dp-check",
+        help="test YOUR DP-SGD code (Opacus setup or any loop): clipping, noise, coverage, "
+        "sampling and accounting, each finding with where to look (exit 0 consistent, 1 "
+        "VIOLATED, 2 bad input, 4 inconclusive)",
+    )
+    d.add_argument(
+        "setup",
+        help="SETUP.py defining make_dataset(), make_private(dataset) and CLAIM "
+        "(or PARAMS, privatize(per_example_grads) and CLAIM); see docs/dp-check.md",
+    )
+    d.add_argument(
+        "--budget",
+        type=float,
+        default=None,
+        help="seconds of wall-clock time for all checks (default 180; a typical setup "
+        "finishes well before)",
+    )
+    d.add_argument("--out", default="dp-check-out", help="output directory (default: dp-check-out)")
+    d.add_argument("--seed", type=int, default=0, help="seeds every crafted batch and replay")
+    d.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    d.add_argument(
+        "--accept-untested",
+        default="",
+        metavar="CHECK,...",
+        help="checks whose 'not tested' does not make the verdict inconclusive "
+        f"({', '.join(CHECK_NAMES)})",
+    )
+
+
+def _accepted(text: str) -> tuple[str, ...]:
+    names = tuple(n.strip() for n in text.split(",") if n.strip())
+    for n in names:
+        if n not in CHECK_NAMES:
+            import difflib
+
+            close = difflib.get_close_matches(n, CHECK_NAMES, n=1)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            raise AuditError(
+                f"--accept-untested: unknown check {n!r}{hint}; allowed: {', '.join(CHECK_NAMES)}"
+            )
+    return names
+
+
+def _fmt_eps(e: dict | None) -> str:
+    from .verdict import fmt_eps
+
+    return fmt_eps(e)
+
+
+def summary(record: dict[str, Any]) -> str:
+    """The terminal summary: the verdict, each finding with where to look, the checks."""
+    lines = []
+    v = record["verdict"].upper()
+    claim = record["claim"]
+    lines.append(f"dp-check: {v}: {record['headline']}")
+    lines.append(
+        f"  claim: ε = {claim['epsilon']:g} at δ = {claim['delta']:g} "
+        f"({claim.get('adjacency', 'add-remove')}, per {claim.get('unit', 'example')}), "
+        f"σ = {claim['noise_multiplier']:g}, C = {claim.get('max_grad_norm_total', claim['max_grad_norm'])}, "
+        f"q = {claim['sample_rate']:.4g}"
+    )
+    m = record["epsilon"].get("measured", {})
+    se = m.get("sigma_eff", {})
+    if se:
+        lines.append(
+            f"  measured: σ_eff = {_n(se.get('estimate'))} [{_n(se.get('lower'))}, "
+            f"{_n(se.get('upper'))}], scheme {m.get('scheme') or 'not tested'}, "
+            f"ε ≥ {_fmt_eps(m.get('epsilon_lower'))} (sound lower bound)"
+        )
+    for f in record["findings"]:
+        if f["severity"] == "info":
+            continue
+        eps = f" → ε ≥ {_fmt_eps(f['epsilon'])}" if f.get("epsilon") else ""
+        lines.append(f"  [{f['severity'].upper()}] {f['bug_class']}: {f['title']}{eps}")
+        lines.append(f"      measured: {f['measured']}")
+        if f.get("expected"):
+            lines.append(f"      expected: {f['expected']}")
+        if f.get("where"):
+            lines.append(f"      where to look: {f['where']}")
+    lines.append("  checks: " + ", ".join(f"{c['name']} {c['status']}" for c in record["checks"]))
+    b = record.get("budget", {})
+    if b:
+        lines.append(
+            f"  time: {b.get('wall_s', 0):.1f} s wall, {b.get('cpu_s', 0):.1f} s CPU "
+            f"(budget {b.get('seconds', 0):g} s)"
+        )
+        for note in b.get("left_out") or []:
+            lines.append(f"  left out: {note}")
+    return "\n".join(lines)
+
+
+def _n(x) -> str:
+    if x is None:
+        return "—"
+    if isinstance(x, float) and math.isinf(x):
+        return "∞"
+    return f"{x:.4g}"
+
+
+def run(args) -> int:
+    from privacy_audit.audit.outputs import check_outputs, dir_outputs
+    from privacy_audit.ground.io import dumps_json, publish_together, remove_stale_temporaries
+    from privacy_audit.reports.dp_check_view import render_dp_check
+
+    from .contract import load_setup
+    from .run import DEFAULT_BUDGET, check
+
+    budget = DEFAULT_BUDGET if args.budget is None else args.budget
+    if not (math.isfinite(budget) and budget > 0):
+        raise AuditError(f"--budget must be a number of seconds > 0, got {args.budget!r}")
+    accepted = _accepted(args.accept_untested)
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise AuditError(f"--out {str(out)!r} exists and is not a directory")
+    setup_path = Path(args.setup)
+    check_outputs(
+        dir_outputs("--out", out, ("report.html", "results.json")),
+        inputs=[("the SETUP file", setup_path)],
+    )
+    setup = load_setup(setup_path)
+    record = check(
+        setup, budget=budget, seed=args.seed, progress=not args.quiet, accept_untested=accepted
+    )
+    html = render_dp_check(record)
+    out.mkdir(parents=True, exist_ok=True)
+    remove_stale_temporaries(out)
+    publish_together(out, [("report.html", html), ("results.json", dumps_json(record))])
+    print(summary(record))
+    print(f"  wrote {out / 'report.html'} and {out / 'results.json'}")
+    return int(record["exit_code"])
