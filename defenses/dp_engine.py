@@ -196,6 +196,12 @@ class DPSGDEngine:
             self.last_norms = None
         else:
             sums, self.last_norms = self.clipped_sum(input_ids, attention_mask)
+        return self.noised(sums, generator)
+
+    def noised(self, sums: dict, generator: torch.Generator | None = None) -> dict:
+        """``(sums + N(0, σ²C²I)) / B_expected`` per parameter, one draw per parameter in
+        parameter order (the white-box canaries, when set, are added before the noise and
+        read after it). ``sums`` are the clipped sums of :meth:`clipped_sum`."""
         if self.canaries is not None:
             self.canaries.inject(sums)
         std = self.noise_multiplier * self.max_grad_norm
@@ -318,6 +324,23 @@ def accountant_inputs(q: float, steps: int, epochs: int) -> tuple[float, int]:
     return q, steps
 
 
+def poisson_picks(rows: int, sample_rate: float, steps: int, generator, shuffled: bool = False):
+    """The sampler of :func:`train_private_ids`: per step, a boolean mask of the rows drawn,
+    each independently with probability ``sample_rate`` (``shuffled``: the planted
+    shuffle bug, a permuted partition per epoch)."""
+    batches: list[Tensor] = []
+    for _ in range(steps):
+        if shuffled:  # PLANTED BUG: a shuffled partition per epoch, accounted as Poisson
+            if not batches:
+                order = torch.randperm(rows, generator=generator)
+                batches = list(torch.tensor_split(order, max(1, round(1 / sample_rate))))
+            pick = torch.zeros(rows, dtype=torch.bool)
+            pick[batches.pop(0)] = True
+        else:
+            pick = torch.rand(rows, generator=generator) < sample_rate
+        yield pick
+
+
 def train_private_ids(
     engine: DPSGDEngine,
     ids: Tensor,
@@ -350,17 +373,8 @@ def train_private_ids(
     canaries = engine.sampled_canaries  # record canaries: rows n.. of the dataset
     rows = n + (canaries.present_count if canaries is not None else 0)
     shuffled = dp_bugs.is_active("shuffle-as-poisson")
-    batches: list[Tensor] = []
     sampled = 0  # rows drawn over the run (data and record canaries): the realised q
-    for _ in range(steps):
-        if shuffled:  # PLANTED BUG: a shuffled partition per epoch, accounted as Poisson
-            if not batches:
-                order = torch.randperm(rows, generator=sampler)
-                batches = list(torch.tensor_split(order, max(1, round(1 / sample_rate))))
-            pick = torch.zeros(rows, dtype=torch.bool)
-            pick[batches.pop(0)] = True
-        else:
-            pick = torch.rand(rows, generator=sampler) < sample_rate
+    for pick in poisson_picks(rows, sample_rate, steps, sampler, shuffled):
         if canaries is not None:
             canaries.set_batch(pick[n:])
         sampled += int(pick.sum())

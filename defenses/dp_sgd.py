@@ -83,9 +83,6 @@ class DPSGD(Defense):
             )
 
     def fit(self, target, train: Examples, training: TrainingConfig, seed: int):
-        from opacus import PrivacyEngine
-
-        from privacy_audit.defenses.calibration import bounded_noise_multiplier
         from privacy_audit.defenses.targets.lm import is_lm_target
 
         if is_lm_target(target):  # causal LM: Opacus with an untied head (defenses/dp_engine.py)
@@ -105,39 +102,11 @@ class DPSGD(Defense):
             dp_bugs.insert_batch_norm(model)
         torch.manual_seed(seed)
         loader = make_loader(tokenizer, train, training, seed)
-        sample_rate = 1 / len(loader)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            sigma = bounded_noise_multiplier(  # Opacus's search, with bounds
-                target_epsilon=eps,
-                target_delta=delta,
-                sample_rate=sample_rate,
-                steps=int(training.epochs / sample_rate),
-                accountant=accountant,
+            engine, gsm, dp_optimizer, dp_loader, sigma, sample_rate, canaries = (
+                self.make_private(model, loader, training, seed)
             )
-            optimizer = torch.optim.AdamW(
-                model.parameters(), lr=training.learning_rate, weight_decay=training.weight_decay
-            )
-            # white-box canaries: coordinates from a pilot on the plain model (no data)
-            canaries = gradient_canaries_for(
-                training,
-                [p for p in model.parameters() if p.requires_grad],
-                clip,
-                sample_rate,
-                seed,
-                model=model,
-                kind="classifier",
-            )
-            engine = PrivacyEngine(accountant=accountant)
-            gsm, dp_optimizer, dp_loader = engine.make_private(
-                module=model,
-                optimizer=optimizer,
-                data_loader=loader,
-                noise_multiplier=sigma,
-                max_grad_norm=clip,
-                poisson_sampling=True,
-            )
-            record_canaries(dp_optimizer, canaries)
             observe_released(dp_optimizer)
             info = train_loop(gsm, dp_optimizer, dp_loader, training, desc="train dp-sgd")
             spent = float(engine.get_epsilon(delta))
@@ -181,6 +150,52 @@ class DPSGD(Defense):
         )
         attach_canary_record(release, info, canaries)
         return release, TrainingReport(info)
+
+    def make_private(self, model, loader, training: TrainingConfig, seed: int):
+        """The private pieces of :meth:`fit`: σ calibrated to (ε, δ) for the loader's
+        Poisson rate and the epochs, AdamW, the white-box canaries, and Opacus's
+        ``make_private`` with Poisson sampling. Returns ``(engine, model, optimizer,
+        loader, sigma, sample_rate, canaries)``; ``privacy-audit dp-check`` checks exactly
+        these (``privacy-audit bench dp-check``)."""
+        from opacus import PrivacyEngine
+
+        from privacy_audit.defenses.calibration import bounded_noise_multiplier
+
+        eps, delta = float(self.params["epsilon"]), float(self.params["delta"])
+        clip = float(self.params["max_grad_norm"])
+        accountant = self.params["accountant"]
+        sample_rate = 1 / len(loader)
+        sigma = bounded_noise_multiplier(  # Opacus's search, with bounds
+            target_epsilon=eps,
+            target_delta=delta,
+            sample_rate=sample_rate,
+            steps=int(training.epochs / sample_rate),
+            accountant=accountant,
+        )
+        optimizer = torch.optim.AdamW(
+            model.parameters(), lr=training.learning_rate, weight_decay=training.weight_decay
+        )
+        # white-box canaries: coordinates from a pilot on the plain model (no data)
+        canaries = gradient_canaries_for(
+            training,
+            [p for p in model.parameters() if p.requires_grad],
+            clip,
+            sample_rate,
+            seed,
+            model=model,
+            kind="classifier",
+        )
+        engine = PrivacyEngine(accountant=accountant)
+        gsm, dp_optimizer, dp_loader = engine.make_private(
+            module=model,
+            optimizer=optimizer,
+            data_loader=loader,
+            noise_multiplier=sigma,
+            max_grad_norm=clip,
+            poisson_sampling=True,
+        )
+        record_canaries(dp_optimizer, canaries)
+        return engine, gsm, dp_optimizer, dp_loader, sigma, sample_rate, canaries
 
 
 def record_canaries(dp_optimizer, canaries) -> None:

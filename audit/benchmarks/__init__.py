@@ -25,6 +25,7 @@ BENCHMARKS: dict[str, str] = {
     "input-hash": "privacy_audit.audit.benchmarks.input_hash:run",
     "split-check": "privacy_audit.audit.benchmarks.split_check_cost:run",
     "scale": "privacy_audit.audit.benchmarks.scale:run",
+    "dp-check": "privacy_audit.audit.benchmarks.dp_check:run",
 }
 
 __all__ = ["BENCHMARKS"]

@@ -51,6 +51,13 @@ def add_parser(sub) -> None:
     d.add_argument("--seed", type=int, default=0, help="seeds every crafted batch and replay")
     d.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     d.add_argument(
+        "--end-to-end",
+        action="store_true",
+        help="also run the crafted-dataset many-run audits (lone canary, anchor pair, "
+        "duplicate record) on your setup with the budget left: a distribution-free ε bound "
+        "(they run by themselves where the parts rest on an assumption that failed)",
+    )
+    d.add_argument(
         "--accept-untested",
         default="",
         metavar="CHECK,...",
@@ -116,6 +123,11 @@ def summary(record: dict[str, Any]) -> str:
             f"  time: {b.get('wall_s', 0):.1f} s wall, {b.get('cpu_s', 0):.1f} s CPU "
             f"(budget {b.get('seconds', 0):g} s)"
         )
+        for e in (record.get("end_to_end") or {}).get("audits") or []:
+            lines.append(
+                f"  end-to-end {e['design']}: ε ≥ {e['epsilon_lower']:.3g} from "
+                f"{e['runs_per_side']} runs per side ({e['cpu_s']:.0f} s CPU)"
+            )
         for note in b.get("left_out") or []:
             lines.append(f"  left out: {note}")
     return "\n".join(lines)
@@ -151,7 +163,12 @@ def run(args) -> int:
     )
     setup = load_setup(setup_path)
     record = check(
-        setup, budget=budget, seed=args.seed, progress=not args.quiet, accept_untested=accepted
+        setup,
+        budget=budget,
+        seed=args.seed,
+        progress=not args.quiet,
+        accept_untested=accepted,
+        end_to_end=args.end_to_end,
     )
     html = render_dp_check(record)
     out.mkdir(parents=True, exist_ok=True)

@@ -113,6 +113,7 @@ def measure_noise(
     cross = [0.0, 0.0, 0.0, 0]
     sample: list[np.ndarray] = []
     prev = None
+    first = None
     k, skipped = 0, 0
     same_shape: dict[tuple, list[str]] = {}
     for n in names:
@@ -126,9 +127,12 @@ def measure_noise(
             skipped += 1
             continue
         cur = {n: rel[n].double() for n in names if n in rel}
+        if first is None:
+            first = cur  # sums are taken around the first release: a constant is exactly 0
         for n, x in cur.items():
-            s1[n] += x
-            s2[n] += x * x
+            d = x - first[n]
+            s1[n] += d
+            s2[n] += d * d
             f = x.reshape(-1)
             if f.numel() > 1:
                 adj[0] += float((f[:-1:2] * f[1::2]).sum())
@@ -165,8 +169,8 @@ def measure_noise(
         ss = float((s2[n] - k * mean * mean).clamp_min(0).sum())
         dof = numel * (k - 1)
         std = math.sqrt(ss / dof)
-        scale = float(mean.abs().max()) if numel else 0.0
-        zero = std <= 1e-12 * max(scale, 1e-30) or ss == 0.0
+        scale = float((mean + first[n]).abs().max()) if numel else 0.0
+        zero = ss == 0.0 or std <= 1e-9 * max(scale, 1e-30)
         lo, hi = _chi2_interval(ss, dof, alpha / max(1, len(names)))
         per[n] = {
             "std": 0.0 if zero else std,
@@ -182,7 +186,7 @@ def measure_noise(
     if sample and k >= 2:
         big = max(names, key=lambda n: int(math.prod(inst.shapes[n])))
         s = per[big]["std"]
-        mu = (s1[big] / k).reshape(-1)[:1000].numpy()
+        mu = (s1[big] / k + first[big]).reshape(-1)[:1000].numpy()
         z = np.concatenate([x - mu[: x.size] for x in sample])
         if s > 0 and z.size >= 50:
             z = z / s

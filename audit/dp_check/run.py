@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from . import accounting, mechanism, model_checks, sampling
+from . import accounting, end_to_end, mechanism, model_checks, sampling
 from .contract import Setup, SetupError, as_setup, call_user
 from .harness import Coupler, Instance, build, check_dataset, crafted_step, flat, zero_rows
 
@@ -28,7 +28,14 @@ SCHEMA_VERSION = 1
 DEFAULT_BUDGET = 180.0
 #: share of the budget each phase may use before it stops early (they need not sum to 1:
 #: a phase that finishes early leaves its time to the next)
-SHARES = {"noise": 0.15, "designs": 0.45, "sampling": 0.6, "schedule": 0.75, "model": 0.95}
+SHARES = {
+    "noise": 0.15,
+    "designs": 0.35,
+    "sampling": 0.45,
+    "schedule": 0.55,
+    "model": 0.7,
+    "end_to_end": 0.97,
+}
 
 
 class Progress:
@@ -60,7 +67,10 @@ def _release_scale(inst: Instance) -> tuple[float | None, str]:
 
 
 class DPCheck:
-    def __init__(self, setup: Setup, budget: float, seed: int, progress: Progress):
+    def __init__(
+        self, setup: Setup, budget: float, seed: int, progress: Progress, e2e: bool = False
+    ):
+        self.force_e2e = e2e
         self.setup = setup
         self.claim = setup.claim
         self.budget = float(budget)
@@ -229,8 +239,19 @@ class DPCheck:
         model = {}
         if a.protocol == "opacus" and not self.over():
             model = self.timed("model", lambda: self._model_checks(noise, coupled))
+        # the many-run audits: asked for, or where the parts rest on an assumption that failed
+        why = self._why_end_to_end(noise, coupled, sched, model)
+        e2e = []
+        if why and not self.over():
+            log(
+                f"end-to-end: many-run audits on your setup ({why}); budget left "
+                f"{self.t0 + self.budget - time.perf_counter():.0f} s"
+            )
+            e2e = self.timed("end_to_end", lambda: self._end_to_end(a, noise, effects, model))
         result = {
             "info": info,
+            "end_to_end": [e.as_dict() for e in e2e],
+            "end_to_end_why": why,
             "replay": replay,
             "freshness": fresh,
             "noise": noise,
@@ -272,6 +293,78 @@ class DPCheck:
                         fresh_pairs = True  # later pairs would carry this one's state
         return effects, flushes
 
+    def _why_end_to_end(self, noise, coupled, sched, model) -> str:
+        if self.force_e2e:
+            return "asked for"
+        reasons = []
+        if noise.gaussian_p is not None and noise.gaussian_p < 1e-3:
+            reasons.append("the noise is not Gaussian")
+        if not coupled:
+            reasons.append("the noise cannot be replayed")
+        ce = (model or {}).get("cross_example")
+        if ce is not None and ce.tested and ce.rows_moved > 0:
+            reasons.append("the batch mixes examples")
+        if sched is not None and sched.mu_later > 0:
+            reasons.append("state is carried across steps")
+        return "; ".join(reasons)
+
+    def _end_to_end(self, a: Instance, noise, effects, model) -> list:
+        claim = self.claim
+        deadline = self.deadline("end_to_end")
+        t0 = max(a.names, key=lambda n: math.prod(a.shapes[n]))
+        s = noise.per_tensor[t0]["std"] or 1.0
+        dirac = [e for e in effects if e.design.kind == "dirac" and e.design.tensor == t0]
+        mu = dirac[0].mu if dirac and 0 < dirac[0].mu < math.inf else 1.0 / claim.noise_multiplier
+        steps = int(min(16, claim.steps or int((claim.epochs or 1) / claim.sample_rate)))
+        out = []
+        k = [0]
+
+        def factory(r: int) -> Instance:
+            k[0] += 1
+            return build(self.setup, self.dataset, self.seed + 50_000 + k[0])
+
+        for anchors in (0, 8):
+            share = (deadline - time.perf_counter()) / (2 if anchors == 0 else 1)
+            out.append(
+                end_to_end.lone_canary(
+                    factory,
+                    t0,
+                    claim.max_grad_norm,
+                    claim.sample_rate,
+                    steps,
+                    s,
+                    mu,
+                    claim.delta,
+                    runs=5000,
+                    deadline=time.perf_counter() + share,
+                    seed=self.seed,
+                    anchors=anchors,
+                )
+            )
+        ce = (model or {}).get("cross_example")
+        if ce is not None and ce.tested and ce.rows_moved > 0 and time.perf_counter() < deadline:
+            ds = self.dataset
+            base = model_checks.collate(a, [ds[0]] * 8)
+            other = None
+            for j in range(1, min(len(ds), 64)):
+                cand = model_checks.collate(a, [ds[j]] + [ds[0]] * 7)
+                if model_checks._shapes(cand) == model_checks._shapes(base):
+                    other = cand
+                    break
+            if other is not None:
+                w = torch.full((8,), 1e3)
+
+                def step(inst, batch):
+                    o = model_checks.model_step(inst, self.setup, batch, w)
+                    return None if o is None else o.release
+
+                out.append(
+                    end_to_end.duplicate_record(
+                        factory, step, base, other, claim.delta, 2000, deadline, self.seed
+                    )
+                )
+        return out
+
     def _model_checks(self, noise, coupled) -> dict[str, Any]:
         log = self.log
         out: dict[str, Any] = {}
@@ -304,6 +397,7 @@ def check(
     seed: int = 0,
     progress: bool = True,
     accept_untested: tuple[str, ...] = (),
+    end_to_end: bool = False,
 ) -> dict[str, Any]:
     """Run every check on ``setup`` (a SETUP.py path, a module or an object with the
     contract's names) and return the results record (the schema of docs/dp-check.md)."""
@@ -315,7 +409,7 @@ def check(
     if not (isinstance(budget, (int, float)) and math.isfinite(budget) and budget > 0):
         raise SetupError(f"--budget must be a number of seconds > 0, got {budget!r}")
     prog = Progress(progress)
-    runner = DPCheck(s, budget, seed, prog)
+    runner = DPCheck(s, budget, seed, prog, e2e=end_to_end)
     with warnings.catch_warnings():
         # Opacus's "secure RNG turned off" and torch's full-backward-hook notes are printed
         # on every build; what they say is in the report's findings where it matters

@@ -800,6 +800,23 @@ def assemble(setup: Setup, raw: dict[str, Any], runner, accept_untested=()) -> d
                 "its whole interval",
             )
         )
+    # ---------------------------------------------------------------- end to end
+    for e in raw.get("end_to_end") or []:
+        lb = e.get("epsilon_lower", 0.0)
+        if lb > claim.epsilon:
+            findings.append(
+                Finding(
+                    "end-to-end",
+                    f"end-to-end: {e['design']} audit",
+                    "violation",
+                    f"{e['runs_per_side']} runs of your setup per side tell the crafted "
+                    f"datasets apart: ε ≥ {lb:.4g}",
+                    f"{e['design']}, {e['steps_per_run']} step(s) per run",
+                    f"ε ≤ {claim.epsilon:g}",
+                    "see the other findings: this bound needs no assumption about the noise",
+                    eps_view(lb, "sound lower bound", e.get("kind", "")),
+                )
+            )
     # ---------------------------------------------------------------- freshness
     fr = raw.get("freshness") or {}
     if fr.get("reproducible_without_global_seed"):
@@ -891,6 +908,10 @@ def assemble(setup: Setup, raw: dict[str, Any], runner, accept_untested=()) -> d
         "model": {k: asdict(v) for k, v in model.items() if hasattr(v, "__dataclass_fields__")},
         "replay": raw["replay"],
         "freshness": fr,
+        "end_to_end": {
+            "why": raw.get("end_to_end_why") or None,
+            "audits": raw.get("end_to_end") or [],
+        },
         "seed": runner.seed,
     }
 

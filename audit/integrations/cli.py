@@ -381,6 +381,11 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
     b.add_argument("--seed", type=int, default=0)
     b.add_argument(
+        "--seeds",
+        type=int,
+        help="dp-check: seeds per setup (default 20; 3 with --quick)",
+    )
+    b.add_argument(
         "--sequences",
         type=int,
         help="byo-lm: texts to score (default 2000; --quick 16); split-check: texts per side",
@@ -1348,6 +1353,12 @@ def _cmd_bench(args) -> int:
         if "byo-lm" not in names:
             raise AuditError("--extraction applies to the byo-lm benchmark only")
         extra["extraction"] = True
+    if args.seeds is not None:
+        if "dp-check" not in names:
+            raise AuditError("--seeds applies to the dp-check benchmark only")
+        if args.seeds < 1:
+            raise AuditError(f"--seeds must be at least 1, got {args.seeds}")
+        extra["seeds"] = args.seeds
     extra |= _cost_options(args, names)
     extra |= _scale_options(args, names)
     settings = BenchSettings(

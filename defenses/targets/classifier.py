@@ -90,14 +90,8 @@ def train_loop(
             if input_ids.shape[0] == 0:  # Poisson sampling can draw an empty batch
                 bar.update(1)
                 continue
-            input_ids, mask = trim_padding(input_ids, mask)
-            input_ids, mask, labels = input_ids.to(device), mask.to(device), labels.to(device)
-            optimizer.zero_grad(set_to_none=True)
-            out = model(**forward_kwargs(model, input_ids, mask))
-            loss = torch.nn.functional.cross_entropy(out.logits, labels)
-            loss.backward()
-            optimizer.step()
-            running += float(loss.detach()) * input_ids.shape[0]
+            loss = supervised_step(model, optimizer, (input_ids, mask, labels), device)
+            running += loss * input_ids.shape[0]
             count += input_ids.shape[0]
             steps += 1
             bar.update(1)
@@ -112,6 +106,22 @@ def train_loop(
         "final_train_loss": last_loss,
         "seconds": time.perf_counter() - start,
     }
+
+
+def supervised_step(model, optimizer, batch, device=None) -> float:
+    """One step of :func:`train_loop` on a non-empty ``(input_ids, mask, labels)`` batch:
+    the loop body, also what ``privacy-audit dp-check`` runs as the suite's own
+    ``train_step``. Returns the batch's mean loss."""
+    input_ids, mask, labels = batch
+    input_ids, mask = trim_padding(input_ids, mask)
+    if device is not None:
+        input_ids, mask, labels = input_ids.to(device), mask.to(device), labels.to(device)
+    optimizer.zero_grad(set_to_none=True)
+    out = model(**forward_kwargs(model, input_ids, mask))
+    loss = torch.nn.functional.cross_entropy(out.logits, labels)
+    loss.backward()
+    optimizer.step()
+    return float(loss.detach())
 
 
 def forward_kwargs(
