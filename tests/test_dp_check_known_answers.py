@@ -186,9 +186,9 @@ def dp_step(clip_mode="flat", noise_factor=1.0, clip=2.0, sigma=1.5, micro=1):
         else:
             raise ValueError(clip_mode)
         return {
-            n: ((sums[n] + np.random.normal(0, noise_factor * sigma * clip, sums[n].shape)) * SCALE).reshape(
-                g[n].shape[1:]
-            )
+            n: (
+                (sums[n] + np.random.normal(0, noise_factor * sigma * clip, sums[n].shape)) * SCALE
+            ).reshape(g[n].shape[1:])
             for n in names
         }
 
@@ -241,7 +241,9 @@ def test_per_tensor_clipping_lets_a_spread_example_move_it_by_C_sqrt_L():
 def test_unclipped_effect_grows_with_the_gradient():
     _, eff = _effects(dp_step(clip_mode="none"))
     for t in PARAMS:
-        assert _norm(eff[f"dirac-large:{t}"]) / _norm(eff[f"dirac:{t}"]) == pytest.approx(1e3, rel=1e-6)
+        assert _norm(eff[f"dirac-large:{t}"]) / _norm(eff[f"dirac:{t}"]) == pytest.approx(
+            1e3, rel=1e-6
+        )
 
 
 @pytest.mark.parametrize("k", [2, 4])
@@ -249,6 +251,22 @@ def test_noise_divided_by_sqrt_k_gives_sigma_eff_sigma_over_sqrt_k(k):
     noise, eff = _effects(dp_step(noise_factor=1 / math.sqrt(k)))
     mu = max(e.mu for e in eff.values() if e.design.kind == "dirac")
     assert 1 / mu == pytest.approx(1.5 / math.sqrt(k), rel=0.02)
+
+
+def test_one_tensor_with_half_the_noise_is_not_pooled_away():
+    """Noise σC/2 on one tensor only: the pooled scale must not hide it; a Dirac there
+    has μ = 2/σ (σ_eff = σ/2)."""
+
+    def fn(g):
+        out = dp_step()(g)
+        half = dp_step(noise_factor=0.5)(g)
+        out["b"] = half["b"]
+        return out
+
+    noise, eff = _effects(fn)
+    assert not noise.per_tensor["b"].get("pooled")
+    assert 1 / eff["dirac:b"].mu == pytest.approx(1.5 / 2, rel=0.05)
+    assert 1 / eff["dirac:w"].mu == pytest.approx(1.5, rel=0.05)
 
 
 def test_noise_scale_and_unnoised_tensors_are_measured():

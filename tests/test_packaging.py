@@ -359,3 +359,32 @@ def test_wheel_and_testing_cabal_fixtures_side_by_side(wheel, tmp_path):
     r = _run([cli, "bench", "byo-lm", "--quick", "--out", "b.json"], tmp_path, env, 600)
     assert r.returncode == 0, r.stderr[-3000:]
     assert json.loads((tmp_path / "b.json").read_text(encoding="utf-8"))
+    # dp-check from the wheel alone: the bundled setups ship as package data; exit 0 on a
+    # correct Opacus setup, 1 on a bug, 2 (one line, nothing written) on a bad SETUP
+    r = _run(
+        [
+            str(py),
+            "-c",
+            "import privacy_audit.fixtures as f, pathlib; "
+            "print(pathlib.Path(f.__file__).parent / 'dp_setups')",
+        ],
+        tmp_path,
+        env,
+    )
+    setups = Path(r.stdout.strip())
+    assert setups.is_dir() and site in setups.parents, r.stderr
+    for name, code in (("opacus_default", 0), ("bug_clip_after_aggregation", 1)):
+        r = _run(
+            [cli, "dp-check", str(setups / f"{name}.py"), "--out", f"dpc-{name}", "--quiet"],
+            tmp_path,
+            env,
+            600,
+        )
+        assert r.returncode == code, (name, r.stdout[-2000:], r.stderr[-2000:])
+        rec = json.loads((tmp_path / f"dpc-{name}" / "results.json").read_text(encoding="utf-8"))
+        assert rec["exit_code"] == code and (tmp_path / f"dpc-{name}" / "report.html").is_file()
+    bad = tmp_path / "bad_setup.py"
+    bad.write_text("def make_dataset():\n    return list(range(8))\n", encoding="utf-8")
+    r = _run([cli, "dp-check", str(bad), "--out", "dpc-bad"], tmp_path, env)
+    assert r.returncode == 2 and "CLAIM" in r.stderr, r.stderr[-2000:]
+    assert len(r.stderr.strip().splitlines()) == 1 and not (tmp_path / "dpc-bad").exists()

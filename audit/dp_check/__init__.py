@@ -91,9 +91,11 @@ def dp_check(
     seed: int = 0,
     progress: bool = False,
     accept_untested: tuple[str, ...] = (),
+    end_to_end: bool = False,
 ) -> DPCheckResult:
     """Run every check on ``setup``: a SETUP.py path, an imported module, or any object
-    with the contract's names (``make_dataset``, ``make_private``, ``CLAIM`` ...)."""
+    with the contract's names (``make_dataset``, ``make_private``, ``CLAIM`` ...).
+    ``end_to_end`` also runs the many-run audits with the budget left."""
     from .run import DEFAULT_BUDGET, check
 
     return DPCheckResult(
@@ -103,6 +105,7 @@ def dp_check(
             seed=seed,
             progress=progress,
             accept_untested=tuple(accept_untested),
+            end_to_end=end_to_end,
         )
     )
 

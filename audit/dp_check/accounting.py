@@ -119,7 +119,7 @@ def poisson_interval(
     delta: float,
     decide_against: float | None = None,
     rel_gap: float = 0.01,
-    max_seconds: float = 20.0,
+    max_seconds: float = 5.0,
     relation: str = "add-remove",
 ) -> EpsilonInterval:
     """Lower and upper PLD bounds on the Poisson-subsampled Gaussian's ε, refined from a
@@ -136,9 +136,11 @@ def poisson_interval(
         used = vdi
         if hi - lo <= rel_gap * max(hi, 1e-9):
             break
-        if decide_against is not None and (lo > decide_against or hi <= decide_against):
-            if hi - lo <= 0.25 * max(hi, 1e-9):
-                break
+        # reported numbers are refined to rel_gap; a decided comparison may stop earlier
+        # only once refining has become slow
+        decided = decide_against is not None and (lo > decide_against or hi <= decide_against)
+        if decided and time.perf_counter() - start > 2.0:
+            break
         if time.perf_counter() - start > max_seconds:
             break
     how = (

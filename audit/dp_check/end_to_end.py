@@ -88,7 +88,7 @@ def _many_runs(
     stopped = False
     for r in range(runs):
         for present, bucket in ((True, s_in), (False, s_out)):
-            if time.perf_counter() > deadline and r >= 4:
+            if time.perf_counter() > deadline:  # the budget wins over the run count
                 stopped = True
                 break
             inst = factory(r)
@@ -180,6 +180,8 @@ def duplicate_record(
 
     diffs = []
     for r in range(pilots):
+        if time.perf_counter() > deadline:
+            break
         a, b = release(10_000 + r, True), release(10_000 + r, False)
         if a is None or b is None:
             break
@@ -191,7 +193,7 @@ def duplicate_record(
     s_in, s_out = [], []
     stopped = False
     for r in range(runs):
-        if time.perf_counter() > deadline and r >= 4:
+        if time.perf_counter() > deadline:
             stopped = True
             break
         a, b = release(r, True), release(r, False)

@@ -556,7 +556,7 @@ def assemble(setup: Setup, raw: dict[str, Any], runner, accept_untested=()) -> d
                     Finding(
                         "coverage",
                         "coverage: trainable but not in the DP optimizer",
-                        "info",
+                        "warning",
                         f"{len(idle)} trainable tensor(s) are not in the DP optimizer",
                         ", ".join(idle[:6]),
                         "every trainable tensor in the DP optimizer, or frozen",
@@ -737,6 +737,18 @@ def assemble(setup: Setup, raw: dict[str, Any], runner, accept_untested=()) -> d
         eps_lo, eps_how = _lower_epsilon("poisson", rel_sigma, q_d, max(1, t_declared), 1, 1, claim)
         eps_how += " (declared q and T: the sampler was not tested)"
     measured["epsilon_lower"] = eps_view(eps_lo, "sound lower bound", eps_how)
+    if (
+        scheme == "poisson"
+        and rate
+        and 0 < sigma_eff_pt < math.inf
+        and claim.adjacency == "add-remove"
+    ):
+        try:  # RDP beside the PLD, at the point estimates (an upper bound, for reference)
+            measured["epsilon_rdp_at_estimates"] = accounting.rdp_epsilon(
+                max(sigma_eff_pt, SIGMA_FLOOR), rate["estimate"], max(1, t_run), claim.delta
+            )
+        except Exception:  # RDP can fail to converge at extreme parameters; a side value
+            measured["epsilon_rdp_at_estimates"] = None
     # the upper side, for the reader: at σ_eff's lower bound and q's upper bound
     if scheme == "poisson" and rate and 0 < sigma_eff_lo < math.inf and eps_lo is not None:
         up = accounting.poisson_interval(
