@@ -388,3 +388,21 @@ def test_poisson_is_never_called_otherwise_and_its_rate_interval_covers():
         assert c["scheme"] == "poisson"
         hits += c["rate"]["lower"] <= q <= c["rate"]["upper"]
     assert hits / 300 >= 0.93
+
+
+# ----------------------------------------------------------------------------- verdict
+
+
+def test_an_untested_check_is_never_consistent():
+    """privatize without make_loader: the sampling cannot be driven, so a correct step is
+    inconclusive (exit 4) naming the check, and consistent only when the user accepts it."""
+    from privacy_audit.audit.dp_check import dp_check
+
+    m = types.SimpleNamespace(PARAMS=PARAMS, privatize=dp_step(), CLAIM=dict(CLAIM, epsilon=50.0))
+    r = dp_check(m, budget=60)
+    assert r.verdict == "inconclusive" and r.exit_code == 4
+    assert r.check("sampling") == "not-tested"
+    assert "sampling" in r.headline
+    ok = dp_check(m, budget=60, accept_untested=("sampling", "schedule"))
+    assert ok.verdict == "consistent" and ok.exit_code == 0
+    assert ok.check("sampling") == "not-tested (accepted)"

@@ -131,8 +131,11 @@ def poisson_interval(
     start = time.perf_counter()
     lo, hi, used = 0.0, math.inf, None
     for vdi in VDI_LADDER:
-        lo = max(lo, poisson_epsilon(sigma, q, steps, delta, False, vdi, relation))
-        hi = min(hi, poisson_epsilon(sigma, q, steps, delta, True, vdi, relation))
+        lo = max(lo, _lower_or_fewer_steps(sigma, q, steps, delta, vdi, relation))
+        try:
+            hi = min(hi, poisson_epsilon(sigma, q, steps, delta, True, vdi, relation))
+        except (OverflowError, FloatingPointError, MemoryError):
+            pass  # no upper bound at this grid: the interval keeps ∞
         used = vdi
         if hi - lo <= rel_gap * max(hi, 1e-9):
             break
@@ -148,6 +151,19 @@ def poisson_interval(
         f"T={int(steps)}), optimistic/pessimistic rounding at interval {used:g}"
     )
     return EpsilonInterval(lo, hi, how)
+
+
+def _lower_or_fewer_steps(sigma, q, steps, delta, vdi, relation) -> float:
+    """The optimistic PLD at T steps; where the composition overflows (ε in the
+    hundreds), the same at T/2, T/4 ...: ε grows with T, so fewer steps still give a lower
+    bound."""
+    t = int(steps)
+    while t >= 1:
+        try:
+            return poisson_epsilon(sigma, q, t, delta, False, vdi, relation)
+        except (OverflowError, FloatingPointError, MemoryError):
+            t //= 2
+    return 0.0
 
 
 def rdp_epsilon(sigma: float, q: float, steps: int, delta: float) -> float:

@@ -53,6 +53,11 @@ CLAIM_KEYS = {
     "unit": '"example" (default) or "user"',
 }
 REQUIRED_CLAIM = ("epsilon", "delta", "noise_multiplier", "max_grad_norm", "sample_rate")
+#: the longest schedule dp-check accounts for (steps): far beyond any real run, and below
+#: what the accountants handle in seconds
+MAX_STEPS = 10_000_000
+#: the most released parameters a privatize setup may declare
+MAX_PARAMS = 500_000_000
 ADJACENCIES = ("add-remove", "replace-one")
 SAMPLINGS = ("poisson", "shuffle")
 UNITS = ("example", "user")
@@ -90,7 +95,10 @@ class Claim:
 def _positive(name: str, v: Any, integer: bool = False, upper: float | None = None) -> float:
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         raise SetupError(f"CLAIM['{name}'] must be a number, got {type(v).__name__}")
-    f = float(v)
+    try:
+        f = float(v)
+    except OverflowError:
+        f = math.inf
     if not math.isfinite(f) or f <= 0 or (upper is not None and f > upper):
         rng = f" and <= {upper:g}" if upper is not None else ""
         raise SetupError(f"CLAIM['{name}'] must be finite, > 0{rng}; got {v!r}")
@@ -143,14 +151,23 @@ def parse_claim(raw: Any) -> Claim:
     acc = raw.get("accountant")
     if acc is not None and not isinstance(acc, str):
         raise SetupError("CLAIM['accountant'] must be a string (e.g. 'prv', 'rdp')")
+    epochs = _positive("epochs", raw["epochs"], integer=True) if "epochs" in raw else None
+    steps = _positive("steps", raw["steps"], integer=True) if "steps" in raw else None
+    q = _positive("sample_rate", raw["sample_rate"], upper=1.0)
+    implied = steps if steps is not None else epochs / q
+    if implied > MAX_STEPS or (epochs is not None and epochs / q > MAX_STEPS):
+        raise SetupError(
+            f"CLAIM's schedule is {implied:.3g} steps (epochs / sample_rate, or steps); "
+            f"dp-check accounts for at most {MAX_STEPS:,}: check 'sample_rate' and 'epochs'"
+        )
     return Claim(
         epsilon=_positive("epsilon", raw["epsilon"]),
         delta=float(delta),
         noise_multiplier=_positive("noise_multiplier", raw["noise_multiplier"]),
         max_grad_norm=total,
-        sample_rate=_positive("sample_rate", raw["sample_rate"], upper=1.0),
-        epochs=_positive("epochs", raw["epochs"], integer=True) if "epochs" in raw else None,
-        steps=_positive("steps", raw["steps"], integer=True) if "steps" in raw else None,
+        sample_rate=q,
+        epochs=epochs,
+        steps=steps,
         accountant=acc,
         per_layer_norms=per_layer,
         **choices,
@@ -214,7 +231,7 @@ def load_module(path: str | Path) -> tuple[Any, Path, str]:
             spec.loader.exec_module(module)
     except SyntaxError as exc:
         raise SetupError(f"{p.name} has a syntax error at line {exc.lineno}: {exc.msg}") from None
-    except Exception as exc:  # the user's module: any error is theirs to fix
+    except (Exception, SystemExit) as exc:  # the user's module: any error is theirs to fix
         raise _user_error(f"importing {p.name}", exc) from None
     finally:
         if added and folder in sys.path:
@@ -278,6 +295,13 @@ def from_module(module: Any, path: Path | None = None, sha256: str | None = None
                 isinstance(s, int) and not isinstance(s, bool) and s > 0 for s in shape
             ):
                 raise SetupError(f"PARAMS['{k}'] must be a shape of positive ints, got {shape!r}")
+        total = sum(math.prod(shape) for shape in params.values())
+        if total > MAX_PARAMS:
+            big = max(params, key=lambda k: math.prod(params[k]))
+            raise SetupError(
+                f"PARAMS declares {total:.3g} released parameters (PARAMS['{big}'] is "
+                f"{tuple(params[big])}); dp-check handles at most {MAX_PARAMS:,}"
+            )
         if optional["make_loader"] is not None and make_dataset is None:
             raise SetupError("SETUP defines make_loader but no make_dataset()")
     return Setup(path, module, claim, protocol, sha256, optional)
@@ -303,5 +327,5 @@ def call_user(where: str, fn, *args):
         return fn(*args)
     except AuditError:
         raise
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:  # sys.exit() in a setup function is an error too
         raise _user_error(where, exc) from None

@@ -109,7 +109,10 @@ def check_dataset(ds: Any) -> None:
     try:
         n = len(ds)
     except Exception as exc:
-        raise SetupError(f"len(make_dataset()) raised {type(exc).__name__}") from None
+        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        raise SetupError(
+            f"len(make_dataset()) raised {type(exc).__name__}{': ' + msg if msg else ''}"
+        ) from None
     if n < 2:
         raise SetupError(f"make_dataset() returned {n} example(s); dp-check needs at least 2")
 
@@ -152,6 +155,11 @@ def build(setup: Setup, dataset: Any, seed: int) -> Instance:
         criterion = None
     else:
         model, optimizer, criterion, loader = out
+        if not callable(criterion):
+            raise SetupError(
+                "make_private returned 4 items; the third must be the criterion (a callable "
+                f"loss, as Opacus's ghost clipping returns), got {type(criterion).__name__}"
+            )
     if not isinstance(model, torch.nn.Module):
         raise SetupError(
             f"make_private returned {type(model).__name__} as the model; expected a torch.nn.Module"
@@ -317,7 +325,17 @@ def crafted_step(inst: Instance, rows: Rows) -> Release | None:
             else:
                 p.grad_sample = r
         call_user("optimizer.step()", opt.step)
-    return cap.releases[-1] if cap.releases else None
+    if not cap.releases:
+        return None
+    rel = cap.releases[-1]
+    for n, t in rel.items():
+        if not torch.isfinite(t).all():
+            raise SetupError(
+                f"the optimizer released NaN or inf in '{n}' for crafted per-example gradients "
+                "(zeros, or one example of norm up to 10^6·C): dp-check cannot measure a "
+                "release that is not finite"
+            )
+    return rel
 
 
 def _privatized(inst: Instance, out: Any) -> Release:
@@ -330,9 +348,17 @@ def _privatized(inst: Instance, out: Any) -> Release:
     for n, shape in inst.shapes.items():
         if n not in out:
             raise SetupError(f"privatize returned no '{n}' (PARAMS names it)")
-        a = np.asarray(out[n], dtype=np.float64)
+        try:
+            a = np.asarray(out[n], dtype=np.float64)
+        except (TypeError, ValueError):
+            raise SetupError(
+                f"privatize returned '{n}' that is not an array of numbers "
+                f"({type(out[n]).__name__})"
+            ) from None
         if a.shape != tuple(shape):
             raise SetupError(f"privatize returned '{n}' of shape {a.shape}; PARAMS says {shape}")
+        if not np.isfinite(a).all():
+            raise SetupError(f"privatize returned non-finite values (NaN or inf) in '{n}'")
         rel[n] = torch.from_numpy(a.copy())
     return rel
 

@@ -406,6 +406,9 @@ def check(
 
     from . import verdict
 
+    from .command import check_seed
+
+    check_seed(seed)
     s = as_setup(setup)
     if not (isinstance(budget, (int, float)) and math.isfinite(budget) and budget > 0):
         raise SetupError(f"--budget must be a number of seconds > 0, got {budget!r}")
