@@ -405,7 +405,6 @@ def check(
     import warnings
 
     from . import verdict
-
     from .command import check_seed
 
     check_seed(seed)
