@@ -127,6 +127,15 @@ def test_persistence_bound_of_full_accumulation_at_q1_is_below_the_transcripts_g
     assert got >= best_window - 0.05
 
 
+def test_persistence_bound_rounds_shifts_down_on_a_coarse_grid():
+    """A response just above a grid point: rounding the shifts down keeps the bound below
+    the transcript's Gaussian ε even on a grid as coarse as the response itself."""
+    r, t = 0.26, 6
+    exact = gaussian_eps(r * math.sqrt(sum(k * k for k in range(1, t + 1))), DELTA)
+    got = accounting.persistence_lower_bound([r] * t, 1.0, t, DELTA, grid=0.25)
+    assert 0 < got <= exact
+
+
 def test_persistence_bound_of_a_correct_mechanism_stays_below_its_true_epsilon():
     sigma, q, t = 1.1, 1 / 16, 32
     got = accounting.persistence_lower_bound([1 / sigma] + [0.0] * (t - 1), q, t, DELTA)

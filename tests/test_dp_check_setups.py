@@ -40,6 +40,7 @@ BUGS = {
     "bug_microbatch_clipping": ("sensitivity", "after aggregation"),
     "bug_per_layer_noise": ("sensitivity", "per-layer"),
     "bug_ghost_clip_norm": ("model-clipping", "norm larger than claimed"),
+    "bug_ghost_unclipped": ("model-clipping", "not applied through the model"),
     "bug_shuffle_as_poisson": ("sampling", "shuffle accounted as poisson"),
     "bug_fixed_batches": ("sampling", "fixed accounted as poisson"),
     "bug_accountant_wrong_n": ("accounting", "sampling rate larger"),

@@ -525,7 +525,7 @@ def assemble(setup: Setup, raw: dict[str, Any], runner, accept_untested=()) -> d
                 status["outside-release"] = "violated" if det else "inconclusive"
                 findings.append(
                     Finding(
-                        "coverage",
+                        "outside-release",
                         f"{ch['kind']} trained outside the DP optimizer",
                         "violation" if det else "inconclusive",
                         f"{ch['kind']} `{ch['name']}` changes with one example and is not "
@@ -568,10 +568,12 @@ def assemble(setup: Setup, raw: dict[str, Any], runner, accept_untested=()) -> d
     # ---------------------------------------------------------------- effective σ
     mu_all_lo = max(mu_lo, mu_model_lo)
     sigma_eff_hi = _sigma_eff(mu_all_lo) * corr_factor
-    sigma_eff_pt = _sigma_eff(max(mu_pt, mu_model_lo)) * corr_factor
-    sigma_eff_lo = _sigma_eff(mu_hi)
-    if any(f.epsilon and f.epsilon.get("infinite") for f in findings):
-        sigma_eff_hi = 0.0
+    sigma_eff_pt = min(_sigma_eff(max(mu_pt, mu_model_lo)) * corr_factor, sigma_eff_hi)
+    sigma_eff_lo = min(_sigma_eff(max(mu_hi, mu_model_lo)), sigma_eff_pt)
+    unbounded = any(f.epsilon and f.epsilon.get("infinite") for f in findings)
+    sigma_finite_hi = sigma_eff_hi  # the measured σ_eff without the unbounded findings
+    if unbounded:  # a noiseless tensor moved, or an unbounded effect: no finite σ_eff
+        sigma_eff_hi = sigma_eff_pt = sigma_eff_lo = 0.0
     # ---------------------------------------------------------------- sampling
     samp = raw["sampling"]
     scheme = samp.get("scheme") if samp.get("tested") else None
@@ -715,11 +717,11 @@ def assemble(setup: Setup, raw: dict[str, Any], runner, accept_untested=()) -> d
     if scheme is not None and scheme != "none":
         q_lo = rate["lower"] if rate else q_d
         t_lo = max(1, t_driven if samp.get("truncated") else t_run)
-        rel_sigma = sigma_eff_hi
+        rel_sigma = sigma_finite_hi
         if claim.adjacency == "replace-one" and mu_rep_lo > 0:
             rel_sigma = min(rel_sigma, 2.0 / mu_rep_lo)
         eps_lo, eps_how = _lower_epsilon(
-            scheme if scheme in ("poisson", "shuffle", "fixed") else scheme,
+            scheme,
             rel_sigma,
             q_lo,
             t_lo,
@@ -729,14 +731,18 @@ def assemble(setup: Setup, raw: dict[str, Any], runner, accept_untested=()) -> d
             else max(1, len([s for s in spe_list if s])),
             claim,
         )
-    elif not samp.get("tested") and sigma_eff_hi < math.inf:
+    elif not samp.get("tested") and sigma_finite_hi < math.inf:
         # no sampler: the declared q and T (the ε of the mechanism if its sampling is right)
-        rel_sigma = sigma_eff_hi
+        rel_sigma = sigma_finite_hi
         if claim.adjacency == "replace-one" and mu_rep_lo > 0:
             rel_sigma = min(rel_sigma, 2.0 / mu_rep_lo)
         eps_lo, eps_how = _lower_epsilon("poisson", rel_sigma, q_d, max(1, t_declared), 1, 1, claim)
         eps_how += " (declared q and T: the sampler was not tested)"
-    measured["epsilon_lower"] = eps_view(eps_lo, "sound lower bound", eps_how)
+    # eps_lo: the finite measurements' bound (what a deviation implies by itself);
+    # the mechanism's, reported, is ∞ when a finding is unbounded
+    eps_all = math.inf if unbounded else eps_lo
+    how_all = "an unbounded finding (below)" if unbounded else eps_how
+    measured["epsilon_lower"] = eps_view(eps_all, "sound lower bound", how_all)
     if (
         scheme == "poisson"
         and rate
@@ -750,7 +756,13 @@ def assemble(setup: Setup, raw: dict[str, Any], runner, accept_untested=()) -> d
         except Exception:  # RDP can fail to converge at extreme parameters; a side value
             measured["epsilon_rdp_at_estimates"] = None
     # the upper side, for the reader: at σ_eff's lower bound and q's upper bound
-    if scheme == "poisson" and rate and 0 < sigma_eff_lo < math.inf and eps_lo is not None:
+    if (
+        scheme == "poisson"
+        and rate
+        and 0 < sigma_eff_lo < math.inf
+        and eps_lo is not None
+        and not unbounded
+    ):
         up = accounting.poisson_interval(
             max(sigma_eff_lo, SIGMA_FLOOR),
             rate["upper"],
@@ -758,9 +770,13 @@ def assemble(setup: Setup, raw: dict[str, Any], runner, accept_untested=()) -> d
             claim.delta,
             relation=claim.adjacency,
         )
-        measured["epsilon_upper"] = eps_view(up.upper, "upper estimate", up.how)
+        measured["epsilon_upper"] = eps_view(
+            max(up.upper, eps_lo),
+            "upper estimate (the same mechanism at σ_eff's lower and q's upper end)",
+            up.how,
+        )
     acc["measured"] = measured
-    exceeds = eps_lo is not None and eps_lo > claim.epsilon
+    exceeds = eps_lo is not None and eps_lo > claim.epsilon  # the finite bound alone
     deviations = [f for f in findings if f.severity == "deviation"]
     for f in deviations:
         # a deviation from the declared mechanism is a violation exactly when the ε of
@@ -775,10 +791,11 @@ def assemble(setup: Setup, raw: dict[str, Any], runner, accept_untested=()) -> d
                 f.epsilon = eps_view(eps_lo, "sound lower bound", eps_how + " (within the claim)")
         if f.check in status:
             status[f.check] = "violated" if exceeds else "inconclusive"
-    if exceeds:
+    if exceeds or unbounded:
         for f in findings:
             if f.severity == "violation" and f.epsilon is None:
-                f.epsilon = eps_view(eps_lo, "sound lower bound", eps_how)
+                f.epsilon = eps_view(eps_all, "sound lower bound", how_all)
+    if exceeds:
         if not any(f.severity == "violation" for f in findings):
             status["accounting"] = "violated"
             findings.append(
@@ -873,11 +890,11 @@ def assemble(setup: Setup, raw: dict[str, Any], runner, accept_untested=()) -> d
         verdict = "violated"
     elif untested or any(f.severity == "inconclusive" for f in findings):
         verdict = "inconclusive"
-    elif eps_lo is None and protocol == "opacus":
+    elif eps_all is None and protocol == "opacus":
         verdict = "inconclusive"
     else:
         verdict = "consistent"
-    headline = _headline(verdict, findings, untested, why_untested, claim, eps_lo)
+    headline = _headline(verdict, findings, untested, why_untested, claim, eps_all)
     return {
         "schema": "privacy-audit/dp-check",
         "schema_version": 1,
