@@ -415,3 +415,25 @@ def test_an_untested_check_is_never_consistent():
     ok = dp_check(m, budget=60, accept_untested=("sampling", "schedule"))
     assert ok.verdict == "consistent" and ok.exit_code == 0
     assert ok.check("sampling") == "not-tested (accepted)"
+
+
+def test_correlated_noise_is_reported_and_lowers_sigma_eff():
+    """Noise drawn once per pair of adjacent coordinates (correlation 1 inside a pair):
+    the finding is reported and σ_eff is multiplied by √(1 − ρ²) ≈ 0 for the sound side."""
+    from privacy_audit.audit.dp_check import dp_check
+
+    def fn(g):
+        out = {}
+        for n, x in g.items():
+            b = x.shape[0]
+            flat = x.reshape(b, -1)
+            norms = np.linalg.norm(flat, axis=1)
+            s = (flat * np.minimum(1, 2.0 / np.maximum(norms, 1e-12))[:, None]).sum(0)
+            z = np.repeat(np.random.normal(0, 3.0, (s.size + 1) // 2), 2)[: s.size]
+            out[n] = ((s + z) * SCALE).reshape(x.shape[1:])
+        return out
+
+    m = types.SimpleNamespace(PARAMS={"w": (8, 6)}, privatize=fn, CLAIM=CLAIM)
+    r = dp_check(m, budget=60, accept_untested=("sampling", "schedule"))
+    assert any(f["bug_class"] == "noise: correlated coordinates" for f in r.findings)
+    assert r.sigma_eff["upper"] < 0.2

@@ -210,7 +210,7 @@ def assemble(setup: Setup, raw: dict[str, Any], runner, accept_untested=()) -> d
             Finding(
                 "noise",
                 "noise: correlated coordinates",
-                "warning",
+                "deviation",
                 "the noise of different coordinates is correlated",
                 f"|correlation| ≥ {corr:.3f}",
                 "independent coordinates",
