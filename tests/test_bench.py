@@ -71,3 +71,35 @@ def test_bench_metrics_quick_records_both_ratios(tmp_path):
     assert 0.0 <= res["setup"]["float32_tied_fraction"] < 0.5
     assert res["ratios"]["membership_metrics"] > 0 and res["ratios"]["epsilon-split / one-sort"] > 0
     assert res["setup"]["n_boot"] == 100 and len(res["setup"]["load_average_before"]) == 3
+
+
+def test_bench_dp_check_quick_table_and_markdown(tmp_path):
+    """bench dp-check --quick --seeds 1: each bug VIOLATED with the check that caught it
+    and its true ε against the claim; the correct setups pooled as the null."""
+    from privacy_audit.audit.benchmarks.dp_check import markdown
+
+    out = tmp_path / "bench.json"
+    assert main(["bench", "dp-check", "--quick", "--seeds", "1", "--out", str(out)]) == 0
+    (res,) = json.loads(out.read_text())["benchmarks"]
+    rows = {r["setup"]: r for r in res["setup"]["table"]}
+    assert set(rows) == {
+        "opacus_default",
+        "privatize_correct",
+        "bug_noise_divided_by_batch",
+        "bug_clip_after_aggregation",
+        "bug_shuffle_as_poisson",
+    }
+    for name, r in rows.items():
+        if r["kind"] == "bug":
+            assert r["violated"] == 1 and r["caught_by"] and r["two_x_line"], name
+            assert r["true_epsilon"] >= 2 * r["claimed_epsilon"]
+        else:
+            assert r["violated"] == 0 and r["consistent"] == 1, name
+    assert res["setup"]["null_pooled"]["runs"] == 2
+    table = markdown(res)
+    assert "bug_clip_after_aggregation" in table and "Pooled over the correct setups" in table
+
+
+def test_bench_seeds_flag_is_for_dp_check_only(tmp_path, capsys):
+    assert main(["bench", "dp-sgd", "--seeds", "3", "--out", str(tmp_path / "b.json")]) == 2
+    assert "--seeds applies to the dp-check benchmark only" in capsys.readouterr().err

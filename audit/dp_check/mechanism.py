@@ -42,9 +42,12 @@ from .harness import Coupler, Instance, Rows, crafted_step, zero_rows
 #: relative size of a float difference treated as exactly zero (float32 rounding of the
 #: shared noise: |noise| · 2^-24 per coordinate, far below one clipped example)
 EXACT_TOL = 1e-4
-#: one-sided level of each interval that enters a VIOLATED decision (two of them,
-#: Bonferroni: the noise scale here and the sampling rate in sampling.py)
+#: one-sided level of the intervals shown (95% two-sided)
 ALPHA_SIDE = 0.025
+#: one-sided level of each end that enters a VIOLATED decision: the noise scale here
+#: (Bonferroni over tensors) and the sampling rate (sampling.py). A claim calibrated to be
+#: tight must not be called violated one time in forty because an interval missed
+DECISION_ALPHA = 1e-4
 
 
 @dataclass
@@ -163,7 +166,14 @@ def measure_noise(
     for n in names:
         numel = int(math.prod(inst.shapes[n]))
         if k < 2:
-            per[n] = {"std": float("nan"), "lo": float("nan"), "hi": float("nan"), "dof": 0}
+            per[n] = {
+                "std": float("nan"),
+                "lo": float("nan"),
+                "hi": float("nan"),
+                "lo_decision": float("nan"),
+                "hi_decision": float("nan"),
+                "dof": 0,
+            }
             continue
         mean = s1[n] / k
         ss = float((s2[n] - k * mean * mean).clamp_min(0).sum())
@@ -171,11 +181,14 @@ def measure_noise(
         std = math.sqrt(ss / dof)
         scale = float((mean + first[n]).abs().max()) if numel else 0.0
         zero = ss == 0.0 or std <= 1e-9 * max(scale, 1e-30)
-        lo, hi = _chi2_interval(ss, dof, alpha / max(1, len(names)))
+        lo, hi = _chi2_interval(ss, dof, alpha)
+        lo_d, hi_d = _chi2_interval(ss, dof, DECISION_ALPHA / max(1, len(names)))
         per[n] = {
             "std": 0.0 if zero else std,
             "lo": 0.0 if zero else lo,
             "hi": 0.0 if zero else hi,
+            "lo_decision": 0.0 if zero else lo_d,
+            "hi_decision": 0.0 if zero else hi_d,
             "dof": dof,
             "numel": numel,
             "offset": scale,
@@ -197,9 +210,10 @@ def measure_noise(
         batch=batch,
         per_tensor=per,
         gaussian_p=gp,
-        lag1=_rho(*lag[:3], int(lag[3]), alpha) if lag[3] else None,
-        adjacent=_rho(*adj[:3], int(adj[3]), alpha) if adj[3] else None,
-        cross_tensor=_rho(*cross[:3], int(cross[3]), alpha) if cross[3] else None,
+        # correlations enter σ_eff (verdict.py), so their intervals are at the decision level
+        lag1=_rho(*lag[:3], int(lag[3]), DECISION_ALPHA) if lag[3] else None,
+        adjacent=_rho(*adj[:3], int(adj[3]), DECISION_ALPHA) if adj[3] else None,
+        cross_tensor=_rho(*cross[:3], int(cross[3]), DECISION_ALPHA) if cross[3] else None,
         skipped_steps=skipped,
     )
 
@@ -226,9 +240,12 @@ def _pool_if_homogeneous(per: dict[str, dict[str, Any]], alpha: float) -> None:
                 q["pooled"] = False
             return
     lo, hi = _chi2_interval(pooled * dof, dof, alpha)
+    lo_d, hi_d = _chi2_interval(pooled * dof, dof, DECISION_ALPHA)
     for p in live.values():
         p.update(own_std=p["std"], own_lo=p["lo"], own_hi=p["hi"])
-        p.update(std=math.sqrt(pooled), lo=lo, hi=hi, pooled=True)
+        p.update(
+            std=math.sqrt(pooled), lo=lo, hi=hi, lo_decision=lo_d, hi_decision=hi_d, pooled=True
+        )
 
 
 # --------------------------------------------------------------------------- #
@@ -479,8 +496,8 @@ def _mu(diff: dict[str, torch.Tensor], noise: NoiseStats):
             inf_in.append(n)
             continue
         m2 += nv * nv / p["std"] ** 2
-        m2lo += nv * nv / p["hi"] ** 2
-        m2hi += nv * nv / max(p["lo"], 1e-300) ** 2
+        m2lo += nv * nv / p["hi_decision"] ** 2
+        m2hi += nv * nv / max(p["lo_decision"], 1e-300) ** 2
     return math.sqrt(m2), math.sqrt(m2lo), math.sqrt(m2hi), norms, inf_in
 
 
@@ -492,7 +509,7 @@ def measure_design(
     noise: NoiseStats,
     coupled: bool,
     repeats: int,
-    alpha: float = ALPHA_SIDE,
+    alpha: float = DECISION_ALPHA,
 ) -> Effect:
     """The effect of the design's differing example on one release."""
     if coupled:
@@ -525,8 +542,8 @@ def measure_design(
     lo_proj = max(0.0, abs(mean) - t * se)
     s_vals = [noise.per_tensor[n] for n in u]
     s = max(p["std"] for p in s_vals)
-    s_hi = max(p["hi"] for p in s_vals)
-    s_lo = max(p["lo"] for p in s_vals)
+    s_hi = max(p["hi_decision"] for p in s_vals)
+    s_lo = max(p["lo_decision"] for p in s_vals)
     if s == 0:
         inf_in = list(u) if abs(mean) > 0 else []
         m = math.inf if inf_in else 0.0
@@ -578,7 +595,7 @@ def schedule_effect(
     response: list[float] = []
     ((t_probe, entries),) = probe.items()
     j_probe, g_probe = next(iter(entries.items()))
-    s_hi = noise.per_tensor[t_probe]["hi"]
+    s_hi = noise.per_tensor[t_probe]["hi_decision"]
     counts = [0, 0]
     truncated = False
     first_at = None

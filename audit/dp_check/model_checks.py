@@ -210,7 +210,7 @@ def _mu(diff: dict[str, torch.Tensor], noise: NoiseStats) -> tuple[float, float]
         if p.get("zero") or p["std"] == 0:
             return math.inf, math.inf
         m2 += nv * nv / p["std"] ** 2
-        m2lo += nv * nv / p["hi"] ** 2
+        m2lo += nv * nv / p["hi_decision"] ** 2
     return math.sqrt(m2), math.sqrt(m2lo)
 
 

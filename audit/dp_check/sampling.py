@@ -33,6 +33,7 @@ from scipy import stats
 
 from .contract import Claim, SetupError
 from .harness import Instance
+from .mechanism import DECISION_ALPHA
 
 #: p-value below which a dispersion test calls a scheme non-Poisson
 POISSON_P = 1e-6
@@ -200,7 +201,15 @@ def classify(trace: Trace, alpha: float = 0.025) -> dict[str, Any]:
         return out
     q = total / (n * t)
     lo, hi = clopper_pearson(total, n * t, alpha)
-    out["rate"] = {"estimate": q, "lower": lo, "upper": hi, "trials": n * t}
+    lo_d, hi_d = clopper_pearson(total, n * t, DECISION_ALPHA)
+    out["rate"] = {
+        "estimate": q,
+        "lower": lo,
+        "upper": hi,
+        "decision_lower": lo_d,  # the ends a VIOLATED decision uses (mechanism.DECISION_ALPHA)
+        "decision_upper": hi_d,
+        "trials": n * t,
+    }
     dup = sum(len(b) - len(set(b)) for b in steps)
     out["duplicates_within_steps"] = int(dup)
     out["expected_empty_batches"] = float(t * (1 - q) ** n) if q < 1 else 0.0

@@ -387,7 +387,7 @@ def assemble(setup: Setup, raw: dict[str, Any], runner, accept_untested=()) -> d
             status["schedule"] = "inconclusive"
             k = 1 + (sched.mu_later / sched.mu_first) ** 2 if sched.mu_first > 0 else math.inf
             samp0 = raw["sampling"]
-            q_for = (samp0.get("rate") or {}).get("lower", claim.sample_rate)
+            q_for = (samp0.get("rate") or {}).get("decision_lower", claim.sample_rate)
             t_for = int(samp0.get("logical_steps") or claim.steps or 1)
             pb = accounting.persistence_lower_bound(sched.response, q_for, t_for, claim.delta)
             persist_eps = eps_view(
@@ -715,7 +715,7 @@ def assemble(setup: Setup, raw: dict[str, Any], runner, accept_untested=()) -> d
     # the ε of what was measured
     eps_lo, eps_how = None, ""
     if scheme is not None and scheme != "none":
-        q_lo = rate["lower"] if rate else q_d
+        q_lo = rate["decision_lower"] if rate else q_d
         t_lo = max(1, t_driven if samp.get("truncated") else t_run)
         rel_sigma = sigma_finite_hi
         if claim.adjacency == "replace-one" and mu_rep_lo > 0:
