@@ -1172,54 +1172,13 @@ def ideal_lone_canary(
 def shuffle_lower_bound(
     sigma: float, steps_per_epoch: int, epochs: int, delta: float, bins: int = 1500
 ) -> float:
-    """A lower bound on the true ε of DP-SGD with SHUFFLED batches (reshuffled every
-    epoch), from the adversarial pair of Chua et al. (ICML 2024, "How Private are DP-SGD
-    Implementations?"): every other record has gradient −C·e_j, the differing record +C·e_j
-    against a zero gradient (the zero-out neighbour, under which the Poisson accountant's
-    add/remove claim also holds). Shifted by the known batch sizes, one epoch releases
-    P = (1/T)·Σ_t N(2·e_t, σ²I_T) against Q = (1/T)·Σ_t N(e_t, σ²I_T) (units of C).
+    """Chua et al.'s shuffle lower bound: the product's
+    :func:`privacy_audit.audit.dp_check.accounting.shuffle_lower_bound` (its per-epoch max
+    statistic binned exactly, the epochs composed with an optimistic PLD), which
+    ``privacy-audit dp-check`` uses on the scheme a user's loader runs."""
+    from privacy_audit.audit.dp_check.accounting import shuffle_lower_bound as bound
 
-    Statistic: each epoch's max_t x_t, whose CDF is exact, Φ((m − μ)/σ)·Φ(m/σ)^(T−1),
-    the "cube" sets of Chua et al.; binned into ``bins`` intervals (plus two tails), the
-    binned pair is a post-processing of the release, so its hockey-stick divergence after
-    E-fold composition (computed exactly, product of the bins) is at most the mechanism's:
-    the ε returned at ``delta`` is a valid lower bound, with no Monte Carlo error."""
-    from scipy.stats import norm
-
-    t, e = int(steps_per_epoch), int(epochs)
-    if t < 1 or e < 1 or not sigma > 0 or not 0 < delta < 1:
-        raise ValueError("need steps_per_epoch, epochs >= 1, sigma > 0 and 0 < delta < 1")
-    edges = np.concatenate([[-np.inf], np.linspace(-8 * sigma, 2 + 12 * sigma, bins), [np.inf]])
-
-    def log_mass(mu):  # log P(a < max_t x_t <= b) per bin, in log space
-        cdf = norm.logcdf((edges - mu) / sigma)
-        if t > 1:
-            cdf = cdf + (t - 1) * norm.logcdf(edges / sigma)
-        lo, hi = cdf[:-1], cdf[1:]
-        with np.errstate(divide="ignore"):
-            return hi + np.log(-np.expm1(lo - hi))
-
-    lp, lq = log_mass(2.0), log_mass(1.0)
-    keep = np.isfinite(lp) & np.isfinite(lq)  # bins both give mass (the rest: < 1e-300)
-    lp, lq = lp[keep], lq[keep]
-    comp_p, comp_q = lp, lq
-    for _ in range(e - 1):  # E-fold product of the binned pair
-        comp_p = (comp_p[:, None] + lp[None, :]).ravel()
-        comp_q = (comp_q[:, None] + lq[None, :]).ravel()
-    loss = comp_p - comp_q
-    order = np.argsort(-loss)
-    loss = loss[order]
-    cum_p, cum_q = np.cumsum(np.exp(comp_p[order])), np.cumsum(np.exp(comp_q[order]))
-
-    def hockey_stick(eps):  # Σ over bins with loss > ε of P − e^ε·Q
-        k = int(np.searchsorted(-loss, -eps))
-        return cum_p[k - 1] - math.exp(eps) * cum_q[k - 1] if k else 0.0
-
-    lo, hi = 0.0, 100.0
-    for _ in range(60):
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if hockey_stick(mid) > delta else (lo, mid)
-    return lo
+    return bound(sigma, steps_per_epoch, epochs, delta, bins=bins)
 
 
 def ideal_shuffle_pair(

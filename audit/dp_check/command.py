@@ -80,13 +80,6 @@ def _accepted(text: str) -> tuple[str, ...]:
     return names
 
 
-def check_seed(seed) -> int:
-    """A seed every random generator dp-check seeds accepts (0 ≤ seed < 2³¹)."""
-    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**31:
-        raise AuditError(f"--seed must be a whole number in [0, 2147483647], got {seed!r}")
-    return seed
-
-
 def _fmt_eps(e: dict | None) -> str:
     from .verdict import fmt_eps
 
@@ -160,6 +153,8 @@ def run(args) -> int:
     if not (math.isfinite(budget) and budget > 0):
         raise AuditError(f"--budget must be a number of seconds > 0, got {args.budget!r}")
     accepted = _accepted(args.accept_untested)
+    from .contract import check_seed
+
     check_seed(args.seed)
     out = Path(args.out)
     if out.exists() and not out.is_dir():

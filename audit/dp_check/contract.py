@@ -321,6 +321,13 @@ def as_setup(setup: Any) -> Setup:
     return from_module(setup)
 
 
+def check_seed(seed) -> int:
+    """A seed every random generator dp-check seeds accepts (0 ≤ seed < 2³¹)."""
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**31:
+        raise SetupError(f"--seed must be a whole number in [0, 2147483647], got {seed!r}")
+    return seed
+
+
 def call_user(where: str, fn, *args):
     """Call one of the user's functions; any exception becomes one SetupError line."""
     try:

@@ -363,5 +363,13 @@ def _privatized(inst: Instance, out: Any) -> Release:
     return rel
 
 
+def replay_signals(inst: Instance, signals: list[bool] | None) -> None:
+    """Queue the accumulation signals the sampler emitted before a physical batch."""
+    if not signals or inst.protocol != "opacus":
+        return
+    for s in signals:
+        inst.optimizer.signal_skip_step(do_skip=bool(s))
+
+
 def flat(rel: Release, names: Iterable[str]) -> torch.Tensor:
     return torch.cat([rel[n].reshape(-1).double() for n in names])

@@ -589,7 +589,7 @@ def schedule_effect(
     """Drive both instances through the same physical batches (the user's sampler, with
     its gradient-accumulation signals replayed), every example zero except one crafted
     example added to A's first batch; compare every release."""
-    from .sampling import replay_signals
+    from .harness import replay_signals
 
     mus: list[float] = []
     response: list[float] = []

@@ -410,7 +410,7 @@ def check(
     import warnings
 
     from . import verdict
-    from .command import check_seed
+    from .contract import check_seed
 
     check_seed(seed)
     s = as_setup(setup)

@@ -53,14 +53,6 @@ class Trace:
         return [b for e in self.epochs for b in e]
 
 
-def replay_signals(inst: Instance, signals: list[bool] | None) -> None:
-    """Queue the accumulation signals the sampler emitted before a physical batch."""
-    if not signals or inst.protocol != "opacus":
-        return
-    for s in signals:
-        inst.optimizer.signal_skip_step(do_skip=bool(s))
-
-
 def _batch_indices(batch: Any) -> list[int]:
     if hasattr(batch, "tolist"):
         batch = batch.tolist()
