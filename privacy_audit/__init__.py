@@ -53,12 +53,15 @@ _SUBPACKAGES = ("audit", "attacks", "defenses", "reports", "fixtures", "ground")
 
 __all__ = [
     "AttackResult",
+    "DPCheckResult",
     "MetricSettings",
     "PrivacyAuditCallback",
     "PrivacyClaim",
     "PrivacyMonitor",
     "__version__",
     "assemble_results",
+    "assert_dp",
+    "dp_check",
     "epsilon_lower_bound",
     "run_record",
     "write_outputs",

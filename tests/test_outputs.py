@@ -92,6 +92,7 @@ def REACH(d: Path, o: Path) -> dict[tuple[str, ...], list[str]]:
             "canaries",
             *("audit", "--model", m, "--canaries", str(d / "canaries"), "--out", str(o)),
         ],
+        ("dp-check",): ["dp-check", str(d / "a.txt"), "--out", str(o)],
     }
 
 

@@ -51,6 +51,9 @@ CLAIM_KEYS = {
     "sampling": '"poisson" (default: what Opacus\'s accountants assume) or "shuffle"',
     "accountant": "the accountant the script used (reported, e.g. prv, rdp)",
     "unit": '"example" (default) or "user"',
+    "dataset_size": "N of the real training set, when make_dataset() returns a stand-in of "
+    "another size (then the sampler's scheme is tested, and its rate and steps are the "
+    "declared ones)",
 }
 REQUIRED_CLAIM = ("epsilon", "delta", "noise_multiplier", "max_grad_norm", "sample_rate")
 #: the longest schedule dp-check accounts for (steps): far beyond any real run, and below
@@ -83,9 +86,10 @@ class Claim:
     accountant: str | None = None
     unit: str = "example"
     per_layer_norms: tuple[float, ...] | None = None
+    dataset_size: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        d = {k: getattr(self, k) for k in CLAIM_KEYS if getattr(self, k) is not None}
+        d = {k: getattr(self, k) for k in CLAIM_KEYS if getattr(self, k, None) is not None}
         if self.per_layer_norms:
             d["max_grad_norm"] = list(self.per_layer_norms)
             d["max_grad_norm_total"] = self.max_grad_norm
@@ -170,6 +174,11 @@ def parse_claim(raw: Any) -> Claim:
         steps=steps,
         accountant=acc,
         per_layer_norms=per_layer,
+        dataset_size=(
+            _positive("dataset_size", raw["dataset_size"], integer=True)
+            if "dataset_size" in raw
+            else None
+        ),
         **choices,
     )
 

@@ -94,6 +94,7 @@ def _many_runs(
     s_in: list[float] = []
     s_out: list[float] = []
     stopped = False
+    first_out: list[dict] = []
     for r in range(runs):
         for present, bucket in ((True, s_in), (False, s_out)):
             if time.perf_counter() > deadline:  # the budget wins over the run count
@@ -106,10 +107,23 @@ def _many_runs(
                 rel = crafted_step(inst, rows_for(inst, present, rng))
                 if rel is not None:
                     rels.append(rel)
+            if not present and rels and len(first_out) < 2:
+                first_out.append(rels[0])
+                if len(first_out) == 2 and all(
+                    torch.equal(first_out[0][n], first_out[1][n]) for n in first_out[0]
+                ):
+                    raise DependentRuns(
+                        "two runs released the same noise: the runs are not independent "
+                        "(does the setup seed its own noise?)"
+                    )
             bucket.append(score(rels))
         if stopped:
             break
     return s_in, s_out, stopped
+
+
+class DependentRuns(Exception):
+    """Two runs of the setup drew the same noise: a many-run bound would not be valid."""
 
 
 def lone_canary(
@@ -147,7 +161,20 @@ def lone_canary(
         # log-likelihood ratio of Poisson(q)-sampled N(μ, 1) against N(0, 1), per release
         return float(np.logaddexp(np.log1p(-q), mu * x - mu * mu / 2 + np.log(q)).sum())
 
-    s_in, s_out, stopped = _many_runs(factory, rows_for, score, steps, runs, deadline, seed)
+    try:
+        s_in, s_out, stopped = _many_runs(factory, rows_for, score, steps, runs, deadline, seed)
+    except DependentRuns as exc:
+        return EndToEnd(
+            "anchor pair" if anchors else "lone canary",
+            0,
+            steps,
+            0.0,
+            delta,
+            time.process_time() - c0,
+            time.perf_counter() - w0,
+            False,
+            {"refused": str(exc)},
+        )
     eps = _bound(s_in, s_out, delta, seed)
     return EndToEnd(
         "anchor pair" if anchors else "lone canary",
@@ -219,7 +246,11 @@ def duplicate_record(
         time.process_time() - c0,
         time.perf_counter() - w0,
         stopped,
-        {"pilot_runs": len(diffs)},
+        {
+            "pilot_runs": len(diffs),
+            "note": "information only: a replace-one pair forced into one step, not the "
+            "claim's Poisson add/remove mechanism",
+        },
     )
 
 

@@ -208,24 +208,44 @@ def build(setup: Setup, dataset: Any, seed: int) -> Instance:
 
 
 def _global_state() -> tuple:
-    return (torch.get_rng_state(), np.random.get_state(), random.getstate())
+    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None
+    return (torch.get_rng_state(), np.random.get_state(), random.getstate(), cuda)
 
 
 def _set_global_state(state: tuple) -> None:
     torch.set_rng_state(state[0])
     np.random.set_state(state[1])
     random.setstate(state[2])
+    if state[3] is not None:
+        torch.cuda.set_rng_state_all(state[3])
+
+
+def _same_state(x: tuple, y: tuple) -> bool:
+    if not torch.equal(x[0], y[0]) or x[2] != y[2]:
+        return False
+    (n1, k1, p1, h1, c1), (n2, k2, p2, h2, c2) = x[1], y[1]
+    if n1 != n2 or not np.array_equal(k1, k2) or (p1, h1, c1) != (p2, h2, c2):
+        return False
+    if x[3] is not None and not all(torch.equal(a, b) for a, b in zip(x[3], y[3], strict=True)):
+        return False
+    return True
 
 
 class Coupler:
     """Runs the same step on two instances from the same random state (the global torch,
-    numpy and random states, and each instance's own torch generators): the noise they
-    draw is identical when the noise comes from any of these, so their releases differ
-    exactly by the effect of the data."""
+    CUDA, numpy and random states, and each instance's own torch generators): the noise
+    they draw is identical when the noise comes from any of these, so their releases
+    differ exactly by the effect of the data.
+
+    After every pair it checks that both runs left every state the same; ``last_replayed``
+    is False when they did not (one run drew a different amount of randomness: its noise
+    is not the other's), and ``replayed`` stays False from then on. Callers must not treat
+    such a pair's difference as exact."""
 
     def __init__(self, a: Instance, b: Instance):
         self.a, self.b = a, b
-        self.replayed = True  # every step so far left both in the same state
+        self.replayed = True  # every pair so far left both in the same state
+        self.last_replayed = True
 
     def pair(self, run_a: Callable[[], Any], run_b: Callable[[], Any]) -> tuple[Any, Any]:
         start = _global_state()
@@ -237,13 +257,28 @@ class Coupler:
             own = None
         out_a = run_a()
         end = _global_state()
+        try:
+            end_own = [g.get_state() for g in gens_a]
+        except RuntimeError:
+            end_own = None
         _set_global_state(start)
         if own is not None and len(gens_b) == len(own):
             for g, s in zip(gens_b, own, strict=True):
                 g.set_state(s)
         out_b = run_b()
         after = _global_state()
-        if not torch.equal(after[0], end[0]):
+        same = _same_state(after, end)
+        if own is None or len(gens_b) != len(own):
+            same = same and not gens_a and not gens_b
+        elif end_own is not None:
+            try:
+                same = same and all(
+                    torch.equal(g.get_state(), s) for g, s in zip(gens_b, end_own, strict=True)
+                )
+            except RuntimeError:
+                same = False
+        self.last_replayed = same
+        if not same:
             self.replayed = False
         _set_global_state(end)
         return out_a, out_b

@@ -152,7 +152,8 @@ def model_step(
 ) -> StepOut | None:
     """One step of the user's loop body (``train_step``) or of the default loss with
     per-example ``weights``; the release and the per-sample gradients as Opacus saw them."""
-    inst.model.train()
+    # the modules' training flags stay as the setup left them (a frozen BatchNorm in eval
+    # mode is a correct recipe: forcing train mode would invent a batch-statistics leak)
     seen: dict[str, Any] = {}
     opt = inst.optimizer
 
@@ -276,7 +277,6 @@ def cross_example(
                 "the batch's form is not one dp-check can compute a loss for: define "
                 "loss_fn(model, batch) (per-example losses) or train_step in SETUP",
             )
-        res.tested = True
         res.candidates = tried
         moved, compared, rel_max = 0, 0, 0.0
         if oa.rows and ob.rows:
@@ -314,8 +314,13 @@ def cross_example(
             res.rows_moved, res.rows_compared, res.max_relative_change = moved, compared, rel_max
         elif not res.rows_compared:
             res.rows_compared = compared
+    res.tested = res.rows_compared > 0  # only what was compared counts as tested
     if not res.tested and not res.reason:
-        res.reason = "no other item of the dataset collates to a batch of the same shape"
+        res.reason = (
+            "no other item of the dataset collates to a batch of the same shape"
+            if not tried
+            else "no per-sample gradients or norms to compare"
+        )
     res.detail = {
         "copies": copies,
         "loss": "train_step" if use_train_step else "weighted default loss",
@@ -368,7 +373,15 @@ def loss_weight_sensitivity(
         out.mu_lower[f"{weight:g}"] = mu_lo
         out.tested = True
     vals = list(out.mu.values())
-    out.grows = len(vals) == 2 and vals[0] > 0 and vals[1] > vals[0] * (1 + 1e-3)
+    # growth with W means unclipped only once the effect is already above one clipped
+    # example's (a gradient below C/10⁴ is not clipped at W = 10⁴ even when clipping works)
+    sigma = setup.claim.noise_multiplier
+    out.grows = (
+        len(vals) == 2
+        and vals[0] > 0
+        and vals[1] > vals[0] * (1 + 1e-3)
+        and vals[1] > (1 + 1e-2) / sigma
+    )
     if out.tested and vals[0] == 0:
         out.tested = False
         out.reason = "the example's gradient was zero at this model state"
@@ -430,15 +443,24 @@ def state_outside_release(
     sa, sb, sc = _state(a), _state(b), _state(c)
     out = OutsideRelease(True)
     params = {_strip(n) for n, _ in a.model.named_parameters()}
+    # a state entry that shares storage with a released parameter (tied weights) is it
+    released_ptrs = {p.data_ptr() for p in a.params}
+    tied = {
+        _strip(k)
+        for k, v in a.model.state_dict().items()
+        if isinstance(v, torch.Tensor) and v.data_ptr() in released_ptrs
+    }
+    # "deterministic" needs C to have drawn other noise than A: compare the releases
+    c_other_noise = not all(torch.equal(x, y) for x, y in zip(a.params, c.params, strict=True))
     for k, v0 in before.items():
-        if k in released or k not in sa:
+        if k in released or k in tied or k not in sa:
             continue
         if v0.dtype in (torch.int64, torch.int32, torch.bool) and torch.equal(sa[k], sb[k]):
             continue  # counters (BatchNorm's num_batches_tracked): not data
         if torch.equal(v0, sa[k]):
             continue
         dep = not torch.equal(sa[k], sb[k])
-        det = torch.equal(sa[k], sc[k])
+        det = torch.equal(sa[k], sc[k]) and c_other_noise
         out.changed.append(
             {
                 "name": k,

@@ -21,7 +21,16 @@ import torch
 
 from . import accounting, end_to_end, mechanism, model_checks, sampling
 from .contract import Setup, SetupError, as_setup, call_user
-from .harness import Coupler, Instance, build, check_dataset, crafted_step, flat, zero_rows
+from .harness import (
+    Coupler,
+    Instance,
+    build,
+    check_dataset,
+    crafted_step,
+    flat,
+    seed_everything,
+    zero_rows,
+)
 
 SCHEMA = "privacy-audit/dp-check"
 SCHEMA_VERSION = 1
@@ -194,8 +203,14 @@ class DPCheck:
             ),
         )
         # designs
+        noiseless = tuple(n for n, p in noise.per_tensor.items() if p.get("zero"))
         des = mechanism.designs(
-            a, claim.max_grad_norm, claim.adjacency == "replace-one", limit=48, seed=self.seed
+            a,
+            claim.max_grad_norm,
+            claim.adjacency == "replace-one",
+            limit=48,
+            seed=self.seed,
+            must=noiseless,
         )
         log(f"sensitivity: {len(des)} crafted pairs of batches that differ by one example")
         effects, flushes = self.timed(
@@ -236,6 +251,22 @@ class DPCheck:
                     self.deadline("schedule"),
                 ),
             )
+        # time-invariance, which the state-across-steps bound assumes: the same example
+        # inserted a few steps later must move the later releases the same way
+        sched2 = None
+        if sched is not None and sched.mu_later > 0 and not self.over():
+            a3, b3 = self.fresh(7), self.fresh(7)
+            at = min(3, max(1, len(trace.physical) // 2))
+            sched2 = mechanism.schedule_effect(
+                a3,
+                b3,
+                Coupler(a3, b3),
+                trace.physical,
+                {t0: {0: g}},
+                noise,
+                self.deadline("schedule"),
+                insert_at=at,
+            )
         # the model
         model = {}
         if a.protocol == "opacus" and not self.over():
@@ -254,6 +285,7 @@ class DPCheck:
             "flushes": flushes,
             "sampling": samp,
             "schedule": sched,
+            "schedule_later_insertion": sched2,
             "model": model,
             "scale": scale,
         }
@@ -273,7 +305,17 @@ class DPCheck:
             if fresh_pairs:
                 a, b = self.fresh(10 + k), self.fresh(10 + k)
                 coupler = Coupler(a, b)
-            e = mechanism.measure_design(a, b, coupler, d, noise, coupled, repeats=40)
+            # Bonferroni over the pairs for the drawn (not replayed) measurements
+            e = mechanism.measure_design(
+                a,
+                b,
+                coupler,
+                d,
+                noise,
+                coupled,
+                repeats=40,
+                alpha=mechanism.DECISION_ALPHA / max(1, len(des)),
+            )
             effects.append(e)
             if coupled and not fresh_pairs:
                 fa, fb = coupler.pair(
@@ -326,8 +368,15 @@ class DPCheck:
         k = [0]
 
         def factory(r: int) -> Instance:
+            # each run its own random state after the build, for the global generators and
+            # the instance's own (a setup that seeds its noise would repeat it otherwise)
             k[0] += 1
-            return build(self.setup, self.dataset, self.seed + 50_000 + k[0])
+            inst = build(self.setup, self.dataset, self.seed + 50_000 + k[0])
+            run_seed = (self.seed * 7_919 + 104_729 * k[0]) % 2**31
+            seed_everything(run_seed)
+            for j, gen in enumerate(inst.generators()):
+                gen.manual_seed(run_seed + j + 1)
+            return inst
 
         for anchors in (0, 8):
             share = (deadline - time.perf_counter()) / (2 if anchors == 0 else 1)

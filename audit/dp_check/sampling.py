@@ -205,8 +205,9 @@ def classify(trace: Trace, alpha: float = 0.025) -> dict[str, Any]:
     dup = sum(len(b) - len(set(b)) for b in steps)
     out["duplicates_within_steps"] = int(dup)
     out["expected_empty_batches"] = float(t * (1 - q) ** n) if q < 1 else 0.0
-    partitions, identical = [], True
+    full, partial, identical = [], [], True
     first_epoch = None
+    sizes_e = []
     for e in trace.epochs:
         if not e:
             continue
@@ -215,7 +216,9 @@ def classify(trace: Trace, alpha: float = 0.025) -> dict[str, Any]:
         )
         if not any(len(b) for b in e):
             c = np.zeros(n, dtype=np.int64)
-        partitions.append(bool(c.max() <= 1 and (c == 1).mean() >= 0.95))
+        full.append(bool(c.max() <= 1 and (c == 1).all()))
+        partial.append(bool(c.max() <= 1 and (c == 1).mean() >= 0.95))
+        sizes_e.append(len(e))
         key = [tuple(sorted(b)) for b in e]
         if first_epoch is None:
             first_epoch = key
@@ -226,7 +229,16 @@ def classify(trace: Trace, alpha: float = 0.025) -> dict[str, Any]:
         and [b[0] for b in e if b] == sorted(b[0] for b in e if b)
         for e in trace.epochs
     )
-    out["partition_epochs"] = int(sum(partitions))
+    out["partition_epochs"] = int(sum(partial))
+    # how likely Poisson sampling at q̂ is to look like one pass per epoch (every example
+    # at most once per epoch): the pattern decides the scheme only when this is < 1e-6
+    log_p_pattern = 0.0
+    for te in sizes_e:
+        if 0 < q < 1:
+            p_le1 = (1 - q) ** te + te * q * (1 - q) ** (te - 1)
+            log_p_pattern += n * math.log(max(p_le1, 1e-300))
+    out["poisson_looks_like_passes"] = math.exp(log_p_pattern) if sizes_e else None
+    decisive = sizes_e and log_p_pattern < math.log(1e-6)
     counts = np.bincount(
         np.concatenate([np.asarray(b, dtype=np.int64) for b in steps if b] or [[0]]), minlength=n
     )
@@ -239,16 +251,31 @@ def classify(trace: Trace, alpha: float = 0.025) -> dict[str, Any]:
     if n > 0 and all(len(set(b)) == n for b in steps):
         out["scheme"] = "poisson"
         out["why"] = "every example in every step (q = 1: Poisson sampling at rate 1)"
-    elif partitions and all(partitions) and dup == 0:
-        if in_order or (len(full_epochs) >= 2 and identical):
-            out["scheme"] = "fixed"
-            out["why"] = "batches in index order" if in_order else "the same batches every epoch"
-        else:
-            out["scheme"] = "shuffle"
-            out["why"] = "every example in exactly one step per epoch, reshuffled"
     elif dup > 0:
         out["scheme"] = "with-replacement"
         out["why"] = f"{dup} draws of an example already in its step"
+    elif partial and all(partial) and not decisive:
+        out["scheme"] = "undetermined"
+        out["why"] = (
+            "one pass per epoch, but Poisson sampling at this size would look the same with "
+            f"probability {out['poisson_looks_like_passes']:.2g}: drive more epochs"
+        )
+    elif full and all(full):
+        if in_order:
+            out["scheme"] = "fixed"
+            out["why"] = "batches in index order: an example's step is known"
+        elif len(full_epochs) >= 2 and identical:
+            out["scheme"] = "fixed-shuffled-once"
+            out["why"] = "the same batches every epoch (one permutation)"
+        else:
+            out["scheme"] = "shuffle"
+            out["why"] = "every example in exactly one step per epoch, reshuffled"
+    elif partial and all(partial):
+        out["scheme"] = "shuffle-drop-last"
+        out["why"] = "one pass per epoch, a few examples dropped each time (drop_last)"
+    elif not (p_size == p_size and p_count == p_count):
+        out["scheme"] = "undetermined"
+        out["why"] = "too few steps (or a rate of 0 or 1) to test for Poisson sampling"
     elif not (p_size < POISSON_P or p_count < POISSON_P):
         out["scheme"] = "poisson"
         out["why"] = "batch sizes and per-example counts as Poisson sampling predicts"
