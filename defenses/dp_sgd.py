@@ -104,8 +104,8 @@ class DPSGD(Defense):
         loader = make_loader(tokenizer, train, training, seed)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            engine, gsm, dp_optimizer, dp_loader, sigma, sample_rate, canaries = (
-                self.make_private(model, loader, training, seed)
+            engine, gsm, dp_optimizer, dp_loader, sigma, sample_rate, canaries = self.make_private(
+                model, loader, training, seed
             )
             observe_released(dp_optimizer)
             info = train_loop(gsm, dp_optimizer, dp_loader, training, desc="train dp-sgd")

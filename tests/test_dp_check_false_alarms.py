@@ -1,0 +1,262 @@
+"""Correct DP code that once looked like a violation, and broken code that once looked
+consistent: each case pins the rule that now decides it (a soundness review's findings).
+
+Correct code must never be VIOLATED; code whose privacy dp-check cannot bound soundly must
+never be consistent.
+"""
+
+from __future__ import annotations
+
+import types
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+from privacy_audit.audit.dp_check import dp_check
+from privacy_audit.audit.dp_check.sampling import Trace, classify
+
+SIG, C = 1.0, 1.0
+CLAIM = {
+    "epsilon": 3.0,
+    "delta": 1e-5,
+    "noise_multiplier": SIG,
+    "max_grad_norm": C,
+    "sample_rate": 0.01,
+    "steps": 100,
+}
+ACCEPT = ("sampling", "schedule")
+
+
+def clip_sum(g):
+    names = list(g)
+    b = g[names[0]].shape[0]
+    tot = np.sqrt(sum((g[n].reshape(b, -1) ** 2).sum(1) for n in names)) if b else np.zeros(0)
+    f = np.minimum(1.0, C / np.maximum(tot, 1e-12))
+    return {n: (g[n] * f.reshape((b,) + (1,) * (g[n].ndim - 1))).sum(0) for n in names}
+
+
+def run(fn, params=None, **kw):
+    m = types.SimpleNamespace(PARAMS=params or {"w": (20,), "b": (5,)}, privatize=fn, CLAIM=CLAIM)
+    return dp_check(m, budget=kw.pop("budget", 30), accept_untested=ACCEPT, **kw)
+
+
+def test_randomness_drawn_in_amounts_that_depend_on_the_batch_is_not_an_effect():
+    """A correct step that draws a permutation of the batch before its noise: the two runs
+    of a pair then draw different noise; the pair must not count as exact."""
+
+    def fn(g):
+        np.random.permutation(max(g["w"].shape[0], 1))
+        return {n: v + np.random.normal(0, SIG * C, v.shape) for n, v in clip_sum(g).items()}
+
+    r = run(fn)
+    assert r.verdict != "violated", r.summary()
+    assert not r.record["replay"]["replayed"] or not all(
+        d["exact"] for d in r.record["sensitivity"]["designs"]
+    )
+
+
+def test_noise_the_check_cannot_replay_never_makes_a_correct_step_violated():
+    rng = np.random.default_rng()  # like secure_mode: no state dp-check can set
+
+    def fn(g):
+        return {n: v + rng.normal(0, SIG * C, v.shape) for n, v in clip_sum(g).items()}
+
+    r = run(fn, budget=20)
+    assert r.verdict != "violated", r.summary()
+    assert not r.record["replay"]["replayed"]
+
+
+def test_momentum_on_the_noisy_release_is_not_called_state_across_steps_violated():
+    """An EMA of the *noisy* gradient is post-processing of correct DP-SGD: the
+    state-across-steps bound's assumption (fresh noise per release) fails, so no bound."""
+    state = {}
+
+    def fn(g):
+        r = {n: v + np.random.normal(0, SIG * C, v.shape) for n, v in clip_sum(g).items()}
+        prev = state.get("m")
+        state["m"] = {n: r[n] if prev is None else 0.9 * prev[n] + r[n] for n in r}
+        return state["m"]
+
+    r = run(fn)
+    assert r.verdict == "inconclusive", r.summary()
+
+
+def test_noise_broadcast_over_a_tensor_is_never_consistent():
+    def fn(g):
+        s = clip_sum(g)
+        return {
+            n: v + np.random.normal(0, SIG * C, (1,) if n == "b" else v.shape) for n, v in s.items()
+        }
+
+    r = run(fn, params={"w": (64, 16), "b": (10,)})
+    assert r.verdict != "consistent", r.summary()
+    assert any(f["bug_class"] == "noise: common to all coordinates" for f in r.findings)
+
+
+@pytest.mark.parametrize("n,q,steps", [(20, 0.9, 1), (4, 0.5, 2)])
+def test_small_poisson_traces_are_never_called_shuffled_or_fixed(n, q, steps):
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        batches = [np.nonzero(rng.random(n) < q)[0].tolist() for _ in range(steps)]
+        c = classify(Trace(n=n, epochs=[batches], epochs_wanted=1))
+        assert c["scheme"] in ("poisson", "undetermined"), c
+
+
+def _tiny(n=64):
+    g = torch.Generator().manual_seed(0)
+    return TensorDataset(torch.randn(n, 8, generator=g), torch.randint(0, 3, (n,), generator=g))
+
+
+def _prv(s, q, t):
+    from opacus.accountants import PRVAccountant
+
+    a = PRVAccountant()
+    a.history = [(s, q, t)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return a.get_epsilon(1e-5)
+
+
+def test_a_frozen_batchnorm_in_eval_mode_is_consistent():
+    from opacus import PrivacyEngine
+
+    def make_private(data):
+        model = nn.Sequential(nn.BatchNorm1d(8), nn.Linear(8, 3))
+        for p in model[0].parameters():
+            p.requires_grad_(False)
+        model, opt, loader = PrivacyEngine().make_private(
+            module=model,
+            optimizer=torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=0.1),
+            data_loader=DataLoader(data, batch_size=8),
+            noise_multiplier=1.0,
+            max_grad_norm=1.0,
+        )
+        model._module[0].eval()  # pretrained statistics, never updated
+        return model, opt, loader
+
+    claim = dict(CLAIM, epsilon=_prv(1.0, 1 / 8, 8), sample_rate=1 / 8, epochs=1)
+    del claim["steps"]
+    m = types.SimpleNamespace(make_dataset=_tiny, make_private=make_private, CLAIM=claim)
+    r = dp_check(m, budget=60)
+    assert r.verdict == "consistent", r.summary()
+
+
+def test_a_claim_typed_with_b_over_n_is_inconclusive_not_violated():
+    """Opacus accounts q = 1/len(loader) = 1/4 for N = 100, B = 30; a CLAIM that says
+    q = 0.3 disagrees with its own printed ε, but the code releases what Opacus accounted."""
+    from opacus import PrivacyEngine
+
+    def make_private(data):
+        model = nn.Linear(8, 3)
+        return PrivacyEngine().make_private(
+            module=model,
+            optimizer=torch.optim.SGD(model.parameters(), lr=0.1),
+            data_loader=DataLoader(data, batch_size=30),
+            noise_multiplier=1.0,
+            max_grad_norm=1.0,
+        )
+
+    claim = {
+        "epsilon": _prv(1.0, 0.25, 4),
+        "delta": 1e-5,
+        "noise_multiplier": 1.0,
+        "max_grad_norm": 1.0,
+        "sample_rate": 0.3,
+        "epochs": 1,
+    }
+    m = types.SimpleNamespace(
+        make_dataset=lambda: _tiny(100), make_private=make_private, CLAIM=claim
+    )
+    r = dp_check(m, budget=60)
+    assert r.verdict == "inconclusive", r.summary()
+    assert any("below its own parameters" in f["bug_class"] for f in r.findings)
+
+
+def test_a_stand_in_dataset_uses_the_declared_rate_and_steps():
+    from opacus import PrivacyEngine
+
+    def make_private(data):
+        model = nn.Linear(8, 3)
+        return PrivacyEngine().make_private(
+            module=model,
+            optimizer=torch.optim.SGD(model.parameters(), lr=0.1),
+            data_loader=DataLoader(data, batch_size=64),
+            noise_multiplier=1.1,
+            max_grad_norm=1.0,
+        )
+
+    q = 1 / 782  # the real run: N = 50,000, B = 64
+    claim = {
+        "epsilon": _prv(1.1, q, 3 * 782),
+        "delta": 1e-5,
+        "noise_multiplier": 1.1,
+        "max_grad_norm": 1.0,
+        "sample_rate": q,
+        "epochs": 3,
+        "dataset_size": 50_000,
+    }
+    m = types.SimpleNamespace(
+        make_dataset=lambda: _tiny(1000), make_private=make_private, CLAIM=claim
+    )
+    r = dp_check(m, budget=60)
+    assert r.verdict == "consistent", r.summary()
+    assert any(f["bug_class"] == "sampling: a stand-in dataset" for f in r.findings)
+    without = dict(claim)
+    del without["dataset_size"]
+    m2 = types.SimpleNamespace(
+        make_dataset=lambda: _tiny(1000), make_private=make_private, CLAIM=without
+    )
+    assert dp_check(m2, budget=60).verdict == "violated"  # the stand-in's own rate, 50x
+
+
+def test_tied_embeddings_are_not_a_buffer_trained_outside_the_release():
+    from opacus import PrivacyEngine
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    ids = torch.randint(0, 64, (64, 12), generator=torch.Generator().manual_seed(0))
+
+    def make_private(data):
+        torch.manual_seed(0)
+        cfg = GPT2Config(
+            vocab_size=64,
+            n_positions=12,
+            n_embd=32,
+            n_layer=1,
+            n_head=2,
+            bos_token_id=0,
+            eos_token_id=0,
+        )
+        cfg._attn_implementation = "eager"
+        model = GPT2LMHeadModel(cfg)  # tie_word_embeddings=True: lm_head is wte
+        return PrivacyEngine().make_private(
+            module=model,
+            optimizer=torch.optim.SGD(model.parameters(), lr=0.1),
+            data_loader=DataLoader(data, batch_size=8),
+            noise_multiplier=1.0,
+            max_grad_norm=1.0,
+        )
+
+    def loss_fn(model, batch):
+        (x,) = batch
+        b, t = x.shape
+        logits = model(input_ids=x, position_ids=torch.arange(t).expand(b, t)).logits[:, :-1]
+        tok = nn.functional.cross_entropy(
+            logits.reshape(-1, 64), x[:, 1:].reshape(-1), reduction="none"
+        )
+        return tok.reshape(b, t - 1).mean(1)
+
+    claim = dict(CLAIM, epsilon=_prv(1.0, 1 / 8, 8), sample_rate=1 / 8, epochs=1)
+    del claim["steps"]
+    m = types.SimpleNamespace(
+        make_dataset=lambda: TensorDataset(ids),
+        make_private=make_private,
+        loss_fn=loss_fn,
+        CLAIM=claim,
+    )
+    r = dp_check(m, budget=60)
+    assert r.verdict != "violated", r.summary()
+    assert not any(f["check"] == "outside-release" for f in r.findings), r.summary()
