@@ -383,6 +383,25 @@ def test_schemes_are_told_apart():
         "fixed-size"
     )
 
+    def dropping(ds):  # 205 examples, batches of 10: 5 dropped each epoch
+        return BatchSampler(RandomSampler(ds), 10, drop_last=True)
+
+    class OnePermutation:  # shuffled once, the same batches every epoch
+        def __init__(self, n):
+            self.order = np.random.default_rng(0).permutation(n).tolist()
+
+        def __len__(self):
+            return len(self.order) // 10
+
+        def __iter__(self):
+            for i in range(0, len(self.order), 10):
+                yield self.order[i : i + 10]
+
+    assert sampling.classify(_trace_of(dropping, n=205))["scheme"] == "shuffle-drop-last"
+    assert sampling.classify(_trace_of(lambda ds: OnePermutation(len(ds))))["scheme"] == (
+        "fixed-shuffled-once"
+    )
+
 
 def test_poisson_is_never_called_otherwise_and_its_rate_interval_covers():
     """Over 300 simulated Poisson traces: no other scheme, and the rate's two-sided 95%
