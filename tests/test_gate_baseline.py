@@ -83,6 +83,26 @@ def _row(stdout: str, run: str, attack: str, metric: str) -> str:
     return hits[0]
 
 
+def _n_both(base: dict, new: dict) -> int:
+    """Metrics measured (not null) on both sides, over runs and attacks ok in both."""
+    runs = {r["name"]: r for r in new["runs"]}
+    n = 0
+    for rb in base["runs"]:
+        rn = runs.get(rb["name"])
+        if rn is None:
+            continue
+        atts = {a["attack"]: a for a in rn["attacks"]}
+        for ab in rb["attacks"]:
+            an = atts.get(ab["attack"])
+            if an is None or ab["status"] != "ok" or an["status"] != "ok":
+                continue
+            n += sum(
+                ab["metrics"][m]["value"] is not None and an["metrics"][m]["value"] is not None
+                for m in BASELINE_METRICS
+            )
+    return n
+
+
 def _n_compared(res: dict) -> int:
     return len(BASELINE_METRICS) * sum(
         1 for r in res["runs"] for a in r["attacks"] if a["status"] == "ok"
@@ -137,8 +157,18 @@ def test_identical_results_pass(base, tmp_path, cli):
     assert out.code == 0, out.stdout + out.stderr
     n = _n_compared(base)
     assert n == 40
+    both = sum(
+        1
+        for r in base["runs"]
+        for a in r["attacks"]
+        if a["status"] == "ok"
+        for m in BASELINE_METRICS
+        if a["metrics"][m]["value"] is not None
+    )
+    assert 0 < both < n
     assert out.stdout.splitlines()[-1] == (
-        f"privacy gate passed: {n} metric(s) compared with the baseline, no regression"
+        f"privacy gate passed: {both} metric(s) compared with the baseline "
+        f"({n - both} null on a side, not comparable), no regression"
     )
     for header in ("run", "attack", "metric", "baseline [95% CI]", "new [95% CI]", "Δ", "verdict"):
         assert header in out.stdout
@@ -185,7 +215,7 @@ def test_tolerance_absorbs_a_smaller_rise(base, tmp_path, cli, tolerance, code):
     new = _set(copy.deepcopy(base), "tpr_at_fpr_0.01", 0.25, 0.15, 0.35)  # Δ = 0.2, disjoint
     out = _gate(cli, tmp_path, baseline, new, "--tolerance", tolerance)
     assert out.code == code, out.stdout
-    assert f"(tolerance {float(tolerance):g})" in out.stdout
+    assert f"(tolerance {float(tolerance):g}; runs paired by name)" in out.stdout
     verdict = "REGRESSION" if code else "unchanged within CI"
     assert _row(out.stdout, RUN, ATTACK, "tpr_at_fpr_0.01").endswith(verdict)
 
@@ -223,8 +253,7 @@ def test_missing_and_new_results_are_reported_not_failed(base, tmp_path, cli):
         for line in lines
     )
     assert "NEW: run 'brand-new': in the results, not in the baseline" in lines
-    n = _n_compared(base) - 2 * len(BASELINE_METRICS)
-    assert lines[-1].startswith(f"privacy gate passed: {n} metric(s) compared")
+    assert lines[-1].startswith(f"privacy gate passed: {_n_both(base, new)} metric(s) compared")
 
     strict = _gate(cli, tmp_path, base, new, "--fail-on-missing")
     assert strict.code == 1
@@ -246,7 +275,7 @@ def test_schema_mismatch_is_bad_input(base, tmp_path, cli):
     baseline = copy.deepcopy(base) | {"schema_version": 2}
     junit, summary = tmp_path / "junit.xml", tmp_path / "summary.json"
     out = _gate(cli, tmp_path, baseline, base, "--junit", str(junit), "--summary", str(summary))
-    line = assert_bad_input(out, "schema_version 2", "have 1", untouched=(junit, summary))
+    line = assert_bad_input(out, "schema_version 2", "does not know", untouched=(junit, summary))
     assert "baseline.json" in line
     no_version = {k: v for k, v in base.items() if k != "schema_version"}
     assert_bad_input(_gate(cli, tmp_path, no_version, base), "schema_version None")
@@ -423,9 +452,10 @@ def test_thresholds_and_baseline_together(base, tmp_path, cli):
     # no regression, no violation
     ok = _gate(cli, tmp_path, base, copy.deepcopy(base), "--max-auc", str(limit))
     assert ok.code == 0, ok.stdout
-    n = _n_compared(base)
+    n, both = _n_compared(base), _n_both(base, base)
     assert ok.stdout.splitlines()[-1] == (
-        f"privacy gate passed: {n} metric(s) compared with the baseline, no regression; "
+        f"privacy gate passed: {both} metric(s) compared with the baseline "
+        f"({n - both} null on a side, not comparable), no regression; "
         f"{n // len(BASELINE_METRICS)} attack result(s) within every threshold"
     )
     # a threshold violation alone fails, even with no regression
@@ -451,3 +481,119 @@ def test_thresholds_and_baseline_together(base, tmp_path, cli):
 def test_gate_needs_a_baseline_or_a_threshold(base, tmp_path, cli):
     new = str(_write(tmp_path / "new.json", base))
     assert_bad_input(cli(["gate", new]), "--baseline", "--max-auc")
+
+
+# --------------------------------------------------------------------------- #
+# a baseline gate that compares nothing, run pairing, impossible values
+# --------------------------------------------------------------------------- #
+def _renamed(res: dict, names: list[str]) -> dict:
+    out = copy.deepcopy(res)
+    out["runs"] = [dict(r, name=n) for r, n in zip(out["runs"], names, strict=True)]
+    return out
+
+
+def test_a_baseline_gate_that_compares_nothing_fails_unless_allowed(base, tmp_path, cli):
+    """Runs whose names differ (and more than one run per file): nothing pairs, nothing is
+    compared; a regression could hide there, so the gate fails (exit 1), or passes with
+    --allow-empty saying so."""
+    assert len(base["runs"]) >= 2
+    new = _renamed(base, [f"other-{i}" for i in range(len(base["runs"]))])
+    out = _gate(cli, tmp_path, base, new)
+    assert out.code == 1, out.stdout
+    assert "no metric was compared with the baseline" in out.stdout
+    assert out.stdout.splitlines()[-1] == (
+        "privacy gate failed: nothing was compared with the baseline"
+    )
+    ok = _gate(cli, tmp_path, base, new, "--allow-empty")
+    assert ok.code == 0, ok.stdout
+    assert "0 metric(s) compared with the baseline" in ok.stdout
+    assert "nothing compared (--allow-empty)" in ok.stdout
+
+
+def test_the_only_run_of_each_file_pairs_whatever_its_name(base, tmp_path, cli):
+    """``score`` names a run after its CSV: two one-run files with different names are
+    the same run, and a rise from the baseline is caught."""
+    one = copy.deepcopy(base)
+    one["runs"] = one["runs"][:1]
+    old, new = _renamed(one, ["scores-monday"]), _renamed(one, ["scores-tuesday"])
+    att = new["runs"][0]["attacks"][0]
+    att["metrics"]["auc"] = {"value": 0.99, "ci_low": 0.98, "ci_high": 1.0}
+    old["runs"][0]["attacks"][0]["metrics"]["auc"] = {"value": 0.3, "ci_low": 0.2, "ci_high": 0.4}
+    out = _gate(cli, tmp_path, old, new)
+    assert out.code == 1, out.stdout
+    assert "runs paired the only run of each file" in out.stdout
+    assert "1 regression(s) against the baseline" in out.stdout.splitlines()[-1]
+
+
+def test_match_pairs_runs_by_hand_and_names_unknown_runs(base, tmp_path, cli):
+    names = [r["name"] for r in base["runs"]]
+    new = _renamed(base, [f"{n} (new)" for n in names])
+    pairs = [f"{n} (new)={n}" for n in names]
+    args = [a for p in pairs for a in ("--match", p)]
+    out = _gate(cli, tmp_path, base, new, *args)
+    assert out.code == 0, out.stdout
+    assert f"privacy gate passed: {_n_both(base, base)} metric(s) compared" in out.stdout
+    bad = _gate(cli, tmp_path, base, new, "--match", f"nope={names[0]}")
+    assert_bad_input(bad, "--match", "'nope'")
+    assert_bad_input(_gate(cli, tmp_path, base, new, "--match", "x"), "NEW_RUN=BASELINE_RUN")
+    only = cli(
+        ["gate", str(_write(tmp_path / "n.json", new)), "--max-auc", "0.9", "--match", "a=b"]
+    )
+    assert_bad_input(only, "--match only applies together with --baseline")
+
+
+@pytest.mark.parametrize(
+    "edit, words",
+    [
+        (lambda r: r.update(schema_version=999), ("schema_version 999", "does not know")),
+        (lambda r: r.update(schema_version=True), ("schema_version True",)),
+        (
+            lambda r: r["runs"][0]["attacks"][0]["metrics"]["auc"].update(value=-5.0),
+            ("value -5.0", "outside the metric's range [0, 1]"),
+        ),
+        (
+            lambda r: r["runs"][0]["attacks"][0]["metrics"]["tpr_at_fpr_0.01"].update(ci_high=1.5),
+            ("ci_high 1.5", "outside"),
+        ),
+        (
+            lambda r: r["runs"][0]["attacks"][0]["metrics"]["auc"].update(ci_low=0.9, ci_high=0.1),
+            ("ci_low 0.9 is above ci_high 0.1",),
+        ),
+        (
+            lambda r: r["runs"][0]["attacks"][0]["metrics"]["epsilon_lower_bound"].update(
+                value=-1.0
+            ),
+            ("value -1.0", "outside"),
+        ),
+    ],
+)
+@pytest.mark.parametrize("side", ["results", "baseline"])
+def test_impossible_values_are_bad_input_on_either_side(base, tmp_path, cli, edit, words, side):
+    bad = copy.deepcopy(base)
+    edit(bad)
+    if side == "baseline" and "schema_version" in words[0]:
+        new = copy.deepcopy(base)  # the results' own version is known
+    else:
+        new = copy.deepcopy(base)
+    out = _gate(cli, tmp_path, bad, new) if side == "baseline" else _gate(cli, tmp_path, base, bad)
+    assert_bad_input(out, f"{side if side == 'baseline' else 'results'} file", *words)
+
+
+def test_a_nan_baseline_auc_is_bad_input_not_a_pass(base, tmp_path, cli):
+    text = json.dumps(base)
+    i = text.index('"auc": {"value": ') + len('"auc": {"value": ')
+    j = text.index(",", i)
+    nan_text = text[:i] + "NaN" + text[j:]
+    new_path = _write(tmp_path / "new.json", base)
+    base_path = _write(tmp_path / "base.json", nan_text)
+    out = cli(["gate", str(new_path), "--baseline", str(base_path)])
+    assert_bad_input(out, "baseline file", "value is nan", "never a non-finite one")
+
+
+@pytest.mark.parametrize("kind", ["directory", "device"])
+def test_a_results_path_that_is_not_a_file_is_named_for_what_it_is(tmp_path, cli, kind):
+    path = str(tmp_path) if kind == "directory" else "/dev/null"
+    out = cli(["gate", path, "--max-auc", "0.9"])
+    want = "is a directory" if kind == "directory" else "is not a regular file"
+    assert_bad_input(out, want)
+    assert "does not exist" not in out.stderr

@@ -19,7 +19,7 @@ def _attack(name: str, auc: float, status: str = "ok", lb: float = 0.0) -> dict:
         "n_members": 1000,
         "n_nonmembers": 1000,
         "metrics": {
-            "auc": {"value": auc, "ci_low": auc - 0.03, "ci_high": auc + 0.03},
+            "auc": {"value": auc, "ci_low": max(0.0, auc - 0.03), "ci_high": min(1.0, auc + 0.03)},
             "tpr_at_fpr_0.01": {"value": 0.02, "ci_low": 0.01, "ci_high": 0.03},
             "epsilon_lower_bound": {"value": lb, "delta": 1e-5, "confidence": 0.95},
         },

@@ -84,15 +84,19 @@ def assert_exit2(outcome, *words):
 # --------------------------------------------------------------------------- #
 # requested metric missing, null or non-finite
 # --------------------------------------------------------------------------- #
-@pytest.mark.parametrize(
-    "raw, why",
-    [
-        ("NaN", "not finite"),
-        ("Infinity", "not finite"),
-        ("-Infinity", "not finite"),
-        ("null", "null"),
-    ],
-)
+@pytest.mark.parametrize("raw", ["NaN", "Infinity", "-Infinity"])
+def test_a_non_finite_number_is_bad_input(tmp_path, cli, raw):
+    """The suite writes null for an unmeasured number, never NaN or ∞: a file that holds
+    one was not written by it (or was edited), and is refused before any decision."""
+    text = json.dumps(_results(_run())).replace('"auc": {"value": 0.55', f'"auc": {{"value": {raw}')
+    assert raw in text
+    out = cli(["gate", _write(tmp_path, text), "--max-auc", "0.9"])
+    assert out.code == 2, out.stdout + out.stderr
+    assert out.stderr.count("\n") == 1 and "never a non-finite one" in out.stderr
+    assert "passed" not in out.stdout
+
+
+@pytest.mark.parametrize("raw, why", [("null", "null")])
 def test_non_finite_or_null_auc_fails(tmp_path, cli, raw, why):
     text = json.dumps(_results(_run())).replace('"auc": {"value": 0.55', f'"auc": {{"value": {raw}')
     assert raw in text

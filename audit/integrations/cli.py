@@ -340,6 +340,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="fail when a run or attack of the baseline is missing from the results",
     )
     g.add_argument(
+        "--match",
+        action="append",
+        metavar="NEW=BASE",
+        help="compare the results run NEW with the baseline run BASE (repeatable); runs "
+        "otherwise pair by name, or as the only run of each file",
+    )
+    g.add_argument(
         "--junit", metavar="FILE", help="write a JUnit XML report (testsuite privacy-gate)"
     )
     g.add_argument("--summary", metavar="FILE", help="write a JSON summary of the gate decision")
@@ -1097,6 +1104,7 @@ def _check_writable(path: str, option: str) -> None:
 
 def _cmd_gate(args) -> int:
     from privacy_audit.audit.integrations.gate import (
+        NOT_COMPARABLE,
         RATE_THRESHOLDS,
         Failure,
         GateOutcome,
@@ -1110,6 +1118,7 @@ def _cmd_gate(args) -> int:
         load_results,
         one_line,
         parse_leakage_thresholds,
+        parse_match,
         summary,
     )
     from privacy_audit.ground.io import atomic_write_text, dumps_json
@@ -1123,6 +1132,7 @@ def _cmd_gate(args) -> int:
         for flag, given in (
             ("--tolerance", args.tolerance is not None),
             ("--fail-on-missing", args.fail_on_missing),
+            ("--match", bool(args.match)),
         ):
             if given:
                 raise AuditError(f"{flag} only applies together with --baseline")
@@ -1140,6 +1150,7 @@ def _cmd_gate(args) -> int:
             option = "--" + key.replace("_", "-")
             check_threshold(option, value, "rate" if key in RATE_THRESHOLDS else "nonnegative")
     leakage = parse_leakage_thresholds(args.max_leakage)
+    match = parse_match(args.match)
     tolerance = 0.0 if args.tolerance is None else args.tolerance
     if not (math.isfinite(tolerance) and tolerance >= 0):
         raise AuditError(f"--tolerance must be a finite number >= 0, got {args.tolerance}")
@@ -1159,7 +1170,22 @@ def _cmd_gate(args) -> int:
         allow_empty=args.allow_empty,
         allow_shifted_split=args.allow_shifted_split,
     )
-    diff = compare(results, baseline, tolerance) if baseline is not None else None
+    diff = compare(results, baseline, tolerance, match) if baseline is not None else None
+    if diff is not None and not any(c.base.value is not None for c in diff.comparisons):
+        # a baseline gate that compared no number has checked nothing
+        if not args.allow_empty:
+            failures.append(
+                Failure(
+                    "",
+                    "",
+                    "baseline",
+                    "nothing-compared",
+                    "no metric was compared with the baseline (runs paired "
+                    f"{diff.pairing}; {len(diff.missing)} in the baseline only, "
+                    f"{len(diff.added)} in the results only): pair runs with --match "
+                    "NEW=BASE, or pass --allow-empty to accept",
+                )
+            )
     if diff is not None:
         for c in diff.comparisons:  # measured in the baseline, not now: never "not comparable"
             if c.new.value is None and c.base.value is not None:
@@ -1207,7 +1233,7 @@ def _cmd_gate(args) -> int:
         written.append(path)
 
     if diff is not None:
-        print(f"baseline: {args.baseline} (tolerance {tolerance:g})")
+        print(f"baseline: {args.baseline} (tolerance {tolerance:g}; runs paired {diff.pairing})")
         if diff.comparisons:
             print(format_table(diff.comparisons))
         else:
@@ -1227,9 +1253,15 @@ def _cmd_gate(args) -> int:
     if outcome.passed:
         parts = []
         if diff is not None:
+            n_cmp = sum(1 for c in diff.comparisons if c.verdict != NOT_COMPARABLE)
+            n_null = len(diff.comparisons) - n_cmp
             parts.append(
-                f"{len(diff.comparisons)} metric(s) compared with the baseline, no regression"
+                f"{n_cmp} metric(s) compared with the baseline"
+                + (f" ({n_null} null on a side, not comparable)" if n_null else "")
+                + ", no regression"
             )
+            if n_cmp == 0:
+                parts.append("nothing compared (--allow-empty)")
         if any(v is not None for v in thresholds.values()) or leakage:
             parts.append(f"{n_ok} attack result(s) within every threshold")
         if n_ok == 0:
@@ -1245,6 +1277,7 @@ def _cmd_gate(args) -> int:
         parts.append(f"{len(outcome.failed_missing)} baseline result(s) missing")
     for kind, text in (
         ("nothing-measured", "nothing was measured"),
+        ("nothing-compared", "nothing was compared with the baseline"),
         ("unmeasured", "{n} requested metric(s) not measured"),
         ("claim-violated", "{n} privacy claim(s) VIOLATED"),
         ("inconclusive", "{n} inconclusive verdict(s) under --strict"),

@@ -8,7 +8,9 @@ a metric is compared by its point ``value``; ``--strict`` compares the upper end
 a one-sided 95% lower confidence bound, so it is always compared by its value.
 
 **Baseline regressions** (``--baseline BASELINE.json [--tolerance T]``): runs are matched
-by ``name`` and attacks within a run by ``attack``. For every attack that is ``ok`` in
+by ``name`` (or ``--match NEW=BASE``; when no name is shared and each file holds one run,
+those two runs pair) and attacks within a run by ``attack``. A baseline gate that compared
+no measured number fails unless ``--allow-empty``: it checked nothing. For every attack that is ``ok`` in
 both files, each metric in :data:`BASELINE_METRICS` is classified with
 ``Δ = new.value − base.value`` and the tolerance ``T ≥ 0`` (default 0):
 
@@ -36,7 +38,8 @@ A metric whose value is ``null`` on either side (non-finite) is **not comparable
 never fails. Runs and attacks present in only one file are reported (``missing``: in the
 baseline only, including an attack that is no longer ``ok``; ``added``: in the results
 only); ``missing`` ones fail the gate only with ``--fail-on-missing``. The baseline must
-have the same ``schema_version`` as the results.
+have the same ``schema_version`` as the results, one this version knows; a metric outside
+its range (an AUC of −5), a non-finite number or ``ci_low > ci_high`` is bad input (exit 2).
 """
 
 from __future__ import annotations
@@ -208,6 +211,7 @@ class BaselineDiff:
     comparisons: list[Comparison] = field(default_factory=list)
     missing: list[Unmatched] = field(default_factory=list)  # in the baseline only
     added: list[Unmatched] = field(default_factory=list)  # in the results only
+    pairing: str = "by name"  # how runs were paired (match_runs)
 
     @property
     def regressions(self) -> list[Comparison]:
@@ -248,6 +252,10 @@ def load_results(path: str | Path, what: str = "results file") -> dict[str, Any]
     """Read and structurally check a results.json; raise :class:`DataError` if it is not one."""
     p = Path(path)
     if not p.is_file():
+        if p.is_dir():
+            raise DataError(f"{what} {str(p)!r} is a directory, not a results.json")
+        if p.exists():  # a device or a pipe: reading it could block or return nothing
+            raise DataError(f"{what} {str(p)!r} is not a regular file (a device or a pipe)")
         raise DataError(f"{what} {str(p)!r} does not exist")
     from privacy_audit.ground.io import read_json
 
@@ -256,6 +264,7 @@ def load_results(path: str | Path, what: str = "results file") -> dict[str, Any]
         raise DataError(
             f"{what} {str(p)!r} has no 'runs' list; is it a privacy-audit results.json?"
         )
+    _check_schema(results, what, p)
     for i, run in enumerate(results["runs"]):
         if not isinstance(run, dict) or not isinstance(run.get("name"), str):
             raise DataError(f"{what} {str(p)!r}: run #{i + 1} is not an object with a 'name'")
@@ -281,14 +290,26 @@ def load_results(path: str | Path, what: str = "results file") -> dict[str, Any]
             for key, m in a["metrics"].items():
                 if not isinstance(m, dict):
                     continue  # a scalar summary, not an estimate; never gated
+                where = f"{what} {str(p)!r}: metric {key!r} of attack {a.get('attack')!r} of run {run['name']!r}"
                 for field_ in ("value", "ci_low", "ci_high"):
                     x = m.get(field_)
                     if x is not None and (isinstance(x, bool) or not isinstance(x, (int, float))):
+                        raise DataError(f"{where}: {field_} must be a number or null, got {x!r}")
+                    if x is not None and not math.isfinite(x):
+                        # the suite writes an unmeasured number as null, never NaN or ∞
                         raise DataError(
-                            f"{what} {str(p)!r}: {field_} of metric {key!r} of attack "
-                            f"{a.get('attack')!r} of run {run['name']!r} must be a number or null, "
-                            f"got {x!r}"
+                            f"{where}: {field_} is {x!r}; a results.json holds null for a "
+                            "number that was not measured, never a non-finite one"
                         )
+                    lo_hi = _metric_range(key)
+                    if x is not None and lo_hi is not None and not lo_hi[0] <= x <= lo_hi[1]:
+                        raise DataError(
+                            f"{where}: {field_} {x!r} is outside the metric's range "
+                            f"[{lo_hi[0]:g}, {lo_hi[1]:g}]"
+                        )
+                lo, hi = m.get("ci_low"), m.get("ci_high")
+                if isinstance(lo, (int, float)) and isinstance(hi, (int, float)) and lo > hi:
+                    raise DataError(f"{where}: ci_low {lo!r} is above ci_high {hi!r}")
         leakage = run.get("leakage", [])
         if not isinstance(leakage, list) or not all(
             isinstance(a, dict) and isinstance(a.get("attack"), str) for a in leakage
@@ -309,6 +330,33 @@ def load_results(path: str | Path, what: str = "results file") -> dict[str, Any]
             )
         _normalise_status(run)
     return results
+
+
+#: the schema versions of results.json this gate reads
+KNOWN_SCHEMA_VERSIONS = frozenset({1})
+
+
+def _metric_range(key: str) -> tuple[float, float] | None:
+    """The values a gated metric can take (None: not range-checked)."""
+    if key == "auc" or key.startswith("tpr_at_fpr_"):
+        return (0.0, 1.0)
+    if key == "advantage":
+        return (-1.0, 1.0)
+    if key == "epsilon_lower_bound":
+        return (0.0, math.inf)
+    return None
+
+
+def _check_schema(results: dict[str, Any], what: str, path: Path) -> None:
+    v = results.get("schema_version")
+    if v is None:
+        return
+    if isinstance(v, bool) or v not in KNOWN_SCHEMA_VERSIONS:
+        raise DataError(
+            f"{what} {str(path)!r} has schema_version {v!r}, which this privacy-audit does "
+            f"not know (it reads {', '.join(map(str, sorted(KNOWN_SCHEMA_VERSIONS)))}); "
+            "regenerate it with this version"
+        )
 
 
 def _normalise_status(run: dict[str, Any]) -> None:
@@ -474,8 +522,8 @@ class Failure:
     run: str
     attack: str
     key: str  # what was checked, e.g. "auc", "claim", "measured"
-    # "unmeasured" | "nothing-measured" | "claim-violated" | "inconclusive" | "split-shifted"
-    # | "invalid-attack"
+    # "unmeasured" | "nothing-measured" | "nothing-compared" | "claim-violated"
+    # | "inconclusive" | "split-shifted" | "invalid-attack"
     kind: str
     message: str
 
@@ -815,20 +863,91 @@ def classify(metric: str, base: Estimate, new: Estimate, tolerance: float = 0.0)
     return UNCHANGED_CI
 
 
+def parse_match(items: list[str] | None) -> list[str]:
+    """``--match NEW=BASE`` items, checked for their form; run names may hold ``=``, so
+    the split is resolved against the files' run names by :func:`match_runs`."""
+    for item in items or []:
+        if "=" not in item.strip("=") or not item.strip():
+            raise DataError(f"--match expects NEW_RUN=BASELINE_RUN, got {item!r}")
+    return list(items or [])
+
+
+def _split_match(item: str, new_names: list[str], base_names: list[str]) -> tuple[str, str]:
+    cuts = [i for i, ch in enumerate(item) if ch == "="]
+    found = [
+        (item[:i].strip(), item[i + 1 :].strip())
+        for i in cuts
+        if item[:i].strip() in new_names and item[i + 1 :].strip() in base_names
+    ]
+    if len(found) == 1:
+        return found[0]
+    if len(found) > 1:
+        raise DataError(f"--match {item!r} can be split into run names in more than one way")
+    new, _, base = item.partition("=")
+    side, name, names = (
+        ("results", new.strip(), new_names)
+        if not any(item[:i].strip() in new_names for i in cuts)
+        else ("baseline", base.strip(), base_names)
+    )
+    raise DataError(
+        f"--match {item!r}: the {side} have no run {name!r} "
+        f"(runs: {', '.join(map(repr, names)) or 'none'})"
+    )
+
+
+def match_runs(
+    results: dict[str, Any], baseline: dict[str, Any], match: list[str] | None = None
+) -> tuple[dict[str, str], str]:
+    """Which baseline run each results run is compared with, and how they were paired.
+
+    Runs pair by ``name``; ``match`` (``--match NEW=BASE``) pairs named runs explicitly.
+    When no name is shared and each file holds exactly one run, those two runs pair: a
+    run's name can come from an input file's name (``score`` names a run after its CSV),
+    which is not the run's identity."""
+    new_names = [r["name"] for r in results["runs"]]
+    base_names = [r["name"] for r in baseline["runs"]]
+    if match:
+        pairs: dict[str, str] = {}
+        for item in match:
+            new, base = _split_match(item, new_names, base_names)
+            if new in pairs:
+                raise DataError(f"--match names the results run {new!r} twice")
+            if base in pairs.values():
+                raise DataError(f"--match pairs two results runs with the baseline run {base!r}")
+            pairs[new] = base
+        for n in new_names:
+            if n not in pairs and n in base_names and n not in pairs.values():
+                pairs[n] = n
+        return pairs, "by name and --match"
+    pairs = {n: n for n in new_names if n in base_names}
+    if not pairs and len(new_names) == 1 and len(base_names) == 1:
+        return {new_names[0]: base_names[0]}, (
+            f"the only run of each file: results {new_names[0]!r} with baseline {base_names[0]!r}"
+        )
+    return pairs, "by name"
+
+
 def compare(
-    results: dict[str, Any], baseline: dict[str, Any], tolerance: float = 0.0
+    results: dict[str, Any],
+    baseline: dict[str, Any],
+    tolerance: float = 0.0,
+    match: list[str] | None = None,
 ) -> BaselineDiff:
-    """Match runs by name and attacks by name; classify every gated metric."""
+    """Pair runs (:func:`match_runs`) and attacks by name; classify every gated metric.
+    A run is reported under its name in the results."""
     diff = BaselineDiff()
-    new_runs = _by_name(results["runs"], "name", "results file")
-    base_runs = _by_name(baseline["runs"], "name", "baseline file")
-    for name, base_run in base_runs.items():
-        if name not in new_runs:
+    new_by_name = _by_name(results["runs"], "name", "results file")
+    base_by_name = _by_name(baseline["runs"], "name", "baseline file")
+    pairs, diff.pairing = match_runs(results, baseline, match)
+    paired_base = {b: n for n, b in pairs.items()}
+    for base_name, base_run in base_by_name.items():
+        name = paired_base.get(base_name)
+        if name is None:
             diff.missing.append(
-                Unmatched(name, None, "baseline", "in the baseline, not in the results")
+                Unmatched(base_name, None, "baseline", "in the baseline, not in the results")
             )
             continue
-        new_run = new_runs[name]
+        new_run = new_by_name[name]
         new_atts = _by_name(new_run.get("attacks", []), "attack", f"results run {name!r}")
         base_atts = _by_name(base_run.get("attacks", []), "attack", f"baseline run {name!r}")
         for att_name, base_att in base_atts.items():
@@ -879,8 +998,8 @@ def compare(
                 diff.added.append(
                     Unmatched(name, att_name, "results", "in the results, not in the baseline")
                 )
-    for name in new_runs:
-        if name not in base_runs:
+    for name in new_by_name:
+        if name not in pairs:
             diff.added.append(
                 Unmatched(name, None, "results", "in the results, not in the baseline")
             )
@@ -939,6 +1058,7 @@ def summary(outcome: GateOutcome) -> dict[str, Any]:
         "missing": [m.to_dict() for m in diff.missing] if diff else [],
         "added": [m.to_dict() for m in diff.added] if diff else [],
         "compared": len(diff.comparisons) if diff else 0,
+        "pairing": diff.pairing if diff else None,
         "improved": [c.to_dict() for c in diff.comparisons if c.verdict == IMPROVED]
         if diff
         else [],
