@@ -44,19 +44,39 @@ def run(fn, params=None, **kw):
     return dp_check(m, budget=kw.pop("budget", 30), accept_untested=ACCEPT, **kw)
 
 
-def test_randomness_drawn_in_amounts_that_depend_on_the_batch_is_not_an_effect():
-    """A correct step that draws a permutation of the batch before its noise: the two runs
-    of a pair then draw different noise; the pair must not count as exact."""
+@pytest.mark.parametrize("source", ["numpy", "python random", "torch"])
+def test_randomness_drawn_in_amounts_that_depend_on_the_batch_is_not_an_effect(source):
+    """A correct step that draws once per example before its noise (a permutation of the
+    batch, say), noise and draws from one generator: the two runs of a pair then draw
+    different noise. Such a pair must not count as exact, whichever generator it is: an
+    exact pair's μ would then hold the noise's difference (≈ 7 here, not 1/σ)."""
+    import random
+
+    def draws(k):
+        if source == "numpy":
+            np.random.permutation(k)
+        elif source == "python random":
+            random.shuffle(list(range(k)))
+        else:
+            torch.randperm(k)
+
+    def noise(shape):
+        if source == "numpy":
+            return np.random.normal(0, SIG * C, shape)
+        if source == "python random":
+            flat = [random.gauss(0, SIG * C) for _ in range(int(np.prod(shape)))]
+            return np.array(flat).reshape(shape)
+        return torch.randn(shape, dtype=torch.float64).numpy() * SIG * C
 
     def fn(g):
-        np.random.permutation(max(g["w"].shape[0], 1))
-        return {n: v + np.random.normal(0, SIG * C, v.shape) for n, v in clip_sum(g).items()}
+        draws(max(g["w"].shape[0], 1))
+        return {n: v + noise(v.shape) for n, v in clip_sum(g).items()}
 
     r = run(fn)
     assert r.verdict != "violated", r.summary()
-    assert not r.record["replay"]["replayed"] or not all(
-        d["exact"] for d in r.record["sensitivity"]["designs"]
-    )
+    designs = r.record["sensitivity"]["designs"]
+    assert any(not d["exact"] for d in designs)
+    assert all(d["mu"] < 1.5 for d in designs if d["exact"]), designs
 
 
 def test_noise_the_check_cannot_replay_never_makes_a_correct_step_violated():
