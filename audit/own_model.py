@@ -15,6 +15,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from privacy_audit.audit.config import MAX_LENGTH_CAP
 from privacy_audit.audit.data import (
     AuditData,
@@ -447,12 +449,61 @@ def _reference_attacks(
         run["training"]["reference_models"] = "; ".join(named)
 
 
+def distinct_records(texts: list[str]) -> tuple[list[int], dict[str, Any]]:
+    """The first text of each group of exact or near-duplicates (the split check's
+    criterion: equal normalised texts, or 5-gram Jaccard ≥ 0.8, chained) and the counts.
+
+    Copies of one record are one record: counted as many, they would narrow every interval
+    and raise every bound as if each copy were a person's independent text."""
+    from privacy_audit.attacks.split_check import duplicate_groups
+
+    if not texts:
+        return [], {"texts": 0, "distinct": 0, "removed": 0, "groups_with_copies": 0, "largest": 0}
+    groups = duplicate_groups(list(texts))
+    first: dict[int, int] = {}
+    for i, g in enumerate(groups.tolist()):
+        first.setdefault(g, i)
+    sizes = np.bincount(groups)
+    keep = sorted(first.values())
+    return keep, {
+        "texts": len(texts),
+        "distinct": len(keep),
+        "removed": len(texts) - len(keep),
+        "groups_with_copies": int((sizes > 1).sum()),
+        "largest": int(sizes.max()),
+    }
+
+
+def collapse_within_sides(data):
+    """``data`` with each side's duplicates collapsed to one record
+    (:func:`distinct_records`), and the counts as ``within_members`` /
+    ``within_nonmembers``. Refuses (DataError) when a side keeps fewer than 2 records."""
+    out = {}
+    sets = {}
+    for side, ex in (("members", data.members), ("nonmembers", data.nonmembers)):
+        keep, info = distinct_records(list(ex.texts))
+        if info["distinct"] < 2:
+            raise DataError(
+                f"the {info['texts']} {side[:-1]} text(s) hold {info['distinct']} distinct "
+                "record(s) after collapsing exact and near-duplicates: every statistic needs "
+                "at least 2 distinct records per side"
+            )
+        out[f"within_{side}"] = info
+        sets[side] = ex.subset(keep) if info["removed"] else ex
+    if any(v["removed"] for v in out.values()):
+        data = with_sets(data, sets["members"], sets["nonmembers"])
+    return data, out
+
+
 def check_audit_data(data, seed: int, aggregate_only: bool, dedupe: bool = True):
     """The split check of an ``AuditData``'s members and non-members. Returns the data
     with near-duplicate pairs removed (both sides), the check's dict, and the blind scores
     in attack-set order (members then non-members of the returned data)."""
     from privacy_audit.attacks.split_check import SplitCheck
 
+    within = {}
+    if dedupe:
+        data, within = collapse_within_sides(data)
     members, nonmembers = data.members, data.nonmembers
     try:
         check, scores = SplitCheck(seed=seed, aggregate_only=aggregate_only).run(
@@ -461,6 +512,7 @@ def check_audit_data(data, seed: int, aggregate_only: bool, dedupe: bool = True)
     except ValueError as exc:
         raise DataError(str(exc)) from None
     d = check["duplicates"]
+    d.update(within)
     if dedupe and (d["members_removed"] or d["nonmembers_removed"]):
         dm, dn = set(d["member_index"]), set(d["nonmember_index"])
         keep_m = [i for i in range(len(members)) if i not in dm]
@@ -483,6 +535,14 @@ def run_split_check(data: AuditData, cfg, progress: bool):
     _log("  split check: near-duplicates and blind baseline (model-free classifier)", progress)
     data, split, blind = check_audit_data(data, cfg.seed, cfg.aggregate_only)
     d = split["duplicates"]
+    for side in ("members", "nonmembers"):
+        w = d.get(f"within_{side}") or {}
+        if w.get("removed"):
+            _log(
+                f"  {w['removed']} duplicate {side[:-1]} text(s) collapsed: {w['distinct']} distinct "
+                f"of {w['texts']} (largest group {w['largest']} copies); statistics count distinct records",
+                progress,
+            )
     if d["pairs"]:
         _log(
             f"  {d['pairs']} near-duplicate member/non-member pair(s): removed "

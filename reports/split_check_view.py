@@ -70,6 +70,7 @@ def split_view(run: dict[str, Any], aggregate_only: bool) -> dict[str, Any] | No
         "dup_members": dups.get("members_removed", 0),
         "dup_nonmembers": dups.get("nonmembers_removed", 0),
         "dup_criterion": str(dups.get("criterion") or ""),
+        "within": within_sentence(dups),
         "examples": [
             {
                 "member": str(e.get("member", "")),
@@ -81,3 +82,28 @@ def split_view(run: dict[str, Any], aggregate_only: bool) -> dict[str, Any] | No
         ],
         "attacks": rows,
     }
+
+
+def within_sentence(dups: dict[str, Any]) -> str:
+    """What collapsing duplicates inside each side did, and what it means for a bound."""
+    parts = []
+    largest = 0
+    for side, label in (("members", "member"), ("nonmembers", "non-member")):
+        w = dups.get(f"within_{side}") or {}
+        if w.get("removed"):
+            parts.append(
+                f"{w['texts']} {label} texts hold {w['distinct']} distinct records "
+                f"({w['removed']} copies collapsed; the largest group has {w['largest']} copies)"
+            )
+            if side == "members":
+                largest = int(w.get("largest") or 0)
+    if not parts:
+        return ""
+    out = "; ".join(parts) + ". Every interval and bound counts distinct records."
+    if largest > 1:
+        out += (
+            f" A record trained {largest} times is protected only as a group of {largest}: "
+            f"under an (ε, δ) claim per example, by group privacy at {largest}ε (with a larger δ)."
+        )
+    return out
+
