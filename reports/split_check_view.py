@@ -106,4 +106,3 @@ def within_sentence(dups: dict[str, Any]) -> str:
             f"under an (ε, δ) claim per example, by group privacy at {largest}ε (with a larger δ)."
         )
     return out
-

@@ -249,9 +249,9 @@ def test_gaussian_one_run_epsilon_is_at_most_the_exact_bound_far_out():
         inc = np.r_[np.ones(n, dtype=bool), np.zeros(n, dtype=bool)]
         g = gaussian_one_run_epsilon(scores, inc, 1e-5)
         t_obs = mu_hat / scale
-        a = (1 - g["sampling_confidence"])
+        a = 1 - g["sampling_confidence"]
         exact = optimize.brentq(
-            lambda c: _nct_sf_mpmath(t_obs, df, c) - a, 0.5 * t_obs, t_obs, xtol=1e-10
+            lambda c, t=t_obs, a=a: _nct_sf_mpmath(t, df, c) - a, 0.5 * t_obs, t_obs, xtol=1e-10
         )
         assert g["mu_lo"] <= exact * scale
         assert g["epsilon"] <= gaussian_mechanism_epsilon(exact * scale, 1e-5)
