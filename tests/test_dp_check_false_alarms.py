@@ -280,3 +280,29 @@ def test_tied_embeddings_are_not_a_buffer_trained_outside_the_release():
     r = dp_check(m, budget=60)
     assert r.verdict != "violated", r.summary()
     assert not any(f["check"] == "outside-release" for f in r.findings), r.summary()
+
+
+def test_noise_from_the_optimizers_own_generator_is_replayed(tmp_path):
+    """Opacus with ``noise_generator=``: the noise comes from the optimizer's own
+    generator, which dp-check replays like the global state, so add/remove pairs are exact
+    (not measured by repeated draws) and the release moves by one clipped example."""
+    from privacy_audit.audit.benchmarks.dp_check import setups_dir
+
+    setups = setups_dir()
+    src = (setups / "opacus_default.py").read_text(encoding="utf-8")
+    src = src.replace(
+        "        max_grad_norm=CLIP,\n    )",
+        "        max_grad_norm=CLIP,\n        noise_generator=_own(),\n    )",
+    )
+    # seeded from the OS: each instance's generator starts elsewhere, so only replaying
+    # its state makes two instances draw the same noise
+    src += "\n\ndef _own():\n    g = torch.Generator()\n    g.seed()\n    return g\n"
+    assert "noise_generator" in src
+    (tmp_path / "_common.py").write_text((setups / "_common.py").read_text("utf-8"), "utf-8")
+    path = tmp_path / "own_generator.py"
+    path.write_text(src, encoding="utf-8")
+    r = dp_check(path, budget=30)
+    assert r.verdict == "consistent", r.summary()
+    designs = r.record["sensitivity"]["designs"]
+    exact = [d for d in designs if d["exact"]]
+    assert exact and len(exact) >= len(designs) // 2, designs
