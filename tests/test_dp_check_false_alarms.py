@@ -306,3 +306,26 @@ def test_noise_from_the_optimizers_own_generator_is_replayed(tmp_path):
     designs = r.record["sensitivity"]["designs"]
     exact = [d for d in designs if d["exact"]]
     assert exact and len(exact) >= len(designs) // 2, designs
+
+
+def test_noise_that_uses_a_fixed_draw_by_batch_size_is_not_an_exact_pair():
+    """Correct noise N(0, σ²C²) made from a fixed-size draw combined by batch size: every
+    random state is the same after both runs of a pair, yet the two noises differ. Only
+    the check that an exact pair's difference lies on its crafted direction sees it; taken
+    as exact, the pair's μ would hold the noises' difference and call correct code
+    VIOLATED."""
+    rows = 64
+
+    def fn(g):
+        b = g["w"].shape[0]
+        out = {}
+        for n, v in clip_sum(g).items():
+            z = np.random.normal(0, SIG * C, (rows,) + v.shape)
+            k = min(max(b, 1), rows)
+            out[n] = v + z[:k].sum(0) / np.sqrt(k)
+        return out
+
+    r = run(fn)
+    assert r.verdict != "violated", r.summary()
+    designs = r.record["sensitivity"]["designs"]
+    assert all(d["mu"] < 1.5 for d in designs if d["exact"]), designs

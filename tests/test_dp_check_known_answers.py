@@ -456,3 +456,38 @@ def test_correlated_noise_is_reported_and_lowers_sigma_eff():
     r = dp_check(m, budget=60, accept_untested=("sampling", "schedule"))
     assert any(f["bug_class"] == "noise: correlated coordinates" for f in r.findings)
     assert r.sigma_eff["upper"] < 0.2
+
+
+def test_the_state_across_steps_bound_applies_only_when_its_assumptions_were_checked():
+    """Each assumption alone withholds the bound: fresh noise (|ρ| < 0.05 with a defined
+    interval), a second insertion that was exact and moved the releases the same way, and
+    Poisson sampling; the response used is the smaller of the two insertions'."""
+    from types import SimpleNamespace
+
+    from privacy_audit.audit.dp_check.verdict import persistence_conditions
+
+    fresh = {"rho": 0.01, "lo": -0.03, "hi": 0.05}
+    same = SimpleNamespace(exact=True, response=[1.0, 0.5, 0.25])
+    ok, used, why = persistence_conditions(fresh, [1.0, 0.5, 0.25], same, "poisson")
+    assert ok and used == [1.0, 0.5, 0.25] and why == ""
+    # a later insertion that moves the releases differently (a warm-up that carries state)
+    other = SimpleNamespace(exact=True, response=[1.0, 0.0, 0.0])
+    ok, _, why = persistence_conditions(fresh, [1.0, 0.5, 0.25], other, "poisson")
+    assert not ok and why == "the response depends on when the example came"
+    # within 1e-3 of the largest response: the same; the smaller is used
+    near = SimpleNamespace(exact=True, response=[1.0, 0.4999, 0.25])
+    ok, used, _ = persistence_conditions(fresh, [1.0, 0.5, 0.25], near, "poisson")
+    assert ok and used == [1.0, 0.4999, 0.25]
+    # not exact, or never run: not checked, so not assumed
+    inexact = SimpleNamespace(exact=False, response=[1.0, 0.5, 0.25])
+    assert not persistence_conditions(fresh, [1.0, 0.5, 0.25], inexact, "poisson")[0]
+    assert not persistence_conditions(fresh, [1.0, 0.5, 0.25], None, "poisson")[0]
+    # correlated or untested noise
+    ok, _, why = persistence_conditions({"rho": 0.3, "hi": 0.4}, [1.0, 0.5], same, "poisson")
+    assert not ok and why == "the noise is correlated across steps"
+    nan = float("nan")
+    assert not persistence_conditions({"rho": 0.0, "hi": nan}, [1.0, 0.5], same, "poisson")[0]
+    assert not persistence_conditions(None, [1.0, 0.5], same, "poisson")[0]
+    # not Poisson
+    ok, _, why = persistence_conditions(fresh, [1.0, 0.5, 0.25], same, "shuffle")
+    assert not ok and why == "the sampling is not Poisson"

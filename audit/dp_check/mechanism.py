@@ -609,16 +609,27 @@ ONE_DIRECTION = ("dirac", "dirac-large", "opposite", "replace", "ghost-clipped")
 
 def _off_direction(diff: dict[str, torch.Tensor], design: Design, noise: NoiseStats) -> bool:
     """True when a replayed difference has more than float rounding off the design's
-    direction: the two releases did not share their noise."""
-    if design.kind not in ONE_DIRECTION:
-        return False
-    u = design.direction()
-    proj = sum(float((diff[n].reshape(-1) * u[n]).sum()) for n in u if n in diff)
+    direction: the two releases did not share their noise (even with every random state
+    equal after both runs, e.g. noise assembled from a fixed-size draw by batch size).
+
+    A single-direction design's difference must lie on its direction; any other design's
+    (spread: per-tensor clipping scales each tensor's share differently) on the direction's
+    restriction to each tensor, tensor by tensor."""
+    u = {n: v.reshape(-1).double() for n, v in design.direction().items()}
+    if design.kind in ONE_DIRECTION:
+        proj = sum(float((diff[n].reshape(-1) * u[n]).sum()) for n in u if n in diff)
+        coef = {n: proj for n in u}
+    else:
+        coef = {}
+        for n, un in u.items():
+            nn = float((un * un).sum())
+            if n in diff and nn > 0:
+                coef[n] = float((diff[n].reshape(-1) * un).sum()) / nn
     resid2, tol2 = 0.0, 0.0
     for n, v in diff.items():
         r = v.reshape(-1)
-        if n in u:
-            r = r - proj * u[n]
+        if n in coef:
+            r = r - coef[n] * u[n]
         resid2 += float((r * r).sum())
         p = noise.per_tensor.get(n)
         if p is not None:

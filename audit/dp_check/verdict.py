@@ -150,6 +150,40 @@ def _where_noise(names: list[str]) -> str:
     )
 
 
+def persistence_conditions(
+    lag1: dict[str, float] | None, response: list[float], later: Any, scheme: str | None
+) -> tuple[bool, list[float], str]:
+    """Whether the state-across-steps bound (:func:`accounting.persistence_lower_bound`)
+    applies, the response to use, and why not.
+
+    The bound assumes fresh unit noise per release (the lag-1 correlation's interval is
+    defined and |ρ| < 0.05), Poisson sampling, and a response that does not depend on when
+    the example came: the same example inserted a few steps later (``later``, an exact
+    :class:`ScheduleEffect`) must move the releases after it the same way, to 1e-3 of the
+    largest response. The response used is the smaller of the two, step by step."""
+    lag = lag1 or {}
+    fresh = lag.get("hi") == lag.get("hi") and abs(lag.get("rho", 1.0)) < 0.05
+    invariant = False
+    used = list(response)
+    if later is not None and later.exact and later.response:
+        r0, r1 = np.asarray(response, dtype=float), np.asarray(later.response, dtype=float)
+        m = min(r0.size, r1.size)
+        scale_r = max(float(np.abs(r0[:m]).max()), 1e-12) if m else 1e-12
+        invariant = bool(m and np.abs(r0[:m] - r1[:m]).max() <= 1e-3 * scale_r + 1e-9)
+        used = [float(x) for x in np.minimum(r0[:m], r1[:m])]
+    poisson = scheme == "poisson"
+    why_not = ", ".join(
+        w
+        for w, bad in (
+            ("the noise is correlated across steps", not fresh),
+            ("the response depends on when the example came", not invariant),
+            ("the sampling is not Poisson", not poisson),
+        )
+        if bad
+    )
+    return fresh and invariant and poisson, used, why_not
+
+
 def assemble(setup: Setup, raw: dict[str, Any], runner, accept_untested=()) -> dict[str, Any]:
     claim = setup.claim
     sigma_d = claim.noise_multiplier
@@ -503,34 +537,16 @@ def assemble(setup: Setup, raw: dict[str, Any], runner, accept_untested=()) -> d
             samp0 = raw["sampling"]
             q_for = (samp0.get("rate") or {}).get("decision_lower", claim.sample_rate)
             t_for = int(samp0.get("logical_steps") or claim.steps or 1)
-            # the bound assumes fresh unit noise per release (no correlation across steps),
-            # Poisson sampling and a response that does not depend on when the example
-            # came (checked by a second insertion a few steps later)
-            lag = noise.lag1 or {}
-            fresh = lag.get("hi") == lag.get("hi") and abs(lag.get("rho", 1.0)) < 0.05
-            later = raw.get("schedule_later_insertion")
-            invariant = False
-            response = list(sched.response)
-            if later is not None and later.exact and later.response:
-                r0, r1 = np.asarray(response), np.asarray(later.response)
-                m = min(r0.size, r1.size)
-                scale_r = max(float(np.abs(r0[:m]).max()), 1e-12)
-                invariant = bool(np.abs(r0[:m] - r1[:m]).max() <= 1e-3 * scale_r + 1e-9)
-                response = list(np.minimum(r0[:m], r1[:m]))
-            usable = fresh and invariant and samp0.get("scheme") == "poisson"
+            usable, response, why_not = persistence_conditions(
+                noise.lag1,
+                sched.response,
+                raw.get("schedule_later_insertion"),
+                samp0.get("scheme"),
+            )
             pb = (
                 accounting.persistence_lower_bound(response, q_for, t_for, claim.delta)
                 if usable
                 else 0.0
-            )
-            why_not = ", ".join(
-                w
-                for w, bad in (
-                    ("the noise is correlated across steps", not fresh),
-                    ("the response depends on when the example came", not invariant),
-                    ("the sampling is not Poisson", samp0.get("scheme") != "poisson"),
-                )
-                if bad
             )
             persist_eps = (
                 eps_view(
