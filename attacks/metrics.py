@@ -18,6 +18,7 @@ Only numpy and scipy are used.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import numpy as np
@@ -79,8 +80,51 @@ UNDERCOVERING_STATISTICS = {
 }
 #: Names :func:`bootstrap_ci` accepts.
 BOOTSTRAP_STATISTICS = tuple(s for s in VECTORISED_STATISTICS if s not in UNDERCOVERING_STATISTICS)
-#: FPRs at which :func:`membership_metrics` reports the TPR.
-REPORTED_FPRS = (0.001, 0.01)
+#: FPRs at which :func:`membership_metrics` reports the TPR, lowest first: the gated
+#: ones (0.1%, 1%) and the ladder a report leads with when the sample resolves neither.
+REPORTED_FPRS = (0.001, 0.01, 0.05, 0.1, 0.2)
+#: A TPR at FPR f is resolvable when at least this many non-members lie above its
+#: threshold (n_nonmembers · f ≥ 3): below, one or two texts set the threshold.
+MIN_FALSE_POSITIVES = 3
+#: ... and its exact interval is no wider than this (in TPR): "31.9% [0.0, 95.8]" says
+#: nothing.
+MAX_RESOLVED_WIDTH = 0.5
+
+
+def needed_nonmembers(fpr: float, n_nonmembers: int | None, width: float | None) -> int:
+    """About how many non-members would resolve TPR at ``fpr``: at least
+    ``MIN_FALSE_POSITIVES / fpr``, and, for an interval of ``width`` at ``n_nonmembers``,
+    the size at which it would shrink (as 1/√n) to :data:`MAX_RESOLVED_WIDTH`."""
+    need = math.ceil(MIN_FALSE_POSITIVES / fpr - 1e-9)
+    if n_nonmembers and width is not None and width > MAX_RESOLVED_WIDTH:
+        need = max(need, math.ceil(n_nonmembers * (width / MAX_RESOLVED_WIDTH) ** 2))
+    return int(need)
+
+
+def tpr_resolution(
+    fpr: float, n_nonmembers: int, ci_low: float | None, ci_high: float | None
+) -> tuple[bool, int | None]:
+    """The one rule for whether a sample resolves TPR at ``fpr`` (every surface, the
+    report, ``results.json``, stdout and the gate, reads its outcome): at least
+    :data:`MIN_FALSE_POSITIVES` non-members above the threshold and an exact interval no
+    wider than :data:`MAX_RESOLVED_WIDTH`. Returns ``(resolvable, non-members needed)``,
+    the second ``None`` when resolvable."""
+    width = None
+    if ci_low is not None and ci_high is not None:
+        width = float(ci_high) - float(ci_low)
+    few = n_nonmembers * fpr < MIN_FALSE_POSITIVES
+    if few or width is None or not math.isfinite(width) or width > MAX_RESOLVED_WIDTH:
+        return False, needed_nonmembers(fpr, n_nonmembers, width)
+    return True, None
+
+
+def unresolved_text(needs: int | None) -> str:
+    """How every surface says that a TPR is not resolvable."""
+    if needs is None:
+        return "not resolvable at this n"
+    return f"not resolvable at this n (needs about {needs:,} non-members)"
+
+
 #: How each interval of :func:`membership_metrics` is computed (docs/statistics.md).
 CI_METHODS = {
     "auc": "DeLong variance, logit scale",
@@ -491,12 +535,13 @@ def membership_metrics(
 
     * ``"auc"``: value = area under the empirical ROC; interval = DeLong's variance on
       the logit scale.
-    * ``"tpr_at_fpr_0.001"``, ``"tpr_at_fpr_0.01"``: value = largest TPR with
+    * ``"tpr_at_fpr_x"`` for x in :data:`REPORTED_FPRS`: value = largest TPR with
       empirical FPR <= x; interval = :func:`tpr_interval_exact` (distribution-free,
-      conservative).  When ``x < 1 / n_nonmembers`` the FPR is below the resolution
-      of the data: ``value``, ``ci_low`` and ``ci_high`` are ``None`` and
-      ``"below_resolution"`` is ``True`` (never a number that only means "TPR at zero
-      false positives").
+      conservative).  When the sample does not resolve it (:func:`tpr_resolution`:
+      fewer than 3 non-members above the threshold, or an interval wider than 0.5),
+      ``value``, ``ci_low`` and ``ci_high`` are ``None``, ``"below_resolution"`` is
+      ``True``, ``"needs_nonmembers"`` says about how many would resolve it and
+      ``"reason"`` says so in words: every surface shows that, never the number.
     * ``"advantage"``: value = max over thresholds of TPR - FPR (biased upward: the
       maximum is taken on the data it is reported on).  Lower limit: the one-sided
       ``(1 + confidence)/2`` Agresti-Caffo lower limit of TPR - FPR at the threshold
@@ -559,21 +604,29 @@ def membership_metrics(
     nonmember_desc = ss.scores[~lab][None]
     for x in REPORTED_FPRS:
         key = f"tpr_at_fpr_{x:g}"
-        if x < 1.0 / n_out:
+        lo_hi = None
+        if x >= 1.0 / n_out:
+            lo, hi = tpr_interval_exact(member_desc, nonmember_desc, x, alpha)
+            lo_hi = (float(lo[0]), float(hi[0]))
+        ok, needs = tpr_resolution(x, n_out, *(lo_hi or (None, None)))
+        if not ok:
+            # null in results.json, so no surface (gate, stdout, report) can show a number
+            # its own rule calls unresolved
             result[key] = {
                 "value": None,
                 "ci_low": None,
                 "ci_high": None,
                 "below_resolution": True,
+                "needs_nonmembers": needs,
+                "reason": unresolved_text(needs),
                 "resolution": 1.0 / n_out,
                 "method": CI_METHODS["tpr_at_fpr"],
             }
             continue
-        lo, hi = tpr_interval_exact(member_desc, nonmember_desc, x, alpha)
         result[key] = {
             "value": ss.tpr_at_fpr(x),
-            "ci_low": float(lo[0]),
-            "ci_high": float(hi[0]),
+            "ci_low": lo_hi[0],
+            "ci_high": lo_hi[1],
             "below_resolution": False,
             "resolution": 1.0 / n_out,
             "method": CI_METHODS["tpr_at_fpr"],

@@ -171,8 +171,9 @@ def pick_strongest(attacks: list[dict[str, Any]]) -> dict[str, Any]:
     ``{"attack", "by_auc", "low_fpr": {"attack", "fpr", "tpr", "ci_low", "ci_high"} | None}``
     where ``attack`` is the name the run leads with: the low-FPR one when the sample
     resolves a reported FPR, else the AUC one."""
-    from privacy_audit.attacks.metrics import REPORTED_FPRS
-    from privacy_audit.reports.resolution import MAX_WIDTH, MIN_FALSE_POSITIVES
+    from privacy_audit.reports.resolution import tpr_standing
+
+    GATED_FPRS = (0.001, 0.01)  # the reported FPRs a run may lead with (the gate's)
 
     ok = [a for a in attacks if a.get("status") == "ok" and (a.get("metrics") or {}).get("auc")]
     if not ok:
@@ -183,24 +184,10 @@ def pick_strongest(attacks: list[dict[str, Any]]) -> dict[str, Any]:
 
     by_auc = max(ok, key=auc)["attack"]  # max keeps the first of equals
 
-    def resolved(a: dict, fpr: float, m: dict) -> bool:
-        n_non = a.get("n_nonmembers")
-        if isinstance(n_non, int) and n_non * fpr < MIN_FALSE_POSITIVES:
-            return False
-        lo, hi = m.get("ci_low"), m.get("ci_high")
-        return lo is None or hi is None or float(hi) - float(lo) <= MAX_WIDTH
-
     low = None
-    for x in sorted(REPORTED_FPRS):
+    for x in GATED_FPRS:
         key = f"tpr_at_fpr_{x:g}"
-        rows = [
-            a
-            for a in ok
-            if isinstance(a["metrics"].get(key), dict)
-            and not a["metrics"][key].get("below_resolution")
-            and a["metrics"][key].get("value") is not None
-            and resolved(a, x, a["metrics"][key])
-        ]
+        rows = [a for a in ok if tpr_standing(a, x)["resolvable"]]
         if rows:
             best = max(rows, key=lambda a: (float(a["metrics"][key]["value"]), auc(a)))
             m = best["metrics"][key]

@@ -19,6 +19,8 @@ from typing import Any
 import numpy as np
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 
+from privacy_audit.attacks.metrics import REPORTED_FPRS
+
 from . import plots
 from .formatting import DASH, as_finite, as_float, ci, num, small
 from .resolution import lead_tpr, tpr_view
@@ -60,7 +62,12 @@ METRIC_COLUMNS = (
     ("balanced_accuracy", "Balanced acc."),
 )
 # sample sizes are shown in their own column, not as extra metrics
-_KNOWN_METRICS = {k for k, _ in METRIC_COLUMNS} | {EPS_LB, "n_members", "n_nonmembers"}
+_KNOWN_METRICS = (
+    {k for k, _ in METRIC_COLUMNS}
+    | {EPS_LB, "n_members", "n_nonmembers"}
+    # the FPR ladder the summary leads with when 1% is not resolvable
+    | {f"tpr_at_fpr_{x:g}" for x in REPORTED_FPRS}
+)
 _TOP_EXPOSED = 10
 _MAX_ID_CHARS = 120
 

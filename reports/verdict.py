@@ -590,17 +590,18 @@ def _incomparable_reason(claim: dict, lb: dict) -> str | None:
 # Verdict
 # --------------------------------------------------------------------------- #
 def measured_metric(attack: dict | None, key: str) -> dict | None:
-    """The metric dict when it holds a finite value and is not flagged below the
-    sample's resolution (a TPR at an FPR below 1/n_nonmembers); else ``None``."""
+    """The metric dict when it holds a finite value and, for a TPR, the sample resolves
+    it (:func:`privacy_audit.reports.resolution.tpr_standing`, the rule every surface
+    uses); else ``None``."""
     m = metric(attack, key)
     if not m or as_finite(m.get("value")) is None:
         return None
     if m.get("below_resolution") is True or m.get("status") == "below_resolution":
         return None
-    fpr = {TPR_1: 0.01, TPR_01: 0.001}.get(key)
-    n_non = attack.get("n_nonmembers") if isinstance(attack, dict) else None
-    if fpr is not None and isinstance(n_non, int) and not isinstance(n_non, bool):
-        if n_non * fpr < 1:  # the FPR grid's step 1/n_non is coarser than the target FPR
+    if key.startswith("tpr_at_fpr_"):
+        from .resolution import tpr_standing
+
+        if not tpr_standing(attack, float(key[len("tpr_at_fpr_") :]))["resolvable"]:
             return None
     return m
 
@@ -929,15 +930,10 @@ def verdict_for_run(run: dict) -> dict:
     from .resolution import lead_tpr, tpr_view
 
     one = tpr_view(attack, 0.01)
-    if tpr and tpr.get("below_resolution"):
-        # 1% FPR is finer than 1/n_nonmembers: no TPR is measured there (never a number)
-        tpr_txt = "its TPR at 1% false positives is below this sample's resolution"
-        if one["needs"]:
-            tpr_txt += f" (not resolvable at this n: needs about {one['needs']:,} non-members)"
-    elif tpr and as_float(tpr.get("value")) is not None and one["resolvable"]:
-        tpr_txt = f"identifies {pct_ci(tpr)} of members at 1% false positives"
-    elif tpr and as_float(tpr.get("value")) is not None:
-        # an interval this wide says nothing: why, and what the sample does resolve
+    if one["resolvable"]:
+        tpr_txt = f"identifies {pct_ci(one['metric'])} of members at 1% false positives"
+    elif tpr:
+        # not resolvable at this n: why, and what the sample does resolve (never a number)
         tpr_txt = f"its TPR at 1% false positives is {one['text']}"
     else:
         tpr_txt = ""
@@ -1062,18 +1058,18 @@ def strongest_two_ways(run: dict) -> str:
         fpr = as_float(low.get("fpr"))
         tpr = {k: low.get(k) for k in ("value", "ci_low", "ci_high")}
         tpr["value"] = low.get("tpr")
-        where = f"{100 * fpr:g}% FPR" if fpr is not None else "low FPR"
+        where = f"{100 * fpr:g}%" if fpr is not None else "a low"
         parts.append(
-            f"strongest at {where} (the lowest this sample resolves): {low['attack']} "
-            f"(TPR {pct_ci(tpr)})"
+            f"At {where} false positives, the lowest reported rate this sample resolves, the "
+            f"strongest attack is {low['attack']} (TPR {pct_ci(tpr)})"
         )
     else:
-        parts.append("no reported FPR (0.1%, 1%) is resolved by this sample")
+        parts.append("This sample resolves neither reported false-positive rate (0.1%, 1%)")
     if by_auc is not None:
         a = next((x for x in ok_attacks(run) if x.get("attack") == by_auc), None)
         auc = metric(a, "auc") if a else None
-        parts.append(f"by AUC: {by_auc}" + (f" (AUC {ci(auc)})" if auc else ""))
-    return "Strongest attack " + "; ".join(parts) + "."
+        parts.append(f"by AUC, it is {by_auc}" + (f" (AUC {ci(auc)})" if auc else ""))
+    return "; ".join(parts) + "."
 
 
 def split_shifted(run: dict) -> dict | None:

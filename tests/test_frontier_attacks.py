@@ -425,5 +425,8 @@ def test_verdict_reads_the_more_severe_of_the_two_strongest():
     assert verdict_level(run)[0] == "high"  # never LOW from the low-FPR leader alone
     v = verdict_for_run(run)
     assert v["attack"] == "y"
-    assert "strongest at 0.1% FPR (the lowest this sample resolves): x" in v["text"]
-    assert "by AUC: y" in v["text"]
+    assert (
+        "At 0.1% false positives, the lowest reported rate this sample resolves, the "
+        "strongest attack is x" in v["text"]
+    )
+    assert "by AUC, it is y" in v["text"]

@@ -163,7 +163,7 @@ def test_given_base_reference_attacks_equal_plain_transformers(models, tmp_path,
     assert run["strongest_attack_by_auc"] in names
     low = run["strongest_attack_low_fpr"]
     assert low is None or low["attack"] in names  # 20 non-members resolve no reported FPR
-    assert "by AUC: " + run["strongest_attack_by_auc"] in run["verdict"]["text"]
+    assert "by AUC, it is " + run["strongest_attack_by_auc"] in run["verdict"]["text"]
 
 
 def test_rmia_online_equals_plain_transformers(models, tmp_path, cli):

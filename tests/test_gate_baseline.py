@@ -55,8 +55,14 @@ def _attack(res: dict, run: str = RUN, attack: str = ATTACK) -> dict:
 
 
 def _set(res: dict, metric: str, value, ci_low=None, ci_high=None, run=RUN, attack=ATTACK):
-    m = _attack(res, run, attack)["metrics"][metric]
+    a = _attack(res, run, attack)
+    m = a["metrics"][metric]
     m["value"], m["ci_low"], m["ci_high"] = value, ci_low, ci_high
+    if metric.startswith("tpr_at_fpr_"):
+        # a TPR is a number only where the sample resolves it: ≥ 3 non-members above
+        # the threshold (the edited file says so, as a run on 1,000 non-members would)
+        a["n_nonmembers"] = 1000
+        m["below_resolution"] = False
     return res
 
 
@@ -405,6 +411,7 @@ def test_summary_json(base, tmp_path, cli):
             a["metrics"]["tpr_at_fpr_0.01"].update(
                 value=0.05, ci_low=0.01, ci_high=0.1, below_resolution=False
             )
+            a["n_nonmembers"] = 1000  # where a TPR at 1% FPR is resolvable
     summary = tmp_path / "summary.json"
     out = _gate(
         cli, tmp_path, baseline, new, "--summary", str(summary), "--max-tpr-at-1pct-fpr", "0.0"

@@ -334,7 +334,16 @@ def test_invalid_parameters_raise():
 
 # --------------------------------------------------------------------------- membership_metrics
 
-CI_KEYS = ("auc", "tpr_at_fpr_0.001", "tpr_at_fpr_0.01", "advantage", "balanced_accuracy")
+CI_KEYS = (
+    "auc",
+    "tpr_at_fpr_0.001",
+    "tpr_at_fpr_0.01",
+    "tpr_at_fpr_0.05",
+    "tpr_at_fpr_0.1",
+    "tpr_at_fpr_0.2",
+    "advantage",
+    "balanced_accuracy",
+)
 
 
 def test_membership_metrics_keys_and_values():
@@ -388,6 +397,10 @@ def test_membership_metrics_n2000_nboot1000():
     out = membership_metrics(scores, members, n_boot=1000)
     for key in CI_KEYS:
         v = out[key]
+        if key == "tpr_at_fpr_0.001":  # 2 false positives at 2,000: not resolvable
+            assert v["value"] is None and v["below_resolution"] is True
+            assert v["needs_nonmembers"] == 3000
+            continue
         assert all(np.isfinite([v["value"], v["ci_low"], v["ci_high"]]))
         assert 0.0 <= v["ci_low"] <= v["ci_high"] <= 1.0
     true_auc = norm.cdf(0.5 / math.sqrt(2))

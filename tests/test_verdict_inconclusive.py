@@ -124,7 +124,10 @@ def test_verdict_text_says_below_resolution_instead_of_a_dash():
     run = _run_from_scores(scores, [1] * 60 + [0] * 60)
     v = verdict_for_run(run)
     assert v["level"] == "high"
-    assert "below this sample's resolution" in v["text"], v["text"]
+    assert (
+        "its TPR at 1% false positives is not resolvable at this n (needs about 300 "
+        "non-members)" in v["text"]
+    ), v["text"]
     # no number at 1% FPR and no dash; the text leads with the lowest FPR the sample
     # resolves instead (issue 37)
     assert "of members at 1% false positives" not in v["text"] and "—" not in v["text"]

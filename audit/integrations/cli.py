@@ -1031,9 +1031,13 @@ def _cmd_score(args) -> int:
             "of a member's",
             file=sys.stderr,
         )
-    m = results["runs"][0]["attacks"][0]["metrics"]
-    tpr = m["tpr_at_fpr_0.01"]
-    tpr_text = "below resolution" if tpr.get("value") is None else f"{tpr['value']:.3f}"
+    from privacy_audit.reports.formatting import ci as ci_text
+    from privacy_audit.reports.resolution import tpr_view
+
+    attack = results["runs"][0]["attacks"][0]
+    m = attack["metrics"]
+    one = tpr_view(attack, 0.01)  # the report's and the gate's standing of this number
+    tpr_text = ci_text(one["metric"]) if one["resolvable"] else one["text"]
     # the bound only: epsilon_point_estimate is no bound and is not printed here
     print(
         f"AUC {m['auc']['value']:.3f} [{m['auc']['ci_low']:.3f}, {m['auc']['ci_high']:.3f}]  "

@@ -404,6 +404,8 @@ def _estimate(att: dict[str, Any], run: str, metric: str, what: str) -> Estimate
             "is it a privacy-audit results.json?"
         )
     where = f"{what}: '{metric}' of attack {att.get('attack')!r} of run {run!r}"
+    if metric.startswith("tpr_at_fpr_") and _unmeasured(m, att, metric) is not None:
+        return Estimate(None, None, None)  # not resolvable at this n: not a number to compare
     return Estimate(
         _number(m.get("value"), f"{where} value"),
         _number(m.get("ci_low"), f"{where} ci_low"),
@@ -547,12 +549,20 @@ def _finite(x: Any) -> float | None:
     return x if math.isfinite(x) else None
 
 
-def _unmeasured(m: Any) -> str | None:
-    """Why a metric dict holds no usable value (None: it does)."""
+def _unmeasured(m: Any, att: dict[str, Any] | None = None, key: str = "") -> str | None:
+    """Why a metric dict holds no usable value (None: it does). A TPR the sample does not
+    resolve (reports/resolution.py, the report's own rule) is not measured."""
     if not isinstance(m, dict):
         return "is missing"
     if m.get("below_resolution") is True or m.get("status") == "below_resolution":
-        return "is below the resolution of this sample (not measured)"
+        reason = m.get("reason") if isinstance(m.get("reason"), str) else ""
+        return f"is {reason or 'below the resolution of this sample'} (not measured)"
+    if key.startswith("tpr_at_fpr_") and att is not None:
+        from privacy_audit.reports.resolution import tpr_standing
+
+        st = tpr_standing(att, float(key[len("tpr_at_fpr_") :]))
+        if st["measured"] and not st["resolvable"]:
+            return f"is {st['reason']}: not measured"
     if "value" not in m or m["value"] is None:
         return "is null"
     if isinstance(m["value"], bool) or not isinstance(m["value"], (int, float)):
@@ -646,7 +656,7 @@ def check_all(
                     continue
                 metric, label = GATED[key]
                 m = metrics.get(metric)
-                why = _unmeasured(m)
+                why = _unmeasured(m, att, metric)
                 if why is not None:
                     failures.append(
                         Failure(
