@@ -95,8 +95,9 @@ def _run(auc, auc_lo, auc_hi, p=None, tpr_hi=0.03):
     att = {
         "attack": "min-k",
         "status": "ok",
-        "n_members": 150,
-        "n_nonmembers": 150,
+        # 400 non-members: TPR at 1% FPR is resolvable (≥ 3 non-members above its threshold)
+        "n_members": 400,
+        "n_nonmembers": 400,
         "metrics": {
             "auc": {"value": auc, "ci_low": auc_lo, "ci_high": auc_hi},
             "tpr_at_fpr_0.01": {"value": 0.01, "ci_low": 0.0, "ci_high": tpr_hi},
