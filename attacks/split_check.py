@@ -1271,6 +1271,8 @@ def fold_tfidf(counts, tr: np.ndarray, te: np.ndarray):
     if cols.size > MAX_NGRAMS:
         tf = np.asarray(c_tr.sum(axis=0)).ravel()[cols]
         cols = np.sort(cols[np.argsort(-tf, kind="stable")[:MAX_NGRAMS]])
+    if cols.size == 0:  # no n-gram in two training texts (short or numeric texts)
+        return sparse.csr_matrix((tr.size, 0)), sparse.csr_matrix((te.size, 0))
     idf = np.log((1 + tr.size) / (1 + df[cols])) + 1.0
     out = []
     for rows in (c_tr, counts[te]):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -81,6 +82,29 @@ def run_audit(
 
 #: the member column's values (after strip and lower case)
 _MEMBER = {"0": 0, "1": 1, "true": 1, "false": 0}
+#: a score as written in a CSV: an ASCII decimal number (Python's float() also takes
+#: "1_000" and non-ASCII digits, which no CSV writer means as a number), or nan/inf,
+#: which are refused as non-finite with their count
+_SCORE = re.compile(
+    r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|[+-]?(?:nan|inf|infinity)", re.I | re.A
+)
+
+
+def _member_value(v: str | None) -> int | None:
+    """0/1 from a member cell: 0, 1, true, false, and 0.0 / 1.0 (a float column), as
+    ``[data]``'s member column reads them."""
+    from privacy_audit.audit.data import label_key
+
+    key = (v or "").strip().lower()
+    if key in _MEMBER:
+        return _MEMBER[key]
+    return _MEMBER.get(label_key(key)) if key else None
+
+
+def _score_value(v: str | None) -> float:
+    if v is None or not _SCORE.fullmatch(v.strip()):
+        raise ValueError(v)
+    return float(v)
 
 
 def score_file(
@@ -136,6 +160,13 @@ def score_file(
                 f"scores file {str(p)!r} has no column {col!r}; expected columns: score,member[,id]"
             )
     width = len(header)
+    for i, r in enumerate(rows):
+        if len(r) > width:  # a value with no column: a misquoted comma, a shifted row
+            raise DataError(
+                f"scores file {str(p)!r}: a row holds {len(r)} fields but the header names "
+                f"{width} ({','.join(header)}); quote fields that contain a comma "
+                f"(data row {i + 1})"
+            )
 
     def column(name: str) -> list[str | None]:
         if name not in header:
@@ -159,17 +190,19 @@ def score_file(
         # cut like run cuts texts: bounded work on a multi-MB field (audit/textcap.py)
         texts = [None if t is None else cap_text(t, MAX_LENGTH_CAP) for t in texts]
     try:
-        scores = list(map(float, score_col))
-        members = [_MEMBER[(v or "").strip().lower()] for v in member_col]
+        scores = list(map(_score_value, score_col))
+        members = [_member_value(v) for v in member_col]
+        if None in members:
+            raise KeyError
     except (TypeError, ValueError, KeyError):  # the first bad row, as a row-by-row reading
         for i, (sc, mv) in enumerate(zip(score_col, member_col, strict=True), start=2):
             try:
-                float(sc)
+                _score_value(sc)
             except (TypeError, ValueError):
                 raise DataError(
                     f"scores file {str(p)!r} line {i}: score {sc!r} is not a number"
                 ) from None
-            if (mv or "").strip().lower() not in _MEMBER:
+            if _member_value(mv) is None:
                 raise DataError(
                     f"scores file {str(p)!r} line {i}: member must be 0/1 or true/false, got {mv!r}"
                 ) from None
