@@ -196,6 +196,12 @@ def test_make_train_audit_end_to_end(tmp_path):
     argv = ["canaries", "audit", "--model", str(tmp_path / "dp"), "--canaries", str(can_dir)]
     assert main([*argv, "--out", str(bad), "--reference", str(tmp_path / "nope")]) == 2
     assert not bad.exists()
+    # an audit already in --out is a record: refused, untouched, unless --force
+    done = tmp_path / "audit-dp"
+    before = (done / "results.json").read_bytes()
+    assert main([*argv, "--out", str(done), "--quiet"]) == 2
+    assert (done / "results.json").read_bytes() == before
+    assert main([*argv, "--out", str(done), "--quiet", "--force"]) == 0
 
 
 def test_bad_inputs_are_one_line_exit_2(tmp_path, capsys):

@@ -306,6 +306,13 @@ def audit(args) -> int:
     if args.claimed_delta is not None and not delta >= args.claimed_delta:
         # a bound at a smaller δ tests (ε, δ)-DP, which an (ε, claimed δ) claim never promised
         raise AuditError("--delta must be at least --claimed-delta to test the claim")
+    held = [f for f in ("results.json", "report.html") if (Path(args.out) / f).exists()]
+    if held and not args.force:
+        # a finished audit is a record (a gate's baseline, say): never replaced silently
+        raise AuditError(
+            f"{args.out} already holds a canary audit ({', '.join(held)}); use --force to "
+            "replace it, or another --out"
+        )
     from privacy_audit.audit.outputs import check_outputs, dir_outputs
 
     check_outputs(
@@ -413,6 +420,7 @@ def add_parser(sub) -> None:
     a.add_argument("--delta", type=float, help="δ of the bound (default 1e-5)")
     a.add_argument("--confidence", type=float, help="confidence (default 0.95)")
     a.add_argument("--out", default="canary-audit", help="output directory")
+    a.add_argument("--force", action="store_true", help="replace an audit already in --out")
     a.add_argument(
         "--aggregate-only", action="store_true", help="aggregates only (always true here)"
     )
