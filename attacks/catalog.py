@@ -12,8 +12,6 @@ from typing import Any
 
 from privacy_audit.attacks import ATTACKS, LEAKAGE_ATTACKS
 from privacy_audit.attacks.base import NEEDS
-from privacy_audit.attacks.shadow import CATALOG as SHADOW_CATALOG
-from privacy_audit.attacks.shadow import SHADOW_ATTACKS
 
 #: Shortcuts of ``--attacks``: ``llm`` (the causal-LM membership signals) and ``all``.
 GROUPS = ("all", "llm")
@@ -44,6 +42,9 @@ def catalog() -> list[dict[str, Any]]:
                 "cost": cls.cost,
             }
         )
+    from privacy_audit.attacks.shadow import CATALOG as SHADOW_CATALOG
+    from privacy_audit.attacks.shadow import SHADOW_ATTACKS
+
     for name in SHADOW_ATTACKS:
         summary, needs, cost = SHADOW_CATALOG[name]
         rows.append(
@@ -100,8 +101,23 @@ def check_names(spec: str) -> list[str]:
         raise ValueError(f"--attacks names no attack; valid: {', '.join(valid)}")
     for t in tokens:
         if t not in valid:
-            raise ValueError(f"unknown attack {t!r} in --attacks; valid: {', '.join(valid)}")
+            raise ValueError(
+                f"unknown attack {t!r} in --attacks{did_you_mean(t, valid)}; valid: "
+                f"{', '.join(valid)} (privacy-audit attacks lists what each needs)"
+            )
     return tokens
+
+
+def did_you_mean(name: str, valid) -> str:
+    """``"; did you mean 'ez-mia'?"`` for a near miss (``_`` for ``-``, case, a typo)."""
+    import difflib
+
+    norm = {v.lower().replace("_", "-"): v for v in valid}
+    key = name.strip().lower().replace("_", "-")
+    if key in norm:
+        return f"; did you mean {norm[key]!r}?"
+    close = difflib.get_close_matches(key, list(norm), n=1, cutoff=0.75)
+    return f"; did you mean {norm[close[0]]!r}?" if close else ""
 
 
 def expand(spec: str, kind: str, have: set[str]) -> tuple[list[str], list[str]]:

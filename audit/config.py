@@ -24,8 +24,8 @@ from privacy_audit.audit.epsilon.canaries import CANARY_KINDS, LM_CANARY_DESIGNS
 from privacy_audit.audit.textcap import MAX_LENGTH_CAP  # the default max_length, as is
 from privacy_audit.defenses import DEFENSES
 from privacy_audit.defenses.base import NOTIONS, UNITS
-from privacy_audit.defenses.targets.lm import LM_PRESETS
 from privacy_audit.defenses.targets.loading import DEVICE_MAPS, DTYPES, KINDS, PRESETS, TargetSpec
+from privacy_audit.defenses.targets.presets import LM_PRESETS
 from privacy_audit.ground.errors import ConfigError
 
 _NUM = (int, float)
@@ -540,8 +540,11 @@ def parse_config(
         raise ConfigError(f"config key 'attacks.names' is empty; allowed: {', '.join(known)}")
     for n in names:
         if not isinstance(n, str) or n not in known:
+            from privacy_audit.attacks.catalog import did_you_mean
+
+            hint = did_you_mean(n, known) if isinstance(n, str) else ""
             raise ConfigError(
-                f"unknown attack {n!r} in 'attacks.names'; allowed: {', '.join(known)}"
+                f"unknown attack {n!r} in 'attacks.names'{hint}; allowed: {', '.join(known)}"
             )
     if len(set(names)) != len(names):
         raise ConfigError("config key 'attacks.names' lists an attack twice")

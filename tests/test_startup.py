@@ -194,3 +194,22 @@ def test_score_with_a_text_column_imports_no_torch(tmp_path):
     rc, heavy = _command(["score", "scores.csv", "--out", "out", "--bootstrap", "100"], tmp_path)
     assert rc == 0
     assert "torch" not in heavy and "transformers" not in heavy, heavy
+
+
+def test_a_misspelt_attack_is_refused_without_torch_and_with_a_suggestion(tmp_path):
+    """``run --attacks ez_mia`` exits 2 naming the attack it meant, before config loading
+    imports torch (a refusal that cost seconds of CPU and 290 MB)."""
+    rc, heavy = _command(["run", "--model", "nope", "--attacks", "lm-loss,ez_mia"], tmp_path)
+    assert rc == 2
+    assert "torch" not in heavy and "transformers" not in heavy, heavy
+    from privacy_audit.attacks.catalog import check_names
+
+    with pytest.raises(
+        ValueError, match=r"unknown attack 'ez_mia' in --attacks; did you mean 'ez-mia'\?"
+    ):
+        check_names("lm-loss,ez_mia")
+    with pytest.raises(ValueError, match=r"'LM-LOSS'.*did you mean 'lm-loss'\?"):
+        check_names("LM-LOSS")
+    with pytest.raises(ValueError) as exc:
+        check_names("quux")
+    assert "did you mean" not in str(exc.value)

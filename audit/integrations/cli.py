@@ -759,10 +759,6 @@ def one_line_text(text: str) -> str:
 
 
 def _cmd_run(args, epsilon: bool | None = None) -> int:
-    from privacy_audit.audit.config import load_config
-    from privacy_audit.audit.results import check_output_dir, write_outputs
-    from privacy_audit.audit.runner import run_audit
-
     one_line = (
         any(
             getattr(args, k, None) not in (None, False)
@@ -773,7 +769,12 @@ def _cmd_run(args, epsilon: bool | None = None) -> int:
         or getattr(args, "add_bos", None) is not None
     )  # --no-add-bos is False, still given
     if getattr(args, "attacks", None) is not None:
-        _check_attack_names(args.attacks)  # exit 2 on an unknown name, before any work
+        # exit 2 on an unknown name before any work, and before torch is imported
+        _check_attack_names(args.attacks)
+    from privacy_audit.audit.config import load_config
+    from privacy_audit.audit.results import check_output_dir, write_outputs
+    from privacy_audit.audit.runner import run_audit
+
     quick = getattr(args, "quick", False)
     if one_line:
         if quick:

@@ -37,10 +37,7 @@ from privacy_audit.defenses.base import Examples, PrivacyClaim, ReleasedModel, S
 SPECIALS = ("<pad>", "<bos>", "<eos>", "<unk>")
 PAD, BOS, EOS, UNK = range(4)
 
-LM_PRESETS: dict[str, dict[str, Any]] = {
-    "tiny-gpt2": dict(tokenizer="char", n_embd=64, n_layer=2, n_head=2, n_positions=512),
-    "tiny-gpt2-word": dict(tokenizer="word", n_embd=64, n_layer=2, n_head=2, n_positions=512),
-}
+from privacy_audit.defenses.targets.presets import LM_PRESETS  # noqa: E402 - torch-free
 
 _WORD_RE = re.compile(r"[a-z]+|[0-9]|[^\sa-z0-9]")
 
