@@ -78,3 +78,36 @@ def test_dp_lm_trainers_print_one_line_per_epoch(capsys):
         lines = [line for line in err if re.search(r": epoch \d/2 \(\d+%\) elapsed .* ETA", line)]
         assert len(lines) == 2, err
         assert "\r" not in "\n".join(err) and "\x1b[" not in "\n".join(err)
+
+
+def test_every_progress_bar_goes_through_progress_bar():
+    """tqdm's bar in a log file is a pile of \\r frames: the product makes every bar with
+    ``ground.progress.progress_bar``, which prints one line per tenth off a terminal."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    direct = []
+    for sub in ("audit", "attacks", "defenses", "reports", "privacy_audit"):
+        for p in (root / sub).rglob("*.py"):
+            if p.name == "progress.py":
+                continue
+            for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1):
+                if re.search(r"\btqdm\(", line):
+                    direct.append(f"{p.relative_to(root)}:{i}")
+    assert direct == [], direct
+
+
+def test_a_bar_off_a_terminal_prints_lines_without_carriage_returns(capsys):
+    from privacy_audit.ground.progress import progress_bar
+
+    bar = progress_bar(50, "scoring (one forward pass per text)", True, unit="text", leave=False)
+    for _ in range(50):
+        bar.update(1)
+    bar.close()
+    err = capsys.readouterr().err
+    assert "\r" not in err
+    lines = err.splitlines()
+    assert len(lines) == 10 and lines[-1].startswith(
+        "scoring (one forward pass per text): part 10/10 (100%)"
+    )

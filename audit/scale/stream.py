@@ -228,10 +228,11 @@ def stream_token_stats(
     reused = scored = 0
     bar = None
     if progress:
-        from tqdm.auto import tqdm
+        from privacy_audit.ground.progress import progress_bar
 
-        bar = tqdm(
-            total=len(texts), desc="scoring (one forward pass per text)", unit="text", leave=False
+        # a bar in a terminal, one line per tenth in a log (tqdm's \r frames pile up there)
+        bar = progress_bar(
+            len(texts), "scoring (one forward pass per text)", True, unit="text", leave=False
         )
     try:
         for part in parts:

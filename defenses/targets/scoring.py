@@ -671,13 +671,13 @@ class HFLMRelease(LMRelease):
         cache = self.__dict__.setdefault("_token_stats_cache", {})
         todo = list(dict.fromkeys(t for t in texts if t not in cache))
         if todo:
-            from tqdm.auto import tqdm
+            from privacy_audit.ground.progress import progress_bar
 
-            bar = tqdm(
-                total=len(todo),
-                desc="scoring (one forward pass per text)",
+            bar = progress_bar(
+                len(todo),
+                "scoring (one forward pass per text)",
+                bool(getattr(self, "show_progress", False)),
                 unit="text",
-                disable=None if getattr(self, "show_progress", False) else True,
                 leave=False,
             )
             stats, hid, used = score_texts(
