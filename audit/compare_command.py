@@ -5,6 +5,7 @@ plots, the page) is :mod:`privacy_audit.reports.compare_view`, which reads no fi
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 from pathlib import Path
@@ -73,18 +74,25 @@ def compare_runs_cli(paths: list[str], out_dir: str | Path) -> tuple[Path, Path]
     check_outputs(  # before reading anything: no output may be one of the runs' files
         dir_outputs("--out", out_dir, ("compare.json", "differences.csv", COMPARE_HTML)), inputs
     )
-    named = [load_for_compare(p) for p in paths]
-    names = [n for n, _ in named]
-    if len(set(names)) != len(names):  # e.g. two results.json in folders of the same name
-        named = [(f"{n} [{i + 1}]", r) for i, (n, r) in enumerate(named)]
-    check_schemas(named)
+    created = not Path(out_dir).exists()
+    check_output_dir(out_dir)  # writable, before seconds of rendering
+    try:
+        named = [load_for_compare(p) for p in paths]
+        names = [n for n, _ in named]
+        if len(set(names)) != len(names):  # e.g. two results.json in folders of the same name
+            named = [(f"{n} [{i + 1}]", r) for i, (n, r) in enumerate(named)]
+        check_schemas(named)
+    except AuditError:  # bad input: leave no empty output directory behind
+        if created:
+            with contextlib.suppress(OSError):
+                Path(out_dir).rmdir()
+        raise
     html, diffs = render_compare(named)
     buf = io.StringIO()
     cols = ["run", "attack", "metric", "a", "b", "value_a", "value_b", "difference", "cis_overlap"]
     w = csv.DictWriter(buf, fieldnames=cols, extrasaction="ignore", lineterminator="\n")
     w.writeheader()
     w.writerows(diffs)
-    check_output_dir(out_dir)
     out = Path(out_dir)
     missing = unmeasured_metrics(named)
     checks = utility_floor_checks(named)

@@ -237,3 +237,22 @@ def test_the_helper_accepts_distinct_paths(tmp_path):
     )
     # a new file inside an input directory overwrites nothing
     outputs.check_outputs([("--out", model / "report.html")], [("--model", model)])
+
+
+def test_compare_checks_its_output_before_reading_any_run(tmp_path, cli, monkeypatch):
+    """An unwritable --out is refused before the runs are read and rendered (it was
+    checked after seconds of work)."""
+    import privacy_audit.audit.compare_command as cc
+
+    def no_read(path):  # pragma: no cover - reaching it is the failure
+        raise AssertionError("read a run before checking --out")
+
+    monkeypatch.setattr(cc, "load_for_compare", no_read)
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text("{}", encoding="utf-8")
+    b.write_text("{}", encoding="utf-8")
+    blocker = tmp_path / "blocker"
+    blocker.write_text("x", encoding="utf-8")
+    out = cli(["compare", str(a), str(b), "--out", str(blocker / "sub")])
+    assert out.code == 2, out.stdout + out.stderr
+    assert "cannot write to output directory" in out.stderr
