@@ -274,3 +274,23 @@ def test_tampered_inclusion_record_is_refused(tmp_path):
     assert np.all(
         np.isin(json.loads((can_dir / "inclusion.secret.json").read_text())["included"], (0, 1))
     )
+
+
+def test_a_violated_canary_audit_says_where_to_look_and_untestable_what_would_help():
+    from privacy_audit.audit.epsilon.canaries import CanarySet
+    from privacy_audit.audit.epsilon.pipeline import audit_scores
+    from privacy_audit.defenses.base import Examples
+
+    n = 200
+    inc = np.r_[np.ones(n // 2, dtype=np.int64), np.zeros(n // 2, dtype=np.int64)]
+    ex = Examples([f"c{i}" for i in range(n)], [f"t{i}" for i in range(n)], np.zeros(n))
+    cs = CanarySet(ex, inc, "random-token", [""] * n, 1)
+    scores = inc + np.random.default_rng(0).normal(0, 0.01, n)  # a perfect separation
+    v = audit_scores(scores, cs, 1e-5, 0.95, claimed=1.0)
+    assert v["claim_status"] == "VIOLATED"
+    assert "noise scale" in v["where_to_look"] and "dp-check" in v["where_to_look"]
+    u = audit_scores(scores, cs, 1e-5, 0.95, claimed=8.0)
+    assert u["claim_status"] == "untestable"
+    assert f"with {n} canaries the most any outcome could certify is ε = 3.14" in u["where_to_look"]
+    assert "grows with the number of canaries" in u["where_to_look"]
+    assert audit_scores(scores, cs, 1e-5, 0.95, claimed=None)["where_to_look"] == ""

@@ -176,7 +176,9 @@ def make(args) -> int:
         f"wrote {args.n} {design} canaries to {out}: mix the {len(lines)} lines of "
         f"{out / 'train_canaries.txt'} into your training text"
         + (
-            f"; train with the tokenizer in {out / 'tokenizer'} (resize the embeddings)"
+            f"; train with the tokenizer in {out / 'tokenizer'} (resize the embeddings: "
+            f"the vocabulary grows by {len(cs.new_tokens):,} tokens, and every new embedding "
+            "row is a trained parameter DP-SGD clips and noises)"
             if cs.new_tokens
             else ""
         )
@@ -220,6 +222,34 @@ def _claim_status(eps_lb: float, ceiling: float, claimed: float | None) -> str:
     return "consistent"
 
 
+#: what a VIOLATED black-box canary audit points at (docs/dp-bugs.md "How to read the
+#: result"): black-box input canaries catch gross errors only
+WHERE_TO_LOOK = (
+    "the black-box canaries flag gross errors only: check the noise scale first (divided by "
+    "the batch size or the accumulation steps?), then that every trainable parameter is "
+    "clipped and noised, then the accountant's inputs (sample rate, steps, δ); "
+    "privacy-audit dp-check SETUP.py tests each part of your step directly and says where "
+    "(docs/dp-check.md)"
+)
+
+
+def _status_guidance(status: str, ceiling: float, n: int) -> str:
+    if status == "VIOLATED":
+        return WHERE_TO_LOOK
+    if status == "untestable":
+        return (
+            f"with {n} canaries the most any outcome could certify is ε = {ceiling:.3g}, at or "
+            "below the claim; the ceiling grows with the number of canaries (canaries make "
+            "--n), or test the code itself with privacy-audit dp-check"
+        )
+    if status == "consistent":
+        return (
+            "not evidence that the code is right: black-box canaries missed every subtle bug "
+            "of the benchmark (docs/dp-bugs.md); test the code with privacy-audit dp-check"
+        )
+    return ""
+
+
 def audit_scores(scores, cs: CanarySet, delta: float, confidence: float, claimed, seed=0) -> dict:
     from privacy_audit.attacks.canary_bounds import one_run_group_best, tpr_at_1pct_fpr
     from privacy_audit.attacks.metrics import auc
@@ -238,6 +268,9 @@ def audit_scores(scores, cs: CanarySet, delta: float, confidence: float, claimed
         "tpr_at_1pct_fpr_ci": t["ci"],
         "auc": auc(scores, cs.included) if both else float("nan"),
         "claim_status": _claim_status(b["epsilon"], b["ceiling"], claimed),
+        "where_to_look": _status_guidance(
+            _claim_status(b["epsilon"], b["ceiling"], claimed), b["ceiling"], len(cs.included)
+        ),
     }
 
 
@@ -265,6 +298,16 @@ def _report_html(res: dict) -> str:
         ("AUC", f"{res['auc']:.3f}"),
         ("claimed ε", "none" if res["claimed_epsilon"] is None else f"{res['claimed_epsilon']:g}"),
         ("claim", res["claim_status"]),
+        *(
+            [
+                (
+                    "where to look" if res["claim_status"] == "VIOLATED" else "what it means",
+                    res["where_to_look"],
+                )
+            ]
+            if res.get("where_to_look")
+            else []
+        ),
         ("aggregate-only", "yes" if res["aggregate_only"] else "no"),
     ]
     body = "".join(f"<tr><th>{e(k)}</th><td>{e(str(v))}</td></tr>" for k, v in rows)
@@ -368,7 +411,8 @@ def audit(args) -> int:
         "score": "calibrated by the reference" if reference is not None else "raw",
         **audit_scores(scores, cs, delta, confidence, args.claimed_epsilon),
         "note": "A lower bound can contradict a claim but never confirm it; 'untestable' means "
-        "this design's ceiling is at or below the claim, so no outcome could contradict it.",
+        "this design's ceiling is at or below the claim, so no outcome at this number of "
+        "canaries could contradict it (the ceiling grows with the number of canaries).",
     }
     out.mkdir(parents=True, exist_ok=True)
     _atomic_write(out / "results.json", json.dumps(res, indent=1, ensure_ascii=False))
@@ -379,6 +423,9 @@ def audit(args) -> int:
         f"{res['ceiling']:.3f}); TPR@1%FPR {res['tpr_at_1pct_fpr']:.3f} [{lo:.3f}, {hi:.3f}]; "
         f"claim: {res['claim_status']}. Report: {out / 'report.html'}"
     )
+    if res.get("where_to_look"):
+        label = "where to look" if res["claim_status"] == "VIOLATED" else "what it means"
+        print(f"{label}: {res['where_to_look']}")
     return 0
 
 
