@@ -3,14 +3,17 @@
 Every score is oriented so that **higher = member**:
 
 - ``lm-loss``: −mean next-token NLL of the sequence (Yeom et al. 2018 / Carlini et al. 2021);
-- ``zlib``: −(total NLL in bits) / (zlib-compressed length in bits): the loss relative to
-  a model-free measure of how predictable the text is (Carlini et al. 2021);
+- ``zlib``: −(mean token NLL, the log-perplexity) / (zlib-compressed length in bytes): the
+  loss relative to a model-free measure of how predictable the text is (Carlini et al.
+  2021, as MIMIR computes it); ``zlib-total``, total NLL bits over zlib bits, is the
+  suite's earlier variant, kept for comparison;
 - ``min-k``: mean log-probability of the k % least likely tokens (Min-K% Prob, Shi et al.
   2024; k = 20 %);
 - ``reference``: NLL under a reference model minus NLL under the target (Carlini et al.
-  2021/2022, "reference model" calibration). The reference has the target's architecture
-  and tokenizer, is freshly initialised and trained non-privately on the **public** split
-  only (never on members or non-members), so it calibrates away how easy a text is.
+  2021/2022, "reference model" calibration): the model you give as ``--reference`` (e.g.
+  the base before fine-tuning) or, without one, a model with the target's architecture and
+  tokenizer, freshly initialised and trained non-privately on the **public** split only
+  (never on members or non-members), so it calibrates away how easy a text is.
 
 They need a release exposing per-token log-probabilities (``privacy_audit.defenses.targets.lm.LMRelease``).
 """
@@ -129,8 +132,6 @@ class ZlibAttack(Attack):
         "−mean token NLL (log-perplexity) / zlib-compressed length in bytes "
         "(Carlini et al. 2021, as MIMIR computes it)."
     )
-    summary = "log-perplexity over zlib entropy (Carlini et al. 2021)"
-    cost = "shared forward pass"
     requires = frozenset({Surface.PROBABILITIES})
     summary = "Log-likelihood relative to the zlib-compressed length (Carlini et al. 2021)."
     needs = ()
@@ -226,12 +227,10 @@ class ReferenceAttack(Attack):
     name = "reference"
     target_kind = "lm"  # needs a causal LM release
     description = (
-        "NLL under a reference LM trained on the public split minus NLL under the target "
-        "(reference-model calibration, Carlini et al. 2021)."
+        "NLL under a reference LM (the model you gave as --reference, e.g. the base before "
+        "fine-tuning; without one, a small LM the suite trains on the public split) minus NLL "
+        "under the target (reference-model calibration, Carlini et al. 2021)."
     )
-    summary = "reference-model calibration: NLL_ref − NLL_target"
-    needs = ("reference",)
-    cost = "shared forward pass (target and reference, one each)"
     requires = frozenset({Surface.PROBABILITIES})
     summary = "Target log-likelihood minus a reference LM's (Carlini et al. 2021)."
     needs = ("reference",)

@@ -95,6 +95,44 @@ def load_di_config(path: str | Path):
     return parse_config(raw, source=str(p), base_dir=p.parent), di
 
 
+#: the [data] keys dataset inference reads (the rest, e.g. the bundled corpus's sizes,
+#: never apply to it)
+_DATA_KEYS = ("text_column", "id_column")
+#: the [target] keys that apply (the suite's own presets and training do not)
+_TARGET_KEYS = (
+    "audit_dir",
+    "adapter_dir",
+    "reference_dir",
+    "max_length",
+    "kind",
+    "dtype",
+    "device_map",
+    "batch_size",
+)
+
+
+def applied_config(cfg, options: dict[str, Any]) -> dict[str, Any]:
+    """The settings this command used, and only those: the config's defaults for the
+    suite's own training (corpus, sizes, epochs, defenses) do not apply and are left out
+    of the record."""
+    d = cfg.to_dict()
+    target = d.get("target") or {}
+    data = d.get("data") or {}
+    return {
+        "source": d.get("source"),
+        "seed": d.get("seed"),
+        "device": d.get("device"),
+        "target": {k: target.get(k) for k in _TARGET_KEYS if k in target},
+        "data": {
+            "suspect": options.get("suspect"),
+            "validation": options.get("validation"),
+            **{k: data.get(k) for k in _DATA_KEYS if k in data},
+        },
+        "dataset_inference": {k: options.get(k) for k in ("fit_fraction", "alpha") if k in options},
+        "aggregate_only": bool((d.get("report") or {}).get("aggregate_only")),
+    }
+
+
 def run_dataset_inference(
     cfg, options: dict[str, Any], progress: bool = True, executor=None
 ) -> dict[str, Any]:
@@ -204,7 +242,7 @@ def run_dataset_inference(
         "tool": {"name": "privacy-audit", "version": __version__},
         "command": "dataset-inference",
         "created": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "config": cfg.to_dict(),
+        "config": applied_config(cfg, options),
         "environment": environment(),
         "aggregate_only": cfg.aggregate_only,
         "dataset_inference": result,

@@ -233,6 +233,14 @@ def test_command_gives_a_p_value_with_reference_and_config(tiny_lms, cli):
     assert outcome.code == 0, outcome.stderr[-3000:]
     assert res["dataset_inference"]["alpha"] == 0.05
     assert res["dataset_inference"]["p_value"] == pytest.approx(r["p_value"])
+    # the record holds the settings that applied, not the suite's training defaults
+    rec = res["config"]
+    assert rec["data"]["suspect"].endswith("suspect.txt")
+    assert rec["dataset_inference"]["alpha"] == 0.05
+    assert rec["target"]["audit_dir"].endswith("tuned")
+    flat = json.dumps(rec)
+    for absent in ('"corpus"', '"n_members"', '"train"', '"epochs"', '"defenses"', "fixtures"):
+        assert absent not in flat, absent
 
 
 def test_command_gives_no_p_value_on_a_shifted_pair(tiny_lms, cli):

@@ -611,7 +611,11 @@ def _add_dataset_inference(sub) -> None:
     )
     d.add_argument("--reference", metavar="DIR", help="reference causal LM (adds a feature)")
     d.add_argument("--adapter", metavar="DIR", help="PEFT/LoRA adapter on top of --model")
-    d.add_argument("--max-length", type=int, help="tokens per text (default: 64)")
+    d.add_argument(
+        "--max-length",
+        type=int,
+        help="tokens per text (default: the model's context length, at most 512)",
+    )
     d.add_argument("--device", choices=("auto", "cpu", "cuda"), help="default: auto")
     d.add_argument("--dtype", choices=("auto", "float32", "bfloat16", "float16"))
     d.add_argument("--seed", type=int, help="fixes the one aggregator/test split (default 0)")
