@@ -196,15 +196,17 @@ def split_guard(check: dict[str, Any], shift_auc: float = GUARD_SHIFT_AUC) -> di
     can = bool(det <= shift_auc)
     if can:
         text = (
-            f"On {n} the split check detects a shift of blind AUC {det:.2f} or more with "
+            f"On {n} the split check detects a shift of blind AUC {det:.3f} or more with "
             f"{GUARD_POWER:.0%} power, so a shift large enough to bias this test (blind AUC "
-            f"{shift_auc:.2f}) would have been flagged."
+            f"{shift_auc:.3f}) would have been flagged."
         )
     else:
         text = (
+            # three decimals: at two, 0.652 and 0.650 both read 0.65 and the sentence
+            # contradicted itself
             f"The split check cannot speak for these sets: on {n} it detects only a shift "
-            f"of blind AUC {det:.2f} or more ({GUARD_POWER:.0%} power), so a shift that "
-            f"would bias this test (e.g. blind AUC {shift_auc:.2f}) could pass unnoticed. "
+            f"of blind AUC {det:.3f} or more ({GUARD_POWER:.0%} power), so a shift of blind "
+            f"AUC {shift_auc:.3f}, large enough to bias this test, could pass unnoticed. "
             "The p-value is valid only if the two sets were drawn from one source by design."
         )
     return {

@@ -213,7 +213,7 @@ def test_command_gives_a_p_value_with_reference_and_config(tiny_lms, cli):
     # 48 + 48 texts: too few for the split check to see a shift that would bias the test
     guard = r["split_guard"]
     assert guard["can_speak"] is False and guard["detectable_auc"] > 0.65
-    assert "cannot speak" in r["text"] and f"{guard['detectable_auc']:.2f}" in r["text"]
+    assert "cannot speak" in r["text"] and f"{guard['detectable_auc']:.3f}" in r["text"]
     assert r["n_test"]["suspect"] + r["n_fit"]["suspect"] == 48
     assert outcome.stdout.startswith("DATASET INFERENCE: OK; p = ")
     html = (out / "report.html").read_text(encoding="utf-8")
@@ -297,3 +297,24 @@ def test_command_on_ray_gives_the_local_p_value(tiny_lms, cli):
     assert remote["dataset_inference"]["p_value"] == pytest.approx(
         local["dataset_inference"]["p_value"], rel=1e-4
     )
+
+
+def test_the_guard_sentence_never_contradicts_itself_at_the_threshold():
+    """A detectable AUC just above the shift that would bias the test (0.652 vs 0.650) read
+    "detects only 0.65 or more … (e.g. blind AUC 0.65) could pass unnoticed" at two
+    decimals."""
+    from scipy import stats
+
+    from privacy_audit.attacks.dataset_inference import GUARD_POWER, GUARD_SHIFT_AUC, split_guard
+    from privacy_audit.attacks.split_check import SHIFT_CONFIDENCE
+
+    # the null SD whose detectable AUC is 0.002 above the guard's shift
+    z = stats.norm.ppf(SHIFT_CONFIDENCE) + stats.norm.ppf(GUARD_POWER)
+    sd = (GUARD_SHIFT_AUC + 0.002 - 0.5) / z
+    check = {"blind": {"auc": {"null_sd": sd}, "n_members": 50, "n_nonmembers": 50}}
+    g = split_guard(check)
+    assert g["can_speak"] is False
+    det, shift = f"{g['detectable_auc']:.3f}", f"{GUARD_SHIFT_AUC:.3f}"
+    assert det != shift, (det, shift)
+    assert f"detects only a shift of blind AUC {det} or more" in g["text"]
+    assert f"a shift of blind AUC {shift}, large enough to bias this test" in g["text"]
