@@ -176,7 +176,9 @@ def test_stage_timer_never_counts_a_second_twice():
 # --------------------------------------------------------------------------- #
 # item 2: one ε headline per run
 # --------------------------------------------------------------------------- #
-def _run_with(attack_lb: float, attack_ceiling: float, audits: list[dict]) -> dict:
+def _run_with(
+    attack_lb: float, attack_ceiling: float, audits: list[dict], claim_eps: float | None = 20.0
+) -> dict:
     from privacy_audit.attacks.base import AttackResult, MetricSettings
     from privacy_audit.audit.results import run_record
     from privacy_audit.defenses.base import PrivacyClaim
@@ -186,12 +188,18 @@ def _run_with(attack_lb: float, attack_ceiling: float, audits: list[dict]) -> di
     res = AttackResult.from_scores(
         "lm-loss", rng.normal(size=600) + 2 * m, m, None, MetricSettings(n_boot=100), "loss"
     )
-    run = run_record("model", "as-is", PrivacyClaim.none(), None, [res])
+    claim = (
+        PrivacyClaim(claim_eps, 1e-5, "example", "central-dp", "rdp", True, "test claim")
+        if claim_eps is not None
+        else PrivacyClaim.none()
+    )
+    run = run_record("model", "as-is", claim, None, [res])
     run["attacks"][0]["metrics"]["epsilon_lower_bound"].update(
         value=attack_lb, ceiling=attack_ceiling
     )
     if audits:
-        run["epsilon_audit"] = {"status": "no-claim", "audits": audits}
+        status = "consistent" if claim_eps is not None else "no-claim"
+        run["epsilon_audit"] = {"status": status, "audits": audits}
     return run
 
 
@@ -214,6 +222,40 @@ def test_headline_is_fixed_by_the_run_and_larger_bounds_sit_beside_it():
     h = epsilon_headline(_run_with(1.34, 4.0, []))
     assert (h["value"], h["source"], h["larger"]) == (1.34, "strongest attack: lm-loss", [])
     assert AT_CEILING == "at least; the sample cannot certify more"
+
+
+def test_a_run_without_a_claim_never_headlines_a_simulated_mechanism():
+    """A non-private run declares no mechanism: the gradient canaries simulated from one
+    (noiseless updates, at their ceiling 9.51) are not about it. The attack's 0.76 leads,
+    with the audit of the released model (input canaries) beside it."""
+    from privacy_audit.reports.verdict import epsilon_audit_bounds, epsilon_headline
+
+    sim = {
+        "name": "gradient-canary",
+        "status": "ok",
+        "epsilon_lb": 9.51,
+        "ceiling": 9.51,
+        "cost": "200000 simulated runs of the mechanism (no model training)",
+    }
+    one_run = {
+        "name": "one-run white-box (thresholded)",
+        "status": "ok",
+        "epsilon_lb": 4.77,
+        "ceiling": 4.77,
+        "source": "simulated from the mechanism",
+    }
+    real = {"name": "input-canaries (one-run)", "status": "ok", "epsilon_lb": 2.20, "ceiling": 3.14}
+    run = _run_with(0.76, 4.0, [sim, one_run, real], claim_eps=None)
+    h = epsilon_headline(run)
+    assert (h["value"], h["source"]) == (0.76, "strongest attack: lm-loss")
+    assert [(b["value"], b["source"]) for b in h["larger"]] == [
+        (2.20, "ε audit: input-canaries (one-run)")
+    ]
+    assert [n for n, _ in epsilon_audit_bounds(run)] == ["input-canaries (one-run)"]
+    # with a claim, the simulated audit is about the declared mechanism and leads
+    claimed = _run_with(0.76, 4.0, [sim, one_run, real], claim_eps=20.0)
+    assert epsilon_headline(claimed)["source"] == "ε audit: gradient-canary"
+    assert len(epsilon_audit_bounds(claimed)) == 3
 
 
 def test_headline_is_one_number_in_summary_verdict_stdout_and_gate(tmp_path, cli):
@@ -269,7 +311,9 @@ def test_tpr_resolution_known_answers():
     m = np.r_[np.ones(n, dtype=int), np.zeros(n, dtype=int)]
     s = rng.normal(size=2 * n) + 1.5 * m
     res = AttackResult.from_scores("x", s, m, None, MetricSettings(n_boot=100), "x").to_dict()
-    assert res["metrics"]["tpr_at_fpr_0.01"]["value"] is not None  # raw number kept
+    stored = res["metrics"]["tpr_at_fpr_0.01"]
+    assert stored["value"] is None and stored["below_resolution"] is True  # never a number
+    assert stored["reason"] == "not resolvable at this n (needs about 300 non-members)"
     one = tpr_view(res, 0.01)
     assert not one["resolvable"]
     assert one["text"] == "not resolvable at this n (needs about 300 non-members)"
