@@ -59,7 +59,9 @@ browser:
 		|| { [ -n "$$CHROMIUM" ] && [ -x "$$CHROMIUM" ]; }; then \
 		:; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-		echo "installing chromium (for tests/test_browser.py) ..."; \
+		echo "make test: installing the system package chromium with apt-get (as root; the report's" \
+			"browser tests need it). Set CHROMIUM=/path/to/chrome to use another, or install it" \
+			"yourself first to skip this step."; \
 		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } \
 		|| echo "make test: could not install chromium; tests/test_browser.py will FAIL" >&2; \
 	else \
@@ -72,6 +74,7 @@ browser:
 # without oversubscribing them (about 4 minutes on 2 cores). TEST_WORKERS=0 runs serially.
 TEST_WORKERS ?= 2
 test: install-test browser
+	@echo "make test: collecting and running the suite on $(TEST_WORKERS) worker(s) (about 10 minutes on 2 cores; the first dots appear after about a minute of collection)"
 	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -n $(TEST_WORKERS)
 
 lint: install-test
