@@ -213,3 +213,14 @@ def test_a_misspelt_attack_is_refused_without_torch_and_with_a_suggestion(tmp_pa
     with pytest.raises(ValueError) as exc:
         check_names("quux")
     assert "did you mean" not in str(exc.value)
+
+
+def test_the_attack_listing_imports_no_torch_and_matches_the_classes(tmp_path):
+    """``privacy-audit attacks`` reads the stored rows (0.2 s, no torch); the rows are what
+    the classes state (regenerate with ``python -m privacy_audit.attacks.catalog``)."""
+    from privacy_audit.attacks.catalog import catalog
+
+    assert catalog() == catalog(from_classes=True)
+    rc, heavy = _command(["attacks"], tmp_path)
+    assert rc == 0
+    assert "torch" not in heavy and "transformers" not in heavy, heavy
