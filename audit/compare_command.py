@@ -82,7 +82,7 @@ def compare_runs_cli(paths: list[str], out_dir: str | Path) -> tuple[Path, Path]
         if len(set(names)) != len(names):  # e.g. two results.json in folders of the same name
             named = [(f"{n} [{i + 1}]", r) for i, (n, r) in enumerate(named)]
         check_schemas(named)
-    except AuditError:  # bad input: leave no empty output directory behind
+    except (AuditError, KeyboardInterrupt):  # bad input or ^C: leave no empty folder behind
         if created:
             with contextlib.suppress(OSError):
                 Path(out_dir).rmdir()

@@ -100,3 +100,20 @@ def test_numeric_texts_run_the_split_check(tmp_path, cli):
     assert "feature(s)" not in out.stdout + out.stderr
     res = json.loads((tmp_path / "o" / "results.json").read_text("utf-8"))
     assert res["runs"][0]["split_check"]["blind"]["auc"]["value"] is not None
+
+
+def test_an_interrupted_score_leaves_no_output_folder(tmp_path, cli, monkeypatch):
+    """^C while scoring: exit 130, one line, and the --out folder it created is gone."""
+    import privacy_audit.audit.runner as runner
+
+    def interrupted(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(runner, "score_file", interrupted)
+    out = tmp_path / "o"
+    res = cli(
+        ["score", _write(tmp_path / "s.csv", ("score", "member"), _rows()), "--out", str(out)]
+    )
+    assert res.code == 130, res.stdout + res.stderr
+    assert "interrupted; no partial report was written" in res.stderr
+    assert not out.exists()

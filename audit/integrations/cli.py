@@ -1023,7 +1023,7 @@ def _cmd_score(args) -> int:
         results = score_file(
             args.scores, args.delta, args.bootstrap, args.seed, aggregate_only=args.aggregate_only
         )
-    except AuditError:  # bad input: leave no empty output directory behind
+    except (AuditError, KeyboardInterrupt):  # bad input or ^C: leave no empty folder behind
         if created:
             with contextlib.suppress(OSError):
                 Path(args.out).rmdir()
