@@ -602,3 +602,28 @@ def load_audit_data(
         to_examples(public, index) if public else None,
         duplicates,
     )
+
+
+def distinct_records(texts: list[str]) -> tuple[list[int], dict[str, Any]]:
+    """The first text of each group of exact or near-duplicates (the split check's
+    criterion: equal normalised texts, or 5-gram Jaccard ≥ 0.8, chained) and the counts.
+
+    Copies of one record are one record: counted as many, they would narrow every interval
+    and raise every bound as if each copy were a person's independent text."""
+    from privacy_audit.attacks.split_check import duplicate_groups
+
+    if not texts:
+        return [], {"texts": 0, "distinct": 0, "removed": 0, "groups_with_copies": 0, "largest": 0}
+    groups = duplicate_groups(list(texts))
+    first: dict[int, int] = {}
+    for i, g in enumerate(groups.tolist()):
+        first.setdefault(g, i)
+    sizes = np.bincount(groups)
+    keep = sorted(first.values())
+    return keep, {
+        "texts": len(texts),
+        "distinct": len(keep),
+        "removed": len(texts) - len(keep),
+        "groups_with_copies": int((sizes > 1).sum()),
+        "largest": int(sizes.max()),
+    }

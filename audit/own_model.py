@@ -15,11 +15,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from privacy_audit.audit.config import MAX_LENGTH_CAP
 from privacy_audit.audit.data import (
     AuditData,
+    distinct_records,
     drop_cross_duplicates,
     load_audit_data,
     log_duplicates,
@@ -447,31 +446,6 @@ def _reference_attacks(
         )
     if named:  # shown in the report's run table
         run["training"]["reference_models"] = "; ".join(named)
-
-
-def distinct_records(texts: list[str]) -> tuple[list[int], dict[str, Any]]:
-    """The first text of each group of exact or near-duplicates (the split check's
-    criterion: equal normalised texts, or 5-gram Jaccard ≥ 0.8, chained) and the counts.
-
-    Copies of one record are one record: counted as many, they would narrow every interval
-    and raise every bound as if each copy were a person's independent text."""
-    from privacy_audit.attacks.split_check import duplicate_groups
-
-    if not texts:
-        return [], {"texts": 0, "distinct": 0, "removed": 0, "groups_with_copies": 0, "largest": 0}
-    groups = duplicate_groups(list(texts))
-    first: dict[int, int] = {}
-    for i, g in enumerate(groups.tolist()):
-        first.setdefault(g, i)
-    sizes = np.bincount(groups)
-    keep = sorted(first.values())
-    return keep, {
-        "texts": len(texts),
-        "distinct": len(keep),
-        "removed": len(texts) - len(keep),
-        "groups_with_copies": int((sizes > 1).sum()),
-        "largest": int(sizes.max()),
-    }
 
 
 def collapse_within_sides(data):

@@ -246,10 +246,14 @@ def score_file(
             ids = [ids[i] for i in keep]
             texts = [texts[i] for i in keep]
     split = None
+    within = {}
+    if "text" in header:  # copies of one record inside a side are one record
+        s, members, ids, texts, within = _collapse_within(texts, s, members, ids, p)
     if "text" in header:  # texts given: the split check runs first (attacks/split_check.py)
         s, members, ids, split = _score_split_check(
             [t or "" for t in texts], s, members, ids, seed, aggregate_only, p
         )
+        split[0]["duplicates"].update(within)
     settings = MetricSettings(delta=delta, n_boot=n_boot, seed=seed)
     report = tenths("  score: bootstrap") if n_boot >= LONG_BOOTSTRAP else None
     try:
@@ -285,6 +289,37 @@ def score_file(
         "aggregate_only": aggregate_only,
     }
     return assemble_results([run], f"Privacy audit of {p.name}", seed, config, aggregate_only)
+
+
+def _collapse_within(texts, s, members, ids, p):
+    """Rows whose texts are exact or near copies inside one side (members, or non-members)
+    keep their first row only (:func:`privacy_audit.audit.data.distinct_records`), with
+    the counts; fewer than 2 distinct records on a side is refused."""
+    from privacy_audit.audit.data import distinct_records
+
+    keep: list[int] = []
+    info = {}
+    for side, label in (("members", 1), ("nonmembers", 0)):
+        rows = [i for i, m in enumerate(members) if m == label]
+        k, counts = distinct_records([texts[i] or "" for i in rows])
+        if counts["distinct"] < 2:
+            raise DataError(
+                f"scores file {str(p)!r}: the {counts['texts']} {side[:-1]} texts hold "
+                f"{counts['distinct']} distinct record(s) after collapsing exact and "
+                "near-duplicates; every statistic needs at least 2 distinct records per side"
+            )
+        keep += [rows[j] for j in k]
+        info[f"within_{side}"] = counts
+    if len(keep) == len(members):
+        return s, members, ids, texts, info
+    keep.sort()
+    return (
+        s[keep],
+        [members[i] for i in keep],
+        [ids[i] for i in keep],
+        [texts[i] for i in keep],
+        info,
+    )
 
 
 def _score_split_check(texts, s, members, ids, seed, aggregate_only, p):

@@ -8,7 +8,7 @@ import json
 import pytest
 from own_models import build_causal_lm, fine_tune, random_texts, save, word_tokenizer, write_lines
 
-from privacy_audit.audit.own_model import distinct_records
+from privacy_audit.audit.data import distinct_records
 
 
 def test_distinct_records_keeps_the_first_of_each_group_and_counts():
@@ -59,3 +59,34 @@ def test_forty_copies_of_one_member_count_as_one_record(tmp_path, cli):
     html = (out / "report.html").read_text("utf-8")
     assert "100 member texts hold 61 distinct records" in html
     assert "protected only as a group of 40" in html
+
+
+def test_score_collapses_copies_of_one_member_text(tmp_path, cli):
+    """The issue's case through ``score``: 40 copies of one member text (with their
+    scores) count as one member; the bound and the intervals rest on distinct records."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    words = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu".split()
+
+    def text():
+        return " ".join(rng.choice(words, 12))
+
+    rows = [(3.0 + 0.01 * i, 1, "the same member text repeated forty times") for i in range(40)]
+    rows += [(rng.normal(0.2, 1), 1, text()) for _ in range(60)]
+    rows += [(rng.normal(0, 1), 0, text()) for _ in range(100)]
+    src = tmp_path / "s.csv"
+    src.write_text(
+        "score,member,text\n" + "".join(f"{s:.6f},{m},{t}\n" for s, m, t in rows),
+        encoding="utf-8",
+    )
+    out = cli(["score", str(src), "--out", str(tmp_path / "o")])
+    assert out.code == 0, out.stderr
+    assert "collapsed 39 member row(s)" in out.stderr
+    res = json.loads((tmp_path / "o" / "results.json").read_text("utf-8"))
+    run = res["runs"][0]
+    assert run["attacks"][0]["n_members"] == 61
+    w = run["split_check"]["duplicates"]["within_members"]
+    assert (w["removed"], w["largest"]) == (39, 40)
+    html = (tmp_path / "o" / "report.html").read_text("utf-8")
+    assert "100 member texts hold 61 distinct records" in html

@@ -1036,6 +1036,16 @@ def _cmd_score(args) -> int:
             "of a member's",
             file=sys.stderr,
         )
+    split_dups = (results["runs"][0].get("split_check") or {}).get("duplicates") or {}
+    for side in ("members", "nonmembers"):
+        w = split_dups.get(f"within_{side}") or {}
+        if w.get("removed"):
+            print(
+                f"collapsed {w['removed']} {side[:-1]} row(s) that copy another {side[:-1]}'s "
+                f"text: {w['distinct']} distinct of {w['texts']} (largest group {w['largest']}); "
+                "statistics count distinct records",
+                file=sys.stderr,
+            )
     from privacy_audit.reports.formatting import ci as ci_text
     from privacy_audit.reports.resolution import tpr_view
 
