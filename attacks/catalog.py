@@ -101,18 +101,33 @@ def format_catalog(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def check_names(spec: str) -> list[str]:
-    """The names of ``--attacks``; ValueError naming an unknown one and listing the valid
-    ones (checked before the model is even looked at)."""
+def applicable(kind: str | None) -> tuple[str, ...]:
+    """The ``--attacks`` names that apply to a model of ``kind`` ("causal-lm",
+    "classifier"; None: every name), from the stored catalog (no torch)."""
+    rows = catalog()
+    names = [r["name"] for r in rows if r["name"] not in ("lira-online", "rmia-online")]
+    if kind is None:
+        return (*GROUPS, *names)
+    want = "lm" if kind == "causal-lm" else "classifier"
+    keep = [r["name"] for r in rows if r["target"] in (want, "any") and r["name"] in names]
+    return (*(GROUPS if kind == "causal-lm" else ("all",)), *keep)
+
+
+def check_names(spec: str, kind: str | None = None) -> list[str]:
+    """The names of ``--attacks``; ValueError naming an unknown one, the name it probably
+    meant, and the names that apply to a model of ``kind`` when it is known (checked
+    before the model is loaded)."""
     tokens = [t.strip() for t in spec.split(",") if t.strip()]
     valid = (*GROUPS, *ATTACKS, *LEAKAGE_ATTACKS, "lira-offline", "rmia-offline")
+    shown = applicable(kind) if kind is not None else valid
+    which = f"valid for a {kind}" if kind is not None else "valid"
     if not tokens:
-        raise ValueError(f"--attacks names no attack; valid: {', '.join(valid)}")
+        raise ValueError(f"--attacks names no attack; {which}: {', '.join(shown)}")
     for t in tokens:
         if t not in valid:
             raise ValueError(
-                f"unknown attack {t!r} in --attacks{did_you_mean(t, valid)}; valid: "
-                f"{', '.join(valid)} (privacy-audit attacks lists what each needs)"
+                f"unknown attack {t!r} in --attacks{did_you_mean(t, shown)}; {which}: "
+                f"{', '.join(shown)} (privacy-audit attacks lists what each needs)"
             )
     return tokens
 

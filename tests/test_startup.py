@@ -224,3 +224,27 @@ def test_the_attack_listing_imports_no_torch_and_matches_the_classes(tmp_path):
     rc, heavy = _command(["attacks"], tmp_path)
     assert rc == 0
     assert "torch" not in heavy and "transformers" not in heavy, heavy
+
+
+def test_a_misspelt_attack_lists_the_names_for_the_models_kind(tmp_path):
+    """With a model folder whose config names a causal LM, the refusal lists the causal-LM
+    attacks only (no classifier attacks such as `loss` or `entropy`), still without torch."""
+    model = tmp_path / "m"
+    model.mkdir()
+    (model / "config.json").write_text(
+        json.dumps({"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"]}), "utf-8"
+    )
+    from privacy_audit.attacks.catalog import check_names
+
+    with pytest.raises(ValueError) as exc:
+        check_names("ez_mia", "causal-lm")
+    msg = str(exc.value)
+    listed = msg.split("valid for a causal-lm: ")[1].split(" (privacy-audit")[0].split(", ")
+    assert "ez-mia" in listed and "lm-loss" in listed and "llm" in listed
+    assert "loss" not in listed and "entropy" not in listed and "modified-entropy" not in listed
+    with pytest.raises(ValueError) as exc:
+        check_names("lm_loss", "classifier")
+    listed = str(exc.value).split("valid for a classifier: ")[1].split(" (privacy")[0].split(", ")
+    assert "loss" in listed and "lm-loss" not in listed and "llm" not in listed
+    rc, heavy = _command(["run", "--model", str(model), "--attacks", "ez_mia"], tmp_path)
+    assert rc == 2 and "torch" not in heavy, heavy

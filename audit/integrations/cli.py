@@ -716,11 +716,31 @@ def _cmd_dataset_inference(args) -> int:
     return EXIT_OK
 
 
-def _check_attack_names(spec: str) -> None:
+def _peek_kind(model_dir: str | None) -> str | None:
+    """ "causal-lm" or "classifier" from a model folder's config.json (no torch), else None."""
+    import json
+
+    if not model_dir:
+        return None
+    try:
+        cfg = json.loads((Path(model_dir) / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    arch = " ".join(cfg.get("architectures") or []) if isinstance(cfg, dict) else ""
+    if re.search(r"ForCausalLM|LMHeadModel", arch):
+        return "causal-lm"
+    if "ForSequenceClassification" in arch:
+        return "classifier"
+    return None
+
+
+def _check_attack_names(spec: str, model_dir: str | None = None, kind: str | None = None) -> None:
     from privacy_audit.attacks.catalog import check_names
 
+    if kind not in ("causal-lm", "classifier"):
+        kind = _peek_kind(model_dir)
     try:
-        check_names(spec)
+        check_names(spec, kind)
     except ValueError as exc:
         raise AuditError(str(exc)) from None
 
@@ -774,7 +794,7 @@ def _cmd_run(args, epsilon: bool | None = None) -> int:
     )  # --no-add-bos is False, still given
     if getattr(args, "attacks", None) is not None:
         # exit 2 on an unknown name before any work, and before torch is imported
-        _check_attack_names(args.attacks)
+        _check_attack_names(args.attacks, getattr(args, "model", None), getattr(args, "kind", None))
     from privacy_audit.audit.config import load_config
     from privacy_audit.audit.results import check_output_dir, write_outputs
     from privacy_audit.audit.runner import run_audit
