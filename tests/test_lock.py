@@ -58,3 +58,66 @@ def test_fallback_respects_a_fresh_empty_lock_and_takes_a_dead_one(tmp_path, mon
     f.write_text(f"{2**22 + 12345} {socket.gethostname()} 1\n")  # no such PID
     with DirLock(tmp_path, "--out"):
         assert f.read_text().split()[0] == str(os.getpid())
+
+
+def _start_ticks(pid):
+    """Field 22 of /proc/PID/stat (start time in clock ticks), parsed here independently."""
+    stat = open(f"/proc/{pid}/stat", encoding="utf-8").read()
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+def test_leaving_keeps_a_new_run_directory_that_holds_finished_tasks(tmp_path):
+    run = tmp_path / "run"
+    with DirLock(run, "--run-dir"):
+        (run / "tasks").mkdir()
+        (run / "tasks" / "t0.json").write_text("{}")
+    assert (run / "tasks" / "t0.json").is_file()  # a finished task is never deleted
+    assert not (run / LOCK_NAME).exists()
+    # the same new directory with nothing finished in it is removed again
+    empty = tmp_path / "empty"
+    with DirLock(empty, "--run-dir"):
+        (empty / "tasks").mkdir()
+        (empty / "events.log").write_text("started\n")
+    assert not empty.exists()
+
+
+def test_a_record_of_this_process_is_not_a_live_holder(tmp_path):
+    # a lock file left by this very process (same PID, host and start time): not busy
+    f = tmp_path / LOCK_NAME
+    f.write_text(f"{os.getpid()} {socket.gethostname()} {_start_ticks(os.getpid())}\n")
+    with DirLock(tmp_path, "--out") as lk:
+        assert lk.held
+
+
+def test_a_reused_pid_and_a_remote_host(tmp_path, monkeypatch):
+    import subprocess
+    import sys
+
+    f = tmp_path / LOCK_NAME
+    host = socket.gethostname()
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        # the PID is alive, but its start time is not the recorded one: another process
+        # now has that PID, so the lock is stale and is taken over
+        f.write_text(f"{live.pid} {host} 1\n")
+        assert lock_mod.lock_owner(f) is None
+        with DirLock(tmp_path, "--out"):
+            assert f.read_text().split()[0] == str(os.getpid())
+        # the same PID with its real start time is a live holder
+        f.write_text(f"{live.pid} {host} {_start_ticks(live.pid)}\n")
+        assert lock_mod.lock_owner(f) == (live.pid, f"PID {live.pid}")
+        with pytest.raises(AuditError, match=f"PID {live.pid}"):
+            DirLock(tmp_path, "--out").acquire()
+    finally:
+        live.kill()
+        live.wait()
+    # a run on another host cannot be checked from here: respected, even with a PID that
+    # is dead on this host
+    dead = 2**22 + 12345
+    f.write_text(f"{dead} elsewhere-{host} 1\n")
+    assert lock_mod.lock_owner(f) == (dead, f"PID {dead} on host elsewhere-{host}")
+    for flock in (True, False):
+        monkeypatch.setattr(lock_mod, "USE_FLOCK", flock)
+        with pytest.raises(AuditError, match=f"on host elsewhere-{host}"):
+            DirLock(tmp_path, "--out").acquire()
+    assert f.read_text().split()[0] == str(dead)  # never deleted
