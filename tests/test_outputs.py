@@ -256,3 +256,61 @@ def test_compare_checks_its_output_before_reading_any_run(tmp_path, cli, monkeyp
     out = cli(["compare", str(a), str(b), "--out", str(blocker / "sub")])
     assert out.code == 2, out.stdout + out.stderr
     assert "cannot write to output directory" in out.stderr
+
+
+def _model_dir(tmp_path):
+    model = tmp_path / "model"
+    (model / "tokenizer").mkdir(parents=True)
+    (model / "config.json").write_text("{}")
+    (model / "tokenizer" / "vocab.txt").write_text("a b")
+    return model
+
+
+def test_an_output_that_is_the_input_folder_itself_is_refused(tmp_path):
+    model = _model_dir(tmp_path)
+    with pytest.raises(AuditError, match="overwrite an input"):
+        outputs.check_outputs([("--out", model)], [("--model", model)])
+
+
+def test_a_hard_link_of_a_file_inside_an_input_folder_is_refused(tmp_path):
+    model = _model_dir(tmp_path)
+    link = tmp_path / "elsewhere" / "report.html"  # outside the folder, by path
+    link.parent.mkdir()
+    os.link(model / "tokenizer" / "vocab.txt", link)
+    with pytest.raises(AuditError, match="overwrite an input") as e:
+        outputs.check_outputs([("--out", link)], [("--model", model)])
+    assert str(model / "tokenizer" / "vocab.txt") in str(e.value)
+    # a new file beside it is fine
+    outputs.check_outputs([("--out", link.with_name("new.html"))], [("--model", model)])
+
+
+def test_an_output_folder_that_holds_an_input_is_refused(tmp_path):
+    model = _model_dir(tmp_path)
+    out = tmp_path / "out"
+    (out / "tokenizer").mkdir(parents=True)
+    (out / "tokenizer" / "merges.txt").write_text("x")
+    for what, inp in (
+        ("--tokenizer", out / "tokenizer"),  # a folder below it
+        ("--merges", out / "tokenizer" / "merges.txt"),  # a file two levels down
+        ("--model", out),  # the input folder itself
+    ):
+        with pytest.raises(AuditError, match="holds"):
+            outputs.check_outputs([], [(what, inp)], [("--out", out)])
+    with pytest.raises(AuditError, match="holds"):
+        outputs.check_outputs([], [("--model", model)], [("--out", model)])
+    outputs.check_outputs([], [("--model", model)], [("--out", tmp_path / "o2")])
+
+
+def test_a_runs_log_beside_its_results_is_an_input(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    for name in ("results.json", "report.html", "run.log"):
+        (run / name).write_text("x")
+    family = outputs.results_family(run / "results.json")
+    assert sorted((w, p.name) for w, p in family) == [
+        ("that run's report.html", "report.html"),
+        ("that run's run.log", "run.log"),
+        ("the results file", "results.json"),
+    ]
+    with pytest.raises(AuditError, match="that run's run.log"):
+        outputs.check_outputs([("--out", run / "run.log")], family)
