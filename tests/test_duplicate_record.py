@@ -217,3 +217,32 @@ def test_the_violated_diagnosis_points_cross_example_layers_to_this_audit():
     d = diagnose([{"name": "one-run white-box", "status": "ok", "exceeds_claim": True}], None)
     assert "duplicate-record" in d["not_seen_by_these_audits"]
     assert "cross-example" in d["not_seen_by_these_audits"]
+
+
+def test_the_batch_must_hold_every_row_of_the_larger_dataset():
+    # D' has K copies and x*: a batch of K rows would sample (q < 1), breaking q = 1
+    with pytest.raises(ValueError, match="batch_size must hold every row"):
+        dr.DuplicateRecordSetup(duplicates=16, batch_size=16).validate()
+    dr.DuplicateRecordSetup(duplicates=16, batch_size=17).validate()
+
+
+def test_evaluation_reports_the_largest_claim_and_the_projected_scores(monkeypatch):
+    claims = iter([2.0, 2.5, 1.5, 2.25])  # the ε each run printed
+
+    def fake(present, trainer_seed, setup, records):
+        released = torch.tensor([3.0 if present else 1.0, 5.0], dtype=torch.float64)
+        return {"released": released, "claimed": next(claims), "sigma": 1.0, "q": 1.0, "steps": 1}
+
+    monkeypatch.setattr(dr, "_train", fake)
+    setup = dr.DuplicateRecordSetup(runs_per_side=2, pilot_runs=1)
+    u = torch.tensor([0.6, 0.8], dtype=torch.float64)
+    ev = dr.evaluation_scores(0, setup, None, u)
+    assert ev["claimed"] == 2.5  # the largest: a violation is never overstated
+    np.testing.assert_allclose(ev["scores_in"], [0.6 * 3 + 0.8 * 5] * 2)
+    np.testing.assert_allclose(ev["scores_out"], [0.6 * 1 + 0.8 * 5] * 2)
+
+
+def test_bound_counts_a_score_at_the_threshold_as_a_positive():
+    # with x*: 1 below t (a false negative), 2 at or above; without: 1 at t (a false positive)
+    b = dr.bound([1.0, 2.0, 3.0], [0.0, 2.0], threshold=2.0, delta=1e-5)
+    assert (b["fp"], b["fn"]) == (1, 1)
