@@ -788,3 +788,29 @@ def test_linear_kernel_equals_the_sparse_product():
     assert (held >= 0.02 * 200).sum() >= 40 and (held < 0.02 * 200).sum() > 100
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
     assert np.abs(want).max() > 0.5
+
+
+def test_folds_follow_the_texts_when_group_ids_follow_positions():
+    """duplicate_groups numbers groups by position (members first), so folds keyed by a
+    group's id would tie folds to order, hence to labels; keyed by content they do not."""
+    from privacy_audit.attacks.split_check import text_folds
+
+    texts = prose(40, 3)
+    order = np.random.default_rng(1).permutation(40)
+    f = text_folds(texts, np.arange(40), 4, 0)  # every text its own group, id = position
+    g = text_folds([texts[i] for i in order], np.arange(40), 4, 0)
+    assert np.array_equal(f[order], g)
+    assert sorted(np.bincount(f)) == [10, 10, 10, 10]
+
+
+def test_the_blind_classifier_subsamples_only_above_its_limit(monkeypatch):
+    import privacy_audit.attacks.split_check as sc
+
+    monkeypatch.setattr(sc, "MAX_BLIND_PER_CLASS", 12)
+    texts = prose(50, 4)
+    check = sc.SplitCheck(permutations=19, families=False)
+    at, _ = check.blind(texts[:12], texts[12:24])  # exactly the limit: every text read
+    assert (at["subsampled"], at["n_members"], at["n_nonmembers"]) == (False, 12, 12)
+    over, scores = check.blind(texts[24:37], texts[37:50])  # 13 per class: 12 kept each
+    assert (over["subsampled"], over["n_members"], over["n_nonmembers"]) == (True, 12, 12)
+    assert int(np.isnan(scores).sum()) == 2  # one text of each class left out
