@@ -211,10 +211,10 @@ def test_one_run_white_box_audit_on_a_mechanism_and_schedule():
 
 
 def test_group_bound_splits_alpha_over_the_grid_by_hand():
-    # perfectly separated canaries, δ = 1e-12 (pure DP to 1e-6), groups of 4: every guess is right, so
-    # the p-value of v = r correct guesses is q^r with q = e^(4ε) / (1 + e^(4ε)); at the
-    # Bonferroni level α / G = 0.05 / 2 per grid entry the bound solves q^r = 0.025, and
-    # the largest r (100 guesses) gives the best bound
+    # perfectly separated canaries, δ = 1e-12 (pure DP to 1e-6), groups of 4: every guess
+    # is right, so the p-value of v = r correct guesses is q^r with q = e^(4ε) / (1 + e^(4ε));
+    # at the Bonferroni level α / G = 0.05 / 2 per grid entry the bound solves q^r = 0.025,
+    # and the largest r (100 guesses) gives the best bound
     inc = np.r_[np.ones(100, dtype=int), np.zeros(100, dtype=int)]
     s = inc + np.linspace(0.0, 0.5, 200)
     b = one_run_group_best(s, inc, 1e-12, group=4, k_grid=[(10, 10), (50, 50)])
