@@ -22,10 +22,19 @@ def test_all_tied_scores_give_a_wide_interval_holding_the_value_and_no_high_verd
     members = np.r_[np.ones(500, dtype=int), np.zeros(500, dtype=int)]
     out = membership_metrics(scores, members, n_boot=200)
     t = out["tpr_at_fpr_0.01"]
-    assert t["value"] == 0.0  # no threshold reaches any member at <= 1 % false positives
-    assert t["ci_low"] <= t["value"] <= t["ci_high"]
-    # every resolution of the tie is possible: from "no member first" to "all members first"
-    assert t["ci_low"] == 0.0 and t["ci_high"] == 1.0
+    # every resolution of the tie is possible, from "no member first" to "all members
+    # first": the exact interval is [0, 1], so the TPR is stored as not resolvable
+    from privacy_audit.attacks.metrics import tpr_interval_exact
+
+    lo, hi = tpr_interval_exact(
+        np.sort(scores[members == 1])[::-1][None],
+        np.sort(scores[members == 0])[::-1][None],
+        0.01,
+        0.05,
+    )
+    assert (lo[0], hi[0]) == (0.0, 1.0)
+    assert t["value"] is None and t["below_resolution"] is True
+    assert t["reason"].startswith("not resolvable at this n")
     v = verdict_for_run(_run_from(out))
     assert v["level"] == "inconclusive", v
     # more data cannot narrow an interval that every tie resolution spans: say so, and
@@ -33,7 +42,7 @@ def test_all_tied_scores_give_a_wide_interval_holding_the_value_and_no_high_verd
     assert "every member and non-member score" in v["text"] and "tied" in v["text"], v
     assert "would decide" not in v["text"].replace("no sample size would decide", ""), v
     # what the old interval said: [0.99, 1.00] around 0
-    assert not (t["ci_low"] >= 0.99)
+    assert not (lo[0] >= 0.99)
 
 
 def test_a_top_tie_block_among_continuous_scores():
