@@ -956,6 +956,10 @@ def _load_config(path: str | Path | None) -> AuditConfig:
         )
         return parse_config(tomllib.loads(text), source=f"bundled {path}")
     if not p.is_file():
+        if p.is_dir():
+            raise ConfigError(f"config file {str(p)!r} is a directory, not a TOML config")
+        if p.exists():
+            raise ConfigError(f"config file {str(p)!r} is not a regular file (a device or a pipe)")
         raise ConfigError(
             f"config file {str(p)!r} does not exist (bundled configs: {', '.join(bundled_configs())})"
         )

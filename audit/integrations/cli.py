@@ -153,7 +153,26 @@ def _one_line_config(args, attack_names: list[str] | None = None):
     if args.config is not None:
         raise AuditError("give either a config file or --model, not both")
     if args.model is None and args.adapter is None:
-        raise AuditError("--members/--nonmembers/--reference need --model DIR")
+        given = [
+            "--" + k.replace("_", "-")
+            for k in (
+                "members",
+                "nonmembers",
+                "reference",
+                "test",
+                "max_length",
+                "device",
+                "dtype",
+                "kind",
+                "public",
+                "attacks",
+            )
+            if getattr(args, k, None) is not None and getattr(args, k, None) is not False
+        ]
+        verb = "needs" if len(given) == 1 else "need"
+        raise AuditError(
+            f"{'/'.join(given) or 'these flags'} {verb} --model DIR (the model to audit)"
+        )
     if args.members is None or args.nonmembers is None:
         raise AuditError("--model needs --members FILE and --nonmembers FILE")
     target: dict = {"audit_dir": args.model} if args.model is not None else {}
@@ -176,6 +195,7 @@ def _one_line_config(args, attack_names: list[str] | None = None):
 
     for flag, path in (("--members", args.members), ("--nonmembers", args.nonmembers)) + (
         ("--test", args.test),
+        ("--public", getattr(args, "public", None)),
     ):
         if path is not None:
             check_input_file(path, flag)  # named by the flag typed: not a file, a FIFO, ...
@@ -520,7 +540,7 @@ def _scale_options(args, names) -> dict:
         ("scale_model", "model"),
     ):
         val = getattr(args, flag, None)
-        if val not in (None, False):
+        if val is not None and val is not False:  # identity: 0 == False
             if "scale" not in names:
                 raise AuditError(f"--{flag.replace('_', '-')} applies to the scale benchmark only")
             extra[key] = val
@@ -785,7 +805,9 @@ def one_line_text(text: str) -> str:
 def _cmd_run(args, epsilon: bool | None = None) -> int:
     one_line = (
         any(
-            getattr(args, k, None) not in (None, False)
+            # identity, not ==: 0 == False, so `--max-length 0` read as "not given" and
+            # ran the bundled default audit
+            getattr(args, k, None) is not None and getattr(args, k, None) is not False
             for k in ("model", "members", "nonmembers", "test", "reference", "adapter", "kind")
             + ("max_length", "device", "dtype", "allow_uninitialized")
             + (*EXTRACTION_FLAGS, "leakage_top", "per_token", "public", "attacks")
@@ -1343,7 +1365,7 @@ def _cost_options(args, names) -> dict:
             ("--memory-budget-gb", args.memory_budget_gb),
             ("--memory-max-batch", args.memory_max_batch),
         )
-        if v not in (None, False)
+        if v is not None and v is not False  # identity: 0 == False
     ]
     if not given:
         return extra
