@@ -435,7 +435,10 @@ def markdown(result: dict[str, Any]) -> str:
             continue
         e2e = r["end_to_end_recorded"]
         out.append(
-            f"| {r['setup']} | {r['bug_class']} | {e(r['true_epsilon'])} ({r['claimed_epsilon']:.3g}) "
+            f"| {r['setup']} | {r['bug_class']} | "
+            # a true ε known only as a lower bound (no closed form) says so
+            f"{'≥ ' if str(r.get('true_epsilon_how', '')).startswith('≥') else ''}"
+            f"{e(r['true_epsilon'])} ({r['claimed_epsilon']:.3g}) "
             f"| {r['violated']}/{r['seeds']} | [{r['interval'][0]:.2f}, {r['interval'][1]:.2f}] "
             f"| {r['bug_class_found'] or '—'} | {e(r['epsilon_lower_median'])} "
             f"| {r['cpu_s_median']:.1f}, {r['cpu_s_max']:.1f} | {e2e['audit']}: {e2e['detected']}, {e2e['cpu']} |"
