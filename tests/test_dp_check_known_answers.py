@@ -478,6 +478,9 @@ def test_the_state_across_steps_bound_applies_only_when_its_assumptions_were_che
     near = SimpleNamespace(exact=True, response=[1.0, 0.4999, 0.25])
     ok, used, _ = persistence_conditions(fresh, [1.0, 0.5, 0.25], near, "poisson")
     assert ok and used == [1.0, 0.4999, 0.25]
+    # 2% of the largest response apart: a response that changes with time, not rounding
+    drift = SimpleNamespace(exact=True, response=[1.0, 0.48, 0.25])
+    assert not persistence_conditions(fresh, [1.0, 0.5, 0.25], drift, "poisson")[0]
     # not exact, or never run: not checked, so not assumed
     inexact = SimpleNamespace(exact=False, response=[1.0, 0.5, 0.25])
     assert not persistence_conditions(fresh, [1.0, 0.5, 0.25], inexact, "poisson")[0]
