@@ -109,3 +109,25 @@ def test_the_gate_reads_an_old_record_by_the_same_rule(tmp_path, cli):
     gate = cli(["gate", str(out / "old.json"), "--max-tpr-at-1pct-fpr", "0.2"])
     assert gate.code == 1, gate.stdout
     assert f"{view['text']}: not measured" in gate.stdout
+
+
+def test_the_readme_schema_names_every_metric_membership_metrics_stores():
+    """The README's results.json schema against the code: the metric keys of an attack's
+    record (the TPR ladder included) are the ones membership_metrics writes."""
+    from pathlib import Path
+
+    from privacy_audit.attacks.metrics import membership_metrics
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text("utf-8")
+    start = readme.index('"metrics": {                   # only when status == "ok"')
+    block = readme[start + len('"metrics": {') :]
+    block = block[: block.index('"n_members": int, "n_nonmembers": int}')]
+    # a metric's key opens its record: "name": {...}
+    listed = set(re.findall(r'"([a-z_]+(?:_[0-9.]+)?)":\s*\{', block))
+    rng = np.random.default_rng(0)
+    m = np.r_[np.ones(400, dtype=int), np.zeros(400, dtype=int)]
+    stored = set(membership_metrics(rng.normal(size=800) + m, m, n_boot=50)) - {
+        "n_members",
+        "n_nonmembers",
+    }
+    assert listed == stored, listed ^ stored
