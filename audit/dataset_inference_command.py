@@ -184,7 +184,27 @@ def run_dataset_inference(
         batch_size=opts["batch_size"],
     )
     data, n_cut = cut_to_max_length(data, release.tokenizer, release.max_length)
-    suspect, validation = data.members.texts, data.nonmembers.texts
+    suspect, validation = list(data.members.texts), list(data.nonmembers.texts)
+    # copies of one text inside a set are one text: counted twice, they would make the
+    # test's sample look larger than it is
+    from privacy_audit.audit.data import distinct_records
+
+    within = {}
+    for side, texts in (("suspect", suspect), ("validation", validation)):
+        keep, counts = distinct_records(texts)
+        if counts["distinct"] < 2:
+            raise DataError(
+                f"the {counts['texts']} {side} texts hold {counts['distinct']} distinct text(s) "
+                "after collapsing exact and near-duplicates; the test needs at least 2 per set"
+            )
+        within[f"within_{side}"] = counts
+        if counts["removed"]:
+            _log(
+                f"  {counts['removed']} duplicate {side} text(s) collapsed: {counts['distinct']} "
+                f"distinct of {counts['texts']}",
+                progress,
+            )
+        texts[:] = [texts[i] for i in keep]
     _log(f"dataset inference: {len(suspect)} suspect, {len(validation)} validation texts", progress)
     try:
         check, _ = SplitCheck(seed=cfg.seed, aggregate_only=cfg.aggregate_only).run(
@@ -193,6 +213,7 @@ def run_dataset_inference(
     except ValueError as exc:
         raise DataError(str(exc)) from None
     dups = check["duplicates"]
+    dups.update(within)
     dm, dn = set(dups.pop("member_index")), set(dups.pop("nonmember_index"))
     suspect = [t for i, t in enumerate(suspect) if i not in dm]
     validation = [t for j, t in enumerate(validation) if j not in dn]

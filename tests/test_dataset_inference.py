@@ -318,3 +318,22 @@ def test_the_guard_sentence_never_contradicts_itself_at_the_threshold():
     assert det != shift, (det, shift)
     assert f"detects only a shift of blind AUC {det} or more" in g["text"]
     assert f"a shift of blind AUC {shift}, large enough to bias this test" in g["text"]
+
+
+def test_copies_inside_the_suspect_set_count_once(tiny_lms, cli):
+    """20 copies of one suspect text are one text: the test reads distinct texts only and
+    the record says how many were collapsed."""
+    from own_models import write_lines
+
+    root = tiny_lms["root"]
+    suspect = tiny_lms["suspect"] + [tiny_lms["suspect"][0]] * 20
+    write_lines(root / "suspect-copies.txt", suspect)
+    write_lines(root / "validation.txt", tiny_lms["validation"])
+    args = ["--model", str(root / "tuned"), "--suspect", str(root / "suspect-copies.txt")]
+    args += ["--validation", str(root / "validation.txt")]
+    outcome, res, _ = _di(cli, root, *args)
+    assert outcome.code == 0, outcome.stderr[-3000:]
+    r = res["dataset_inference"]
+    w = r["split_check"]["duplicates"]["within_suspect"]
+    assert (w["texts"], w["distinct"], w["removed"], w["largest"]) == (68, 48, 20, 21)
+    assert r["n_test"]["suspect"] + r["n_fit"]["suspect"] == 48
