@@ -615,6 +615,12 @@ def distinct_records(texts: list[str]) -> tuple[list[int], dict[str, Any]]:
     if not texts:
         return [], {"texts": 0, "distinct": 0, "removed": 0, "groups_with_copies": 0, "largest": 0}
     groups = duplicate_groups(list(texts))
+    # a blank text duplicates nothing (as in the cross-set join): each is its own record
+    blank = [i for i, t in enumerate(texts) if not str(t).strip()]
+    if blank:
+        groups = groups.copy()
+        groups[blank] = groups.max() + 1 + np.arange(len(blank))
+        _, groups = np.unique(groups, return_inverse=True)
     first: dict[int, int] = {}
     for i, g in enumerate(groups.tolist()):
         first.setdefault(g, i)

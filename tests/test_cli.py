@@ -296,7 +296,7 @@ def test_gate_passes_when_thresholds_are_above_every_metric(tiny_run_dir, cli):
     assert "FAIL" not in outcome.stdout
     # 40 non-members cannot resolve 1% FPR: a TPR@1%FPR threshold is not measured, not passed
     outcome = cli(["gate", str(tiny_run_dir / "results.json"), "--max-tpr-at-1pct-fpr", "1.0"])
-    assert outcome.code == 1 and "below the resolution" in outcome.stdout
+    assert outcome.code == 1 and "not resolvable at this n" in outcome.stdout
 
 
 def test_gate_fails_and_names_every_exceeded_threshold(tiny_run_dir, cli):

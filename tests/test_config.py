@@ -179,7 +179,7 @@ def test_file_level_errors(tmp_path):
     p.write_bytes('title = "caf\u00e9"\n'.encode("latin-1"))
     with pytest.raises(ConfigError, match="is not UTF-8 text"):
         load_config(p)
-    with pytest.raises(ConfigError, match="does not exist"):
+    with pytest.raises(ConfigError, match="is a directory, not a TOML config"):
         load_config(tmp_path)  # a directory is not a config file
 
 

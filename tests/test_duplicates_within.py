@@ -90,3 +90,8 @@ def test_score_collapses_copies_of_one_member_text(tmp_path, cli):
     assert (w["removed"], w["largest"]) == (39, 40)
     html = (tmp_path / "o" / "report.html").read_text("utf-8")
     assert "100 member texts hold 61 distinct records" in html
+
+
+def test_blank_texts_are_never_copies_of_each_other():
+    keep, info = distinct_records(["", "  ", "a b c d e f", "", "a b c d e f"])
+    assert keep == [0, 1, 2, 3] and info["removed"] == 1 and info["largest"] == 2

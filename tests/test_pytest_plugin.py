@@ -24,8 +24,9 @@ SCORES_MODULE = """
 import numpy as np
 
 rng = np.random.default_rng(0)
-SCORES = np.concatenate([rng.normal(2.0, 1.0, 200), rng.normal(0.0, 1.0, 200)])
-MEMBERS = np.array([1] * 200 + [0] * 200)
+# 800 per side: enough non-members to resolve TPR at 1% FPR, which max_tpr_at_1pct_fpr holds
+SCORES = np.concatenate([rng.normal(2.0, 1.0, 800), rng.normal(0.0, 1.0, 800)])
+MEMBERS = np.array([1] * 800 + [0] * 800)
 """
 
 
@@ -209,7 +210,7 @@ def test_marker_is_registered_and_plugin_can_be_disabled(pytester):
 def test_assert_within_lists_every_violation(privacy_audit):
     from privacy_audit.audit.integrations.gate import check
 
-    scores, members = separable()
+    scores, members = separable(n=800)  # TPR at 1% FPR resolvable: a number to hold
     results = privacy_audit.score(scores, members, bootstrap=100)
     limits = {"max_auc": 0.5, "max_tpr_at_1pct_fpr": 0.01, "max_epsilon_lb": 0.1}
     with pytest.raises(AssertionError) as info:

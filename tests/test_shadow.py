@@ -133,9 +133,15 @@ def test_lira_known_answer_on_the_fixture_target(tmp_path, cli):
     (run,) = res["runs"]
     by = {a["attack"]: a for a in run["attacks"]}
     assert set(by) == {"loss", "confidence", "entropy", "modified-entropy", "lira-online"}
-    lira = by["lira-online"]["metrics"]["tpr_at_fpr_0.01"]
-    best = max(by[n]["metrics"]["tpr_at_fpr_0.01"]["value"] for n in by if n != "lira-online")
-    assert lira["value"] > best, (lira, best)
+    # 100 non-members cannot resolve TPR at 1% FPR (one false positive): it is stored as
+    # null with its reason, for LiRA as for every attack. (This test once asserted that
+    # LiRA beats the threshold attacks there; at 5% FPR, the lowest rate 100 non-members
+    # resolve, their intervals overlap, so that claim is not supported at this n.)
+    for a in by.values():
+        assert a["metrics"]["tpr_at_fpr_0.01"]["below_resolution"] is True
+        assert a["metrics"]["tpr_at_fpr_0.01"]["value"] is None
+    lira = by["lira-online"]["metrics"]["auc"]
+    assert lira["ci_low"] > 0.5, lira  # LiRA measures membership on the non-private model
     assert lira["ci_low"] <= lira["value"] <= lira["ci_high"]
     assert by["lira-online"]["n_members"] == 100 and by["lira-online"]["n_nonmembers"] == 100
     assert "16 shadow models" in by["lira-online"]["description"]

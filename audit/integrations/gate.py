@@ -351,7 +351,7 @@ def _check_schema(results: dict[str, Any], what: str, path: Path) -> None:
     v = results.get("schema_version")
     if v is None:
         return
-    if isinstance(v, bool) or v not in KNOWN_SCHEMA_VERSIONS:
+    if isinstance(v, bool) or not isinstance(v, int) or v not in KNOWN_SCHEMA_VERSIONS:
         raise DataError(
             f"{what} {str(path)!r} has schema_version {v!r}, which this privacy-audit does "
             f"not know (it reads {', '.join(map(str, sorted(KNOWN_SCHEMA_VERSIONS)))}); "
