@@ -340,3 +340,79 @@ def test_noise_that_uses_a_fixed_draw_by_batch_size_is_not_an_exact_pair():
     assert r.verdict != "violated", r.summary()
     designs = r.record["sensitivity"]["designs"]
     assert all(d["mu"] < 1.5 for d in designs if d["exact"]), designs
+
+
+def _opacus_variant(tmp_path, name: str, edit) -> object:
+    from privacy_audit.audit.benchmarks.dp_check import setups_dir
+
+    setups = setups_dir()
+    src = edit((setups / "opacus_default.py").read_text(encoding="utf-8"))
+    (tmp_path / "_common.py").write_text((setups / "_common.py").read_text("utf-8"), "utf-8")
+    path = tmp_path / f"{name}.py"
+    path.write_text(src, encoding="utf-8")
+    return path
+
+
+def test_many_run_audits_reseed_every_run_after_a_setup_that_seeds_itself(tmp_path):
+    """A make_private that calls torch.manual_seed(0) (common in training scripts) would
+    make every run of the many-run audits draw the same noise; each run is reseeded after
+    its build, so the audits run (their runs are independent) instead of being refused."""
+
+    def seeded(src):
+        out = src.replace(
+            "def make_private(data):\n", "def make_private(data):\n    torch.manual_seed(0)\n"
+        )
+        assert out != src
+        return out
+
+    r = dp_check(_opacus_variant(tmp_path, "seeded", seeded), budget=20, end_to_end=True)
+    audits = r.record["end_to_end"]["audits"]
+    assert audits and all("refused" not in a for a in audits), audits
+    assert all(a["runs_per_side"] > 0 for a in audits), audits
+    assert r.verdict != "violated", r.summary()
+
+
+def _fixed_generator(src):
+    out = src.replace(
+        "        max_grad_norm=CLIP,\n    )",
+        "        max_grad_norm=CLIP,\n        noise_generator=_fixed(),\n    )",
+    )
+    out += "\n\ndef _fixed():\n    g = torch.Generator()\n    g.manual_seed(1234)\n    return g\n"
+    assert out != src
+    return out
+
+
+def test_many_run_audits_reseed_the_optimizers_own_generator(tmp_path):
+    """make_private seeds its own noise generator (manual_seed(1234)): every run's
+    generator is reseeded after its build, so the runs are independent and the audits
+    run."""
+    r = dp_check(_opacus_variant(tmp_path, "fixed", _fixed_generator), budget=20, end_to_end=True)
+    audits = r.record["end_to_end"]["audits"]
+    assert audits and all("refused" not in a for a in audits), audits
+    assert all(a["runs_per_side"] > 0 for a in audits), audits
+
+
+def test_many_run_audits_refuse_runs_that_repeat_their_noise(tmp_path, monkeypatch):
+    """Noise from a generator dp-check cannot reach repeats in every run: the many-run
+    audits refuse (their runs would not be independent) rather than report a bound."""
+    from privacy_audit.audit.dp_check import end_to_end as e2e
+
+    real = e2e._many_runs
+    calls = []
+
+    def hidden(factory, *a, **k):
+        # a generator the harness cannot see: restart it after dp-check's reseeding
+        def build(r):
+            inst = factory(r)
+            for g in inst.generators():
+                g.manual_seed(1234)
+            return inst
+
+        calls.append(1)
+        return real(build, *a, **k)
+
+    monkeypatch.setattr(e2e, "_many_runs", hidden)
+    r = dp_check(_opacus_variant(tmp_path, "fixed", _fixed_generator), budget=20, end_to_end=True)
+    assert calls
+    audits = r.record["end_to_end"]["audits"]
+    assert audits and all("not independent" in a.get("refused", "") for a in audits), audits
