@@ -226,3 +226,60 @@ def test_group_bound_splits_alpha_over_the_grid_by_hand():
     # without the split (level 0.05 per entry) the bound would be larger
     q_naive = 0.05 ** (1 / 100)
     assert b["epsilon"] < math.log(q_naive / (1 - q_naive)) / 4 - 0.01
+
+
+# --------------------------------------------------------------------------- #
+# issue 49: one-line mutants that survived the suite
+# --------------------------------------------------------------------------- #
+def test_more_correct_guesses_than_guesses_is_refused():
+    with pytest.raises(ValueError, match="correct <= guesses"):
+        one_run_group_epsilon(5, 3, 10, 0.0, group=2)
+
+
+def test_group_ceiling_is_the_largest_perfect_guess_bound_over_the_grid():
+    # perfectly separated canaries: every grid entry guesses right, so the best bound IS
+    # the design's ceiling (the largest entry, 100 guesses); the smallest entry's perfect
+    # bound (20 guesses) is far below it
+    inc = np.r_[np.ones(100, dtype=int), np.zeros(100, dtype=int)]
+    s = inc + np.linspace(0.0, 0.5, 200)
+    b = one_run_group_best(s, inc, 1e-12, group=4, k_grid=[(10, 10), (50, 50)])
+    q = 0.025 ** (1 / 100)  # as in the by-hand test above
+    assert b["ceiling"] == pytest.approx(math.log(q / (1 - q)) / 4, abs=1e-4)
+    assert b["ceiling"] >= b["epsilon"] - 1e-9
+
+
+def test_gaussian_regime_rejects_unequal_variances():
+    from scipy import stats
+
+    from privacy_audit.attacks.canary_bounds import gaussian_regime
+
+    # exact normal quantiles: as Gaussian as 300 points can be, SD 1 against SD 10
+    x = stats.norm.ppf((np.arange(300) + 0.5) / 300)
+    y = 10.0 * x
+    assert stats.levene(x, y).pvalue < 1e-6  # independent check: variances differ
+    assert min(stats.normaltest(x).pvalue, stats.normaltest(y).pvalue) > 0.01
+    inc = np.r_[np.ones(300, dtype=int), np.zeros(300, dtype=int)]
+    r = gaussian_regime(np.r_[x, y], inc)
+    assert r["ok"] is False
+
+
+def test_tpr_at_1pct_fpr_interval_is_at_the_stated_confidence_by_hand():
+    # 100 present canaries all above 2000 absent ones: every member clears the threshold,
+    # so the lower end is Clopper-Pearson's for 100 / 100 at α/4 (α/2 per side of the
+    # FPR quantile, then α/2 two-sided): (α/4)^(1/100) with α = 1 - confidence
+    inc = np.r_[np.ones(100, int), np.zeros(2000, int)]
+    s = np.r_[np.linspace(10, 11, 100), np.linspace(0, 1, 2000)]
+    r = tpr_at_1pct_fpr(s, inc, confidence=0.95)
+    assert r["tpr"] == 1.0
+    assert r["ci"][0] == pytest.approx((0.05 / 4) ** (1 / 100), rel=1e-9)
+    assert r["ci"][1] == 1.0
+
+
+def test_gaussian_audit_needs_two_canaries_a_side_and_holds_back_half_of_alpha():
+    with pytest.raises(ValueError, match="at least 2 present"):
+        gaussian_mu_lower(np.array([1.0, 0.0, 0.1, 0.2]), np.array([1, 0, 0, 0]))
+    rng = np.random.default_rng(0)
+    inc = np.r_[np.ones(50, int), np.zeros(50, int)]
+    s = rng.normal(0.0, 1.0, 100) + inc
+    g = gaussian_one_run_epsilon(s, inc, DELTA, confidence=0.95)
+    assert g["sampling_confidence"] == pytest.approx(1 - 0.05 * 0.5)  # 97.5 %

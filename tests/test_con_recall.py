@@ -60,3 +60,25 @@ def test_pools_need_more_than_shots_texts_per_side():
             att.prefix_pools(_examples(n_mem, n_non))
     mem_pool, non_pool = att.prefix_pools(_examples(4, 4))  # shots + 1: every text drawn
     assert len(mem_pool) == len(non_pool) == 4
+
+
+# --------------------------------------------------------------------------- #
+# issue 49: one-line mutants that survived the suite
+# --------------------------------------------------------------------------- #
+def test_gamma_zero_is_allowed_and_a_negative_gamma_refused():
+    assert ConRecallAttack(gamma=0.0).gamma == 0.0
+    with pytest.raises(ValueError, match="gamma"):
+        ConRecallAttack(gamma=-0.1)
+
+
+def test_a_prefix_that_swallows_the_text_is_refused(monkeypatch):
+    from privacy_audit.attacks import con_recall
+
+    # the joined text encodes to exactly the prefix's tokens: x has no tokens of its own
+    enc = {"pre x": [1, 2, 3], "pre": [1, 2, 3]}
+    monkeypatch.setattr(con_recall, "text_token_ids", lambda release, t: enc[t])
+    with pytest.raises(ValueError, match="does not tokenize"):
+        con_recall.x_start(None, "pre x", "pre", np.array([2, 3]))
+    # with a token of its own, x starts after the prefix's targets
+    enc["pre x"] = [1, 2, 3, 4]
+    assert con_recall.x_start(None, "pre x", "pre", np.array([2, 3, 4])) == 2

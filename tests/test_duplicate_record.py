@@ -246,3 +246,52 @@ def test_bound_counts_a_score_at_the_threshold_as_a_positive():
     # with x*: 1 below t (a false negative), 2 at or above; without: 1 at t (a false positive)
     b = dr.bound([1.0, 2.0, 3.0], [0.0, 2.0], threshold=2.0, delta=1e-5)
     assert (b["fp"], b["fn"]) == (1, 1)
+
+
+def test_run_indices_stop_where_the_pilot_stream_begins():
+    from privacy_audit.audit.epsilon.duplicate_record import _PILOT_OFFSET, run_seed
+
+    last = _PILOT_OFFSET // 2 - 1
+    # evaluation seeds 2 run + present stay below the pilot offset: 2 * last + 1 < offset
+    assert run_seed(0, last, True, pilot=False) == _PILOT_OFFSET - 1
+    # one run more would collide with pilot run 0 (2 * offset/2 = offset): refused
+    with pytest.raises(ValueError, match="out of range"):
+        run_seed(0, last + 1, False, pilot=False)
+
+
+def test_a_bound_equal_to_the_claim_is_not_a_violation(monkeypatch):
+    monkeypatch.setattr(dr, "crafted_records", lambda setup, seed: None)
+    monkeypatch.setattr(
+        dr,
+        "pilot",
+        lambda seed, setup, records: {"direction": None, "threshold": 0.0, "shift_c": 2.0},
+    )
+    ev = {"scores_in": np.ones(3), "scores_out": np.zeros(3), "claimed": 2.0}
+    ev.update(sigma=1.0, q=1.0, steps=1)
+    monkeypatch.setattr(dr, "evaluation_scores", lambda *a: ev)
+    setup = dr.DuplicateRecordSetup(runs_per_side=3, pilot_runs=1)
+    for eps, violated in ((2.0, False), (2.0001, True)):
+        monkeypatch.setattr(
+            dr, "bound", lambda *a, e=eps: {"eps": e, "fp": 0, "fn": 0, "ceiling": 3.0}
+        )
+        assert dr.duplicate_record_audit(0, setup)["violated"] is violated
+
+
+def test_the_crafted_record_is_the_farthest_candidate(monkeypatch):
+    # head inputs: x_d at the origin, candidates at distances 1, 3, 2
+    h = torch.tensor([[0.0, 0.0], [1.0, 0.0], [0.0, 3.0], [2.0, 0.0]])
+    monkeypatch.setattr(dr, "_head_input", lambda target, texts, max_length: h)
+    assert dr.farthest_record(None, "x_d", ["a", "b", "c"], 8) == 1
+
+
+def test_bound_passes_false_positives_with_the_runs_without_x_star():
+    from privacy_audit.attacks.epsilon import epsilon_lower_bound_from_counts
+
+    # 50 runs with x*, all above t; 100 without, 5 at or above t (unequal sides, so the
+    # order of (fp, runs without) and (fn, runs with) matters)
+    s_in = np.full(50, 2.0)
+    s_out = np.r_[np.full(5, 2.0), np.zeros(95)]
+    b = dr.bound(s_in, s_out, threshold=1.0, delta=1e-5)
+    assert (b["fp"], b["fn"]) == (5, 0)
+    assert b["eps"] == pytest.approx(epsilon_lower_bound_from_counts(5, 100, 0, 50, 1e-5, 0.95))
+    assert b["eps"] != pytest.approx(epsilon_lower_bound_from_counts(0, 100, 5, 50, 1e-5, 0.95))

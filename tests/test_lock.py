@@ -121,3 +121,45 @@ def test_a_reused_pid_and_a_remote_host(tmp_path, monkeypatch):
         with pytest.raises(AuditError, match=f"on host elsewhere-{host}"):
             DirLock(tmp_path, "--out").acquire()
     assert f.read_text().split()[0] == str(dead)  # never deleted
+
+
+# --------------------------------------------------------------------------- #
+# issue 49: one-line mutants that survived the suite
+# --------------------------------------------------------------------------- #
+def test_a_record_without_a_host_is_a_local_run(tmp_path):
+    f = tmp_path / LOCK_NAME
+    f.write_text(f"{os.getpid()}\n")  # an older version's record: the PID alone
+    assert lock_mod.lock_owner(f) == (os.getpid(), f"PID {os.getpid()}")
+
+
+def test_without_a_start_time_the_pid_is_trusted(tmp_path, monkeypatch):
+    f = tmp_path / LOCK_NAME
+    f.write_text(f"{os.getpid()} {socket.gethostname()} 12345\n")
+    monkeypatch.setattr(lock_mod, "_start_time", lambda pid: "")  # no /proc here
+    assert lock_mod.lock_owner(f) == (os.getpid(), f"PID {os.getpid()}")
+
+
+def test_a_lock_file_unlinked_by_its_releasing_holder_is_retried(tmp_path, monkeypatch):
+    # between our open() and our flock() the previous holder releases: it unlinks the
+    # file, and a new run creates a fresh one at the path. Locking the orphaned inode
+    # would leave the path's file without our record; the lock must retry on the new one.
+    d = tmp_path / "out"
+    d.mkdir()
+    path = d / LOCK_NAME
+    real = fcntl.flock
+    raced = []
+
+    def flock(fd, op):
+        if not raced:
+            raced.append(True)
+            path.unlink()
+            path.write_text("")
+        return real(fd, op)
+
+    monkeypatch.setattr(fcntl, "flock", flock)
+    lk = DirLock(d, "--out")
+    lk.acquire()
+    try:
+        assert path.read_text().split()[0] == str(os.getpid())
+    finally:
+        lk.release()

@@ -41,3 +41,8 @@ def test_a_one_hot_distribution_uses_the_floor():
     # σ = 0 exactly: z = (log p − μ) / 1e-6
     s = TokenStats(np.array([0]), np.array([-1e-7]), np.array([-3e-7]), np.array([0.0]))
     assert token_z_scores(s)[0] == pytest.approx(0.2, rel=1e-9)
+
+
+def test_an_empty_sequence_scores_zero():
+    empty = TokenStats(np.array([], int), np.array([]), np.array([]), np.array([]))
+    assert min_k_pp_scores([empty]).tolist() == [0.0]

@@ -314,3 +314,23 @@ def test_a_runs_log_beside_its_results_is_an_input(tmp_path):
     ]
     with pytest.raises(AuditError, match="that run's run.log"):
         outputs.check_outputs([("--out", run / "run.log")], family)
+
+
+def test_two_outputs_that_are_one_file_by_a_hard_link_are_refused(tmp_path):
+    a = tmp_path / "a.html"
+    a.write_text("x")
+    b = tmp_path / "b.html"
+    os.link(a, b)  # different paths, one inode
+    with pytest.raises(AuditError, match="name the same file"):
+        outputs.check_outputs([("--out", a), ("--report", b)])
+    outputs.check_outputs([("--out", a), ("--report", tmp_path / "c.html")])
+
+
+def test_a_missing_sibling_of_results_json_is_not_an_input(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "results.json").write_text("{}")
+    family = outputs.results_family(run / "results.json")
+    assert [(w, p.name) for w, p in family] == [("the results file", "results.json")]
+    # writing a report beside the results (none there yet) is allowed
+    outputs.check_outputs([("--out", run / "report.html")], family)

@@ -21,3 +21,37 @@ def test_best_threshold_known_answers():
     ends = np.array([[False, True, True, True], [True] * 4, [True] * 4])
     got = _best_threshold(scores, tp, fp, ends, 2, 2)
     np.testing.assert_array_equal(got, [np.inf, 1.5, np.inf])
+
+
+def test_confidence_zero_and_one_are_refused():
+    import pytest
+
+    from privacy_audit.attacks.scores import _check_confidence
+
+    for c in (0.0, 1.0):
+        with pytest.raises(ValueError, match="confidence"):
+            _check_confidence(c)
+    assert _check_confidence(0.5) == 0.5
+
+
+def test_stratified_split_gives_half_a_the_floor_of_each_class():
+    from privacy_audit.attacks.scores import _stratified_split
+
+    members = np.array([1, 1, 1, 1, 1, 0, 0, 0], dtype=bool)  # 5 members, 3 non-members
+    a, b = _stratified_split(members, 0)
+    assert (members[a].sum(), (~members[a]).sum()) == (2, 1)  # floor(5/2), floor(3/2)
+    assert (members[b].sum(), (~members[b]).sum()) == (3, 2)
+    assert sorted(np.r_[a, b].tolist()) == list(range(8))
+
+
+def test_a_resample_without_a_non_member_is_nan_in_every_statistic():
+    from privacy_audit.attacks.scores import poisson_bootstrap
+
+    # one non-member: it gets Poisson weight 0 in about e^-1 of the resamples, which then
+    # have no FPR at all; TPR there must be NaN like the AUC, not a number over 0 negatives
+    labels = np.array([True, True, False])
+    out = poisson_bootstrap(labels, 400, np.random.default_rng(0), fprs=(0.1,))
+    nan_auc = np.isnan(out["auc"])
+    assert 0.2 < nan_auc.mean() < 0.6  # e^-1 ~ 0.37, plus the rarer no-member resamples
+    assert np.array_equal(np.isnan(out["tpr_at_fpr_0.1"]), nan_auc)
+    assert np.array_equal(np.isnan(out["advantage"]), nan_auc)

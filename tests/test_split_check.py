@@ -814,3 +814,66 @@ def test_the_blind_classifier_subsamples_only_above_its_limit(monkeypatch):
     over, scores = check.blind(texts[24:37], texts[37:50])  # 13 per class: 12 kept each
     assert (over["subsampled"], over["n_members"], over["n_nonmembers"]) == (True, 12, 12)
     assert int(np.isnan(scores).sum()) == 2  # one text of each class left out
+
+
+def test_delong_se_with_member_non_member_ties_by_brute_force():
+    from privacy_audit.attacks.split_check import delong_auc
+
+    x = np.array([1.0, 2.0, 2.0, 3.0])  # members
+    y = np.array([0.0, 2.0, 2.0])  # non-members, two tied with two members
+    psi = (x[:, None] > y[None, :]) + 0.5 * (x[:, None] == y[None, :])
+    v10, v01 = psi.mean(axis=1), psi.mean(axis=0)
+    se = np.sqrt(v10.var(ddof=1) / x.size + v01.var(ddof=1) / y.size)
+    got = delong_auc(np.r_[x, y], np.r_[np.ones(4), np.zeros(3)])
+    assert got["value"] == pytest.approx(psi.mean(), abs=1e-12)
+    assert got["se"] == pytest.approx(se, abs=1e-12)
+
+
+def test_a_relabelling_tied_with_the_observed_auc_counts_against_it():
+    from privacy_audit.attacks.split_check import permutation_test
+
+    # h = identity: every labelling's scores are its own labels, so every relabelled AUC
+    # is 1, tied with the observed one: p = (1 + 2) / (1 + 2) = 1 (Phipson and Smyth)
+    y = np.array([1, 1, 0, 0])
+    relab = np.array([[1, 0, 1, 0], [0, 1, 1, 0]])
+    r = permutation_test(np.eye(4), y, np.arange(4), 2, 0, relabellings=relab)
+    assert r["value"] == 1.0
+    assert r["p_value"] == pytest.approx(1.0)
+
+
+def test_one_member_left_after_removing_duplicates_is_not_measured():
+    from privacy_audit.attacks.split_check import SplitCheck
+
+    shared = "the very same sentence appears in both sets of texts"
+    members = [shared, "a member text that nothing else resembles at all"]
+    nonmembers = [shared, "a first non-member about something else", "a second one, different"]
+    out, scores = SplitCheck().run(members, nonmembers)
+    assert out["duplicates"]["members_removed"] == 1
+    assert out["status"] == "not-measured" and scores is None
+
+
+def _shingles(text):
+    t = " ".join(text.lower().split())
+    return {t[i : i + 5] for i in range(len(t) - 4)}
+
+
+def test_a_member_near_duplicate_of_a_text_in_both_sets_is_paired_with_its_non_member():
+    from privacy_audit.attacks.split_check import near_duplicates
+
+    x = "the quick brown fox jumps over the lazy dog again"
+    # x is in both sets; x + "!" only among the members, and near x (brute-force Jaccard)
+    members, nonmembers = [x, x + "!"], [x, "something else entirely different here"]
+    a, b = _shingles(x), _shingles(x + "!")
+    jac = len(a & b) / len(a | b)
+    assert jac >= 0.8
+    got = near_duplicates(members, nonmembers, 0.8)
+    assert [(i, j) for i, j, _ in got] == [(0, 0), (1, 0)]
+    assert got[0][2] == 1.0 and got[1][2] == pytest.approx(jac, abs=1e-12)
+
+
+def test_a_join_at_another_threshold_is_refused():
+    from privacy_audit.attacks.split_check import Join, near_duplicates
+
+    members, nonmembers = ["a member text here", "b"], ["a non-member text", "c"]
+    with pytest.raises(ValueError, match="not of these texts"):
+        near_duplicates(members, nonmembers, 0.8, join=Join(members + nonmembers, 0.5))
