@@ -200,7 +200,6 @@ class Case:
     name: str = "setup.py"  # the SETUP file's name
     directory: bool = False  # SETUP is a directory of that name
     raw: bytes | None = None  # the SETUP file's bytes, when not text
-    bug: str | None = None  # a product bug: a strict xfail with this reason
 
 
 CASES = [
@@ -506,8 +505,7 @@ def assert_refused(r: subprocess.CompletedProcess, words, out: Path | None) -> s
 
 
 def _param(case: Case):
-    marks = [pytest.mark.xfail(strict=True, reason=case.bug)] if case.bug else []
-    return pytest.param(case, id=case.id, marks=marks)
+    return pytest.param(case, id=case.id)
 
 
 @pytest.mark.parametrize("case", [_param(c) for c in CASES])
