@@ -268,7 +268,8 @@ def test_no_config_or_cli_reaches_a_planted_bug():
     for path in ROOT.rglob("*.py"):
         if ".venv" in path.parts or path.parts[-2] == "tests":
             continue
-        uses = set(re.findall(r"dp_bugs\.(\w+)", path.read_text(encoding="utf-8")))
+        # attribute reads, not file names (tools name "tests/test_dp_bugs.py")
+        uses = set(re.findall(r"dp_bugs\.(?!py\b)(\w+)", path.read_text(encoding="utf-8")))
         if uses:
             readers[path.relative_to(ROOT).as_posix()] = uses
     assert set(readers) == {
