@@ -525,8 +525,13 @@ def check_audit_data(data, seed: int, aggregate_only: bool, dedupe: bool = True)
         data, within = collapse_within_sides(data)
     members, nonmembers = data.members, data.nonmembers
     try:
+        users = (
+            members.groups + nonmembers.groups
+            if members.groups is not None and nonmembers.groups is not None
+            else None
+        )
         check, scores = SplitCheck(seed=seed, aggregate_only=aggregate_only).run(
-            members.texts, nonmembers.texts, dedupe
+            members.texts, nonmembers.texts, dedupe, users=users
         )
     except ValueError as exc:
         raise DataError(str(exc)) from None

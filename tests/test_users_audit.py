@@ -117,6 +117,10 @@ def test_per_text_intervals_resample_users(audited):
     width = att["metrics"]["auc"]["ci_high"] - att["metrics"]["auc"]["ci_low"]
     assert width > naive["ci_high"] - naive["ci_low"]
     assert run["battery_chance"]["relabelled"] == "users"
+    # each user writes in their own style; with users as the split check's clusters a
+    # user's texts never sit on both sides of a fold, so style is not read as a shift
+    check = run["split_check"]
+    assert check["unit"] == "user" and not check["shifted"], check.get("blind")
 
 
 def test_fresh_text_user_inference_equals_a_plain_forward_pass(audited):
