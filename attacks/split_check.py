@@ -222,6 +222,35 @@ def delong_difference(scores_a, scores_b, members, confidence: float = 0.95) -> 
     return {"value": d, "ci_low": d - z * se, "ci_high": d + z * se, "se": se}
 
 
+def clustered_difference(
+    scores_a, scores_b, members, users, confidence: float = 0.95
+) -> dict[str, float]:
+    """:func:`delong_difference` with users as clusters (Obuchowski 1997): the placement
+    values of the difference, ``v_a - v_b`` per text, are summed per user and their
+    spread is taken over users, ``S = I / (I - 1) sum_i (D_i - n_i d)^2 / N`` per side
+    (``D_i`` user i's sum, ``n_i`` its texts, I users and N texts on that side),
+    ``Var(d) = S10 / N_members + S01 / N_nonmembers``. Every user is on one side, so no
+    covariance across sides. One text per user gives :func:`delong_difference`."""
+    m = np.asarray(members).astype(bool)
+    u = np.unique(np.asarray(users, dtype=object).astype(str), return_inverse=True)[1]
+    auc_a, a10, a01 = _placements(scores_a, m)
+    auc_b, b10, b01 = _placements(scores_b, m)
+    d = auc_a - auc_b
+    var = 0.0
+    for side, diff in ((m, a10 - b10), (~m, a01 - b01)):
+        _, ui = np.unique(u[side], return_inverse=True)
+        tot = np.bincount(ui, weights=diff)
+        n = np.bincount(ui).astype(np.float64)
+        k = tot.size
+        if k < 2:
+            raise ValueError("a clustered AUC difference needs at least 2 users per side")
+        dev = tot - n * float(diff.mean())
+        var += k / (k - 1.0) * float(np.sum(dev * dev)) / diff.size**2
+    se = float(np.sqrt(max(var, 0.0)))
+    z = float(ndtri(0.5 + confidence / 2))
+    return {"value": d, "ci_low": d - z * se, "ci_high": d + z * se, "se": se}
+
+
 # --------------------------------------------------------------------------- #
 # Near-duplicates: an exact set-similarity join on 5-gram shingles, vectorised
 # --------------------------------------------------------------------------- #
@@ -1988,12 +2017,17 @@ def _side(blind: dict[str, Any], side: str) -> str:
 
 
 def compare_attacks(
-    check: dict[str, Any], attacks: list[dict[str, Any]], blind: np.ndarray
+    check: dict[str, Any],
+    attacks: list[dict[str, Any]],
+    blind: np.ndarray,
+    users: list[str] | None = None,
 ) -> list[dict[str, Any]]:
     """Each ``ok`` attack's AUC beside the blind AUC on the same examples, with the paired
     DeLong interval of (attack AUC - blind AUC). ``blind`` holds the blind out-of-fold
     score of every example of the attack set, in its order (members then non-members, as
-    the attack records store them; ``nan`` where the blind classifier did not score it)."""
+    the attack records store them; ``nan`` where the blind classifier did not score it).
+    ``users`` (one per example, same order): the difference's interval treats users as
+    clusters (:func:`clustered_difference`)."""
     conf = float(check.get("difference_confidence", DIFFERENCE_CONFIDENCE))
     blind = np.asarray(blind, dtype=np.float64)
     rows = []
@@ -2009,7 +2043,11 @@ def compare_attacks(
         m = mem[keep]
         if keep.sum() < 4 or m.min() == m.max():
             continue
-        diff = delong_difference(scores[keep], blind[keep], m, conf)
+        if users is not None and len(users) == keep.size:
+            kept_users = [g for g, k in zip(users, keep, strict=True) if k]
+            diff = clustered_difference(scores[keep], blind[keep], m, kept_users, conf)
+        else:
+            diff = delong_difference(scores[keep], blind[keep], m, conf)
         rows.append(
             {
                 "attack": att.get("attack"),

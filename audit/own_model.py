@@ -424,7 +424,7 @@ def _audit_own_model(cfg, settings, progress, id_salt, executor, run_dir, resume
         from privacy_audit.attacks.split_check import compare_attacks
 
         phase("split check", "attacks against the blind baseline")
-        split["attacks"] = compare_attacks(split, run["attacks"], blind)
+        split["attacks"] = compare_attacks(split, run["attacks"], blind, data.attack_set().groups)
     run["split_check"] = split
     run["exact_duplicates"] = data.exact_duplicates
     return run, release
