@@ -398,10 +398,8 @@ def group_privacy_note(claim: dict[str, Any] | None, counts: dict[str, Any]) -> 
     if eps is None or not np.isfinite(float(eps)):
         return None
     rows = []
-    for label, k in (
-        ("median", counts["members"]["median"]),
-        ("largest", counts["members"]["max"]),
-    ):
+    per = counts["members"]["texts_per_user"]
+    for label, k in (("median", per["median"]), ("largest", per["max"])):
         k = int(np.ceil(k))
         e_k, d_k = group_privacy(float(eps), float(delta or 0.0), k)
         rows.append({"user": label, "texts": k, "epsilon": e_k, "delta": d_k})

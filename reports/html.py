@@ -67,6 +67,8 @@ _KNOWN_METRICS = (
     | {EPS_LB, "n_members", "n_nonmembers"}
     # the FPR ladder the summary leads with when 1% is not resolvable
     | {f"tpr_at_fpr_{x:g}" for x in REPORTED_FPRS}
+    # user-resampled intervals: shown as one line (:func:`_attack_rows`)
+    | {"unit", "resampled", "n_member_users", "n_nonmember_users"}
 )
 _TOP_EXPOSED = 10
 _MAX_ID_CHARS = 120
@@ -375,6 +377,12 @@ def _attack_rows(run: dict, best: dict | None) -> list[dict]:
             surfaces_txt = _text(surfaces, "")
         metrics = a.get("metrics") if isinstance(a.get("metrics"), dict) else {}
         extras = [f"{k}: {_ci_or_value(v)}" for k, v in metrics.items() if k not in _KNOWN_METRICS]
+        if metrics.get("resampled") == "users":
+            extras.insert(
+                0,
+                f"intervals resample users ({num(metrics.get('n_member_users'))} member / "
+                f"{num(metrics.get('n_nonmember_users'))} non-member users)",
+            )
         lb = _eps_lb_view(a)
         rows.append(
             {
@@ -786,6 +794,13 @@ def _kv(value: Any) -> str:
     return num(value)
 
 
+def _unit_paragraphs(text: str) -> list[str]:
+    import re
+
+    parts = re.split(r" (?=Per (?:text: |user \())", text)
+    return [p for p in parts if p]
+
+
 def user_view(run: dict) -> dict | None:
     from privacy_audit.reports.user_verdict import user_view as view
 
@@ -944,6 +959,8 @@ def build_context(results: dict) -> dict:
                 "level": verdict["level"],
                 "level_class": _level_class(verdict["level"]),
                 "text": verdict["text"],
+                # one paragraph per unit (reports/user_verdict.py writes both)
+                "paragraphs": _unit_paragraphs(verdict["text"]),
             }
         )
         training = run.get("training") if isinstance(run.get("training"), dict) else {}

@@ -8,10 +8,11 @@ from privacy_audit.reports.formatting import num
 
 
 def _dist(side: dict[str, Any]) -> str:
+    d = side.get("texts_per_user") or {}
     return (
         f"{num(side.get('users'))} users, {num(side.get('texts'))} texts; texts per user: "
-        f"median {num(side.get('median'))}, quartiles {num(side.get('q25'))}\u2013"
-        f"{num(side.get('q75'))}, range {num(side.get('min'))}\u2013{num(side.get('max'))}"
+        f"median {num(d.get('median'))}, quartiles {num(d.get('q25'))}\u2013"
+        f"{num(d.get('q75'))}, range {num(d.get('min'))}\u2013{num(d.get('max'))}"
     )
 
 

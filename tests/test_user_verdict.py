@@ -5,6 +5,7 @@ each sentence naming its unit; a per-example claim is never held to per-user bou
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from privacy_audit.attacks.metrics import membership_metrics
 from privacy_audit.audit.results import battery_chance_test, pick_strongest
@@ -100,3 +101,22 @@ def test_a_shifted_split_stands_whatever_the_users_show():
     v = combine_unit_verdicts(run, per_text)
     assert v["level"] == per_text["level"] == "split-shifted"
     assert v["text"] == per_text["text"]
+
+
+def test_what_a_per_example_claim_implies_for_a_person():
+    import math
+
+    from privacy_audit.attacks.user_level import texts_per_user
+    from privacy_audit.audit.users import group_privacy_note
+    from privacy_audit.reports.users_view import group_privacy_line
+
+    counts = texts_per_user(["a", "a", "a", "b", "c", "d"], [1, 1, 1, 1, 0, 0])
+    claim = {"epsilon": 0.5, "delta": 1e-6, "unit": "example"}
+    note = group_privacy_note(claim, counts)
+    by = {r["user"]: r for r in note["implied"]}
+    assert by["median"]["texts"] == 2 and by["largest"]["texts"] == 3  # median 2.0, max 3
+    assert by["largest"]["epsilon"] == pytest.approx(1.5)
+    assert by["largest"]["delta"] == pytest.approx(3 * math.exp(2 * 0.5) * 1e-6)
+    line = group_privacy_line({"group_privacy": note})
+    assert "a largest member user (3 texts): ε ≤ 1.50" in line
+    assert group_privacy_note({**claim, "unit": "user"}, counts) is None  # already per person
