@@ -325,6 +325,7 @@ def user_level_section(
     from privacy_audit.audit.results import (
         FAMILY_PERMUTATIONS,
         battery_chance_test,
+        new_id_salt,
         pick_strongest,
         pseudonymise_ids,
     )
@@ -377,7 +378,7 @@ def user_level_section(
     section["most_exposed"] = most_exposed_users(records, picked["attack"])
     section["group_privacy"] = group_privacy_note(claim, counts)
     if aggregate_only:
-        salt = id_salt if id_salt is not None else b""
+        salt = id_salt if id_salt is not None else new_id_salt()
         for r in records:
             if "examples" in r:
                 r["examples"]["ids"] = pseudonymise_ids(r["examples"]["ids"], salt)

@@ -177,3 +177,21 @@ def test_examples_keep_their_users_through_subset_and_concat():
     assert ex.concat(ex.subset([1])).groups == ["u", "v", "u", "v"]
     with pytest.raises(ValueError, match="groups"):
         Examples(["a"], ["x"], np.zeros(1), groups=["u", "v"])
+
+
+def test_aggregate_only_keeps_no_user_name(cli, tmp_path, model_dir):
+    members = [
+        {"text": t, "author": f"person-{u}-zq"} for u in range(6) for t in random_texts(3, u)
+    ]
+    nonmembers = [
+        {"text": t, "author": f"person-{u}-zq"} for u in range(6, 12) for t in random_texts(3, u)
+    ]
+    outcome, out = _run(
+        cli, tmp_path, model_dir, members, nonmembers, "--group-by", "author", "--aggregate-only"
+    )
+    assert outcome.code in (0, 1), outcome.stderr[-2000:]
+    for name in ("results.json", "report.html"):
+        assert "-zq" not in (out / name).read_text("utf-8"), name
+    users = json.loads((out / "results.json").read_text("utf-8"))["runs"][0]["users"]
+    assert users["counts"]["members"]["users"] == 6
+    assert "pvalues" not in (users["dataset_inference"] or {})
