@@ -31,6 +31,37 @@ classifier that never sees the model tell the two sets apart?
   permuted as units among groups of the same size. DeLong's variance is not used for the
   decision: it treats the out-of-fold scores as one fixed classifier on independent
   texts, and on clustered real text the AUC's spread was 1.3-1.6x its DeLong SE.
+- **Users as the units** (``SplitCheck.run(..., users=...)``: one user id per text, every
+  user on one side). A user's texts share words and style, so with texts as the units the
+  classifier learns each user from the user's other texts in the training folds, and a
+  random split of *users* looks shifted (docs/split-validity.md, "Users as clusters":
+  most random user splits of Debian entries by maintainer were flagged). With users, H0
+  is "the users were assigned to the sides at random", and:
+
+  - *Folds*: a cluster is a connected component of "same user" or "near-duplicates"
+    (:func:`user_clusters`; label-free: after the cross-set pairs are removed every
+    near-duplicate pair left lies within a side, and its two users join), each cluster
+    whole in one fold (:func:`text_folds`).
+  - *Relabellings* (:func:`user_permutations`): the clusters' labels are permuted among
+    the clusters holding the same number of users (among all users where no
+    near-duplicate joins two), whatever their numbers of texts: the number of member
+    users is kept, the number of member texts is not. Exact under complete randomisation
+    of the users (every set of ``U_m`` member users equally likely): the relabellings are
+    uniform on a set of labellings that H0 makes equally likely. Permuting only among
+    users with equal numbers of texts (which keeps the member texts' count too) is
+    exact as well, but real users' sizes are heavy-tailed: the heavy users, who hold many
+    of the texts and whose style is the most learnable, mostly have a size of their own,
+    would never move, and would keep their share of a real difference in every relabelled
+    AUC (less power); and a split that put the heavy users on one side because they
+    write differently is a shift to find, not to condition away. The price: exact on
+    average over splits rather than given the split's number of member texts; measured
+    by tercile of the member texts' share in docs/split-validity.md.
+  - The interval and ``detectable_auc`` are the same functions of the user-level null
+    (the interval inverts the same exact test; the SD is that of the relabelled AUCs).
+  - The sub-sample above ``MAX_BLIND_PER_CLASS`` draws whole users
+    (:func:`sample_users`, exact conditionally on the sample).
+  - As with texts, the test is conditional on the texts left after the cross-set
+    near-duplicates are removed (which pairs are cross-set depends on the labels).
 - **Level: 1% one-sided, a 98% two-sided interval** (``SHIFT_CONFIDENCE``, the split
   check's own level, independent of the audit's ``confidence``). A false
   ``split-shifted`` blocks a valid audit (the gate fails on it), the second-worst error
@@ -58,7 +89,8 @@ classifier that never sees the model tell the two sets apart?
   reports it.
 - **Cost and size**: above ``MAX_BLIND_PER_CLASS`` texts per class the blind classifier
   reads a seeded random sample of that many per class (conditionally on the sample the
-  labels are still exchangeable, so the test stays exact); the per-family AUCs (word,
+  labels are still exchangeable, so the test stays exact; with users, whole users,
+  :func:`sample_users`); the per-family AUCs (word,
   char, word + char, length, numbers / dates) are diagnostics only, never tested.
 - **Near-duplicates across the sets**: a member and a non-member whose normalised texts
   (lower case, collapsed white space) are equal, or whose character 5-gram shingle sets
@@ -1443,6 +1475,105 @@ def label_permutations(
     return out
 
 
+def factorize(ids) -> np.ndarray:
+    """An integer per id (0, 1, ... in order of first appearance; ids compared by
+    equality, so any hashable id works)."""
+    first: dict[Any, int] = {}
+    return np.fromiter(
+        (first.setdefault(u, len(first)) for u in ids), dtype=np.int64, count=len(ids)
+    )
+
+
+def user_clusters(users, groups) -> np.ndarray:
+    """A cluster id per text: the connected components of "same user" and "same
+    near-duplicate group" (:func:`duplicate_groups`). Two users who share a
+    near-duplicate text are one cluster, so the folds keep both whole together (else one
+    user's text in the training folds would score its twin by memory). Reads no label."""
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    uid = factorize(list(users))
+    gid = factorize(list(np.asarray(groups).tolist()))
+    if uid.size != gid.size:
+        raise ValueError(f"{uid.size} user ids for {gid.size} texts")
+    n_u = int(uid.max()) + 1 if uid.size else 0
+    n_g = int(gid.max()) + 1 if gid.size else 0
+    # bipartite graph user -- group: a text joins its user's node and its group's node
+    graph = coo_matrix((np.ones(uid.size), (uid, n_u + gid)), shape=(n_u + n_g, n_u + n_g))
+    _, comp = connected_components(graph, directed=False)
+    return factorize(comp[uid].tolist())
+
+
+def user_permutations(
+    y: np.ndarray, users, clusters: np.ndarray, n_perm: int, rng: np.random.Generator
+) -> np.ndarray:
+    """``n_perm`` relabellings (rows) with users as the units: each cluster
+    (:func:`user_clusters`, whole users) takes one label, and the labels of the clusters
+    holding the same number of users are permuted among them, whatever their numbers of
+    texts. So every relabelling keeps the number of member *users* and keeps each user
+    (and its near-duplicates) on one side. A cluster holding both labels (possible only
+    when cross-set near-duplicates were kept, ``dedupe=False``) keeps its labels.
+
+    Exact under H0 "the users were assigned to the sides at random" (complete
+    randomisation: every set of ``U_m`` member users among the ``U`` equally likely):
+    the relabellings are uniform over an orbit of labellings that H0 makes equally
+    likely (same number of member users), and the orbit does not depend on which of its
+    labellings was observed (pure clusters stay pure, mixed ones keep their labels)."""
+    y = np.asarray(y).astype(np.int8)
+    uid = factorize(list(users))
+    cid = factorize(list(np.asarray(clusters).tolist()))
+    n_c = int(cid.max()) + 1
+    lo = np.ones(n_c, dtype=np.int8)
+    hi = np.zeros(n_c, dtype=np.int8)
+    np.minimum.at(lo, cid, y)
+    np.maximum.at(hi, cid, y)
+    pairs = np.unique(cid * (int(uid.max()) + 1) + uid)
+    n_users = np.bincount(pairs // (int(uid.max()) + 1), minlength=n_c)
+    pure = lo == hi
+    out = np.tile(y, (n_perm, 1))
+    for k in np.unique(n_users[pure]):
+        units = np.flatnonzero(pure & (n_users == k))
+        if units.size < 2:
+            continue
+        order = np.argsort(rng.random((n_perm, units.size)), axis=1)
+        new = lo[units][order]  # (n_perm, units): the permuted cluster labels
+        pos = np.full(n_c, -1, dtype=np.int64)
+        pos[units] = np.arange(units.size)
+        t = np.flatnonzero(pos[cid] >= 0)
+        out[:, t] = new[:, pos[cid[t]]]
+    return out
+
+
+def sample_users(y: np.ndarray, users, cap: int, rng: np.random.Generator) -> np.ndarray | None:
+    """The texts the blind classifier reads when users are the units: all of them
+    (``None``) when there are at most ``2 cap`` texts, else whole users drawn at random,
+    ``n* = max(2, floor(cap U / T))`` users per side (``U`` users and ``T`` texts in
+    all: about ``cap`` texts a side when the sides' users are alike), all of a side's
+    users where it has at most ``n*``.
+
+    The rule reads the labels only through the number of users per side, and ``n*``
+    and the trigger ``T > 2 cap`` are label-free, so the probability of drawing a
+    given sample, ``prod_c 1 / C(U_c, n_c)``, is the same for every relabelling of
+    :func:`user_permutations` within it (they keep the number of member users):
+    conditionally on the sample the test stays exact. (Filling each side up to ``cap``
+    *texts* would not: which users fit would depend on which side each user is on.) A
+    side of users much heavier than the average may exceed ``cap`` texts; the cost then
+    grows as the square to the cube of its texts."""
+    y = np.asarray(y)
+    uid = factorize(list(users))
+    if y.size <= 2 * cap:
+        return None
+    n_star = max(2, int(np.floor(cap * (int(uid.max()) + 1) / y.size)))
+    chosen = []
+    for cls in (1, 0):
+        us = np.unique(uid[y == cls])
+        if us.size > n_star:
+            us = np.sort(rng.choice(us, n_star, replace=False))
+        chosen.append(us)
+    keep = np.flatnonzero(np.isin(uid, np.concatenate(chosen)))
+    return None if keep.size == y.size else keep
+
+
 def permutation_test(
     h: np.ndarray,
     y: np.ndarray,
@@ -1452,14 +1583,19 @@ def permutation_test(
     chunk: int = 100,
     relabellings: np.ndarray | None = None,
     confidence: float = SHIFT_CONFIDENCE,
+    users=None,
 ) -> dict[str, float]:
     """Permutation test of H0 "labels were assigned at random" on the cross-fitted AUC:
     ``p = (1 + #{b : AUC(H y_b) >= AUC(H y)}) / (1 + n_perm)`` (Phipson and Smyth 2010),
     with the null mean and SD of the AUC over the permutations. ``relabellings`` (rows of
-    0/1 labels) replaces the seeded draw, for tests."""
+    0/1 labels) replaces the seeded draw, for tests. ``users`` (one id per text): the
+    units are users and ``groups`` their clusters (:func:`user_permutations`, H0 "users
+    were assigned at random")."""
     y = np.asarray(y).astype(int)
     observed = float(auc_rows(h @ y, y[None])[0])
-    if relabellings is None:
+    if relabellings is None and users is not None:
+        perm = user_permutations(y, users, groups, n_perm, np.random.default_rng([seed, 0x9E37]))
+    elif relabellings is None:
         perm = label_permutations(y, groups, n_perm, np.random.default_rng([seed, 0x9E37]))
     else:
         perm = np.asarray(relabellings, dtype=np.int8)
@@ -1514,6 +1650,20 @@ def is_shifted(auc: dict[str, float], confidence: float = SHIFT_CONFIDENCE) -> b
     same test inverted at ``confidence``) lies above 0.5. An AUC below 0.5 is never a
     shift of the member side."""
     return bool(auc["p_value"] <= (1 - confidence) / 2 and auc["ci_low"] > 0.5)
+
+
+def _user_counts(y: np.ndarray, users, clusters: np.ndarray) -> dict[str, Any]:
+    """Users per side, and the clusters (users joined by near-duplicates) they form."""
+    y = np.asarray(y)
+    uid = factorize(list(users))
+    cid = np.asarray(clusters)
+    per_cluster = np.bincount(np.unique(np.c_[cid, uid], axis=0)[:, 0])
+    return {
+        "n_member_users": int(np.unique(uid[y == 1]).size),
+        "n_nonmember_users": int(np.unique(uid[y == 0]).size),
+        "clusters": int(np.unique(cid).size),
+        "clusters_of_several_users": int((per_cluster > 1).sum()),
+    }
 
 
 @dataclass(frozen=True)
@@ -1574,23 +1724,34 @@ class SplitCheck:
         nonmembers: list[str],
         join: Join | None = None,
         positions: np.ndarray | None = None,
+        users=None,
     ) -> tuple[dict, np.ndarray]:
         """Blind AUC with its permutation p-value and interval (and per-family AUCs) on
         members + non-members; also the out-of-fold scores of the combined classifier, in
         that order (``nan`` where subsampled out). ``join`` / ``positions``: a
         :class:`Join` holding these texts at ``positions`` (members then non-members), for
-        their near-duplicate groups."""
+        their near-duplicate groups. ``users``: one user id per text (same order); the
+        units are then users (:func:`user_clusters` folds, :func:`user_permutations`,
+        :func:`sample_users`)."""
         texts = list(members) + list(nonmembers)
         y = np.r_[np.ones(len(members), int), np.zeros(len(nonmembers), int)]
         rng = np.random.default_rng(self.seed)
         keep = np.arange(len(texts))
         sampled = False
-        for cls in (1, 0):
-            idx = np.flatnonzero(y == cls)
-            if idx.size > MAX_BLIND_PER_CLASS:
-                drop = rng.choice(idx, idx.size - MAX_BLIND_PER_CLASS, replace=False)
-                keep = np.setdiff1d(keep, drop)
-                sampled = True
+        if users is not None:
+            users = list(users)
+            if len(users) != len(texts):
+                raise ValueError(f"{len(users)} user ids for {len(texts)} texts")
+            chosen = sample_users(y, users, MAX_BLIND_PER_CLASS, rng)
+            if chosen is not None:
+                keep, sampled = chosen, True
+        else:
+            for cls in (1, 0):
+                idx = np.flatnonzero(y == cls)
+                if idx.size > MAX_BLIND_PER_CLASS:
+                    drop = rng.choice(idx, idx.size - MAX_BLIND_PER_CLASS, replace=False)
+                    keep = np.setdiff1d(keep, drop)
+                    sampled = True
         sub = [texts[i] for i in keep]
         ys = y[keep]
         result: dict[str, Any] = {"n_members": int(ys.sum()), "n_nonmembers": int((1 - ys).sum())}
@@ -1600,11 +1761,22 @@ class SplitCheck:
             groups = duplicate_groups(sub, self.jaccard, join, np.asarray(positions)[keep])
         else:
             groups = duplicate_groups(sub, self.jaccard)
+        sub_users = None
+        if users is not None:
+            sub_users = [users[i] for i in keep]
+            groups = user_clusters(sub_users, groups)
+            result.update(_user_counts(ys, sub_users, groups))
         fold_id = text_folds(sub, groups, self.folds, self.seed)
         scores, h = cross_fit(sub, fold_id, ys, fams, "combined")
         full[keep] = scores["combined"]
         perm = permutation_test(
-            h, ys, groups, self.permutations, self.seed, confidence=self.confidence
+            h,
+            ys,
+            groups,
+            self.permutations,
+            self.seed,
+            confidence=self.confidence,
+            users=sub_users,
         )
         dl = delong_auc(scores["combined"], ys, self.confidence)
         # the interval inverts the permutation test under a shift of the AUC: its half-
@@ -1643,15 +1815,30 @@ class SplitCheck:
         members: list[str],
         nonmembers: list[str],
         dedupe: bool = True,
+        users: list[str] | None = None,
     ) -> tuple[dict[str, Any], np.ndarray | None]:
         """The split check of two text lists: near-duplicates (counted, and removed when
         ``dedupe``) then the blind baseline on what is left. Returns the results dict and
-        the out-of-fold blind scores of the kept members then kept non-members."""
+        the out-of-fold blind scores of the kept members then kept non-members.
+
+        ``users``: one user id per text, members then non-members in the order of the
+        texts (``len(members) + len(nonmembers)`` ids; any hashable id, compared by
+        equality). Every user must be on one side (a ``ValueError`` names how many are on
+        both), with at least 2 users a side. The unit is then the user: the folds never
+        split a user (nor a near-duplicate group: users sharing a near-duplicate text are
+        one cluster), the permutation test permutes users' labels (H0 "users were
+        assigned to the sides at random", :func:`user_permutations`), the sub-sample above
+        ``MAX_BLIND_PER_CLASS`` draws whole users (:func:`sample_users`), and the record
+        states the unit (``unit``, ``users``, the blind part's user counts). Cross-set
+        near-duplicates are found and removed as without users, also when the two texts
+        are two users' texts. ``None``: texts are the units (results as before)."""
         if len(members) < 2 or len(nonmembers) < 2:
             raise ValueError(
                 "the split check needs at least 2 members and 2 non-members, got "
                 f"{len(members)} and {len(nonmembers)}"
             )
+        if users is not None:
+            users = check_users(users, len(members), len(nonmembers))
         # Without sub-sampling the blind baseline groups the very texts the near-duplicate
         # pass joins (less the removed ones): join them once, not twice (issue 38: at
         # 1,600-character texts the join is most of the split check's cost).
@@ -1664,6 +1851,12 @@ class SplitCheck:
             dm, dn = set(dups["member_index"]), set(dups["nonmember_index"])
             keep_m = [i for i in keep_m if i not in dm]
             keep_n = [j for j in keep_n if j not in dn]
+        kept_users = None
+        if users is not None:
+            nm = len(members)
+            dups["member_users_involved"] = len({users[i] for i in dups["member_index"]})
+            dups["nonmember_users_involved"] = len({users[nm + j] for j in dups["nonmember_index"]})
+            kept_users = [users[i] for i in keep_m] + [users[nm + j] for j in keep_n]
         out: dict[str, Any] = {
             "method": "cross-fitted kernel ridge (word 1-2-gram and char 2-4-gram TF-IDF, "
             f"length, number and date tokens; pre-specified block weights), {self.folds} "
@@ -1677,21 +1870,66 @@ class SplitCheck:
             "removed_from_attack_set": bool(dedupe),
             "advice": ADVICE,
         }
-        if len(keep_m) < 2 or len(keep_n) < 2:
+        if users is not None:
+            nm = len(members)
+            out["method"] += (
+                "; users as units: folds never split a user (users sharing a near-duplicate "
+                "text are one cluster), the relabellings permute whole users' labels among "
+                "clusters of as many users (number of member users kept)"
+            )
+            out["unit"] = "user"
+            out["users"] = {
+                "members": len(set(users[:nm])),
+                "nonmembers": len(set(users[nm:])),
+            }
+        left_m = len(keep_m) if kept_users is None else len(set(kept_users[: len(keep_m)]))
+        left_n = len(keep_n) if kept_users is None else len(set(kept_users[len(keep_m) :]))
+        if len(keep_m) < 2 or len(keep_n) < 2 or left_m < 2 or left_n < 2:
             out.update(status="not-measured", shifted=None, blind={})
-            out["reason"] = "fewer than 2 members or non-members left after removing duplicates"
+            out["reason"] = (
+                "fewer than 2 members or non-members left after removing duplicates"
+                if kept_users is None
+                else "fewer than 2 member or non-member users left after removing duplicates"
+            )
             return out, None
         blind, scores = self.blind(
             [members[i] for i in keep_m],
             [nonmembers[j] for j in keep_n],
             join,
             np.r_[np.asarray(keep_m, np.int64), len(members) + np.asarray(keep_n, np.int64)],
+            users=kept_users,
         )
         out["blind"] = blind
         out["shifted"] = is_shifted(blind["auc"], self.confidence)
         out["status"] = "shifted" if out["shifted"] else "ok"
         out["text"] = split_text(out)
         return out, scores
+
+
+def check_users(users, n_members: int, n_nonmembers: int) -> list:
+    """The user ids as a list, after the checks :meth:`SplitCheck.run` needs: one id per
+    text, no user on both sides, at least 2 users a side (``ValueError`` otherwise)."""
+    users = list(users)
+    if len(users) != n_members + n_nonmembers:
+        raise ValueError(
+            f"{len(users)} user ids for {n_members} members and {n_nonmembers} non-members "
+            "(one id per text, members first)"
+        )
+    if any(u is None for u in users):
+        raise ValueError(f"{sum(u is None for u in users)} text(s) have no user id")
+    m, n = set(users[:n_members]), set(users[n_members:])
+    both = m & n
+    if both:
+        raise ValueError(
+            f"{len(both)} of {len(m | n)} users have texts on both sides (e.g. "
+            f"{sorted(map(str, both))[0]!r}); every user must be a member or a non-member"
+        )
+    if len(m) < 2 or len(n) < 2:
+        raise ValueError(
+            "the split check with users as units needs at least 2 member users and 2 "
+            f"non-member users, got {len(m)} and {len(n)}"
+        )
+    return users
 
 
 def split_text(check: dict[str, Any]) -> str:
@@ -1706,9 +1944,10 @@ def split_text(check: dict[str, Any]) -> str:
         head = (
             f"A classifier that never sees the model tells members from non-members with "
             f"blind AUC {auc['value']:.3f} [{auc['ci_low']:.3f}, {auc['ci_high']:.3f}] "
-            f"({level}{blind.get('n_members')} members, {blind.get('n_nonmembers')} non-members"
+            f"({level}{_side(blind, 'member')}, {_side(blind, 'nonmember')}"
             + (
                 f"; permutation p = {auc['p_value']:.3g}"
+                + (" with users as the units" if "n_member_users" in blind else "")
                 if isinstance(auc.get("p_value"), int | float)
                 else ""
             )
@@ -1737,6 +1976,15 @@ def split_text(check: dict[str, Any]) -> str:
             "non-member(s) were removed from the attack set."
         )
     return " ".join(parts)
+
+
+def _side(blind: dict[str, Any], side: str) -> str:
+    """``"40 members"``, or ``"40 members of 12 users"`` when users were the units."""
+    label = "members" if side == "member" else "non-members"
+    out = f"{blind.get(f'n_{side}s')} {label}"
+    if f"n_{side}_users" in blind:
+        out += f" of {blind[f'n_{side}_users']} users"
+    return out
 
 
 def compare_attacks(

@@ -129,6 +129,9 @@ def _user_record(
         confidence=settings.confidence,
         seed=settings.seed,
     )
+    for m in metrics.values():  # users are the trials: say so where n is named
+        if isinstance(m, dict) and isinstance(m.get("reason"), str):
+            m["reason"] = m["reason"].replace("non-members)", "non-member users)")
     return {
         "attack": name,
         "description": description,
@@ -284,8 +287,9 @@ def user_pvalues_section(records: list[dict], aggregate_only: bool) -> dict[str,
     res = user_dataset_inference(s[m], s[~m], names, q=DI_FDR)
     res["attack"] = rec["attack"]
     res["null"] = f"the {int((~m).sum())} non-member users (held out)"
-    if aggregate_only:
-        res.pop("users", None)
+    if aggregate_only:  # counts only: no user name, not even a pseudonym, per p-value
+        res.pop("pvalues", None)
+        res.pop("found", None)
     return res
 
 

@@ -786,6 +786,12 @@ def _kv(value: Any) -> str:
     return num(value)
 
 
+def user_view(run: dict) -> dict | None:
+    from privacy_audit.reports.user_verdict import user_view as view
+
+    return view(run)
+
+
 def _users_view(run: dict, aggregate_only: bool) -> dict | None:
     """The per-user section: counts, the per-user verdict, the user-level attacks (same
     columns as the per-text ones), fresh-text coverage, per-user p-values, the users most
@@ -798,8 +804,7 @@ def _users_view(run: dict, aggregate_only: bool) -> dict | None:
     attacks = [a for a in users["attacks"] if isinstance(a, dict)]
     best = next((a for a in attacks if a.get("attack") == users.get("strongest_attack")), None)
     verdict = users.get("verdict") if isinstance(users.get("verdict"), dict) else {}
-    di = users.get("dataset_inference") if isinstance(users.get("dataset_inference"), dict) else {}
-    found = [] if aggregate_only else [u for u in di.get("users") or [] if u.get("found")]
+    found = [] if aggregate_only else uv.found_users(users)
     return {
         "counts": uv.counts_lines(users),
         "level": _text(verdict.get("level"), "unknown"),
@@ -809,7 +814,7 @@ def _users_view(run: dict, aggregate_only: bool) -> dict | None:
         "fresh": uv.fresh_lines(users),
         "dataset_inference": uv.dataset_inference_line(users),
         "found": [
-            {"user": _text(u.get("user")), "p": num(u.get("p_value")), "texts": num(u.get("texts"))}
+            {"user": _text(u.get("user")), "p": num(u.get("p")), "texts": num(u.get("texts"))}
             for u in found[:20]
         ],
         "exposed": [
@@ -901,8 +906,37 @@ def build_context(results: dict) -> dict:
                 "level": verdict["level"],
                 "level_class": _level_class(verdict["level"]),
                 "scoring": _scoring_view(run),
+                "unit": None,
             }
         )
+        uview = user_view(run)
+        if uview is not None:  # the same columns for the user as the unit, named as such
+            summary[-1]["unit"] = "unit: one text (per-text attacks; intervals resample users)"
+            ubest = strongest_attack(uview)
+            uverdict = (run.get("users") or {}).get("verdict") or {}
+            ulb = _summary_eps_view(uview, ubest)
+            counts = (run.get("users") or {}).get("counts") or {}
+            summary.append(
+                {
+                    **summary[-1],
+                    "name": f"{name} — per user",
+                    "unit": f"unit: one user ({num((counts.get('members') or {}).get('users'))} "
+                    f"member / {num((counts.get('nonmembers') or {}).get('users'))} non-member "
+                    "users)",
+                    "claim": _claim_view(uview, ubest),
+                    "attack": _text(ubest.get("attack")) if ubest else DASH,
+                    "auc": ci(metric(ubest, "auc")),
+                    "tpr1": ci(metric(ubest, TPR_1)),
+                    "tpr": _summary_tpr(ubest),
+                    "eps_lb": ulb["value"],
+                    "eps_lb_detail": ulb["detail"],
+                    "eps_lb_larger": [],
+                    "eps_lb_why": "",
+                    "level": _text(uverdict.get("level"), "unknown"),
+                    "level_class": _level_class(str(uverdict.get("level"))),
+                    "scoring": "",
+                }
+            )
         verdicts.append(
             {
                 "anchor": f"run-{idx}",

@@ -56,7 +56,10 @@ def tpr_standing(attack: dict | None, fpr: float) -> dict[str, Any]:
         needs = m.get("needs_nonmembers")
         if not isinstance(needs, int) or isinstance(needs, bool):
             needs = needed_nonmembers(fpr, n_non, None)
-        out.update(measured=True, needs=needs, reason=unresolved_text(needs))
+        stored = m.get("reason")
+        # the record's own words (they name the unit: "non-member users" when users are)
+        reason = stored if isinstance(stored, str) and stored else unresolved_text(needs)
+        out.update(measured=True, needs=needs, reason=reason)
         return out
     value = as_finite(m.get("value"))
     if value is None:

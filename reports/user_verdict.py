@@ -44,22 +44,59 @@ def user_view(run: dict[str, Any]) -> dict[str, Any] | None:
     return view
 
 
-def _users_phrase(users: dict[str, Any]) -> str:
+#: What each level says about people (the per-user sentence's lead).
+_USER_LEAD = {
+    "high": "Measurable user-level leakage: whether a person's texts were trained on can "
+    "be inferred",
+    "moderate": "Some user-level leakage is detectable",
+    "low": "No user-level leakage detected at this number of users (not proof of privacy)",
+    "inconclusive": "Inconclusive per user: too few users to call user-level leakage low",
+    "invalid-attack": "Invalid user-level attack: its AUC interval lies below chance, "
+    "which says nothing about leakage",
+    "not-measured": "Not measured per user: no user-level attack produced a result",
+    "split-shifted": "Not evidence per user: the member / non-member split is shifted",
+}
+
+
+def user_sentence(users: dict[str, Any], uv: dict[str, Any], view: dict[str, Any]) -> str:
+    """The per-user verdict in one sentence: the level, the users counted, the strongest
+    user-level attack's AUC and TPR (or why this number of users cannot resolve it, in
+    users) and its per-user ε lower bound. Every number is read from the record."""
+    from privacy_audit.reports.formatting import ci, num
+    from privacy_audit.reports.resolution import lead_tpr, tpr_view
+    from privacy_audit.reports.verdict import EPS_LB, metric, strongest_attack
+
     c = users.get("counts") or {}
-    m, n = (c.get("members") or {}), (c.get("nonmembers") or {})
-    return (
-        f"Per user ({m.get('users', '?')} member and {n.get('users', '?')} non-member users, "
-        "each user's texts pooled; intervals resample users)"
+    n_in = (c.get("members") or {}).get("users")
+    n_out = (c.get("nonmembers") or {}).get("users")
+    text = (
+        f"Per user ({num(n_in)} member and {num(n_out)} non-member users; each user's "
+        f"texts pooled; intervals resample users): {_USER_LEAD.get(uv['level'], uv['level'])}"
     )
-
-
-def _per_user_words(text: str) -> str:
-    """The verdict rules' sentence with users as the positive class."""
-    return (
-        text.replace(" of members at ", " of member users at ")
-        .replace(" of members", " of member users")
-        .replace(" members.", " member users.")
-    )
+    best = strongest_attack(view)
+    if best is None:
+        return text + "."
+    text += f". The strongest user-level attack ({best.get('attack')}) reaches AUC {ci(metric(best, 'auc'))}"
+    one = tpr_view(best, 0.01)
+    if one["resolvable"]:
+        text += f" and identifies {one['text']} of member users at 1% false positives"
+    else:
+        why = one["text"].replace("non-members)", "non-member users)")
+        text += f"; its TPR at 1% false positives is {why}"
+        lead = lead_tpr(best)
+        if lead is not None:
+            text += (
+                f"; at {100 * lead['fpr']:g}% false positives it identifies {lead['text']} of "
+                "member users"
+            )
+    lb = metric(best, EPS_LB) or {}
+    if isinstance(lb.get("value"), (int, float)) and lb["value"] > 0:
+        text += f". Per-user privacy loss certified: ε ≥ {num(lb['value'])} (δ = {num(lb.get('delta'))})"
+    if uv.get("level") == "inconclusive" and uv.get("inconclusive"):
+        text += f"; {uv['inconclusive']}"
+    if uv.get("claim_status") == "violated":
+        text += ". " + str(uv.get("claim_text") or "The per-user privacy claim is VIOLATED")
+    return text + "."
 
 
 def combine_unit_verdicts(run: dict[str, Any], verdict: dict[str, Any]) -> dict[str, Any]:
@@ -69,7 +106,11 @@ def combine_unit_verdicts(run: dict[str, Any], verdict: dict[str, Any]) -> dict[
         return verdict
     uv = verdict_for_run(view)
     users = run["users"]
-    users["verdict"] = {**uv, "text": _per_user_words(uv["text"])}
+    if uv.get("claim_status") == "violated":
+        from privacy_audit.reports.verdict import check_claim
+
+        uv["claim_text"] = check_claim(view)["text"]
+    users["verdict"] = {**uv, "text": user_sentence(users, uv, view)}
     out = {
         **verdict,
         "unit": "example",
@@ -84,7 +125,7 @@ def combine_unit_verdicts(run: dict[str, Any], verdict: dict[str, Any]) -> dict[
     ):
         return out
     per_text = "Per text: " + verdict["text"]
-    per_user = f"{_users_phrase(users)}: {users['verdict']['text']}"
+    per_user = users["verdict"]["text"]
     user_worse = _SEVERITY.get(uv["level"], -1) > _SEVERITY.get(verdict["level"], -1) or (
         verdict["level"] in ("not-measured", "invalid-attack")
         and uv["level"] not in ("not-measured", "invalid-attack")

@@ -47,11 +47,29 @@ def dataset_inference_line(users: dict[str, Any]) -> str | None:
     if not isinstance(di, dict):
         return None
     return (
-        f"Were these people's texts used? {num(di.get('found'))} of {num(di.get('tested'))} "
-        f"member users found at a false-discovery rate of {num(di.get('q'))} "
-        f"(Benjamini-Hochberg over per-user p-values of {di.get('attack')}, null: "
-        f"{di.get('null')})."
+        f"Were these people's texts used? {num(di.get('n_found'))} of "
+        f"{num(di.get('n_tested'))} member users found at a false-discovery rate of "
+        f"{num(di.get('q'))} (Benjamini-Hochberg over per-user p-values of "
+        f"{di.get('attack')}, null: {di.get('null')}; the smallest possible p-value is "
+        f"{num(di.get('min_pvalue'))})."
     )
+
+
+def found_users(users: dict[str, Any]) -> list[dict[str, Any]]:
+    """The users found, smallest p-value first, with their number of texts."""
+    di = users.get("dataset_inference")
+    if not isinstance(di, dict) or not isinstance(di.get("pvalues"), dict):
+        return []
+    texts: dict[str, int] = {}
+    for a in users.get("attacks") or []:
+        if isinstance(a, dict) and a.get("attack") == di.get("attack"):
+            ex = a.get("examples") or {}
+            texts = dict(zip(ex.get("ids") or [], ex.get("n_texts") or [], strict=False))
+    rows = [
+        {"user": u, "p": di["pvalues"].get(u), "texts": texts.get(u)} for u in di.get("found") or []
+    ]
+    rows.sort(key=lambda r: (r["p"] if isinstance(r["p"], float) else 1.0, r["user"]))
+    return rows
 
 
 def group_privacy_line(users: dict[str, Any]) -> str | None:

@@ -981,7 +981,10 @@ def verdict_line(run: dict) -> str:
         if one["resolvable"]:
             out.append(f"TPR@1%FPR {ci(metric(best, TPR_1))}")
         else:
-            out.append(f"TPR@1%FPR {one['text']}")
+            why = one["text"]
+            if prefix.startswith("per user"):
+                why = why.replace("non-members)", "non-member users)")
+            out.append(f"TPR@1%FPR {why}")
             lead = lead_tpr(best)
             if lead is not None:
                 out.append(f"TPR@{100 * lead['fpr']:g}%FPR {lead['text']}")
@@ -998,11 +1001,15 @@ def verdict_line(run: dict) -> str:
         counts = (run.get("users") or {}).get("counts") or {}
         n_in = (counts.get("members") or {}).get("users")
         n_out = (counts.get("nonmembers") or {}).get("users")
+        ubest = strongest_attack(uview)
         parts += attack_parts(
-            strongest_attack(uview),
+            ubest,
             f"per user ({n_in} member / {n_out} non-member users) "
             f"{str(by_unit.get('user', '?')).upper()}: ",
         )
+        ulb = metric(ubest, "epsilon_lower_bound") if ubest is not None else None
+        if isinstance(ulb, dict) and isinstance(ulb.get("value"), (int, float)):
+            parts.append(f"ε_lb per user ≥ {ci({'value': ulb['value']})}")
     else:
         parts += attack_parts(strongest_attack(run))
     head = epsilon_headline(run)  # the report's and the verdict's headline ε, the same number

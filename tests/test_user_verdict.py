@@ -1,0 +1,102 @@
+"""The run's verdict with users: the more severe of the per-text and per-user levels,
+each sentence naming its unit; a per-example claim is never held to per-user bounds
+(that would call correct DP VIOLATED), a per-user claim is."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from privacy_audit.attacks.metrics import membership_metrics
+from privacy_audit.audit.results import battery_chance_test, pick_strongest
+from privacy_audit.reports.user_verdict import combine_unit_verdicts, user_view
+from privacy_audit.reports.verdict import verdict_for_run
+
+
+def _attack(name: str, separation: float, n: int, seed: int, **extra) -> dict:
+    rng = np.random.default_rng(seed)
+    s = np.r_[rng.normal(separation, 1, n), rng.normal(0, 1, n)]
+    m = np.r_[np.ones(n, int), np.zeros(n, int)]
+    return {
+        "attack": name,
+        "status": "ok",
+        "n_members": n,
+        "n_nonmembers": n,
+        **extra,
+        "metrics": membership_metrics(s, m),
+        "examples": {
+            "ids": [f"{name}{i}" for i in range(2 * n)],
+            "scores": s.tolist(),
+            "members": m.tolist(),
+        },
+    }
+
+
+def _with_picks(rec: dict, attacks: list[dict]) -> dict:
+    picked = pick_strongest(attacks)
+    rec.update(
+        attacks=attacks,
+        strongest_attack=picked["attack"],
+        strongest_attack_by_auc=picked["by_auc"],
+        strongest_attack_low_fpr=picked["low_fpr"],
+        battery_chance=battery_chance_test(attacks),
+    )
+    return rec
+
+
+def _run(text_sep: float, user_sep: float, claim: dict | None = None) -> dict:
+    run = _with_picks(
+        {"name": "m", "claim": claim or {"epsilon": None}},
+        [_attack("lm-loss", text_sep, 600, 1)],
+    )
+    users = _with_picks(
+        {"unit": "user", "counts": {"members": {"users": 300}, "nonmembers": {"users": 300}}},
+        [_attack("lm-loss:user-mean", user_sep, 300, 2, unit="user")],
+    )
+    run["users"] = users
+    return run
+
+
+def test_a_user_level_leak_is_not_hidden_by_a_low_per_text_level():
+    run = _run(0.0, 2.0)
+    per_text = verdict_for_run(run)
+    assert per_text["level"] in ("low", "inconclusive")
+    v = combine_unit_verdicts(run, per_text)
+    assert v["level"] == "high" and v["unit"] == "user"
+    assert v["by_unit"] == {"example": per_text["level"], "user": "high"}
+    assert v["text"].startswith("Per user (300 member and 300 non-member users")
+    assert "Per text: " in v["text"] and "of member users" in v["text"]
+
+
+def test_per_text_high_stays_first_and_both_units_are_named():
+    run = _run(2.0, 0.0)
+    v = combine_unit_verdicts(run, verdict_for_run(run))
+    assert v["level"] == "high" and v["unit"] == "example"
+    assert v["text"].startswith("Per text: ") and "Per user (300" in v["text"]
+
+
+def test_a_per_example_claim_is_not_checked_against_user_level_bounds():
+    claim = {"epsilon": 0.5, "delta": 1e-5, "unit": "example", "notion": "central-dp"}
+    run = _run(0.0, 4.0, claim)
+    assert user_view(run)["claim"].get("epsilon") is None  # no per-user claim to check
+    v = combine_unit_verdicts(run, verdict_for_run(run))
+    assert v["claim_status"] != "violated"
+
+
+def test_a_per_user_claim_below_a_per_user_bound_is_violated():
+    claim = {"epsilon": 0.5, "delta": 1e-5, "unit": "user", "notion": "central-dp", "proven": True}
+    run = _run(0.0, 4.0, claim)
+    v = combine_unit_verdicts(run, verdict_for_run(run))
+    assert v["claim_status"] == "violated"
+    assert "VIOLATED" in run["users"]["verdict"]["text"]
+
+
+def test_a_shifted_split_stands_whatever_the_users_show():
+    run = _run(0.0, 3.0)
+    run["split_check"] = {
+        "shifted": True,
+        "blind": {"auc": {"value": 0.9, "ci_low": 0.85, "ci_high": 0.95}},
+    }
+    per_text = verdict_for_run(run)
+    v = combine_unit_verdicts(run, per_text)
+    assert v["level"] == per_text["level"] == "split-shifted"
+    assert v["text"] == per_text["text"]
