@@ -436,6 +436,12 @@ def split_guard(check: dict[str, Any], shift_auc: float = GUARD_SHIFT_AUC) -> di
     conf = float(check.get("confidence", SHIFT_CONFIDENCE))
     det = detectable_auc(sd, conf, GUARD_POWER)
     n = f"{blind.get('n_members')} suspect and {blind.get('n_nonmembers')} validation texts"
+    if blind.get("n_member_users") is not None:  # users were the check's units
+        n = (
+            f"{blind.get('n_members')} suspect texts of {blind.get('n_member_users')} users "
+            f"and {blind.get('n_nonmembers')} validation texts of "
+            f"{blind.get('n_nonmember_users')} users"
+        )
     can = bool(det <= shift_auc)
     if can:
         text = (
@@ -514,6 +520,12 @@ def _user_text(res: dict[str, Any]) -> str:
             f" Per user: {res['n_found']} of the {n['suspect']} held-out suspect users found "
             f"at FDR q = {res['fdr']:g} (conformal p-values against the {m} held-out "
             "validation users)."
+        )
+    fit = (res.get("n_fit") or {}).get("suspect")
+    if fit:
+        per_user += (
+            f" The {fit} suspect users whose texts fitted the aggregator get no p-value "
+            "(not tested, not cleared)."
         )
     found = res.get("found")
     if isinstance(found, list) and found:

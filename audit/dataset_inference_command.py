@@ -260,8 +260,13 @@ def run_dataset_inference(
             groups[:] = [groups[i] for i in keep]
     _log(f"dataset inference: {len(suspect)} suspect, {len(validation)} validation texts", progress)
     try:
+        # with users, the check's folds and relabellings move whole users (a user's texts
+        # are one cluster: split across folds, a user's style would look like a shift)
         check, _ = SplitCheck(seed=cfg.seed, aggregate_only=cfg.aggregate_only).run(
-            suspect, validation, dedupe=True
+            suspect,
+            validation,
+            dedupe=True,
+            users=g_suspect + g_validation if grouped else None,
         )
     except ValueError as exc:
         raise DataError(str(exc)) from None

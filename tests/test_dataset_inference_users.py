@@ -251,6 +251,10 @@ def test_command_with_users_end_to_end(users_lm, cli):
     # the model was fine-tuned on every suspect user's texts: found at the set level
     # and, with 20 held-out validation users (smallest p 1/21 < 0.05), per user
     assert r["p_value"] < 0.01 and r["significant"] and r["n_found"] >= 1
+    # the split check ran with users as its units, and the guard names them
+    assert r["split_check"]["unit"] == "user"
+    assert f"of {N_SUSPECT_USERS} users" in r["split_guard"]["text"]
+    assert f"The {N_SUSPECT_USERS // 2} suspect users whose texts fitted" in r["text"]
     # stdout and the report say the unit, users and texts per side, p, the users found
     line = outcome.stdout.splitlines()[0]
     assert line.startswith("DATASET INFERENCE: OK; p = ") and "unit: users" in line
