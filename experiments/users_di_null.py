@@ -53,6 +53,8 @@ from scipy.stats import beta
 MIN_TEXTS = 3
 MAX_TEXTS = 40
 LEVEL = 0.05
+#: users per side in the few-users run (4 held out per side after the fit split)
+SMALL_USERS = 8
 
 
 def _log(msg: str) -> None:
@@ -134,9 +136,12 @@ def null_splits(
     seed: int = 0,
     permutations: int = 9999,
     fit_fraction: float = 0.5,
+    users_per_side: int | None = None,
 ) -> dict[str, Any]:
     """``n_splits`` random suspect/validation assignments of the users; each split's
-    p-values of the user-level test, the per-user p-values and the text-level tests."""
+    p-values of the user-level test, the per-user p-values and the text-level tests.
+    ``users_per_side``: each split draws that many users per side at random (the rest
+    are left out), else every user is assigned (half each)."""
     from privacy_audit.attacks.dataset_inference import (
         DatasetInference,
         UserDatasetInference,
@@ -161,8 +166,12 @@ def null_splits(
     }
     for s in range(n_splits):
         side = np.zeros(len(names), bool)
-        side[rng.permutation(len(names))[: len(names) // 2]] = True
-        rows_s, rows_v = side[inv], ~side[inv]
+        order = rng.permutation(len(names))
+        half = users_per_side or len(names) // 2
+        side[order[:half]] = True
+        other = np.zeros(len(names), bool)
+        other[order[half : 2 * half] if users_per_side else order[half:]] = True
+        rows_s, rows_v = side[inv], other[inv]
         udi = UserDatasetInference(fit_fraction, seed=s, alpha=LEVEL, permutations=permutations)
         res = udi.test(x[rows_s], g[rows_s], x[rows_v], g[rows_v])
         out["user_p"].append(res["p_value"])
@@ -237,6 +246,13 @@ def main(argv: list[str] | None = None) -> int:
     counts = np.unique(users, return_counts=True)[1]
     _log(f"{len(texts)} texts of {counts.size} users; {args.splits} splits")
     raw = null_splits(x, users, args.splits, args.seed, args.permutations)
+    # few users: the set-level test then compares 4 held-out users per side, where the
+    # permutation p is exact (C(8, 4) = 70 arrangements) and Welch's t-distribution on
+    # 4 + 4 skewed user means is only an approximation
+    _log(f"{args.splits} splits of {SMALL_USERS} users per side")
+    small = null_splits(
+        x, users, args.splits, args.seed + 1, args.permutations, users_per_side=SMALL_USERS
+    )
     res = {
         "corpus": {
             "source": "Debian changelog entries (/usr/share/doc/*/changelog.Debian.gz), "
@@ -256,6 +272,7 @@ def main(argv: list[str] | None = None) -> int:
         "permutations": args.permutations,
         "seed": args.seed,
         **summarise(raw),
+        "few_users": {"users_per_side": SMALL_USERS, **summarise(small)},
         "seconds": round(time.time() - t0, 1),
     }
     Path(args.out).write_text(json.dumps(res, indent=2) + "\n", encoding="utf-8")
