@@ -16,6 +16,13 @@ Config form (``privacy-audit dataset-inference CONFIG``)::
     validation = "validation.txt"   # same-distribution texts known not to be
     fit_fraction = 0.5              # share of each set that fits the aggregator
     alpha = 0.01
+    group = "user"                  # optional: the column naming each text's user
+    fdr = 0.05                      # with users: the FDR of the per-user list (BH)
+
+With ``group`` (``--group-by COLUMN``), or with suspect and validation each a directory
+of per-user ``.txt`` files, the unit is the user (attacks/dataset_inference.py
+:class:`UserDatasetInference`): users, not texts, are split into fit and test parts, the
+set-level test compares users, and each held-out suspect user gets a p-value.
 """
 
 from __future__ import annotations
@@ -33,6 +40,8 @@ KEYS = {
     "validation": (str,),
     "fit_fraction": (float, int),
     "alpha": (float, int),
+    "group": (str,),
+    "fdr": (float, int),
 }
 
 
@@ -50,7 +59,7 @@ def parse_section(raw: Any, base_dir: Path | None = None) -> dict[str, Any]:
         raise ConfigError(
             f"unknown config key 'dataset_inference.{unknown[0]}'; allowed: {', '.join(KEYS)}"
         )
-    out: dict[str, Any] = {"fit_fraction": 0.5, "alpha": 0.01}
+    out: dict[str, Any] = {"fit_fraction": 0.5, "alpha": 0.01, "fdr": 0.05}
     for key, types in KEYS.items():
         if key not in raw:
             if key in ("suspect", "validation"):
@@ -62,6 +71,10 @@ def parse_section(raw: Any, base_dir: Path | None = None) -> dict[str, Any]:
         if key in ("suspect", "validation"):
             p = Path(v)
             out[key] = str(p if p.is_absolute() or base_dir is None else base_dir / p)
+        elif key == "group":
+            if not v.strip():
+                raise ConfigError("config key 'dataset_inference.group' must be a column name")
+            out[key] = v
         else:
             v = float(v)
             if not (math.isfinite(v) and 0 < v < 1):
@@ -91,6 +104,8 @@ def load_di_config(path: str | Path):
     if not isinstance(raw["data"], dict):
         raise ConfigError("config key 'data' must be a table ([data])")
     raw["data"].update({"members": di["suspect"], "nonmembers": di["validation"]})
+    if di.get("group"):
+        raw["data"]["group"] = di["group"]
     raw["data"].pop("corpus", None)
     return parse_config(raw, source=str(p), base_dir=p.parent), di
 
@@ -128,7 +143,9 @@ def applied_config(cfg, options: dict[str, Any]) -> dict[str, Any]:
             "validation": options.get("validation"),
             **{k: data.get(k) for k in _DATA_KEYS if k in data},
         },
-        "dataset_inference": {k: options.get(k) for k in ("fit_fraction", "alpha") if k in options},
+        "dataset_inference": {
+            k: options.get(k) for k in ("fit_fraction", "alpha", "group", "fdr") if k in options
+        },
         "aggregate_only": bool((d.get("report") or {}).get("aggregate_only")),
     }
 
@@ -142,9 +159,11 @@ def run_dataset_inference(
 
     from privacy_audit.attacks.dataset_inference import (
         DatasetInference,
+        UserDatasetInference,
         lm_features,
         result_text,
         split_guard,
+        users_needed,
     )
     from privacy_audit.attacks.split_check import SplitCheck
     from privacy_audit.audit import __version__
@@ -158,10 +177,35 @@ def run_dataset_inference(
     opts = cfg.audit
     if opts.get("kind", "causal-lm") != "causal-lm":
         raise AuditError("dataset inference needs a causal language model (--kind causal-lm)")
-    test = DatasetInference(options["fit_fraction"], cfg.seed, options["alpha"])
-    data = cap_audit_data(
-        load_audit_data(cfg.data, cfg.seed, train=False, labels=False), cfg.target.max_length
-    )
+    data_cfg = dict(cfg.data)
+    if options.get("group"):
+        data_cfg["group"] = options["group"]
+    try:
+        loaded_data = load_audit_data(data_cfg, cfg.seed, train=False, labels=False)
+    except DataError as exc:
+        raise DataError(_as_di_sides(str(exc))) from None
+    data = cap_audit_data(loaded_data, cfg.target.max_length)
+    grouped = data.members.groups is not None and data.nonmembers.groups is not None
+    column = data.group_column or "file"
+    if grouped:
+        # refused before the model is loaded: no user split can leave 2 users per side
+        test: Any = UserDatasetInference(
+            options["fit_fraction"], cfg.seed, options["alpha"], options.get("fdr", 0.05)
+        )
+        need = users_needed(options["fit_fraction"])
+        for side, groups in (
+            ("suspect", data.members.groups),
+            ("validation", data.nonmembers.groups),
+        ):
+            n_users = len(set(groups))
+            if n_users < need:
+                raise DataError(
+                    f"{n_users} {side} user(s) of group column {column!r}: user-level dataset "
+                    f"inference needs at least 2 users per side after the fit split, so at "
+                    f"least {need} users per side at fit_fraction {options['fit_fraction']:g}"
+                )
+    else:
+        test = DatasetInference(options["fit_fraction"], cfg.seed, options["alpha"])
     loaded = load_audit_target(
         cfg.audit_dir,
         "causal-lm",
@@ -185,13 +229,20 @@ def run_dataset_inference(
     )
     data, n_cut = cut_to_max_length(data, release.tokenizer, release.max_length)
     suspect, validation = list(data.members.texts), list(data.nonmembers.texts)
+    g_suspect = list(data.members.groups) if grouped else None
+    g_validation = list(data.nonmembers.groups) if grouped else None
+    users_before = (set(g_suspect), set(g_validation)) if grouped else None
     # copies of one text inside a set are one text: counted twice, they would make the
-    # test's sample look larger than it is
-    from privacy_audit.audit.data import distinct_records
+    # test's sample look larger than it is (with users: copies within one user only; two
+    # people who wrote the same text are two users)
+    from privacy_audit.audit.data import check_users_kept, distinct_records
 
     within = {}
-    for side, texts in (("suspect", suspect), ("validation", validation)):
-        keep, counts = distinct_records(texts)
+    for side, texts, groups in (
+        ("suspect", suspect, g_suspect),
+        ("validation", validation, g_validation),
+    ):
+        keep, counts = distinct_records(texts, groups)
         if counts["distinct"] < 2:
             raise DataError(
                 f"the {counts['texts']} {side} texts hold {counts['distinct']} distinct text(s) "
@@ -205,10 +256,17 @@ def run_dataset_inference(
                 progress,
             )
         texts[:] = [texts[i] for i in keep]
+        if groups is not None:
+            groups[:] = [groups[i] for i in keep]
     _log(f"dataset inference: {len(suspect)} suspect, {len(validation)} validation texts", progress)
     try:
+        # with users, the check's folds and relabellings move whole users (a user's texts
+        # are one cluster: split across folds, a user's style would look like a shift)
         check, _ = SplitCheck(seed=cfg.seed, aggregate_only=cfg.aggregate_only).run(
-            suspect, validation, dedupe=True
+            suspect,
+            validation,
+            dedupe=True,
+            users=g_suspect + g_validation if grouped else None,
         )
     except ValueError as exc:
         raise DataError(str(exc)) from None
@@ -217,6 +275,17 @@ def run_dataset_inference(
     dm, dn = set(dups.pop("member_index")), set(dups.pop("nonmember_index"))
     suspect = [t for i, t in enumerate(suspect) if i not in dm]
     validation = [t for j, t in enumerate(validation) if j not in dn]
+    if grouped:
+        g_suspect = [g for i, g in enumerate(g_suspect) if i not in dm]
+        g_validation = [g for j, g in enumerate(g_validation) if j not in dn]
+        # a user whose every text was a copy of the other side's would silently leave
+        # the test
+        check_users_kept(
+            users_before,
+            (set(g_suspect), set(g_validation)),
+            column,
+            "after removing suspect/validation near-duplicates",
+        )
     result: dict[str, Any] = {
         "model": loaded.path,
         "reference": opts.get("reference_dir"),
@@ -226,7 +295,10 @@ def run_dataset_inference(
         "split_guard": split_guard(check),
         "fit_fraction": options["fit_fraction"],
         "seed": cfg.seed,
+        "unit": "user" if grouped else "text",
     }
+    if grouped:
+        result["group_column"] = column
     auc = (check.get("blind") or {}).get("auc")
     if auc:
         _log(
@@ -237,7 +309,7 @@ def run_dataset_inference(
     if check.get("shifted"):
         result["status"] = "split-shifted"
         result["p_value"] = None
-    elif check.get("status") != "ok" or len(suspect) < 4 or len(validation) < 4:
+    elif check.get("status") != "ok" or (not grouped and (len(suspect) < 4 or len(validation) < 4)):
         result["status"] = "not-measured"
         result["reason"] = check.get("reason") or "fewer than 4 texts per set"
         result["p_value"] = None
@@ -252,11 +324,16 @@ def run_dataset_inference(
         xs, names = lm_features(release, suspect, reference)
         xv, _ = lm_features(release, validation, reference)
         try:
-            result.update(test.test(xs, xv, names))
+            if grouped:
+                result.update(test.test(xs, g_suspect, xv, g_validation, names))
+            else:
+                result.update(test.test(xs, xv, names))
         except ValueError as exc:
             result.update(status="not-measured", reason=str(exc), p_value=None)
         else:
             result["status"] = "ok"
+            if grouped and cfg.aggregate_only:
+                _drop_user_ids(result)
     result["text"] = result_text(result)
     return {
         "schema_version": 1,
@@ -268,6 +345,23 @@ def run_dataset_inference(
         "aggregate_only": cfg.aggregate_only,
         "dataset_inference": result,
     }
+
+
+def _as_di_sides(msg: str) -> str:
+    """The data layer's words for the two sides (members / non-members) as this command
+    names them (suspect / validation)."""
+    return msg.replace(
+        "the member and the non-member side", "the suspect and the validation side"
+    ).replace("a user is a member or not", "a user is a suspect or a validation user")
+
+
+def _drop_user_ids(result: dict[str, Any]) -> None:
+    """Aggregate-only: no user name leaves the run; the per-user rows keep their score,
+    p-value, finding and text count, ordered by score (not by name)."""
+    for key in ("users", "null_users"):
+        rows = [{k: v for k, v in r.items() if k != "user"} for r in result.get(key) or []]
+        result[key] = sorted(rows, key=lambda r: -r["score"])
+    result["found"] = None
 
 
 def render_html(results: dict[str, Any]) -> str:

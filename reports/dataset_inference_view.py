@@ -69,6 +69,56 @@ def _pair(d: Any) -> str:
     return DASH
 
 
+def _user_rows(r: dict[str, Any], tested: bool, why: str) -> list[tuple[str, str]]:
+    """The rows of a user-level result (unit, users and texts per side, the set-level
+    test, the per-user test and the users found); every field read defensively."""
+    nu = r.get("n_users") if isinstance(r.get("n_users"), dict) else {}
+    nt = r.get("n_texts") if isinstance(r.get("n_texts"), dict) else {}
+    held = r.get("n_test") if isinstance(r.get("n_test"), dict) else {}
+    held_t = r.get("n_test_texts") if isinstance(r.get("n_test_texts"), dict) else {}
+
+    def side(users: dict, texts: dict, name: str) -> str:
+        return f"{users.get(name, DASH)} {name} users ({texts.get(name, DASH)} texts)"
+
+    rows = [
+        (
+            "Unit",
+            f"users (group column {r.get('group_column') or DASH}): users, not texts, are "
+            "split into fit and test parts, and the test compares users",
+        ),
+        ("Users", f"{side(nu, nt, 'suspect')}, {side(nu, nt, 'validation')}"),
+    ]
+    if not tested:
+        return rows + [("Users tested", f"none ({why.replace('no p-value: ', '', 1)})")]
+    rows.append(("Users tested (held out from the fit)", f"{side(held, held_t, 'suspect')}, {side(held, held_t, 'validation')}"))  # fmt: skip
+    rows.append(("Set-level test", str(r.get("test") or DASH)))
+    users = r.get("users") if isinstance(r.get("users"), list) else []
+    found = r.get("found")
+    n_found = r.get("n_found")
+    if isinstance(found, list):
+        names = ", ".join(str(u) for u in found) or "none"
+    else:
+        names = "user names withheld (aggregate-only)"
+    rows.append(
+        (
+            f"Users found (FDR q = {r.get('fdr', DASH)})",
+            f"{n_found if n_found is not None else DASH} of {len(users)}: {names}",
+        )
+    )
+    rows.append(("Per-user test", str(r.get("per_user_test") or DASH)))
+    ps = [as_finite(u.get("p_value")) for u in users if isinstance(u, dict)]
+    ps = sorted(p for p in ps if p is not None)
+    if ps:
+        rows.append(
+            (
+                "Per-user p-values",
+                f"smallest {ps[0]:.3g}, median {ps[len(ps) // 2]:.3g}, "
+                f"{sum(p <= 0.05 for p in ps)} of {len(ps)} at or below 0.05 (before FDR control)",
+            )
+        )
+    return rows
+
+
 def di_context(results: dict[str, Any]) -> dict[str, Any]:
     r = results.get("dataset_inference") if isinstance(results, dict) else None
     r = r if isinstance(r, dict) else {}
@@ -82,6 +132,7 @@ def di_context(results: dict[str, Any]) -> dict[str, Any]:
     elif status == "ok" and r.get("significant") is False:
         label, cls = "no evidence of training", "low"
     tested = status == "ok"
+    by_user = r.get("unit") == "user"
     why = _why_no_p(r)
     p = as_finite(r.get("p_value"))
     d = as_finite(r.get("effect_size"))
@@ -128,11 +179,15 @@ def di_context(results: dict[str, Any]) -> dict[str, Any]:
         ),
         (
             "Texts tested",
-            _pair(r.get("n_test")) if tested else f"none ({why.replace('no p-value: ', '', 1)})",
+            _pair(r.get("n_test_texts" if by_user else "n_test"))
+            if tested
+            else f"none ({why.replace('no p-value: ', '', 1)})",
         ),
         (
             "Texts fitting the aggregator",
-            _pair(r.get("n_fit")) if tested else f"none ({why.replace('no p-value: ', '', 1)})",
+            _pair(r.get("n_fit_texts" if by_user else "n_fit"))
+            if tested
+            else f"none ({why.replace('no p-value: ', '', 1)})",
         ),
         (
             "Features",
@@ -154,6 +209,8 @@ def di_context(results: dict[str, Any]) -> dict[str, Any]:
             f"{r.get('max_length', DASH)} ({r.get('texts_cut_to_max_length', 0)} text(s) cut)",
         ),
     ]
+    if r.get("unit") == "user":
+        rows = _user_rows(r, tested, why) + rows
     tool = results.get("tool") if isinstance(results.get("tool"), dict) else {}
     env = results.get("environment") if isinstance(results.get("environment"), dict) else {}
     packages = env.get("packages") if isinstance(env.get("packages"), dict) else {}
@@ -168,6 +225,16 @@ def di_context(results: dict[str, Any]) -> dict[str, Any]:
         "status_label": label,
         "status_class": cls,
         "text": str(r.get("text") or why),
+        "unit_note": (
+            "Unit: users. A person's texts are one cluster, not independent evidence: users "
+            "(all their texts) are split into the part that fits the aggregator and the part "
+            "that is tested; the set-level test compares the held-out suspect users' mean "
+            "scores with the held-out validation users' by a permutation test over users, "
+            "and each held-out suspect user gets a p-value against the held-out validation "
+            "users (Benjamini-Hochberg picks the users found)."
+            if by_user
+            else ""
+        ),
         "rows": rows,
         "config_json": json.dumps(
             results.get("config", {}), indent=2, ensure_ascii=False, default=str

@@ -667,6 +667,13 @@ def _add_dataset_inference(sub) -> None:
     d.add_argument("--seed", type=int, help="fixes the one aggregator/test split (default 0)")
     d.add_argument("--fit-fraction", type=float, help="share fitting the aggregator (0.5)")
     d.add_argument("--alpha", type=float, help="significance level of the verdict (0.01)")
+    d.add_argument(
+        "--group-by",
+        metavar="COLUMN",
+        help="the column naming each text's user: users become the unit (split, test, a "
+        "p-value per suspect user); per-user .txt directories need no column",
+    )
+    d.add_argument("--fdr", type=float, help="with users: FDR of the users found (0.05)")
     d.add_argument("--out", default="di-out", help="output directory (default: di-out)")
     d.add_argument("--quiet", action="store_true", help="no progress output")
     d.add_argument("--aggregate-only", action="store_true", help=_AGGREGATE_HELP)
@@ -713,7 +720,12 @@ def _cmd_dataset_inference(args) -> int:
             raw["device"] = args.device
         cfg = parse_config(raw, source="command line (--model)", base_dir=Path.cwd())
         options = parse_section({"suspect": args.suspect, "validation": args.validation})
-    for key, value in (("fit_fraction", args.fit_fraction), ("alpha", args.alpha)):
+    for key, value in (
+        ("fit_fraction", args.fit_fraction),
+        ("alpha", args.alpha),
+        ("group", args.group_by),
+        ("fdr", args.fdr),
+    ):
         if value is not None:
             options = {**options, **parse_section({**options, key: value})}
     if args.seed is not None:
