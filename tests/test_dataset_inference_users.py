@@ -335,3 +335,7 @@ def test_command_user_refusals_are_one_line_exit_2(users_lm, cli):
     err = outcome.stderr.strip()
     assert len(err.splitlines()) == 1 and "3 suspect user(s) of group column 'user'" in err
     assert "at least 4 users per side" in err
+    # --fdr without users has nothing to control: refused, not silently ignored
+    outcome, res, out = _di(cli, root, *_args(root), "--fdr", "0.1")
+    assert outcome.code == 2 and res is None
+    assert "--fdr" in outcome.stderr and len(outcome.stderr.strip().splitlines()) == 1

@@ -728,6 +728,11 @@ def _cmd_dataset_inference(args) -> int:
     ):
         if value is not None:
             options = {**options, **parse_section({**options, key: value})}
+    if args.fdr is not None and not options.get("group") and not Path(options["suspect"]).is_dir():
+        raise AuditError(
+            "--fdr is the false-discovery rate of the users found; it needs users "
+            "(--group-by COLUMN, or one .txt file per user)"
+        )
     if args.seed is not None:
         _check_seed(args.seed)
         cfg = dataclasses.replace(cfg, seed=args.seed)
