@@ -61,6 +61,10 @@ SCHEMA: dict[str, dict[str, tuple]] = {
         "text_column": (str, "text", None, ""),
         "label_column": (str, "label", None, ""),
         "id_column": (str, "id", None, ""),
+        # the column naming each text's user (person): user-level statistics
+        "group": (str, None, lambda x: bool(x.strip()), "a column name"),
+        # texts of the member / non-member users never trained on (user inference)
+        "fresh": (str, None, None, ""),
         "n_members": (int, 500, lambda x: x >= 2, "an integer >= 2"),
         "n_nonmembers": (int, 500, lambda x: x >= 2, "an integer >= 2"),
         "n_test": (int, 500, lambda x: x >= 1, "an integer >= 1"),
@@ -508,7 +512,7 @@ def parse_config(
         q = Path(p).expanduser()
         return str(q if q.is_absolute() else (base_dir / q))
 
-    for key in ("corpus", "members", "nonmembers", "test", "public"):
+    for key in ("corpus", "members", "nonmembers", "test", "public", "fresh"):
         data[key] = resolve(data[key])
     for key in ("model_dir", "audit_dir", "classifier_dir", "adapter_dir", "reference_dir"):
         target[key] = resolve(target[key])  # hub-style names are caught in resolve_targets
@@ -588,6 +592,12 @@ def parse_config(
         raise ConfigError("'target.public_epochs' applies only when the suite trains the model")
     if (data["members"] is None) != (data["nonmembers"] is None):
         raise ConfigError("set both 'data.members' and 'data.nonmembers', or neither")
+    for key in ("group", "fresh"):
+        if data[key] is not None and not as_is:
+            raise ConfigError(
+                f"'data.{key}' (user-level audit) applies to auditing your own trained model "
+                "('target.audit_dir' with 'data.members' and 'data.nonmembers')"
+            )
 
     if (
         shadow is not None

@@ -208,6 +208,7 @@ def read_table(
     label_required: bool = True,
     id_prefix: str | None = None,
     require_text: bool = False,
+    group_column: str | None = None,
 ) -> list[dict]:
     """Rows of a data file as dicts with keys ``id``, ``text``, ``label``.
 
@@ -220,8 +221,21 @@ def read_table(
         ``.txt`` (1-based line number), ``<file stem>-<row>`` otherwise (0-based row);
         ``id_prefix`` replaces the file stem there (two files with one name in different
         folders). Labels are compared by value (:func:`label_key`). ``require_text``: a file whose
-    ``text_column`` is empty in every row is refused (an audit's data)."""
+    ``text_column`` is empty in every row is refused (an audit's data).
+
+    ``group_column``: each row's user (person) is read from that column into ``group``; a
+    row without it, or with an empty value, is refused. A directory of ``.txt`` files (no
+    ``dataset_info.json``) is one file per user: the file's name without ``.txt`` is the
+    user, each non-blank line one text, and every row gets ``group`` whatever
+    ``group_column`` says."""
     p = Path(path)
+    if p.is_dir() and _per_user_dir(p):
+        if label_column is not None and label_required:
+            raise DataError(
+                f"data directory {str(p)!r} holds plain text (one .txt file per user) and has "
+                f"no label column {label_column!r}; a classifier needs .jsonl, .csv or .parquet"
+            )
+        return _per_user_rows(p, text_column, id_prefix)
     if p.is_dir():
         records = _dataset_records(p)
         suffix = ""
@@ -278,13 +292,14 @@ def read_table(
         (text_column,)
         if label_column is None or not label_required
         else (text_column, label_column)
-    )
+    ) + ((group_column,) if group_column else ())
     for i, (pos, rec) in enumerate(records):
         for col in needed:
             if col not in rec:
                 have = ", ".join(sorted(map(str, rec))[:10])
+                what = "group (user) column" if col == group_column else "column"
                 raise DataError(
-                    f"data file {str(p)!r} has no column {col!r} (row {i + 1}); its columns: {have}"
+                    f"data file {str(p)!r} has no {what} {col!r} (row {i + 1}); its columns: {have}"
                 )
         text = rec[text_column]
         where = f"data file {str(p)!r} row {i + 1}"
@@ -301,15 +316,66 @@ def read_table(
             ):
                 raise DataError(f"{where}: column {label_column!r} is empty")
         rid = rec.get(id_column) if id_column else None
-        rows.append(
-            {
-                "id": _utf8_text(str(rid), where)
-                if rid not in (None, "")
-                else f"{id_prefix or p.stem}{sep}{pos}",
-                "text": _utf8_text(text, where),
-                "label": _utf8_text(label_key(label), where),
-            }
+        row = {
+            "id": _utf8_text(str(rid), where)
+            if rid not in (None, "")
+            else f"{id_prefix or p.stem}{sep}{pos}",
+            "text": _utf8_text(text, where),
+            "label": _utf8_text(label_key(label), where),
+        }
+        if group_column:
+            row["group"] = _group_value(rec[group_column], group_column, where)
+        rows.append(row)
+    return rows
+
+
+def _group_value(value: Any, column: str, where: str) -> str:
+    """A user id as text: a number by value (``7`` and ``7.0`` are one user, as labels
+    are); empty, NaN or a container is refused."""
+    if (
+        value is None
+        or (isinstance(value, str) and not value.strip())
+        or (isinstance(value, float) and not math.isfinite(value))
+    ):
+        raise DataError(f"{where}: group (user) column {column!r} is empty")
+    if isinstance(value, (dict, list)):
+        raise DataError(f"{where}: group (user) column {column!r} must be a name or a number")
+    return _utf8_text(label_key(value), where)
+
+
+def _per_user_dir(p: Path) -> bool:
+    """A directory of ``.txt`` files, one per user (not a saved dataset)."""
+    if (p / "dataset_info.json").is_file() or (p / "dataset_dict.json").is_file():
+        return False
+    return any(q.suffix.lower() == ".txt" and q.is_file() for q in p.iterdir())
+
+
+def _per_user_rows(p: Path, text_column: str, id_prefix: str | None) -> list[dict]:
+    """Rows of a directory with one ``.txt`` file per user (one text per non-blank line)."""
+    others = sorted(q.name for q in p.iterdir() if q.suffix.lower() != ".txt" and q.is_file())
+    if others:
+        raise DataError(
+            f"data directory {str(p)!r} holds one .txt file per user, but also {others[0]!r}; "
+            "keep only the users' .txt files there"
         )
+    rows = []
+    for q in sorted(p.iterdir()):
+        if q.suffix.lower() != ".txt":
+            continue
+        user = q.stem
+        where = f"data file {str(q)!r}"
+        for lineno, line in enumerate(_LINE_BREAK.split(_read_text(q)), start=1):
+            if line.strip():
+                rows.append(
+                    {
+                        "id": f"{id_prefix or p.name}/{user}:{lineno}",
+                        "text": _utf8_text(line, where),
+                        "label": NO_LABEL,
+                        "group": _utf8_text(user, where),
+                    }
+                )
+    if not rows:
+        raise DataError(f"data directory {str(p)!r}: every user's .txt file is empty")
     return rows
 
 
@@ -322,6 +388,11 @@ class AuditData:
     public: Examples | None = None
     #: exact member/non-member duplicates removed at loading (:func:`drop_cross_duplicates`)
     exact_duplicates: dict[str, Any] | None = None
+    #: texts of the member and non-member users that were never trained on (user
+    #: inference from fresh texts; ``members`` marks the user's side), or None
+    fresh: Examples | None = None
+    #: the column (or "file" for one .txt file per user) that names each text's user
+    group_column: str | None = None
 
     def attack_set(self) -> Examples:
         """Members then non-members, with membership labels (1 = member)."""
@@ -334,17 +405,22 @@ class AuditData:
             attributes=self.members.attributes + self.nonmembers.attributes
             if self.members.attributes is not None and self.nonmembers.attributes is not None
             else None,
+            groups=self.members.groups + self.nonmembers.groups
+            if self.members.groups is not None and self.nonmembers.groups is not None
+            else None,
         )
 
 
 def to_examples(rows: list[dict], label_index: dict[str, int]) -> Examples:
     """Rows as Examples; the sensitive ``attribute`` is kept when every row has one."""
     has_attr = bool(rows) and all("attribute" in r for r in rows)
+    has_group = bool(rows) and all("group" in r for r in rows)
     return Examples(
         ids=[r["id"] for r in rows],
         texts=[r["text"] for r in rows],
         labels=np.array([label_index[r["label"]] for r in rows], dtype=np.int64),
         attributes=[r["attribute"] for r in rows] if has_attr else None,
+        groups=[r["group"] for r in rows] if has_group else None,
     )
 
 
@@ -516,11 +592,14 @@ def load_audit_data(
     )
     import functools
 
+    group = data_cfg.get("group")
     if labels == "optional":
-        read = functools.partial(read_table, label_required=False, require_text=True)
+        read = functools.partial(
+            read_table, label_required=False, require_text=True, group_column=group
+        )
         train = False  # one label is fine for a causal LM
     else:
-        read = functools.partial(read_table, require_text=True)
+        read = functools.partial(read_table, require_text=True, group_column=group)
     if not labels:
         label_names = [NO_LABEL]
         train = False  # the single-label check is for classifiers
@@ -578,7 +657,14 @@ def load_audit_data(
             [{**r, "label": NO_LABEL} for r in rows] for rows in (members, nonmembers, test)
         )
         public = [{**r, "label": NO_LABEL} for r in public] if public else public
+    users_before = None
+    if _grouped(members, nonmembers, group):
+        group = group or "file"
+        _check_user_sides(members, nonmembers, group)
+        users_before = _users_of(members, nonmembers)
     nonmembers, duplicates = _drop_duplicate_rows(members, nonmembers, "at loading")
+    if users_before is not None:
+        check_users_kept(users_before, _users_of(members, nonmembers), group, "at loading")
     if same_test:
         test = nonmembers
     _check_sets(members, nonmembers, train, sources)
@@ -594,6 +680,9 @@ def load_audit_data(
         raise DataError(
             f"label {unknown[0]!r} in the data is not one of the model's labels: {', '.join(label_names)}"
         )
+    fresh = None
+    if data_cfg.get("fresh") is not None:
+        fresh = _fresh_rows(read, data_cfg["fresh"], cols, members, nonmembers, group)
     return AuditData(
         to_examples(members, index),
         to_examples(nonmembers, index),
@@ -601,20 +690,114 @@ def load_audit_data(
         label_names,
         to_examples(public, index) if public else None,
         duplicates,
+        _fresh_examples(fresh, index) if fresh else None,
+        group if users_before is not None else None,
     )
 
 
-def distinct_records(texts: list[str]) -> tuple[list[int], dict[str, Any]]:
+def _grouped(members: list[dict], nonmembers: list[dict], column: str | None) -> bool:
+    """Whether the data names users; refuses one side with users and one without."""
+    has = ["group" in r for r in members[:1] + nonmembers[:1]]
+    if column is None and any(has) and not all(has):
+        side = "members" if has[0] else "non-members"
+        raise DataError(
+            f"only the {side} are one .txt file per user; give the other side the same way "
+            "(a directory of per-user .txt files) or set [data] group"
+        )
+    return column is not None or all(has)
+
+
+def _users_of(members: list[dict], nonmembers: list[dict]) -> tuple[set[str], set[str]]:
+    return {r["group"] for r in members}, {r["group"] for r in nonmembers}
+
+
+def _check_user_sides(members: list[dict], nonmembers: list[dict], column: str) -> None:
+    """Every user on one side: a member user is one whose texts were trained on."""
+    both = sorted(_users_of(members, nonmembers)[0] & _users_of(members, nonmembers)[1])
+    if both:
+        raise DataError(
+            f"{len(both)} user(s) of group column {column!r} have texts on both the member "
+            f"and the non-member side (first: {both[0]!r}); a user is a member or not, so "
+            "give each user's texts on one side only"
+        )
+
+
+def check_users_kept(
+    before: tuple[set[str], set[str]], after: tuple[set[str], set[str]], column: str, where: str
+) -> None:
+    """Refuse a cleaning step that left a user with no text: that user would silently
+    drop out of every user-level statistic."""
+    lost = sorted((before[0] - after[0]) | (before[1] - after[1]))
+    if lost:
+        raise DataError(
+            f"{len(lost)} user(s) of group column {column!r} have no text left {where} "
+            f"(first: {lost[0]!r}; their texts were duplicates of the other side's or not "
+            "scorable); remove those users or give them other texts"
+        )
+
+
+def _fresh_rows(read, path, cols, members, nonmembers, column) -> list[dict]:
+    """The fresh-texts file: each row a text of a member or non-member user that the model
+    was never trained on; ``member`` marks the user's side. Rows of users on neither side
+    are refused (a misspelt user would be silently untested)."""
+    if column is None:
+        raise DataError(
+            "[data] fresh (user inference from fresh texts) needs users: set [data] group "
+            "(--group-by COLUMN) or give one .txt file per user"
+        )
+    rows = read(path, *cols, id_prefix="fresh", group_column=None if column == "file" else column)
+    if any("group" not in r for r in rows):
+        raise DataError(
+            f"the fresh-texts file {str(path)!r} names no users; give it as the other sides "
+            "are given (one .txt file per user)"
+        )
+    side_in, side_out = _users_of(members, nonmembers)
+    unknown = sorted({r["group"] for r in rows} - side_in - side_out)
+    if unknown:
+        raise DataError(
+            f"{len(unknown)} user(s) of group column {column!r} in the fresh-texts file "
+            f"{str(path)!r} are neither member nor non-member users (first: {unknown[0]!r})"
+        )
+    trained = {_dup_key(r["text"]) for r in members}
+    copies = sum(_dup_key(r["text"]) in trained for r in rows)
+    if copies:
+        raise DataError(
+            f"{copies} text(s) of the fresh-texts file {str(path)!r} are copies of member "
+            "(training) texts; fresh texts must be texts the model never saw"
+        )
+    return [{**r, "member": int(r["group"] in side_in)} for r in rows]
+
+
+def _fresh_examples(rows: list[dict], index: dict[str, int]) -> Examples:
+    unknown = sorted({r["label"] for r in rows} - set(index))
+    if unknown:
+        raise DataError(
+            f"label {unknown[0]!r} of the fresh-texts file is not one of the model's labels"
+        )
+    ex = to_examples(rows, index)
+    ex.members = np.array([r["member"] for r in rows], dtype=np.int64)
+    return ex
+
+
+def distinct_records(
+    texts: list[str], users: list[str] | None = None
+) -> tuple[list[int], dict[str, Any]]:
     """The first text of each group of exact or near-duplicates (the split check's
     criterion: equal normalised texts, or 5-gram Jaccard ≥ 0.8, chained) and the counts.
 
     Copies of one record are one record: counted as many, they would narrow every interval
-    and raise every bound as if each copy were a person's independent text."""
+    and raise every bound as if each copy were a person's independent text. With ``users``
+    (one per text) only copies within one user collapse: two people who wrote the same
+    text are two users, each keeping their record (the user, not the text, is the unit)."""
     from privacy_audit.attacks.split_check import duplicate_groups
 
     if not texts:
         return [], {"texts": 0, "distinct": 0, "removed": 0, "groups_with_copies": 0, "largest": 0}
     groups = duplicate_groups(list(texts))
+    if users is not None:
+        _, user_ids = np.unique(np.asarray(users, dtype=object).astype(str), return_inverse=True)
+        _, groups = np.unique(np.stack([np.asarray(groups), user_ids]), axis=1, return_inverse=True)
+        groups = groups.ravel()
     # a blank text duplicates nothing (as in the cross-set join): each is its own record
     blank = [i for i, t in enumerate(texts) if not str(t).strip()]
     if blank:

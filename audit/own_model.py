@@ -18,6 +18,7 @@ from typing import Any
 from privacy_audit.audit.config import MAX_LENGTH_CAP
 from privacy_audit.audit.data import (
     AuditData,
+    check_users_kept,
     distinct_records,
     drop_cross_duplicates,
     load_audit_data,
@@ -57,6 +58,7 @@ def _cut(ex: Examples | None, tokenizer, max_length: int) -> Examples | None:
         labels=ex.labels,
         members=ex.members,
         attributes=ex.attributes,
+        groups=ex.groups,
     )
 
 
@@ -70,6 +72,8 @@ def cut_to_max_length(data: AuditData, tokenizer, max_length: int) -> tuple[Audi
         data.label_names,
         _cut(data.public, tokenizer, max_length),
         data.exact_duplicates,
+        _cut(data.fresh, tokenizer, max_length),
+        data.group_column,
     )
     n_cut = sum(
         a != b
@@ -258,6 +262,7 @@ def _audit_own_model(cfg, settings, progress, id_salt, executor, run_dir, resume
             load_audit_data(cfg.data, cfg.seed, train=False, label_names=label_names),
             max_length,
         )
+        users_at_load = user_sets(data)
         release = ClassifierRelease(loaded.model, tok, max_length, claim, label_names, cfg.device)
         n_cut = count_cut_classifier(data, tok, max_length)
         notes["encoding"] = {
@@ -266,10 +271,12 @@ def _audit_own_model(cfg, settings, progress, id_salt, executor, run_dir, resume
         }
         phase("split check")
         data, split, blind = run_split_check(data, cfg, progress)
+        check_users_after_cleaning(users_at_load, data)
     else:
         data = cap_audit_data(
             load_audit_data(cfg.data, cfg.seed, train=False, labels=False), max_length
         )
+        users_at_load = user_sets(data)
         release = load_causal_lm_release(
             loaded,
             max_length,
@@ -304,6 +311,7 @@ def _audit_own_model(cfg, settings, progress, id_salt, executor, run_dir, resume
             )
         phase("split check")
         data, split, blind = run_split_check(data, cfg, progress)  # on the texts as scored
+        check_users_after_cleaning(users_at_load, data)
         phase("load", "reference models")
         ref_dirs = opts.get("reference_dirs") or (
             [opts["reference_dir"]] if opts.get("reference_dir") else []
@@ -370,6 +378,23 @@ def _audit_own_model(cfg, settings, progress, id_salt, executor, run_dir, resume
     _reference_attacks(
         cfg, run, release, refs, data, settings, executor, run_dir, resume, progress, id_salt, notes
     )
+    # before the leakage map: it ranks by the strongest attack, which user-resampled
+    # intervals can change
+    if data.members.groups is not None:
+        from privacy_audit.audit.users import user_level_section
+
+        phase("users", "user-level membership and user inference")
+        run["users"] = user_level_section(
+            run,
+            data,
+            settings,
+            release if kind == "causal-lm" else None,
+            refs[0][2] if refs else None,
+            cfg.aggregate_only,
+            id_salt,
+            progress,
+            run.get("claim"),
+        )
     if kind == "causal-lm" and cfg.leakage_map.get("leakage_top", 10) >= 0:
         from privacy_audit.audit.leakage_map import build_leakage_map
 
@@ -448,6 +473,26 @@ def _reference_attacks(
         run["training"]["reference_models"] = "; ".join(named)
 
 
+def user_sets(data: AuditData) -> tuple[set[str], set[str]] | None:
+    """The member and the non-member users (None: the data names no users)."""
+    if data.members.groups is None or data.nonmembers.groups is None:
+        return None
+    return set(data.members.groups), set(data.nonmembers.groups)
+
+
+def check_users_after_cleaning(before, data: AuditData) -> None:
+    """Refuse (exit 2) when cutting, duplicate removal or unscorable texts left a user with
+    no text: that user would silently leave every user-level statistic."""
+    if before is not None:
+        check_users_kept(
+            before,
+            user_sets(data),
+            data.group_column or "file",
+            "after cleaning (texts cut to max_length, duplicates removed, unscorable texts "
+            "left out)",
+        )
+
+
 def collapse_within_sides(data):
     """``data`` with each side's duplicates collapsed to one record
     (:func:`distinct_records`), and the counts as ``within_members`` /
@@ -455,7 +500,7 @@ def collapse_within_sides(data):
     out = {}
     sets = {}
     for side, ex in (("members", data.members), ("nonmembers", data.nonmembers)):
-        keep, info = distinct_records(list(ex.texts))
+        keep, info = distinct_records(list(ex.texts), ex.groups)
         if info["distinct"] < 2:
             raise DataError(
                 f"the {info['texts']} {side[:-1]} text(s) hold {info['distinct']} distinct "

@@ -121,6 +121,10 @@ class Examples:
     # A sensitive attribute per example (attribute-inference ground truth; the fixture's
     # "region"), or None when the data has none.
     attributes: list[str] | None = None
+    # The user (person) each example belongs to (``[data] group``), or None when the data
+    # names none. A user's examples are one cluster: every user-level statistic resamples
+    # users, never examples (attacks/user_level.py).
+    groups: list[str] | None = None
 
     def __post_init__(self) -> None:
         self.labels = np.asarray(self.labels, dtype=np.int64)
@@ -131,6 +135,10 @@ class Examples:
             self.attributes = [str(a) for a in self.attributes]
             if len(self.attributes) != n:
                 raise ValueError("attributes must have the same length as texts")
+        if self.groups is not None:
+            self.groups = [str(g) for g in self.groups]
+            if len(self.groups) != n:
+                raise ValueError("groups must have the same length as texts")
         if self.members is not None:
             self.members = np.asarray(self.members, dtype=np.int64)
             if len(self.members) != n:
@@ -147,18 +155,22 @@ class Examples:
             labels=self.labels[index],
             members=None if self.members is None else self.members[index],
             attributes=None if self.attributes is None else [self.attributes[i] for i in index],
+            groups=None if self.groups is None else [self.groups[i] for i in index],
         )
 
     def concat(self, other: Examples) -> Examples:
-        """These examples followed by ``other`` (members / attributes kept only if both have them)."""
+        """These examples followed by ``other`` (members / attributes / groups kept only if
+        both have them)."""
         both = self.members is not None and other.members is not None
         attrs = self.attributes is not None and other.attributes is not None
+        grouped = self.groups is not None and other.groups is not None
         return Examples(
             ids=self.ids + other.ids,
             texts=self.texts + other.texts,
             labels=np.concatenate([self.labels, other.labels]),
             members=np.concatenate([self.members, other.members]) if both else None,
             attributes=self.attributes + other.attributes if attrs else None,
+            groups=self.groups + other.groups if grouped else None,
         )
 
 

@@ -786,6 +786,44 @@ def _kv(value: Any) -> str:
     return num(value)
 
 
+def _users_view(run: dict, aggregate_only: bool) -> dict | None:
+    """The per-user section: counts, the per-user verdict, the user-level attacks (same
+    columns as the per-text ones), fresh-text coverage, per-user p-values, the users most
+    at risk and what a per-example claim implies for a person."""
+    from privacy_audit.reports import users_view as uv
+
+    users = run.get("users")
+    if not isinstance(users, dict) or not isinstance(users.get("attacks"), list):
+        return None
+    attacks = [a for a in users["attacks"] if isinstance(a, dict)]
+    best = next((a for a in attacks if a.get("attack") == users.get("strongest_attack")), None)
+    verdict = users.get("verdict") if isinstance(users.get("verdict"), dict) else {}
+    di = users.get("dataset_inference") if isinstance(users.get("dataset_inference"), dict) else {}
+    found = [] if aggregate_only else [u for u in di.get("users") or [] if u.get("found")]
+    return {
+        "counts": uv.counts_lines(users),
+        "level": _text(verdict.get("level"), "unknown"),
+        "level_class": _level_class(str(verdict.get("level"))),
+        "verdict": _text(verdict.get("text"), ""),
+        "attacks": _attack_rows({"attacks": attacks}, best),
+        "fresh": uv.fresh_lines(users),
+        "dataset_inference": uv.dataset_inference_line(users),
+        "found": [
+            {"user": _text(u.get("user")), "p": num(u.get("p_value")), "texts": num(u.get("texts"))}
+            for u in found[:20]
+        ],
+        "exposed": [
+            {
+                "user": _text(r.get("user")),
+                "score": num(r.get("score")),
+                "texts": num(r.get("texts")),
+            }
+            for r in users.get("most_exposed") or []
+        ],
+        "group_privacy": uv.group_privacy_line(users),
+    }
+
+
 def build_context(results: dict) -> dict:
     """Everything the template needs, as display strings (no raw numbers)."""
     if not isinstance(results, dict):
@@ -910,6 +948,7 @@ def build_context(results: dict) -> dict:
                 "split": split_view(run, aggregate_only),
                 "extraction": _extraction_view(run),
                 "leakage_map": _leakage_map_view(run, aggregate_only),
+                "users": _users_view(run, aggregate_only),
             }
         )
 

@@ -84,6 +84,19 @@ def _model_args(p: argparse.ArgumentParser) -> None:
         "ReCaLL's prefixes and DC-PDD's token frequencies",
     )
     g.add_argument(
+        "--group-by",
+        metavar="COLUMN",
+        help="the column naming each text's user (person): adds user-level membership "
+        "(each user's texts aggregated) and user-level intervals ([data] group); a "
+        "directory of .txt files, one per user, needs no column",
+    )
+    g.add_argument(
+        "--fresh",
+        metavar="FILE",
+        help="texts of the member and non-member users that the model never saw (same "
+        "format and user column): user inference from fresh texts ([data] fresh)",
+    )
+    g.add_argument(
         "--attacks",
         metavar="NAME,...",
         help="attacks to run, comma-separated (default: lm-loss, zlib, min-k and, with "
@@ -166,6 +179,8 @@ def _one_line_config(args, attack_names: list[str] | None = None):
                 "kind",
                 "public",
                 "attacks",
+                "group_by",
+                "fresh",
             )
             if getattr(args, k, None) is not None and getattr(args, k, None) is not False
         ]
@@ -196,11 +211,16 @@ def _one_line_config(args, attack_names: list[str] | None = None):
     for flag, path in (("--members", args.members), ("--nonmembers", args.nonmembers)) + (
         ("--test", args.test),
         ("--public", getattr(args, "public", None)),
+        ("--fresh", getattr(args, "fresh", None)),
     ):
         if path is not None:
             check_input_file(path, flag)  # named by the flag typed: not a file, a FIFO, ...
     if getattr(args, "public", None) is not None:
         data["public"] = args.public
+    if getattr(args, "group_by", None) is not None:
+        data["group"] = args.group_by
+    if getattr(args, "fresh", None) is not None:
+        data["fresh"] = args.fresh
     raw: dict = {"title": f"Privacy audit of {Path(args.model or args.adapter).name}"}
     raw.update({"target": target, "data": data})
     if attack_names is not None:
@@ -387,6 +407,12 @@ def build_parser() -> argparse.ArgumentParser:
         default="exposure",
         metavar="exposure|extraction-risk@N",
         help="ranking (default exposure: the report's leakage table order)",
+    )
+    x.add_argument(
+        "--by-user",
+        action="store_true",
+        help="write the K member users most at risk instead (an audit with [data] group / "
+        "--group-by): ranked by the strongest user-level attack's score",
     )
     x.add_argument("--run", metavar="NAME", help="which run (default: the only one)")
     x.add_argument("--out", required=True, metavar="FILE", help="ids file to write (atomically)")
@@ -923,6 +949,8 @@ def verdict_line(run: dict) -> str:
     report's number) and the claim status."""
     from privacy_audit.audit.integrations.gate import one_line
     from privacy_audit.reports.formatting import ci
+    from privacy_audit.reports.resolution import lead_tpr, tpr_view
+    from privacy_audit.reports.user_verdict import user_view
     from privacy_audit.reports.verdict import (
         TPR_1,
         epsilon_headline,
@@ -932,25 +960,39 @@ def verdict_line(run: dict) -> str:
         verdict_for_run,
     )
 
-    v = run.get("verdict") if isinstance(run.get("verdict"), dict) else verdict_for_run(run)
-    best = strongest_attack(run)
-    parts = [f"VERDICT {one_line(str(run.get('name')))}: {str(v.get('level', '?')).upper()}"]
-    if best is None:
-        parts.append("no attack measured")
-    else:
-        parts.append(f"strongest {one_line(str(best.get('attack')))}")
-        parts.append(f"AUC {ci(metric(best, 'auc'))}")
-        from privacy_audit.reports.resolution import lead_tpr, tpr_view
-
-        tpr = metric(best, TPR_1)
+    def attack_parts(best: dict | None, prefix: str = "") -> list[str]:
+        if best is None:
+            return [f"{prefix}no attack measured"]
+        out = [f"{prefix}strongest {one_line(str(best.get('attack')))}"]
+        out.append(f"AUC {ci(metric(best, 'auc'))}")
         one = tpr_view(best, 0.01)
         if one["resolvable"]:
-            parts.append(f"TPR@1%FPR {ci(tpr)}")
+            out.append(f"TPR@1%FPR {ci(metric(best, TPR_1))}")
         else:
-            parts.append(f"TPR@1%FPR {one['text']}")
+            out.append(f"TPR@1%FPR {one['text']}")
             lead = lead_tpr(best)
             if lead is not None:
-                parts.append(f"TPR@{100 * lead['fpr']:g}%FPR {lead['text']}")
+                out.append(f"TPR@{100 * lead['fpr']:g}%FPR {lead['text']}")
+        return out
+
+    v = run.get("verdict") if isinstance(run.get("verdict"), dict) else verdict_for_run(run)
+    parts = [f"VERDICT {one_line(str(run.get('name')))}: {str(v.get('level', '?')).upper()}"]
+    uview = user_view(run)
+    if uview is not None:  # both units, each named (reports/user_verdict.py)
+        by_unit = v.get("by_unit") or {}
+        parts += attack_parts(
+            strongest_attack(run), f"per text {str(by_unit.get('example', '?')).upper()}: "
+        )
+        counts = (run.get("users") or {}).get("counts") or {}
+        n_in = (counts.get("members") or {}).get("users")
+        n_out = (counts.get("nonmembers") or {}).get("users")
+        parts += attack_parts(
+            strongest_attack(uview),
+            f"per user ({n_in} member / {n_out} non-member users) "
+            f"{str(by_unit.get('user', '?')).upper()}: ",
+        )
+    else:
+        parts += attack_parts(strongest_attack(run))
     head = epsilon_headline(run)  # the report's and the verdict's headline ε, the same number
     if head is not None and not (v.get("level") == "split-shifted" and head["kind"] == "attack"):
         parts.append(one_line(headline_text(head)).replace("ε ≥", "ε_lb ≥", 1))
@@ -1493,6 +1535,37 @@ def _cmd_bench(args) -> int:
     return EXIT_OK
 
 
+def _users_by_exposure(run: dict) -> list[str]:
+    """Member users ranked by the run's strongest user-level attack (highest score first;
+    ties keep the record's order)."""
+    users = run.get("users")
+    if not isinstance(users, dict):
+        raise AuditError(
+            f"run {run['name']!r} names no users; audit with [data] group (--group-by COLUMN) "
+            "to rank users"
+        )
+    best = next(
+        (
+            a
+            for a in users.get("attacks") or []
+            if isinstance(a, dict)
+            and a.get("attack") == users.get("strongest_attack")
+            and a.get("status") == "ok"
+        ),
+        None,
+    )
+    ex = (best or {}).get("examples")
+    if not isinstance(ex, dict):
+        raise AuditError(f"run {run['name']!r} has no measured user-level attack to rank users by")
+    rows = [
+        (float(sc), str(i))
+        for i, sc, mem in zip(ex["ids"], ex["scores"], ex["members"], strict=True)
+        if mem
+    ]
+    rows.sort(key=lambda t: -t[0])
+    return [i for _, i in rows]
+
+
 def _cmd_export_risky(args) -> int:
     from privacy_audit.audit.integrations.gate import load_results
     from privacy_audit.ground.io import atomic_write_text
@@ -1522,7 +1595,14 @@ def _cmd_export_risky(args) -> int:
     if len(runs) != 1:
         raise AuditError(f"{args.results!r} holds {len(runs)} runs; name one with --run")
     run = runs[0]
-    if m is None:
+    if getattr(args, "by_user", False):
+        if m is not None:
+            raise AuditError(
+                "--by-user ranks users by exposure; it takes no --by extraction-risk@N"
+            )
+        ids = _users_by_exposure(run)
+        by = "user-level exposure"
+    elif m is None:
         ranking = run.get("leakage_ranking")
         if not isinstance(ranking, dict) or not isinstance(ranking.get("ids"), list):
             why = ranking.get("reason") if isinstance(ranking, dict) else None
@@ -1560,7 +1640,8 @@ def _cmd_export_risky(args) -> int:
     if any("\n" in i or "\r" in i for i in chosen):
         raise AuditError("a record id holds a line break; it cannot be written one per line")
     atomic_write_text(Path(args.out), "".join(f"{i}\n" for i in chosen))
-    print(f"{len(chosen)} record id(s) ranked by {by} written to {args.out}")
+    what = "user id(s)" if getattr(args, "by_user", False) else "record id(s)"
+    print(f"{len(chosen)} {what} ranked by {by} written to {args.out}")
     return EXIT_OK
 
 

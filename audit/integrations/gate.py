@@ -269,6 +269,16 @@ def load_results(path: str | Path, what: str = "results file") -> dict[str, Any]
         if not isinstance(run, dict) or not isinstance(run.get("name"), str):
             raise DataError(f"{what} {str(p)!r}: run #{i + 1} is not an object with a 'name'")
         attacks = run.get("attacks", [])
+        users = run.get("users")
+        if users is not None and (
+            not isinstance(users, dict) or not isinstance(users.get("attacks", []), list)
+        ):
+            raise DataError(
+                f"{what} {str(p)!r}: run {run['name']!r} has a 'users' entry that is not an "
+                "object with an 'attacks' list"
+            )
+        if isinstance(attacks, list) and isinstance(users, dict):
+            attacks = [*attacks, *users.get("attacks", [])]
         if not isinstance(attacks, list) or not all(
             isinstance(a, dict) and isinstance(a.get("attack"), str) for a in attacks
         ):
@@ -359,12 +369,23 @@ def _check_schema(results: dict[str, Any], what: str, path: Path) -> None:
         )
 
 
+def gated_attacks(run: dict[str, Any]) -> list[dict[str, Any]]:
+    """The membership attacks the gate holds: the run's per-text attacks and, when its
+    data names users, its user-level attacks (``run["users"]["attacks"]``; their names
+    say the unit: ``lm-loss:user-mean``, ``user-inference:3-fresh``)."""
+    attacks = run.get("attacks", [])
+    attacks = attacks if isinstance(attacks, list) else []
+    users = run.get("users")
+    extra = users.get("attacks") if isinstance(users, dict) else None
+    return [*attacks, *(extra if isinstance(extra, list) else [])]
+
+
 def _normalise_status(run: dict[str, Any]) -> None:
     """Lower-case every ``status`` the gate reads (``"OK"``, ``"Violated"``): compared
     verbatim, a hand-edited or foreign status would make a result silently absent."""
     ea = run.get("epsilon_audit") if isinstance(run.get("epsilon_audit"), dict) else {}
     tradeoff = ea.get("tradeoff") if isinstance(ea.get("tradeoff"), dict) else None
-    items = [*run.get("attacks", []), *run.get("leakage", []), *ea.get("audits", [])]
+    items = [*gated_attacks(run), *run.get("leakage", []), *ea.get("audits", [])]
     for item in [*items, *([ea] if ea else []), *([tradeoff] if tradeoff else [])]:
         if isinstance(item.get("status"), str):
             item["status"] = item["status"].strip().lower()
@@ -614,6 +635,7 @@ def check_all(
       ``split-shifted``: its attack numbers are not about the model) fails unless
       ``allow_shifted_split``.
     """
+    from privacy_audit.reports.user_verdict import user_view
     from privacy_audit.reports.verdict import (
         audit_evidence,
         check_attack_claim,
@@ -631,7 +653,7 @@ def check_all(
     leak_seen = dict.fromkeys(leakage, 0)
     for run in results["runs"]:
         rname = run["name"]
-        for att in run.get("attacks", []):
+        for att in gated_attacks(run):
             if att.get("status") == "error" and any(v is not None for v in thresholds.values()):
                 # an attack that ran and failed is unmeasured, not absent: its threshold
                 # cannot be held, so it fails rather than silently dropping out
@@ -748,13 +770,20 @@ def check_all(
                     Violation(rname, aname, label, v, limit, "epsilon_audit", "ε audit")
                 )
         claim = check_claim(run)
+        # a per-user claim is also held to the user-level bounds (the user view carries
+        # the claim only when its unit is the user: reports/user_verdict.py)
+        uview = user_view(run)
+        views = [run] + ([uview] if uview is not None and uview["claim"].get("epsilon") else [])
         if claim["status"] != "violated":
             # the README's claim check reads every attack's ε bound, not only the strongest
             # attack's: any measured bound above a comparable claim contradicts it
-            for att in ok_attacks(run):
-                other = check_attack_claim(run, att)
-                if other["status"] == "violated":
-                    claim = other
+            for view in views:
+                for att in ok_attacks(view):
+                    other = check_attack_claim(view, att)
+                    if other["status"] == "violated":
+                        claim = other
+                        break
+                if claim["status"] == "violated":
                     break
         if claim["status"] == "violated":
             evidence = audit_evidence(run) or [claim["text"]]
@@ -782,6 +811,10 @@ def check_all(
                     )
                 )
         level, why = verdict_level(run)
+        if uview is not None and level not in ("invalid-attack", "inconclusive"):
+            u_level, u_why = verdict_level(uview)
+            if u_level in ("invalid-attack", "inconclusive"):
+                level, why = u_level, f"per user: {u_why}"
         if level == "invalid-attack":
             failures.append(
                 Failure(
@@ -958,8 +991,8 @@ def compare(
             )
             continue
         new_run = new_by_name[name]
-        new_atts = _by_name(new_run.get("attacks", []), "attack", f"results run {name!r}")
-        base_atts = _by_name(base_run.get("attacks", []), "attack", f"baseline run {name!r}")
+        new_atts = _by_name(gated_attacks(new_run), "attack", f"results run {name!r}")
+        base_atts = _by_name(gated_attacks(base_run), "attack", f"baseline run {name!r}")
         for att_name, base_att in base_atts.items():
             base_ok = base_att.get("status") == "ok"
             new_att = new_atts.get(att_name)
@@ -1128,7 +1161,7 @@ def junit_xml(outcome: GateOutcome, results: dict[str, Any]) -> str:
     thresholded = {GATED[k][0] for k, v in outcome.thresholds.items() if v is not None}
     if thresholded:
         for run in results["runs"]:
-            for att in run.get("attacks", []):
+            for att in gated_attacks(run):
                 if att.get("status") == "ok":
                     for metric in sorted(thresholded, key=_metric_order):
                         cases.setdefault((run["name"], att["attack"], metric), [])
