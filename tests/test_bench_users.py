@@ -111,6 +111,43 @@ def _check_row(rec: dict, per_user: pd.DataFrame) -> None:
             assert got["value"] == pytest.approx(_tpr_at(per_user, fpr))
 
 
+def _check_stage(ev: dict, df: pd.DataFrame) -> None:
+    """Every user-level and example-level number of one target, from the scores file."""
+    a = df[df["set"] != "fresh"]
+    assert {(r["score"], r["aggregator"]) for r in ev["a"]} == {
+        (s, h) for s in bench_users.SCORES for h in AGG
+    }
+    for rec in ev["a"]:
+        per_user = a.groupby("user").agg(
+            s=(rec["score"], AGG[rec["aggregator"]]),
+            m=("side", lambda x: int(x.iloc[0] == "member")),
+        )
+        _check_row(rec, per_user)
+        assert rec["n_member_texts"] == int((a["side"] == "member").sum())
+    fresh = df[df["set"] == "fresh"]
+    tested = 0
+    for rec in ev["b"]:
+        if "not_tested" in rec:
+            continue
+        tested += 1
+        k = rec["k"]
+        have = fresh.groupby("user")["order"].transform("size")
+        b = fresh[(have >= k) & (fresh["order"] < k)]
+        per_user = b.groupby("user").agg(
+            s=(rec["score"], AGG[rec["aggregator"]]),
+            m=("side", lambda x: int(x.iloc[0] == "member")),
+        )
+        assert (b.groupby("user").size() == k).all()
+        _check_row(rec, per_user)
+    assert tested >= len(bench_users.SCORES) * len(AGG)  # at least k = 1
+    m = (a["side"] == "member").astype(int)
+    for rec in ev["example"]:
+        want = roc_auc_score(m, a[rec["score"]])
+        assert rec["independent"]["auc"]["value"] == pytest.approx(want)
+        assert rec["users_resampled"]["auc"]["value"] == pytest.approx(want)
+        assert rec["users_resampled"]["n_member_users"] == int(a.loc[m == 1, "user"].nunique())
+
+
 @pytest.mark.skipif(
     len(bench_users.changelog_entries()) < 500, reason="needs the Debian changelogs of this machine"
 )
@@ -123,45 +160,14 @@ def test_bench_users_quick_end_to_end_matches_pandas(tmp_path):
     cfg, counts = setup["config"], setup["counts"]
     assert counts["member_users"] == cfg["n_members"]
     assert counts["nonmember_users"] == cfg["n_nonmembers"]
-    for key in ("member_train_target", "nonmember_target", "member_fresh_target"):
-        assert np.isfinite(setup["loss"][key])
-    df = pd.read_csv(tmp_path / setup["scores_file"])
-    assert set(df["side"]) == {"member", "nonmember"}
-    # every user on one side only; fresh texts never among the training texts' rows
-    assert (df.groupby("user")["side"].nunique() == 1).all()
-    assert len(df[df["set"] == "train"]) == counts["member_training_texts"]
-
-    a = df[df["set"] != "fresh"]
-    ev = setup["metrics"]
-    assert {(r["score"], r["aggregator"]) for r in ev["a"]} == {
-        (s, h) for s in bench_users.SCORES for h in AGG
-    }
-    for rec in ev["a"]:
-        per_user = a.groupby("user").agg(
-            s=(rec["score"], AGG[rec["aggregator"]]),
-            m=("side", lambda x: int(x.iloc[0] == "member")),
-        )
-        _check_row(rec, per_user)
-        assert rec["n_member_texts"] == int((a["side"] == "member").sum())
-    fresh = df[df["set"] == "fresh"]
-    for rec in ev["b"]:
-        if "not_tested" in rec:
-            continue
-        k = rec["k"]
-        have = fresh.groupby("user")["order"].transform("size")
-        b = fresh[(have >= k) & (fresh["order"] < k)]
-        per_user = b.groupby("user").agg(
-            s=(rec["score"], AGG[rec["aggregator"]]),
-            m=("side", lambda x: int(x.iloc[0] == "member")),
-        )
-        assert (b.groupby("user").size() == k).all()
-        _check_row(rec, per_user)
-    for rec in ev["example"]:
-        m = (a["side"] == "member").astype(int)
-        assert rec["independent"]["auc"]["value"] == pytest.approx(
-            roc_auc_score(m, a[rec["score"]])
-        )
-        assert rec["users_resampled"]["auc"]["value"] == pytest.approx(
-            roc_auc_score(m, a[rec["score"]])
-        )
+    assert [st["epochs"] for st in setup["targets"]] == list(cfg["epochs"])
+    raw = pd.read_csv(tmp_path / setup["scores_file"])
+    assert set(raw["side"]) == {"member", "nonmember"}
+    assert (raw.groupby("user")["side"].nunique() == 1).all()  # a user on one side only
+    assert len(raw[raw["set"] == "train"]) == counts["member_training_texts"]
+    for st in setup["targets"]:
+        for key in ("member_train_target", "nonmember_target", "member_fresh_target"):
+            assert np.isfinite(st["loss"][key])
+        e = st["epochs"]
+        _check_stage(st["metrics"], raw.rename(columns={f"{s}@{e}": s for s in bench_users.SCORES}))
     assert "| threat |" in bench_users.markdown(res)

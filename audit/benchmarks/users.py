@@ -113,7 +113,9 @@ class UsersConfig:
     n_head: int = 4
     ref_epochs: int = 6
     ref_lr: float = 3e-3
-    epochs: int = 8
+    #: cumulative fine-tuning epochs at which the target is scored (a lightly and a
+    #: strongly fit target, the same run)
+    epochs: tuple[int, ...] = (2, 8)
     lr: float = 1e-3
     batch_size: int = 32
     n_boot: int = 1000
@@ -130,7 +132,7 @@ class UsersConfig:
             n_layer=1,
             n_head=2,
             ref_epochs=1,
-            epochs=2,
+            epochs=(1, 2),
             n_boot=100,
         )
 
@@ -283,27 +285,38 @@ def train_models(ref_texts, member_texts, cfg: UsersConfig, seed: int) -> dict[s
     ref_log = train_lm(
         ref, tok, ref_texts, cfg.ref_epochs, cfg.batch_size, cfg.ref_lr, cfg.max_length, seed=seed
     )
-    target = copy.deepcopy(ref)
     _log(f"reference trained in {ref_log['seconds']:.0f} s; fine-tuning on {len(member_texts)}")
-    tgt_log = train_lm(
-        target,
-        tok,
-        member_texts,
-        cfg.epochs,
-        cfg.batch_size,
-        cfg.lr,
-        cfg.max_length,
-        seed=seed + 1,
-    )
-    _log(f"target trained in {tgt_log['seconds']:.0f} s")
+    target = copy.deepcopy(ref)
+    checkpoints, done = [], 0
+    for i, total in enumerate(cfg.epochs):
+        # each stage continues the previous one with a fresh AdamW (its moments restart)
+        log = train_lm(
+            target,
+            tok,
+            member_texts,
+            total - done,
+            cfg.batch_size,
+            cfg.lr,
+            cfg.max_length,
+            seed=seed + 1 + i,
+        )
+        done = total
+        _log(f"target at {total} epochs ({log['seconds']:.0f} s)")
+        snap = copy.deepcopy(target).eval()
+        claim = PrivacyClaim.none("non-private")
+        checkpoints.append(
+            {
+                "epochs": total,
+                "training": log,
+                "target": LMRelease(snap, tok, cfg.max_length, claim),
+            }
+        )
     ref.eval()
-    target.eval()
     return {
         "tokenizer": tok,
         "reference": LMRelease(ref, tok, cfg.max_length, PrivacyClaim.none("reference model")),
-        "target": LMRelease(target, tok, cfg.max_length, PrivacyClaim.none("non-private")),
         "reference_training": ref_log,
-        "target_training": tgt_log,
+        "checkpoints": checkpoints,
     }
 
 
@@ -484,22 +497,35 @@ def run(settings: BenchSettings) -> BenchResult:
     torch.manual_seed(seed)
     models = train_models(ref_texts, train, cfg, seed)
     df = pd.DataFrame(texts_table(split, cfg.max_fresh))
-    _log(f"scoring {len(df)} texts under the target and the reference")
-    sc = text_scores(models["target"], models["reference"], df["text"].tolist())
-    for k, v in sc.items():
-        df[k] = v
-    losses = {
-        f"{name}_{model}": float(df.loc[sel, f"nll_{model}"].mean())
-        for name, sel in (
-            ("member_train", df["set"] == "train"),
-            ("member_fresh", (df["side"] == "member") & (df["set"] == "fresh")),
-            ("nonmember", df["set"] == "nonmember"),
-            ("nonmember_fresh", (df["side"] == "nonmember") & (df["set"] == "fresh")),
+    stages = []
+    for ck in models["checkpoints"]:
+        e = ck["epochs"]
+        _log(f"scoring {len(df)} texts under the target at {e} epochs and the reference")
+        view = df[["user", "side", "set", "order"]].copy()
+        for k, v in text_scores(ck["target"], models["reference"], df["text"].tolist()).items():
+            view[k] = v
+            df[f"{k}@{e}"] = v
+        losses = {
+            f"{name}_{model}": float(view.loc[sel, f"nll_{model}"].mean())
+            for name, sel in (
+                ("member_train", view["set"] == "train"),
+                ("member_fresh", (view["side"] == "member") & (view["set"] == "fresh")),
+                ("nonmember", view["set"] == "nonmember"),
+                ("nonmember_fresh", (view["side"] == "nonmember") & (view["set"] == "fresh")),
+            )
+            for model in ("target", "reference")
+        }
+        _log(f"metrics at {e} epochs (user level and example level)")
+        ev = evaluate(view, cfg, seed)
+        stages.append(
+            {
+                "epochs": e,
+                "training": ck["training"],
+                "loss": losses,
+                "metrics": ev,
+                "headline": headline(ev),
+            }
         )
-        for model in ("target", "reference")
-    }
-    _log("metrics (user level and example level)")
-    ev = evaluate(df, cfg, seed)
     out = settings.extra.get("out")
     side = None
     if out:
@@ -521,7 +547,11 @@ def run(settings: BenchSettings) -> BenchResult:
         "member_fresh_texts": int(((df["side"] == "member") & (df["set"] == "fresh")).sum()),
         "nonmember_fresh_texts": int(((df["side"] == "nonmember") & (df["set"] == "fresh")).sum()),
     }
-    gap = losses["nonmember_target"] - losses["member_train_target"]
+    fit = "; ".join(
+        f"{st['epochs']} epochs: {st['loss']['member_train_target']:.3f} on member training "
+        f"texts vs {st['loss']['nonmember_target']:.3f} on non-member texts"
+        for st in stages
+    )
     notes = [
         "TPR at 1% FPR needs >= 300 non-members to be resolvable (attacks.metrics."
         "tpr_resolution); this corpus has "
@@ -529,9 +559,8 @@ def run(settings: BenchSettings) -> BenchResult:
         f"{cfg.n_members} member users and a reference group at most "
         f"{split.n_eligible - cfg.n_members} non-member users exist: the user-level TPR at 1% "
         "is reported as not resolvable and TPR at 5% and 10% are reported beside it",
-        f"the target learned its members: mean token NLL {losses['member_train_target']:.3f} "
-        f"on member training texts vs {losses['nonmember_target']:.3f} on non-member texts "
-        f"(gap {gap:.3f} nats/token)",
+        f"mean token NLL of the target (nats): {fit}",
+        "score columns of the scores file are named score@epochs",
         "headline rows fixed before the run: " + str(HEADLINE),
     ]
     return BenchResult(
@@ -553,13 +582,8 @@ def run(settings: BenchSettings) -> BenchResult:
             },
             "counts": counts,
             "vocabulary": models["tokenizer"].vocab_size,
-            "training": {
-                "reference": models["reference_training"],
-                "target": models["target_training"],
-            },
-            "loss": losses,
-            "metrics": ev,
-            "headline": headline(ev),
+            "reference_training": models["reference_training"],
+            "targets": stages,
             "scores_file": None if side is None else side.name,
         },
         targets={"user_vs_example": "user-level TPR at 1% FPR >= 3x the example-level figure"},
@@ -577,8 +601,15 @@ def _fmt(m: dict | None) -> str:
 
 
 def markdown(result: dict[str, Any]) -> str:
-    """The tables of docs/users.md from a bench JSON's ``users`` result."""
-    ev = result["setup"]["metrics"]
+    """The tables of docs/users.md from a bench JSON's ``users`` result: one per target
+    checkpoint."""
+    parts = []
+    for st in result["setup"]["targets"]:
+        parts.append(f"Target fine-tuned {st['epochs']} epochs:\n\n" + _table(st["metrics"]))
+    return "\n\n".join(parts)
+
+
+def _table(ev: dict[str, Any]) -> str:
     head = (
         "| threat | score | aggregator | fresh k | users M/N | texts M/N | AUC [95% CI] "
         "| TPR@1% | TPR@5% | TPR@10% |"
