@@ -171,3 +171,22 @@ def test_bench_users_quick_end_to_end_matches_pandas(tmp_path):
         e = st["epochs"]
         _check_stage(st["metrics"], raw.rename(columns={f"{s}@{e}": s for s in bench_users.SCORES}))
     assert "| threat |" in bench_users.markdown(res)
+
+
+def test_recorded_benchmark_matches_its_scores_file():
+    """docs/bench-users.json: every recorded number recomputed from the scores it stores."""
+    from pathlib import Path
+
+    docs = Path(__file__).resolve().parents[1] / "docs"
+    (res,) = json.loads((docs / "bench-users.json").read_text())["benchmarks"]
+    setup = res["setup"]
+    assert setup["counts"]["member_users"] >= 100 and setup["counts"]["nonmember_users"] >= 100
+    raw = pd.read_csv(docs / setup["scores_file"])
+    assert raw.groupby("side")["user"].nunique().to_dict() == {
+        "member": setup["counts"]["member_users"],
+        "nonmember": setup["counts"]["nonmember_users"],
+    }
+    for st in setup["targets"]:
+        e = st["epochs"]
+        assert st["loss"]["member_train_target"] < st["loss"]["nonmember_target"]  # it learned
+        _check_stage(st["metrics"], raw.rename(columns={f"{s}@{e}": s for s in bench_users.SCORES}))

@@ -467,7 +467,8 @@ def _write_side(path: Path, df) -> None:
     from privacy_audit.ground.io import atomic_write_bytes
 
     buf = io.StringIO()
-    df.drop(columns=["text"]).to_csv(buf, index=False, float_format="%.17g")
+    drop = ["text", *(c for c in df.columns if c.startswith("nll_"))]
+    df.drop(columns=drop).to_csv(buf, index=False, float_format="%.17g")
     atomic_write_bytes(path, gzip.compress(buf.getvalue().encode("utf-8"), mtime=0))
 
 
