@@ -30,7 +30,8 @@ Target (:func:`train_models`): a word-level tokenizer built from the reference u
 texts only (words seen at least twice; so the vocabulary reveals nothing about members or
 non-members), a small GPT-2 (:func:`privacy_audit.defenses.targets.lm.build_lm`) trained
 from scratch on the reference users' texts (the REFERENCE model), then fine-tuned on the
-member users' training texts (the TARGET). No download; CPU only.
+member users' training texts (the TARGET), scored at each of ``epochs`` (cumulative; a
+lightly and a strongly fit target from one run). No download; CPU only.
 
 Per-text scores (higher = member), from the suite's LM attacks on the target release:
 ``lm-loss`` (−mean token NLL), ``reference`` (mean token log-likelihood ratio target vs
@@ -50,12 +51,13 @@ Example level, on the same model and texts as (a): ``membership_metrics`` (texts
 independent draws) and ``user_level.grouped_text_metrics`` (intervals resampling users).
 
 Resolution: TPR at FPR f needs at least 3/f non-members (``attacks.metrics.tpr_resolution``):
-300 non-member USERS for 1 %. The corpus has about 340 users with three or more texts, so
-with 100 member users and a reference group the user-level TPR at 1 % is reported as not
-resolvable; TPR at 5 % and 10 % are reported beside it (the record's notes say so).
+300 non-member USERS for 1 %. This machine's changelogs have 330 users with three or more
+texts, so with 100 member users and a reference group the user-level TPR at 1 % is reported
+as not resolvable; TPR at 5 % and 10 % are reported beside it (the record's notes say so).
 
 The per-text scores go to a side file (``<out>.texts.csv.gz``: user pseudonym, side, set,
-order, the three scores) so that every user-level number can be recomputed independently.
+order, the three scores at each checkpoint as ``score@epochs``) so that every number can be
+recomputed independently; it is written beside the JSON and replaces a file of that name.
 """
 
 from __future__ import annotations
