@@ -1521,6 +1521,8 @@ def _cmd_bench(args) -> int:
         extra["seeds"] = args.seeds
     extra |= _cost_options(args, names)
     extra |= _scale_options(args, names)
+    if "users" in names:  # its per-text scores file goes beside the JSON record
+        extra["out"] = args.out
     settings = BenchSettings(
         args.repeats, args.warmup, args.quick, args.seed, "cpu", args.threads, extra
     )
