@@ -329,3 +329,19 @@ def test_random_module_splits_of_stdlib_docstrings_are_not_called_shifted():
         flagged += bool(record["shifted"])
     upper = float(beta.ppf(0.95, flagged + 1, trials - flagged))
     assert upper <= 0.05, (flagged, trials, upper)
+
+
+def test_blind_scores_with_users_fold_by_user_clusters():
+    """``blind_scores(..., users=)`` scores with the folds of the user clusters: the
+    same scores as a cross-fit on those folds, and not those of the text folds."""
+    from privacy_audit.attacks.split_check import blind_scores
+
+    texts, users = _prose(12, 3, 9)
+    y = np.r_[np.ones(18, int), np.zeros(18, int)]
+    fams = {"combined": ("word", "char", "length", "numbers")}
+    got = blind_scores(texts, y, 4, 0, fams, users=users)["combined"]
+    folds = text_folds(texts, user_clusters(users, duplicate_groups(texts)), 4, 0)
+    want, _ = cross_fit(texts, folds, y, fams, None)
+    np.testing.assert_array_equal(got, want["combined"])
+    plain = blind_scores(texts, y, 4, 0, fams)["combined"]
+    assert not np.array_equal(got, plain)
