@@ -1452,16 +1452,20 @@ def blind_scores(
     seed: int = 0,
     families: dict[str, tuple[str, ...]] | None = None,
     groups: np.ndarray | None = None,
+    users: list[str] | None = None,
 ) -> dict[str, np.ndarray]:
     """Cross-fitted out-of-fold scores (higher = member) of the model-free classifier per
     feature family: every text is scored by a model fitted on the other folds (vectorisers
     and scalers included). ``groups`` (default: :func:`duplicate_groups`) keep
-    near-duplicates in one fold."""
+    near-duplicates in one fold; ``users`` (one id per text) keep each user's texts, and
+    the users sharing a near-duplicate, in one fold too (:func:`user_clusters`)."""
     y = np.asarray(members).astype(int)
     if np.bincount(y, minlength=2).min() < 2:
         raise ValueError("the blind baseline needs at least 2 members and 2 non-members")
     if groups is None:
         groups = duplicate_groups(texts)
+    if users is not None:
+        groups = user_clusters(users, groups)
     scores, _ = cross_fit(
         texts, text_folds(texts, groups, folds, seed), y, families or FAMILIES, None
     )

@@ -207,7 +207,7 @@ def false_alarms(
                 "cpu_s": round(cpu, 3),
             }
             if mode == "users":
-                row["users"] = {
+                row["user_counts"] = {
                     k: r["blind"][k]
                     for k in (
                         "n_member_users",
@@ -228,8 +228,8 @@ def false_alarms(
     sizes = np.array(list(by_user.values()))
     base = {
         "corpus": corpus,
-        "texts": len(items),
-        "users": len(by_user),
+        "corpus_texts": len(items),
+        "corpus_users": len(by_user),
         "texts_per_user_quartiles": [float(q) for q in np.percentile(sizes, [25, 50, 75])],
         "texts_per_user_max": int(sizes.max()),
         "users_per_side": min(users_per_side, len(by_user) // 2),
@@ -247,6 +247,7 @@ def summarise(base: dict[str, Any], per_split: list[dict]) -> dict[str, Any]:
 
     out = {**base, "trials": len(per_split)}
     for mode in ("users", "texts"):
+        assert mode not in base
         rows = [r[mode] for r in per_split if "shifted" in r.get(mode, {})]
         n = len(rows)
         k = sum(r["shifted"] for r in rows)
@@ -309,7 +310,7 @@ def merge(parts: list[dict[str, Any]]) -> list[dict[str, Any]]:
         rows = sorted((r for p in ps for r in p["per_split"]), key=lambda r: r["split"])
         assert len({r["split"] for r in rows}) == len(rows), "overlapping parts"
         keys = (
-            "corpus", "texts", "users", "texts_per_user_quartiles", "texts_per_user_max",
+            "corpus", "corpus_texts", "corpus_users", "texts_per_user_quartiles", "texts_per_user_max",
             "users_per_side", "texts_per_user_cap", "permutations",
         )  # fmt: skip
         base = {k: ps[0][k] for k in keys}
@@ -333,7 +334,7 @@ def markdown_table(doc: dict[str, Any]) -> str:
     for r in doc["false_alarms"]:
         u, t = r["users"], r["texts"]
         out.append(
-            f"| {r['corpus']} | {r['texts']} / {r['users']}; {r['users_per_side']} + "
+            f"| {r['corpus']} | {r['corpus_texts']} / {r['corpus_users']}; {r['users_per_side']} + "
             f"{r['users_per_side']} users, ≤ {r['texts_per_user_cap']} texts each | "
             f"{_pct(u['split_shifted'], u['measured'])} | {_pct(t['split_shifted'], t['measured'])} | "
             f"{_pct(u['p_at_most_0.025'], u['measured'])} / {_pct(t['p_at_most_0.025'], t['measured'])} | "
@@ -348,7 +349,7 @@ def main(argv: list[str] | None = None) -> int:
     from privacy_audit.ground.io import atomic_write_text, dumps_json
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", required=True)
+    ap.add_argument("--out")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--trials", type=int, default=400, help="splits per corpus")
     ap.add_argument("--first", type=int, default=0, help="first split number")
@@ -361,6 +362,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--merge", nargs="+", help="merge these part files into --out")
     ap.add_argument("--tables", help="print the markdown table of this JSON and exit")
     args = ap.parse_args(argv)
+    if not args.tables and not args.out:
+        ap.error("--out is required (unless --tables)")
     if args.tables:
         import json
 
