@@ -345,11 +345,9 @@ def _user_weights(rng, um: np.ndarray, rows: int) -> np.ndarray:
     """Per-user multiplicities of ``rows`` stratified user resamples: the member users
     are drawn with replacement (as many draws as member users), and so are the
     non-member users.  Shape ``(rows, n_users)``; a text's weight is its user's."""
-    k = um.size
-    w = np.zeros((rows, k), dtype=np.int64)
+    w = np.zeros((rows, um.size), dtype=np.int64)
     for side in (np.flatnonzero(um), np.flatnonzero(~um)):
-        draws = rng.integers(0, side.size, size=(rows, side.size))
-        w[:, side] = np.apply_along_axis(np.bincount, 1, draws, minlength=side.size)
+        w[:, side] = rng.multinomial(side.size, np.full(side.size, 1.0 / side.size), size=rows)
     return w
 
 
@@ -424,7 +422,7 @@ def _weighted_reps(s, m, idx, um, n_boot: int, rng, fprs) -> dict[str, np.ndarra
     done = 0
     while done < n_boot:
         k = min(rows, n_boot - done)
-        w = _user_weights(rng, um, k)[:, uidx]
+        w = _text_weights(rng, um, uidx, k)
         wm = np.add.reduceat(np.where(lab, w, 0), starts, axis=1)
         wn = np.add.reduceat(np.where(lab, 0, w), starts, axis=1)
         tp, fp = np.cumsum(wm, axis=1), np.cumsum(wn, axis=1)
