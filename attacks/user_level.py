@@ -238,6 +238,12 @@ def user_metrics(
     ``"n_member_texts"``, ``"n_nonmember_texts"``.  Needs at least two users per side.
     """
     us = user_scores(scores, members, groups, how)
+    n_mu = int(us.members.sum())
+    if n_mu < 2 or us.members.size - n_mu < 2:
+        raise ValueError(
+            "user-level metrics need at least 2 users per side (got "
+            f"{n_mu} member and {us.members.size - n_mu} non-member users)."
+        )
     out = membership_metrics(us.scores, us.members, delta, n_boot, confidence, seed)
     mu = us.members.astype(bool)
     out.update(
@@ -747,7 +753,8 @@ def _distribution(n: np.ndarray) -> dict:
 def texts_per_user(groups, members) -> dict:
     """Per side (``"members"``, ``"nonmembers"``): ``users``, ``texts`` and the
     texts-per-user distribution (min, q25, median, q75, max, mean; quantiles by
-    linear interpolation).  ValueError when users have texts on both sides."""
+    linear interpolation).  ValueError when users have texts on both sides or a side
+    has no text."""
     g = _as_groups(groups)
     _, m, _, idx, um = _prepare(np.zeros(g.size), members, g)
     n = np.bincount(idx, minlength=um.size)

@@ -53,7 +53,7 @@ from privacy_audit.attacks import user_level as ul
 from privacy_audit.attacks.metrics import membership_metrics
 
 #: FPRs whose TPR intervals are checked (lower ones are not resolvable at these n).
-FPRS = (0.1, 0.2)
+FPRS = (0.05, 0.1, 0.2)
 #: Texts kept per user (a seeded sample when a user has more): a few prolific Debian
 #: maintainers have thousands of entries, which would make them the whole corpus.
 MAX_TEXTS = 20

@@ -365,6 +365,8 @@ def test_refusals_name_the_problem():
         ul.aggregate([], [])
     with pytest.raises(ValueError, match="only members"):
         ul.user_metrics(s, np.ones_like(m), g)
+    with pytest.raises(ValueError, match="2 users per side \\(got 1 member"):
+        ul.user_metrics([1.0, 2.0, 3.0, 4.0], [1, 1, 0, 0], ["a", "a", "b", "c"])
     with pytest.raises(ValueError, match="one user name per text"):
         ul.clustered_auc(s, m, g[:-1])
     with pytest.raises(ValueError, match="unknown aggregator"):
