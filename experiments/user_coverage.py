@@ -413,13 +413,77 @@ def run(splits: int, n_boot: int, seed: int, corpora=None, users_per_side=None) 
     return out
 
 
+def _pct(c: dict) -> str:
+    lo, hi = c["ci95"]
+    return f"{100 * c['coverage']:.1f} % [{100 * lo:.1f}, {100 * hi:.1f}]"
+
+
+def markdown(res: dict) -> str:
+    """The coverage tables of docs/users.md, from the JSON this script writes."""
+    lines = []
+    fams = (
+        ("text_resampled", "texts resampled (`membership_metrics` on texts)"),
+        ("user_resampled", "users resampled (`grouped_text_metrics`)"),
+        ("user_level", "user level (`user_metrics`, per-user mean)"),
+    )
+    for name, c in res["corpora"].items():
+        lines.append(
+            f"**{name}**: {c['users']} users, {c['texts']} texts (median "
+            f"{c['texts_per_user_median']:g} per user), ICC of the score {c['icc']:.2f}, "
+            f"{c['users_per_side']} users per side per split.\n"
+        )
+        keys = ("auc", *(f"tpr_at_fpr_{x:g}" for x in FPRS))
+        lines.append("| setting | intervals | " + " | ".join(keys) + " |")
+        lines.append("|---|---|" + "---|" * len(keys))
+        for setting in (s for s in SETTINGS if s in c):
+            iv = c[setting]["intervals"]
+            for fam, label in fams:
+                cells = []
+                for k in keys:
+                    e = iv.get(f"{fam}/{k}")
+                    if e is None:
+                        cells.append("unresolved in every split")
+                        continue
+                    cell = _pct(e)
+                    if e["n"] != res["splits"]:
+                        cell += f" (n = {e['n']})"
+                    if "mean_width" in e:
+                        cell += f" w {e['mean_width']:.3f}"
+                    cells.append(cell)
+                lines.append(f"| {setting} | {label} | " + " | ".join(cells) + " |")
+        lines.append("")
+        d = c["dataset_inference_null"]
+        o = d["one_user_p_le_0.05"]
+        b = d["bh_any_found"]
+        e = c["dataset_inference_effect"]
+        lines.append(
+            f"Dataset-inference null ({d['n_null_users']} null users, {d['n_tested_users']} "
+            f"tested non-member users, {d['replicates']} splits): P(p <= 0.05) for one "
+            f"non-member user = {100 * o['rate']:.1f} % [{100 * o['ci95'][0]:.1f}, "
+            f"{100 * o['ci95'][1]:.1f}] (n = {o['n']}); pooled over all tested users "
+            f"{100 * d['all_users_p_le_0.05']['rate']:.2f} % (n = "
+            f"{d['all_users_p_le_0.05']['n']:,}); BH at q = 0.05 found anyone in "
+            f"{100 * b['rate']:.1f} % [{100 * b['ci95'][0]:.1f}, {100 * b['ci95'][1]:.1f}] of "
+            f"splits. With half the tested users members: FDR {100 * e['fdr']:.2f} % "
+            f"[{100 * e['fdr_ci95_normal'][0]:.2f}, {100 * e['fdr_ci95_normal'][1]:.2f}], "
+            f"mean power {100 * e['mean_power']:.1f} %.\n"
+        )
+    return "\n".join(lines)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--splits", type=int, default=1000)
     ap.add_argument("--n-boot", type=int, default=400)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default="docs/users-coverage.json")
+    ap.add_argument(
+        "--markdown", metavar="JSON", help="print the docs/users.md tables of a written JSON"
+    )
     a = ap.parse_args(argv)
+    if a.markdown:
+        print(markdown(json.loads(Path(a.markdown).read_text(encoding="utf-8"))))
+        return 0
     res = run(a.splits, a.n_boot, a.seed)
     Path(a.out).write_text(json.dumps(res, indent=1) + "\n", encoding="utf-8")
     _log(f"wrote {a.out}")
