@@ -493,7 +493,7 @@ def _grouped_split(s, m, idx, um, seed, z):
     tpr = float(hit[in_b & m].mean())
     fpr = float(hit[in_b & ~m].mean())
     half = z * math.sqrt(v1 + v0)
-    return tpr, fpr, p1 - p0 - half, p1 - p0 + half
+    return tpr, fpr, p1 - p0 - half, p1 - p0 + half, float(thr)
 
 
 def _one_text_per_user(idx: np.ndarray, n_users: int, seed) -> np.ndarray:
@@ -530,8 +530,8 @@ def grouped_text_metrics(
       cluster-robust Wald lower limit of TPR - FPR at a threshold chosen on half A of
       the users, counted on half B (a fixed threshold's advantage is at most the
       maximum); upper limit = user-bootstrap percentile of the plug-in maximum.
-    * ``"balanced_accuracy"``: half B's balanced accuracy at half A's threshold, with the
-      cluster-robust Wald interval mapped to (1 + d) / 2.
+    * ``"balanced_accuracy"``: half B's balanced accuracy at half A's threshold
+      (``"threshold"``), with the cluster-robust Wald interval mapped to (1 + d) / 2.
     * ``"epsilon_lower_bound"``: :func:`~privacy_audit.attacks.epsilon.epsilon_lower_bound`
       (Clopper-Pearson, split threshold) on ONE seeded text per user, so that its
       trials are independent; ``"texts_used": "one per user"``.
@@ -583,7 +583,7 @@ def grouped_text_metrics(
             )
         result[key] = entry
 
-    tpr_b, fpr_b, d_lo, d_hi = _grouped_split(s, m, idx, um, seed, z)
+    tpr_b, fpr_b, d_lo, d_hi, thr = _grouped_split(s, m, idx, um, seed, z)
     adv = ss.advantage()
     adv_hi = float(np.nanquantile(reps["advantage"], 1.0 - alpha / 2.0))
     result["advantage"] = {
@@ -596,6 +596,7 @@ def grouped_text_metrics(
         "value": float(0.5 * (tpr_b + 1.0 - fpr_b)),
         "ci_low": float(np.clip((1.0 + d_lo) / 2.0, 0.0, 1.0)),
         "ci_high": float(np.clip((1.0 + d_hi) / 2.0, 0.0, 1.0)),
+        "threshold": thr,
         "method": GROUPED_CI_METHODS["balanced_accuracy"],
     }
 

@@ -50,7 +50,7 @@ from scipy.special import ndtr
 from scipy.stats import beta
 
 from privacy_audit.attacks import user_level as ul
-from privacy_audit.attacks.metrics import membership_metrics
+from privacy_audit.attacks.metrics import _split_counts, membership_metrics
 
 #: FPRs whose TPR intervals are checked (lower ones are not resolvable at these n).
 FPRS = (0.05, 0.1, 0.2)
@@ -208,23 +208,54 @@ def _tpr_truth(x_member, x_null, mu, tau, fpr) -> float:
     return float(np.mean(ndtr((x_member + mu - t) / tau)))
 
 
+def _rates(x_pop, mu, tau, thr):
+    """Population (TPR, FPR) of the rule "score >= thr": members = the population
+    shifted by u ~ N(mu, tau^2), non-members = the population."""
+    thr = np.atleast_1d(np.asarray(thr, dtype=np.float64))
+    xs = np.sort(x_pop)
+    fpr = 1.0 - np.searchsorted(xs, thr, side="left") / xs.size
+    if tau <= 0:
+        tpr = 1.0 - np.searchsorted(xs + mu, thr, side="left") / xs.size
+    else:
+        tpr = np.array([float(np.mean(ndtr((x_pop + mu - t) / tau))) for t in thr])
+    return tpr, fpr
+
+
+def _advantage_truth(x_pop, mu, tau) -> float:
+    """sup over thresholds of TPR - FPR, on a grid of 2,001 population quantiles
+    (exactly 0 when members and non-members are the same population)."""
+    if mu == 0 and tau == 0:
+        return 0.0
+    grid = np.quantile(x_pop + mu, np.linspace(0, 1, 2001))
+    tpr, fpr = _rates(x_pop, mu, tau, grid)
+    return float(max(0.0, np.max(tpr - fpr)))
+
+
 def truths(s, g, mu, tau) -> dict:
     means = np.bincount(g, weights=s) / np.bincount(g)
     gu = np.arange(means.size)
     if mu == 0 and tau == 0:
-        text = {"auc": 0.5, **{f"tpr_at_fpr_{x:g}": x for x in FPRS}}
+        text = {"auc": 0.5, **{f"tpr_at_fpr_{x:g}": x for x in FPRS}, "advantage": 0.0}
         return {"text": text, "user": dict(text)}
     return {
         "text": {
             "auc": _pair_auc(s, g, s, g, mu, tau),
             **{f"tpr_at_fpr_{x:g}": _tpr_truth(s, s, mu, tau, x) for x in FPRS},
+            "advantage": _advantage_truth(s, mu, tau),
         },
         # user-level: the per-user mean of a member user is shifted by its u
         "user": {
             "auc": _pair_auc(means, gu, means, gu, mu, tau),
             **{f"tpr_at_fpr_{x:g}": _tpr_truth(means, means, mu, tau, x) for x in FPRS},
+            "advantage": _advantage_truth(means, mu, tau),
         },
     }
+
+
+def _ba_truth(x_pop, mu, tau, thr) -> float:
+    """Population balanced accuracy of the rule "score >= thr" (the split's threshold)."""
+    tpr, fpr = _rates(x_pop, mu, tau, thr)
+    return float(0.5 * (1.0 + tpr[0] - fpr[0]))
 
 
 # ---------------------------------------------------------------------------
@@ -243,6 +274,7 @@ def coverage(
 ) -> dict:
     """Coverage counts of the three families of intervals over random user splits."""
     truth = truths(s, g, mu, tau)
+    pop_means = np.bincount(g, weights=s) / np.bincount(g)
     n_users = int(g.max()) + 1
     if 2 * users_per_side > n_users:
         raise ValueError(f"{2 * users_per_side} users asked, the corpus has {n_users}.")
@@ -266,10 +298,29 @@ def coverage(
         if mu or tau:
             u = rng.normal(mu, tau, size=n_users)
             sc[m] += u[gg[m]]
-        t_m = membership_metrics(sc, m, n_boot=50, seed=r)
+        t_m = membership_metrics(sc, m, n_boot=n_boot, seed=r)
         gt = ul.grouped_text_metrics(sc, m, gg, n_boot=n_boot, seed=r)
-        um = ul.user_metrics(sc, m, gg, how="mean", n_boot=50, seed=r)
-        for key in ("auc", *(f"tpr_at_fpr_{x:g}" for x in FPRS)):
+        um = ul.user_metrics(sc, m, gg, how="mean", n_boot=n_boot, seed=r)
+        # balanced accuracy: truth = the population's at the threshold each split chose
+        us = ul.user_scores(sc, m, gg, "mean")
+        thr_text = _split_counts(sc, m, r)[4]
+        thr_user = _split_counts(us.scores, us.members.astype(bool), r)[4]
+        add(
+            "text_resampled/balanced_accuracy",
+            _covers(t_m["balanced_accuracy"], _ba_truth(s, mu, tau, thr_text)),
+        )
+        add(
+            "user_resampled/balanced_accuracy",
+            _covers(
+                gt["balanced_accuracy"],
+                _ba_truth(s, mu, tau, gt["balanced_accuracy"]["threshold"]),
+            ),
+        )
+        add(
+            "user_level/balanced_accuracy",
+            _covers(um["balanced_accuracy"], _ba_truth(pop_means, mu, tau, thr_user)),
+        )
+        for key in ("auc", "advantage", *(f"tpr_at_fpr_{x:g}" for x in FPRS)):
             add(f"text_resampled/{key}", _covers(t_m[key], truth["text"][key]))
             add(f"user_resampled/{key}", _covers(gt[key], truth["text"][key]))
             add(f"user_level/{key}", _covers(um[key], truth["user"][key]))
@@ -432,7 +483,7 @@ def markdown(res: dict) -> str:
             f"{c['texts_per_user_median']:g} per user), ICC of the score {c['icc']:.2f}, "
             f"{c['users_per_side']} users per side per split.\n"
         )
-        keys = ("auc", *(f"tpr_at_fpr_{x:g}" for x in FPRS))
+        keys = ("auc", *(f"tpr_at_fpr_{x:g}" for x in FPRS), "advantage", "balanced_accuracy")
         lines.append("| setting | intervals | " + " | ".join(keys) + " |")
         lines.append("|---|---|" + "---|" * len(keys))
         for setting in (s for s in SETTINGS if s in c):

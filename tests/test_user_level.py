@@ -377,3 +377,36 @@ def test_refusals_name_the_problem():
         ul.user_pvalues([np.nan], [1.0])
     with pytest.raises(ValueError, match="q must be"):
         ul.benjamini_hochberg([0.1], q=0)
+
+
+def test_grouped_balanced_accuracy_by_hand_on_user_halves():
+    """Half B of the USERS (pandas per-user counts at the reported threshold): the value
+    is half B's balanced accuracy, the interval a Wald interval whose variance is the
+    larger of the ratio-estimator variance over users and the binomial one (both with
+    one pseudo-success and one pseudo-failure added, as Agresti-Caffo)."""
+    s, m, g = _clustered(10, users=100, shift=0.8)
+    r = ul.grouped_text_metrics(s, m, g, n_boot=50, seed=3)["balanced_accuracy"]
+    names, idx = ul.user_index(g)
+    per_user_m = pd.Series(m).groupby(g).max().to_numpy().astype(bool)
+    half_a, _ = ul._user_halves(per_user_m, 3)
+    in_b = ~half_a[idx]
+    # no user is split across halves, and half A holds floor(k/2) users of each side
+    assert half_a.sum() == per_user_m.sum() // 2 + (~per_user_m).sum() // 2
+    df = pd.DataFrame({"hit": s >= r["threshold"], "m": m, "g": g})[in_b]
+    per = df.groupby("g").agg(a=("hit", "sum"), n=("hit", "size"), m=("m", "max"))
+    rates, var = [], 0.0
+    for side in (1, 0):
+        p = per[per["m"] == side]
+        rates.append(p["a"].sum() / p["n"].sum())
+        padj = (p["a"].sum() + 1) / (p["n"].sum() + 2)
+        k = len(p)
+        robust = k / (k - 1) * ((p["a"] - padj * p["n"]) ** 2).sum() / (p["n"].sum() + 2) ** 2
+        var += max(robust, padj * (1 - padj) / (p["n"].sum() + 2))
+        if side == 1:
+            d = padj
+        else:
+            d -= padj
+    assert r["value"] == pytest.approx(0.5 * (1 + rates[0] - rates[1]), abs=1e-12)
+    half = 1.959963984540054 * math.sqrt(var)
+    assert r["ci_low"] == pytest.approx((1 + d - half) / 2, abs=1e-12)
+    assert r["ci_high"] == pytest.approx((1 + d + half) / 2, abs=1e-12)
