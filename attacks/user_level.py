@@ -238,6 +238,12 @@ def user_metrics(
     ``"n_member_texts"``, ``"n_nonmember_texts"``.  Needs at least two users per side.
     """
     us = user_scores(scores, members, groups, how)
+    n_mu = int(us.members.sum())
+    if n_mu < 2 or us.members.size - n_mu < 2:
+        raise ValueError(
+            "user-level metrics need at least 2 users per side (got "
+            f"{n_mu} member and {us.members.size - n_mu} non-member users)."
+        )
     out = membership_metrics(us.scores, us.members, delta, n_boot, confidence, seed)
     mu = us.members.astype(bool)
     out.update(
@@ -345,11 +351,9 @@ def _user_weights(rng, um: np.ndarray, rows: int) -> np.ndarray:
     """Per-user multiplicities of ``rows`` stratified user resamples: the member users
     are drawn with replacement (as many draws as member users), and so are the
     non-member users.  Shape ``(rows, n_users)``; a text's weight is its user's."""
-    k = um.size
-    w = np.zeros((rows, k), dtype=np.int64)
+    w = np.zeros((rows, um.size), dtype=np.int64)
     for side in (np.flatnonzero(um), np.flatnonzero(~um)):
-        draws = rng.integers(0, side.size, size=(rows, side.size))
-        w[:, side] = np.apply_along_axis(np.bincount, 1, draws, minlength=side.size)
+        w[:, side] = rng.multinomial(side.size, np.full(side.size, 1.0 / side.size), size=rows)
     return w
 
 
@@ -424,7 +428,7 @@ def _weighted_reps(s, m, idx, um, n_boot: int, rng, fprs) -> dict[str, np.ndarra
     done = 0
     while done < n_boot:
         k = min(rows, n_boot - done)
-        w = _user_weights(rng, um, k)[:, uidx]
+        w = _text_weights(rng, um, uidx, k)
         wm = np.add.reduceat(np.where(lab, w, 0), starts, axis=1)
         wn = np.add.reduceat(np.where(lab, 0, w), starts, axis=1)
         tp, fp = np.cumsum(wm, axis=1), np.cumsum(wn, axis=1)
@@ -489,7 +493,7 @@ def _grouped_split(s, m, idx, um, seed, z):
     tpr = float(hit[in_b & m].mean())
     fpr = float(hit[in_b & ~m].mean())
     half = z * math.sqrt(v1 + v0)
-    return tpr, fpr, p1 - p0 - half, p1 - p0 + half
+    return tpr, fpr, p1 - p0 - half, p1 - p0 + half, float(thr)
 
 
 def _one_text_per_user(idx: np.ndarray, n_users: int, seed) -> np.ndarray:
@@ -526,8 +530,8 @@ def grouped_text_metrics(
       cluster-robust Wald lower limit of TPR - FPR at a threshold chosen on half A of
       the users, counted on half B (a fixed threshold's advantage is at most the
       maximum); upper limit = user-bootstrap percentile of the plug-in maximum.
-    * ``"balanced_accuracy"``: half B's balanced accuracy at half A's threshold, with the
-      cluster-robust Wald interval mapped to (1 + d) / 2.
+    * ``"balanced_accuracy"``: half B's balanced accuracy at half A's threshold
+      (``"threshold"``), with the cluster-robust Wald interval mapped to (1 + d) / 2.
     * ``"epsilon_lower_bound"``: :func:`~privacy_audit.attacks.epsilon.epsilon_lower_bound`
       (Clopper-Pearson, split threshold) on ONE seeded text per user, so that its
       trials are independent; ``"texts_used": "one per user"``.
@@ -579,7 +583,7 @@ def grouped_text_metrics(
             )
         result[key] = entry
 
-    tpr_b, fpr_b, d_lo, d_hi = _grouped_split(s, m, idx, um, seed, z)
+    tpr_b, fpr_b, d_lo, d_hi, thr = _grouped_split(s, m, idx, um, seed, z)
     adv = ss.advantage()
     adv_hi = float(np.nanquantile(reps["advantage"], 1.0 - alpha / 2.0))
     result["advantage"] = {
@@ -592,6 +596,7 @@ def grouped_text_metrics(
         "value": float(0.5 * (tpr_b + 1.0 - fpr_b)),
         "ci_low": float(np.clip((1.0 + d_lo) / 2.0, 0.0, 1.0)),
         "ci_high": float(np.clip((1.0 + d_hi) / 2.0, 0.0, 1.0)),
+        "threshold": thr,
         "method": GROUPED_CI_METHODS["balanced_accuracy"],
     }
 
@@ -749,7 +754,8 @@ def _distribution(n: np.ndarray) -> dict:
 def texts_per_user(groups, members) -> dict:
     """Per side (``"members"``, ``"nonmembers"``): ``users``, ``texts`` and the
     texts-per-user distribution (min, q25, median, q75, max, mean; quantiles by
-    linear interpolation).  ValueError when users have texts on both sides."""
+    linear interpolation).  ValueError when users have texts on both sides or a side
+    has no text."""
     g = _as_groups(groups)
     _, m, _, idx, um = _prepare(np.zeros(g.size), members, g)
     n = np.bincount(idx, minlength=um.size)
