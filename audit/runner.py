@@ -121,11 +121,11 @@ def score_file(
     refused.
 
     ``group_column`` names each row's user (person), as ``run --group-by``: every user on
-    one side, at least :data:`MIN_USERS_PER_SIDE` users a side; then the per-text metrics'
-    intervals resample users, the family-wise test relabels users, copies collapse only
-    within a user, and the run gets the ``users`` section of the own-model audit
-    (audit/users.py: each user's scores aggregated per user, the per-user p-values, the
-    users most exposed). Cleaning that leaves a user with no row is refused.
+    one side, at least 4 users a side (``audit/data.py`` ``MIN_USERS_PER_SIDE``); then the
+    per-text metrics' intervals resample users, the family-wise test relabels users,
+    copies collapse only within a user, and the run gets the ``users`` section of the
+    own-model audit (audit/users.py: each user's scores aggregated per user, the per-user
+    p-values, the users most exposed). Cleaning that leaves a user with no row is refused.
 
     ``aggregate_only`` pseudonymises the ids (see the module docstring)."""
     import csv
@@ -408,16 +408,11 @@ def _score_split_check(texts, s, members, ids, seed, aggregate_only, p, users=No
     )
 
 
-#: Users a side that the user-level intervals need: the split-half balanced accuracy
-#: puts two users a side in each half (attacks/user_level.py ``grouped_text_metrics``).
-MIN_USERS_PER_SIDE = 4
-
-
 def _score_users(cells, members, column: str, p: Path) -> list[str]:
     """Each row's user from the ``--group-by`` column, as ``run --group-by`` reads one (a
     number by value: ``7`` and ``7.0`` are one user); an empty cell, a user on both sides
-    or fewer than :data:`MIN_USERS_PER_SIDE` users a side is refused."""
-    from privacy_audit.audit.data import _group_value
+    or fewer than 4 users a side is refused."""
+    from privacy_audit.audit.data import _group_value, check_user_counts
 
     users = [
         _group_value(c, column, f"scores file {str(p)!r} data row {i + 1}")
@@ -432,12 +427,7 @@ def _score_users(cells, members, column: str, p: Path) -> list[str]:
             f"with member 1 and member 0 (first: {both[0]!r}); a user is a member or not, so "
             "give each user's rows one member value"
         )
-    if len(side_in) < MIN_USERS_PER_SIDE or len(side_out) < MIN_USERS_PER_SIDE:
-        raise DataError(
-            f"scores file {str(p)!r}: group column {column!r} names {len(side_in)} member and "
-            f"{len(side_out)} non-member user(s); user-level statistics need at least "
-            f"{MIN_USERS_PER_SIDE} users on each side"
-        )
+    check_user_counts(len(side_in), len(side_out), column, f"scores file {str(p)!r}: ")
     return users
 
 
