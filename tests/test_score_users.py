@@ -87,6 +87,7 @@ def test_every_user_aggregate_and_auc_equal_pandas_and_sklearn(scored):
     att = run["attacks"][0]
     assert att["metrics"]["auc"]["value"] == pytest.approx(roc_auc_score(f["member"], f["score"]))
     assert att["resampled"] == "users" and att["metrics"]["n_member_users"] == N_USERS
+    assert "Obuchowski" in att["metrics"]["auc"]["method"]
     # the per-user p-values: conformal against the non-member users' means, independently
     di = users["dataset_inference"]
     null = g.loc[g["member"] == 0, "mean"].to_numpy()
