@@ -364,6 +364,7 @@ def _per_user_rows(p: Path, text_column: str, id_prefix: str | None) -> list[dic
             continue
         user = q.stem
         where = f"data file {str(q)!r}"
+        before = len(rows)
         for lineno, line in enumerate(_LINE_BREAK.split(_read_text(q)), start=1):
             if line.strip():
                 rows.append(
@@ -374,6 +375,11 @@ def _per_user_rows(p: Path, text_column: str, id_prefix: str | None) -> list[dic
                         "group": _utf8_text(user, where),
                     }
                 )
+        if len(rows) == before:  # a user with no text would silently vanish
+            raise DataError(
+                f"{where} holds no text: user {user!r} has no text; remove the file or give "
+                "that user's texts"
+            )
     if not rows:
         raise DataError(f"data directory {str(p)!r}: every user's .txt file is empty")
     return rows
@@ -665,6 +671,7 @@ def load_audit_data(
     nonmembers, duplicates = _drop_duplicate_rows(members, nonmembers, "at loading")
     if users_before is not None:
         check_users_kept(users_before, _users_of(members, nonmembers), group, "at loading")
+        check_user_counts(*map(len, users_before), group, "")
     if same_test:
         test = nonmembers
     _check_sets(members, nonmembers, train, sources)
@@ -719,6 +726,22 @@ def _check_user_sides(members: list[dict], nonmembers: list[dict], column: str) 
             f"{len(both)} user(s) of group column {column!r} have texts on both the member "
             f"and the non-member side (first: {both[0]!r}); a user is a member or not, so "
             "give each user's texts on one side only"
+        )
+
+
+#: Users a side that the user-level intervals need: the split-half balanced accuracy
+#: puts two users a side in each half (attacks/user_level.py ``grouped_text_metrics``).
+MIN_USERS_PER_SIDE = 4
+
+
+def check_user_counts(n_members: int, n_nonmembers: int, column: str, where: str) -> None:
+    """Refuse fewer than :data:`MIN_USERS_PER_SIDE` member or non-member users (found
+    after the training, the user-level statistics would fail with nothing to say)."""
+    if n_members < MIN_USERS_PER_SIDE or n_nonmembers < MIN_USERS_PER_SIDE:
+        raise DataError(
+            f"{where}group column {column!r} names {n_members} member and {n_nonmembers} "
+            f"non-member user(s); user-level statistics need at least {MIN_USERS_PER_SIDE} "
+            "users on each side"
         )
 
 

@@ -113,11 +113,19 @@ def score_file(
     n_boot: int = 1000,
     seed: int = 0,
     aggregate_only: bool = False,
+    group_column: str | None = None,
 ) -> dict[str, Any]:
     """Bring-your-own scores: a CSV with columns ``score,member`` and optional ``id`` and
     ``text``. With ``text``, non-member rows whose text equals a member's (exact duplicates)
     are removed and counted in ``run["exact_duplicates"]``; a repeated column name is
     refused.
+
+    ``group_column`` names each row's user (person), as ``run --group-by``: every user on
+    one side, at least 4 users a side (``audit/data.py`` ``MIN_USERS_PER_SIDE``); then the
+    per-text metrics' intervals resample users, the family-wise test relabels users,
+    copies collapse only within a user, and the run gets the ``users`` section of the
+    own-model audit (audit/users.py: each user's scores aggregated per user, the per-user
+    p-values, the users most exposed). Cleaning that leaves a user with no row is refused.
 
     ``aggregate_only`` pseudonymises the ids (see the module docstring)."""
     import csv
@@ -159,6 +167,11 @@ def score_file(
             raise DataError(
                 f"scores file {str(p)!r} has no column {col!r}; expected columns: score,member[,id]"
             )
+    if group_column is not None and group_column not in header:
+        raise DataError(
+            f"scores file {str(p)!r} has no group (user) column {group_column!r} (--group-by); "
+            f"its columns: {','.join(header)}"
+        )
     width = len(header)
     for i, r in enumerate(rows):
         if len(r) > width:  # a value with no column: a misquoted comma, a shifted row
@@ -217,6 +230,9 @@ def score_file(
         raise DataError(
             f"scores file {str(p)!r} has {int((~np.isfinite(s)).sum())} NaN or infinite score(s)"
         )
+    users = None
+    if group_column is not None:
+        users = _score_users(column(group_column), members, group_column, p)
     duplicates = None
     if "text" in header:  # optional: non-members that repeat a member's text are dropped
         from privacy_audit.audit.data import cross_duplicates
@@ -245,14 +261,16 @@ def score_file(
             members = [members[i] for i in keep]
             ids = [ids[i] for i in keep]
             texts = [texts[i] for i in keep]
+            users = None if users is None else _users_kept(users, keep, group_column, p)
     split = None
     within = {}
-    if "text" in header:  # copies of one record inside a side are one record
-        s, members, ids, texts, within = _collapse_within(texts, s, members, ids, p)
+    if "text" in header:  # copies of one record inside a side (and a user) are one record
+        s, members, ids, texts, users, within = _collapse_within(texts, s, members, ids, p, users)
     if "text" in header:  # texts given: the split check runs first (attacks/split_check.py)
-        s, members, ids, split = _score_split_check(
-            [t or "" for t in texts], s, members, ids, seed, aggregate_only, p
+        s, members, ids, split, kept = _score_split_check(
+            [t or "" for t in texts], s, members, ids, seed, aggregate_only, p, users
         )
+        users = None if users is None else _users_kept(users, kept, group_column, p)
         split[0]["duplicates"].update(within)
     settings = MetricSettings(delta=delta, n_boot=n_boot, seed=seed)
     report = tenths("  score: bootstrap") if n_boot >= LONG_BOOTSTRAP else None
@@ -263,6 +281,7 @@ def score_file(
             )
     except ValueError as exc:
         raise DataError(f"scores file {str(p)!r}: {exc}") from None
+    id_salt = new_id_salt() if aggregate_only else None  # never written anywhere
     run = run_record(
         p.stem,
         "user-scores",
@@ -270,13 +289,34 @@ def score_file(
         None,
         [result],
         aggregate_only=aggregate_only,
+        id_salt=id_salt,
     )
+    if users is not None:  # rows in the record's order: the user of stored example i
+        from privacy_audit.audit.users import users_section
+
+        def no_fresh() -> tuple[list, dict[str, Any]]:
+            return [], {
+                "reason": "a scores file holds no model: user inference from fresh texts was "
+                "not tested"
+            }
+
+        run["users"] = users_section(
+            run,
+            users,
+            np.asarray(members, dtype=np.int64),
+            group_column,
+            settings,
+            no_fresh,
+            aggregate_only,
+            id_salt,
+            progress=False,
+        )
     if split is not None:
         from privacy_audit.attacks.split_check import compare_attacks
 
         check, blind = split
         if blind is not None:
-            check["attacks"] = compare_attacks(check, run["attacks"], blind)
+            check["attacks"] = compare_attacks(check, run["attacks"], blind, users)
         run["split_check"] = check
     if duplicates is not None:
         run["exact_duplicates"] = duplicates
@@ -287,21 +327,26 @@ def score_file(
         "bootstrap": n_boot,
         "seed": seed,
         "aggregate_only": aggregate_only,
+        "group": group_column,
     }
     return assemble_results([run], f"Privacy audit of {p.name}", seed, config, aggregate_only)
 
 
-def _collapse_within(texts, s, members, ids, p):
+def _collapse_within(texts, s, members, ids, p, users=None):
     """Rows whose texts are exact or near copies inside one side (members, or non-members)
     keep their first row only (:func:`privacy_audit.audit.data.distinct_records`), with
-    the counts; fewer than 2 distinct records on a side is refused."""
+    the counts; fewer than 2 distinct records on a side is refused. With ``users`` only
+    copies within one user collapse (two people who wrote one text keep theirs), so no
+    user loses every row."""
     from privacy_audit.audit.data import distinct_records
 
     keep: list[int] = []
     info = {}
     for side, label in (("members", 1), ("nonmembers", 0)):
         rows = [i for i, m in enumerate(members) if m == label]
-        k, counts = distinct_records([texts[i] or "" for i in rows])
+        k, counts = distinct_records(
+            [texts[i] or "" for i in rows], None if users is None else [users[i] for i in rows]
+        )
         if counts["distinct"] < 2:
             raise DataError(
                 f"scores file {str(p)!r}: the {counts['texts']} {side[:-1]} texts hold "
@@ -311,27 +356,31 @@ def _collapse_within(texts, s, members, ids, p):
         keep += [rows[j] for j in k]
         info[f"within_{side}"] = counts
     if len(keep) == len(members):
-        return s, members, ids, texts, info
+        return s, members, ids, texts, users, info
     keep.sort()
     return (
         s[keep],
         [members[i] for i in keep],
         [ids[i] for i in keep],
         [texts[i] for i in keep],
+        None if users is None else [users[i] for i in keep],
         info,
     )
 
 
-def _score_split_check(texts, s, members, ids, seed, aggregate_only, p):
+def _score_split_check(texts, s, members, ids, seed, aggregate_only, p, users=None):
     """The split check of a scores file with a ``text`` column: near-duplicate
-    member/non-member rows are dropped, the blind scores come back in row order."""
+    member/non-member rows are dropped, the blind scores come back in row order, with the
+    kept rows' positions. ``users``: the check's units (attacks/split_check.py)."""
     from privacy_audit.attacks.split_check import SplitCheck
 
     m = np.asarray(members)
     mi, ni = np.flatnonzero(m == 1), np.flatnonzero(m == 0)
     try:
         check, blind = SplitCheck(seed=seed, aggregate_only=aggregate_only).run(
-            [texts[i] for i in mi], [texts[i] for i in ni]
+            [texts[i] for i in mi],
+            [texts[i] for i in ni],
+            users=None if users is None else [users[i] for i in np.r_[mi, ni]],
         )
     except ValueError as exc:
         raise DataError(f"scores file {str(p)!r}: {exc}") from None
@@ -350,7 +399,46 @@ def _score_split_check(texts, s, members, ids, seed, aggregate_only, p):
     by_row = np.empty(len(s))
     by_row[np.r_[mi[kept[mi]], ni[kept[ni]]]] = blind
     rows = keep.tolist()
-    return s[keep], [members[i] for i in rows], [ids[i] for i in rows], (check, by_row[keep])
+    return (
+        s[keep],
+        [members[i] for i in rows],
+        [ids[i] for i in rows],
+        (check, by_row[keep]),
+        rows,
+    )
+
+
+def _score_users(cells, members, column: str, p: Path) -> list[str]:
+    """Each row's user from the ``--group-by`` column, as ``run --group-by`` reads one (a
+    number by value: ``7`` and ``7.0`` are one user); an empty cell, a user on both sides
+    or fewer than 4 users a side is refused."""
+    from privacy_audit.audit.data import _group_value, check_user_counts
+
+    users = [
+        _group_value(c, column, f"scores file {str(p)!r} data row {i + 1}")
+        for i, c in enumerate(cells)
+    ]
+    side_in = {u for u, m in zip(users, members, strict=True) if m == 1}
+    side_out = {u for u, m in zip(users, members, strict=True) if m == 0}
+    both = sorted(side_in & side_out)
+    if both:
+        raise DataError(
+            f"scores file {str(p)!r}: {len(both)} user(s) of group column {column!r} have rows "
+            f"with member 1 and member 0 (first: {both[0]!r}); a user is a member or not, so "
+            "give each user's rows one member value"
+        )
+    check_user_counts(len(side_in), len(side_out), column, f"scores file {str(p)!r}: ")
+    return users
+
+
+def _users_kept(users: list[str], keep, column: str, p: Path) -> list[str]:
+    """The users of the kept rows; refused when dropping rows left a user with none (that
+    user would silently leave every user-level statistic)."""
+    from privacy_audit.audit.data import check_users_kept
+
+    kept = [users[i] for i in keep]
+    check_users_kept((set(users), set()), (set(kept), set()), column, f"in scores file {str(p)!r}")
+    return kept
 
 
 __all__ = ["run_audit", "score_file"]

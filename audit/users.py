@@ -37,8 +37,9 @@ import numpy as np
 FRESH_KS = (1, 3, 10)
 #: Users listed in the per-user leakage map.
 TOP_USERS = 10
-#: The pre-specified attack of the per-user p-values: the first of these the run has.
-DI_ATTACKS = ("reference", "lm-loss", "loss")
+#: The pre-specified attack of the per-user p-values: the first of these the run has
+#: ("user-scores": a scores file's own scores, the only attack of ``score --group-by``).
+DI_ATTACKS = ("reference", "lm-loss", "loss", "user-scores")
 #: False-discovery rate of the list of users found.
 DI_FDR = 0.05
 
@@ -321,6 +322,57 @@ def user_level_section(
 ) -> dict[str, Any]:
     """The ``users`` section of a run whose data names users (in place: the run's own
     per-text attacks get user-resampled intervals). See the module docstring."""
+    examples = data.attack_set()
+
+    def fresh() -> tuple[list[dict], dict[str, Any]]:
+        if data.fresh is not None and release is not None and hasattr(release, "token_stats"):
+            return fresh_attacks(
+                data.fresh,
+                release,
+                reference,
+                set(data.members.groups),
+                set(data.nonmembers.groups),
+                settings,
+            )
+        if data.fresh is not None:
+            return [], {"reason": "user inference from fresh texts needs a causal LM"}
+        return [], {
+            "reason": "no fresh texts given ([data] fresh / --fresh): user inference from "
+            "texts the model never saw was not tested"
+        }
+
+    return users_section(
+        run,
+        list(examples.groups),
+        examples.members,
+        data.group_column,
+        settings,
+        fresh,
+        aggregate_only,
+        id_salt,
+        progress,
+        claim,
+    )
+
+
+def users_section(
+    run: dict[str, Any],
+    groups: list[str],
+    members,
+    column: str | None,
+    settings,
+    fresh=None,
+    aggregate_only: bool = False,
+    id_salt: bytes | None = None,
+    progress: bool = True,
+    claim: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The ``users`` section from a run's per-text attacks and each text's user, in the
+    order of the attacks' stored examples (``groups[i]`` is the user of example i,
+    ``members`` its 0/1 side); in place, the per-text attacks get user-resampled
+    intervals and a family-wise test that relabels users. ``fresh``: a callable returning
+    threat model (b)'s records and their ``info`` (None: not tested, said so). Needs at
+    least 4 users per side (:func:`grouped_text_metrics`) and no user on both sides."""
     from privacy_audit.attacks.user_level import texts_per_user
     from privacy_audit.audit.results import (
         FAMILY_PERMUTATIONS,
@@ -330,9 +382,7 @@ def user_level_section(
         pseudonymise_ids,
     )
 
-    examples = data.attack_set()
-    groups = list(examples.groups)
-    counts = texts_per_user(groups, examples.members)
+    counts = texts_per_user(groups, members)
     _log(
         f"  users: {counts['members']['users']} member users ({counts['members']['texts']} "
         f"texts), {counts['nonmembers']['users']} non-member users "
@@ -343,26 +393,16 @@ def user_level_section(
     records = aggregation_attacks(run, groups, settings)
     section: dict[str, Any] = {
         "unit": "user",
-        "column": data.group_column,
+        "column": column,
         "counts": counts,
     }
-    if data.fresh is not None and release is not None and hasattr(release, "token_stats"):
-        fresh_recs, info = fresh_attacks(
-            data.fresh,
-            release,
-            reference,
-            set(data.members.groups),
-            set(data.nonmembers.groups),
-            settings,
-        )
+    if fresh is not None:
+        fresh_recs, section["fresh"] = fresh()
         records += fresh_recs
-        section["fresh"] = info
-    elif data.fresh is not None:
-        section["fresh"] = {"reason": "user inference from fresh texts needs a causal LM"}
     else:
         section["fresh"] = {
-            "reason": "no fresh texts given ([data] fresh / --fresh): user inference from "
-            "texts the model never saw was not tested"
+            "reason": "no fresh texts given: user inference from texts the model never saw "
+            "was not tested"
         }
     picked = pick_strongest(records)
     section["attacks"] = records

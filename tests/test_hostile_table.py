@@ -963,6 +963,328 @@ for flag, val in (("--delta", "2"), ("--delta", "inf"), ("--bootstrap", "0.5"), 
     )
 
 
+# --------------------------------------------------------------------------- users
+# ``--group-by`` / ``--fresh`` / ``export-risky --by-user`` / ``score --group-by`` and the
+# ``[data]`` keys. Rows that must run use one tiny untrained GPT-2, built once (_lm).
+_LM: dict[str, Path] = {}
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _lm_home(tmp_path_factory):
+    _LM["home"] = tmp_path_factory.mktemp("hostile-lm")
+
+
+def _lm(d: Path) -> str:
+    """The saved tiny causal LM (outside the case folder, so no input digest sees it)."""
+    home = _LM["home"] / "model"
+    if not (home / "config.json").is_file():
+        from own_models import build_causal_lm, save, word_tokenizer
+
+        tok = word_tokenizer()
+        save(build_causal_lm("gpt2", len(tok), seed=0, d=16), tok, home)
+    return str(home)
+
+
+def _user_rows(prefix: str, users: int = 4, per: int = 3, seed: int = 0) -> list[dict]:
+    from own_models import random_texts
+
+    return [
+        {"text": t, "author": f"{prefix}{u}"}
+        for u in range(users)
+        for t in random_texts(per, seed * 100 + u, length=8)
+    ]
+
+
+def _users_csv(d: Path, name: str, rows: list[dict], fields=("text", "author")) -> str:
+    p = d / name
+    with open(p, "w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, list(fields), extrasaction="ignore")
+        w.writeheader()
+        w.writerows(rows)
+    return str(p)
+
+
+def _run_users(d: Path, members=None, nonmembers=None, *extra, group=("--group-by", "author")):
+    m = members if isinstance(members, str) else _users_csv(d, "m.csv", members or _user_rows("m"))
+    n = (
+        nonmembers
+        if isinstance(nonmembers, str)
+        else _users_csv(d, "n.csv", nonmembers or _user_rows("n", seed=1))
+    )
+    return ["run", "--model", _lm(d), "--members", m, "--nonmembers", n, *group,
+            "--attacks", "lm-loss", "--out", _out(d), *extra]  # fmt: skip
+
+
+def _per_user_dir(d: Path, name: str, users: dict[str, str], extra: dict | None = None) -> str:
+    p = d / name
+    p.mkdir()
+    for user, text in {**users, **(extra or {})}.items():
+        (p / user).write_text(text, encoding="utf-8")
+    return str(p)
+
+
+def _txt_users(prefix: str, seed: int) -> dict[str, str]:
+    from own_models import random_texts
+
+    return {
+        f"{prefix}{u}.txt": "\n".join(random_texts(3, seed * 100 + u, length=8)) + "\n"
+        for u in range(4)
+    }
+
+
+case(
+    "run --group-by: missing column",
+    lambda d: _run_users(d, group=("--group-by", "writer")),
+    needle="group (user) column 'writer'",
+)
+case(
+    "run --group-by: empty column name",
+    lambda d: _run_users(d, group=("--group-by", "")),
+    needle="group",
+)
+case(
+    "run --group-by: column only in the members",
+    lambda d: _run_users(
+        d, _user_rows("m"), _users_csv(d, "n.csv", _user_rows("n", seed=1), ("text",))
+    ),  # fmt: skip
+    needle="n.csv",
+)
+case(
+    "run --group-by: a user on both sides",
+    lambda d: _run_users(
+        d, _user_rows("m"), _user_rows("n", seed=1) + [{"text": "w1 w2 w3", "author": "m0"}]
+    ),
+    needle="both",
+)
+case(
+    "run --group-by: a user emptied by cleaning",
+    lambda d: _run_users(
+        d,
+        _user_rows("m"),
+        _user_rows("n", seed=1) + [{"text": _user_rows("m")[0]["text"], "author": "n9"}],
+    ),
+    needle="no text left",
+)
+case(
+    "run --group-by: 7 and 7.0 are one user on both sides",
+    lambda d: _run_users(
+        d,
+        [{**r, "author": "7"} if r["author"] == "m0" else r for r in _user_rows("m")],
+        [{**r, "author": "7.0"} if r["author"] == "n0" else r for r in _user_rows("n", seed=1)],
+    ),
+    needle="'7'",
+)
+case(
+    "run --group-by: numeric user ids run",
+    lambda d: _run_users(
+        d,
+        [{**r, "author": str(10 + int(r["author"][1:]))} for r in _user_rows("m")],
+        [{**r, "author": f"{20 + int(r['author'][1:])}.0"} for r in _user_rows("n", seed=1)],
+    ),
+    code=0,
+    absent=(),
+)
+case(
+    "run --group-by: unicode user names run",
+    lambda d: _run_users(
+        d,
+        [
+            {**r, "author": ["Zoë", "李雷", "مريم", "🙂 x"][int(r["author"][1:])]}
+            for r in _user_rows("m")
+        ],
+        [
+            {**r, "author": ["Ōta", "Ñandú", "a\u200bb", "user\nnewline"][int(r["author"][1:])]}
+            for r in _user_rows("n", seed=1)
+        ],
+    ),  # fmt: skip
+    code=0,
+    absent=(),
+)
+case(
+    "run --group-by: 3 users a side",
+    lambda d: _run_users(d, _user_rows("m", users=3), _user_rows("n", users=3, seed=1)),
+    needle="at least 4 users on each side",
+)
+case(
+    "run: per-user .txt directory with a stray file",
+    lambda d: _run_users(
+        d,
+        _per_user_dir(d, "m", _txt_users("m", 0), {"notes.md": "x"}),
+        _per_user_dir(d, "n", _txt_users("n", 1)),
+        group=(),
+    ),
+    needle="notes.md",
+)
+case(
+    "run: per-user .txt directory with an empty user file",
+    lambda d: _run_users(
+        d,
+        _per_user_dir(d, "m", _txt_users("m", 0), {"empty.txt": ""}),
+        _per_user_dir(d, "n", _txt_users("n", 1)),
+        group=(),
+    ),
+    needle="empty.txt",
+)
+case(
+    "run: a directory with no .txt files",
+    lambda d: _run_users(
+        d,
+        _per_user_dir(d, "m", {"a.md": "x", "b.csv": "text\nx\n"}),
+        _per_user_dir(d, "n", _txt_users("n", 1)),
+        group=(),
+    ),
+    needle="is a directory",
+)
+case(
+    "run --fresh: missing file",
+    lambda d: _run_users(d, None, None, "--fresh", str(d / "nope.csv")),
+    needle="does not exist",
+)
+case(
+    "run --fresh: a directory",
+    lambda d: _run_users(d, None, None, "--fresh", str(d)),
+    needle="is a directory",
+)
+case(
+    "run --fresh: an empty directory",
+    lambda d: (d / "e").mkdir() or _run_users(d, None, None, "--fresh", str(d / "e")),
+    needle="is a directory",
+)
+
+
+def _fifo(d: Path) -> str:
+    import os
+
+    p = d / "fifo.csv"
+    os.mkfifo(p)
+    return str(p)
+
+
+case(
+    "run --fresh: a FIFO",
+    lambda d: _run_users(d, None, None, "--fresh", _fifo(d)),
+    needle="--fresh",
+)
+case(
+    "run --fresh: unknown users",
+    lambda d: _run_users(
+        d, None, None, "--fresh", _users_csv(d, "f.csv", [{"text": "w9 w8", "author": "zed"}])
+    ),
+    needle="neither member nor non-member",
+)
+case(
+    "run --fresh: copies of training texts",
+    lambda d: _run_users(d, None, None, "--fresh", _users_csv(d, "f.csv", [_user_rows("m")[0]])),
+    needle="copies of member",
+)
+case(
+    "run --fresh: without --group-by on CSV data",
+    lambda d: _run_users(
+        d,
+        None,
+        None,
+        "--fresh",
+        _users_csv(d, "f.csv", [{"text": "w9 w8", "author": "m0"}]),
+        group=(),
+    ),
+    needle="needs users",
+)
+case(
+    "run --fresh: no user column",
+    lambda d: _run_users(
+        d, None, None, "--fresh", _users_csv(d, "f.csv", [{"text": "w9 w8"}], ("text",))
+    ),
+    needle="group (user) column 'author'",
+)
+for text, needle in [
+    ('[target]\naudit_dir = "m"\n[data]\nmembers = "a.txt"\nnonmembers = "b.txt"\ngroup = ""\n', "group"),
+    ('[target]\naudit_dir = "m"\n[data]\nmembers = "a.txt"\nnonmembers = "b.txt"\ngroup = 3\n', "group"),
+    ('[target]\naudit_dir = "m"\n[data]\nmembers = "a.txt"\nnonmembers = "b.txt"\nfresh = 5\n', "fresh"),
+    ('[data]\ngroup = ""\n', "group"),
+]:  # fmt: skip
+    case(f"run config: {text.splitlines()[-1]!r} ({len(text)})", lambda d, t=text: _run_cfg(d, t),
+         needle=needle)  # fmt: skip
+
+
+def _users_results(d: Path, aggregate_only: bool = False) -> str:
+    att = {
+        "attack": "lm-loss:user-mean",
+        "status": "ok",
+        "unit": "user",
+        "n_members": 2,
+        "n_nonmembers": 2,
+        "metrics": {"auc": {"value": 0.75, "ci_low": 0.2, "ci_high": 0.99}},
+        "examples": {"ids": ["a", "b", "c", "e"], "scores": [2.0, 1.0, 0.5, 0.0],
+                     "members": [1, 1, 0, 0], "n_texts": [3, 3, 3, 3]},
+    }  # fmt: skip
+    run = {"name": "r", "claim": {"notion": "none"}, "attacks": [], "leakage": [],
+           "users": {"attacks": [att], "strongest_attack": att["attack"]}}  # fmt: skip
+    return _results(d, runs=[run], aggregate_only=aggregate_only)
+
+
+for name, argv, needle in [
+    ("a run without users", lambda d: [_results(d), "--top", "2"], "names no users"),
+    ("aggregate-only", lambda d: [_users_results(d, True), "--top", "2"], "aggregate-only"),
+    (
+        "--by extraction-risk@10",
+        lambda d: [_users_results(d), "--top", "2", "--by", "extraction-risk@10"],
+        "--by",
+    ),
+    ("--top 0", lambda d: [_users_results(d), "--top", "0"], "--top"),
+    (
+        "no user-level attack measured",
+        lambda d: [_edit_results(d, lambda r: r["runs"][0].update(users={"attacks": []})), "--top", "2"],
+        "no measured user-level attack",
+    ),
+]:  # fmt: skip
+    case(
+        f"export-risky --by-user: {name}",
+        lambda d, a=argv: ["export-risky", *a(d), "--by-user", "--out", str(d / "ids.txt")],
+        needle=needle,
+        absent=("ids.txt",),
+    )
+
+
+def _score_users(d: Path, edit=None, users: int = 4, text: bool = False) -> str:
+    rng = np.random.default_rng(0)
+    rows = []
+    for u in range(2 * users):
+        for j in range(3):
+            row = [f"{rng.normal(u < users, 1):.5f}", int(u < users), f"u{u}"]
+            rows.append(row + ([f"w{u} w{j} w{u + j} x{u}{j}"] if text else []))
+    if edit is not None:
+        edit(rows)
+    header = ("score", "member", "author") + (("text",) if text else ())
+    return _scores(d, rows, header)
+
+
+def _copy_to_member_text(rows):
+    for r in rows[-3:]:  # the last non-member user's every text copies a member's
+        r[3] = rows[0][3]
+
+
+for name, argv, needle in [
+    ("missing column", lambda d: [_score_users(d), "--group-by", "writer"], "'writer'"),
+    ("empty column name", lambda d: [_score_users(d), "--group-by", " "], "--group-by"),
+    ("empty user cell", lambda d: [_score_users(d, lambda r: r[4].__setitem__(2, "")),
+                                   "--group-by", "author"], "data row 5"),
+    ("a user on both sides", lambda d: [_score_users(d, lambda r: r[0].__setitem__(1, 0)),
+                                        "--group-by", "author"], "member 1 and member 0"),
+    ("3 users a side", lambda d: [_score_users(d, users=3), "--group-by", "author"], "at least 4"),
+    ("a user emptied by duplicate removal",
+     lambda d: [_score_users(d, _copy_to_member_text, text=True), "--group-by", "author"],
+     "no text left"),
+    ("7 and 7.0 are one user on both sides",
+     lambda d: [_score_users(d, lambda r: (r[0].__setitem__(2, "7"), r[-1].__setitem__(2, "7.0"))),
+                "--group-by", "author"], "'7'"),
+]:  # fmt: skip
+    case(
+        f"score --group-by: {name}",
+        lambda d, a=argv: ["score", *a(d), "--out", _out(d)],
+        needle=needle,
+    )
+
+
 # --------------------------------------------------------------------------- the test
 def _digest(d: Path) -> dict[str, str]:
     return {

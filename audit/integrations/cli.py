@@ -324,6 +324,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--out", default="audit-out", help="output directory (default: audit-out)")
     s.add_argument("--aggregate-only", action="store_true", help=_AGGREGATE_HELP)
+    s.add_argument(
+        "--group-by",
+        metavar="COLUMN",
+        help="the column naming each row's user (person): intervals resample users and each "
+        "user's scores are aggregated per user (at least 4 users a side, each on one side)",
+    )
 
     g = sub.add_parser(
         "gate",
@@ -1119,6 +1125,8 @@ def _cmd_score(args) -> int:
         raise AuditError(
             f"--bootstrap must be an integer in [100, {MAX_BOOTSTRAP:,}], got {args.bootstrap}"
         )
+    if args.group_by is not None and not args.group_by.strip():
+        raise AuditError("--group-by needs a column name, got an empty one")
     from privacy_audit.audit.outputs import check_outputs, dir_outputs
 
     check_outputs(
@@ -1129,7 +1137,12 @@ def _cmd_score(args) -> int:
     check_output_dir(args.out)
     try:
         results = score_file(
-            args.scores, args.delta, args.bootstrap, args.seed, aggregate_only=args.aggregate_only
+            args.scores,
+            args.delta,
+            args.bootstrap,
+            args.seed,
+            aggregate_only=args.aggregate_only,
+            group_column=args.group_by,
         )
     except (AuditError, KeyboardInterrupt):  # bad input or ^C: leave no empty folder behind
         if created:
@@ -1163,10 +1176,13 @@ def _cmd_score(args) -> int:
     tpr_text = ci_text(one["metric"]) if one["resolvable"] else one["text"]
     # the bound only: epsilon_point_estimate is no bound and is not printed here
     print(
-        f"AUC {m['auc']['value']:.3f} [{m['auc']['ci_low']:.3f}, {m['auc']['ci_high']:.3f}]  "
+        ("per text (intervals resample users): " if "users" in results["runs"][0] else "")
+        + f"AUC {m['auc']['value']:.3f} [{m['auc']['ci_low']:.3f}, {m['auc']['ci_high']:.3f}]  "
         f"TPR@1%FPR {tpr_text}  "
         f"ε lower bound {m['epsilon_lower_bound']['value']:.3f} (δ={args.delta:g}, 95%)"
     )
+    if "users" in results["runs"][0]:  # both units, each named (reports/user_verdict.py)
+        print(verdict_line(results["runs"][0]))
     split = results["runs"][0].get("split_check")
     if isinstance(split, dict) and split.get("text"):
         print(("SPLIT SHIFTED: " if split.get("shifted") else "split check: ") + split["text"])
