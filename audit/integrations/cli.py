@@ -932,6 +932,7 @@ def _cmd_run(args, epsilon: bool | None = None) -> int:
         check_output_dir(args.out)
         flags = {f: cfg.data.get(k) for f, k in (("--members", "members"), ("--test", "test"))}
         flags["--nonmembers"] = cfg.data.get("nonmembers")
+        flags["--fresh"] = cfg.data.get("fresh")
         from privacy_audit.audit.timing import StageTimer, active
         from privacy_audit.audit.timing import one_line as timing_line
 
@@ -1202,8 +1203,9 @@ def _named_by_flags(flags: dict[str, str | None]):
     except AuditError as exc:
         msg = str(exc)
         for flag, path in flags.items():
-            if isinstance(path, str) and f"data file {path!r}" in msg:
-                raise type(exc)(msg.replace(f"data file {path!r}", f"{flag} {path!r}")) from None
+            for what in ("data file", "data path", "data directory"):
+                if isinstance(path, str) and f"{what} {path!r}" in msg:
+                    raise type(exc)(msg.replace(f"{what} {path!r}", f"{flag} {path!r}")) from None
         raise
 
 
