@@ -50,10 +50,23 @@ Threat models, both at the user level with :mod:`privacy_audit.attacks.user_leve
 Example level, on the same model and texts as (a): ``membership_metrics`` (texts as
 independent draws) and ``user_level.grouped_text_metrics`` (intervals resampling users).
 
+Design ``all-users`` (``--users-design all-users``; the above is ``disjoint-reference``):
+``n_members`` member users are drawn from the eligible users as above, EVERY other user
+(including those with 1 or 2 texts, which have no fresh text) is a non-member user, and
+there is no reference user: the REFERENCE model and its tokenizer are trained on
+``prose_texts`` paragraphs of generic English prose (:func:`prose_texts`:
+``pydoc_data.topics`` and stdlib docstrings, no changelog text), the stand-in for a public
+base model (Kandpal et al. 2023). The sides then differ in texts per user (members >=
+``min_rest + 1`` by construction); a per-user mean or median keeps its expectation (it
+assumes a text's score does not depend on its author's text count) and changes its
+variance, while the (a) lr-sum grows with the count. :func:`ratio_bootstrap` gives the
+user-level over example-level TPR at 1 % with a user-bootstrap interval.
+
 Resolution: TPR at FPR f needs at least 3/f non-members (``attacks.metrics.tpr_resolution``):
 300 non-member USERS for 1 %. This machine's changelogs have 330 users with three or more
-texts, so with 100 member users and a reference group the user-level TPR at 1 % is reported
-as not resolvable; TPR at 5 % and 10 % are reported beside it (the record's notes say so).
+texts, so with 100 member users and a reference group (design ``disjoint-reference``) the
+user-level TPR at 1 % is reported as not resolvable; TPR at 5 % and 10 % are reported beside
+it (the record's notes say so). Design ``all-users`` has 449 non-member users.
 
 The per-text scores go to a side file (``<out>.texts.csv.gz``: user pseudonym, side, set,
 order, the three scores at each checkpoint as ``score@epochs``) so that every number can be
