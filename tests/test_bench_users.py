@@ -89,13 +89,15 @@ def test_too_few_users_exits_2_before_writing(tmp_path, monkeypatch, capsys):
 
 
 def _tpr_at(user_scores: pd.DataFrame, fpr: float) -> float:
-    """Largest TPR over thresholds t (member iff score >= t) with FPR <= fpr, by brute force."""
+    """Largest TPR over thresholds t (member iff score >= t) with FPR <= fpr, over every
+    distinct score as t (counts by numpy searchsorted)."""
     s, m = user_scores["s"].to_numpy(), user_scores["m"].to_numpy().astype(bool)
-    best = 0.0
-    for t in np.unique(s):
-        if (s[~m] >= t).mean() <= fpr:
-            best = max(best, (s[m] >= t).mean())
-    return best
+    t = np.unique(s)
+    non, mem = np.sort(s[~m]), np.sort(s[m])
+    fp = (len(non) - np.searchsorted(non, t, "left")) / len(non)
+    tp = (len(mem) - np.searchsorted(mem, t, "left")) / len(mem)
+    ok = fp <= fpr
+    return float(tp[ok].max()) if ok.any() else 0.0
 
 
 def _check_row(rec: dict, per_user: pd.DataFrame) -> None:
@@ -173,12 +175,71 @@ def test_bench_users_quick_end_to_end_matches_pandas(tmp_path):
     assert "| threat |" in bench_users.markdown(res)
 
 
-def test_recorded_benchmark_matches_its_scores_file():
-    """docs/bench-users.json: every recorded number recomputed from the scores it stores."""
+def test_all_users_design_split_by_hand():
+    """all-users: members only among users with >= min_rest + 1 texts, every other user a
+    non-member, no reference user; the same seed gives the same split."""
+    texts = {f"u{i:02d}": [f"text {i} {j}" for j in range(1 + i % 6)] for i in range(30)}
+    cfg = bench_users.UsersConfig(n_members=6, design="all-users")
+    split = bench_users.split_users(texts, cfg, seed=3)
+    members = [u for u, s in split.side.items() if s == "member"]
+    assert len(members) == 6 and all(len(texts[u]) >= 3 for u in members)
+    assert all(split.fresh[u] and len(split.rest[u]) >= 2 for u in members)
+    assert sorted(split.side) == sorted(texts)
+    assert sum(s == "nonmember" for s in split.side.values()) == 24
+    assert split.n_eligible == sum(len(v) >= 3 for v in texts.values())
+    for u in split.side:  # every text is either fresh or rest, never lost
+        assert sorted(split.fresh[u] + split.rest[u]) == sorted(texts[u])
+    assert bench_users.split_users(texts, cfg, seed=3).side == split.side
+    with pytest.raises(bench_users.DataError, match="needs 25 eligible member users"):
+        bench_users.split_users(texts, bench_users.UsersConfig(n_members=25, design="all-users"), 0)
+
+
+def test_prose_reference_corpus_holds_no_excluded_text():
+    prose = bench_users.prose_texts(50, seed=0)
+    assert len(prose) == 50 and len(set(prose)) == 50
+    assert all(len(p.split()) >= 12 for p in prose)
+    keys = {bench_users._key(p) for p in prose[:10]}
+    again = bench_users.prose_texts(10**6, seed=0, exclude=keys)
+    assert not keys & {bench_users._key(p) for p in again}
+
+
+def test_users_design_applies_to_users_only(capsys):
+    assert main(["bench", "split-check", "--users-design", "all-users", "--quick"]) == 2
+    assert "--users-design applies to the users benchmark only" in capsys.readouterr().err
+
+
+def _check_ratio(stage: dict, df: pd.DataFrame) -> None:
+    """The user/example TPR@1% ratio's point value, from the scores file."""
+    r = stage["ratio_at_1pct"]
+    a = df[df["set"] != "fresh"]
+    ex_score = bench_users.HEADLINE["example"][0]
+    ex = _tpr_at(pd.DataFrame({"s": a[ex_score], "m": (a["side"] == "member").astype(int)}), 0.01)
+    assert r["example"]["tpr"] == pytest.approx(ex)
+    score, how, k = bench_users.HEADLINE["a"]
+    per_user = a.groupby("user").agg(
+        s=(score, AGG[how]), m=("side", lambda x: int(x.iloc[0] == "member"))
+    )
+    u = _tpr_at(per_user, 0.01)
+    assert r["a"]["tpr"] == pytest.approx(u)
+    if ex > 0:
+        assert r["a"]["ratio"] == pytest.approx(u / ex)
+    if r["a"]["ci_low"] is not None and r["a"]["ci_high"] is not None:
+        assert r["a"]["ci_low"] <= r["a"]["ci_high"]
+    want = bench_users.ratio_verdict(
+        r["a"],
+        next(x for x in stage["metrics"]["a"] if (x["score"], x["aggregator"]) == (score, how)),
+        next(x for x in stage["metrics"]["example"] if x["score"] == ex_score)["independent"],
+    )
+    assert r["a"]["verdict"] == want
+
+
+@pytest.mark.parametrize("record", ["bench-users.json", "bench-users-all.json"])
+def test_recorded_benchmark_matches_its_scores_file(record):
+    """docs/bench-users*.json: every recorded number recomputed from the scores it stores."""
     from pathlib import Path
 
     docs = Path(__file__).resolve().parents[1] / "docs"
-    (res,) = json.loads((docs / "bench-users.json").read_text())["benchmarks"]
+    (res,) = json.loads((docs / record).read_text())["benchmarks"]
     setup = res["setup"]
     assert setup["counts"]["member_users"] >= 100 and setup["counts"]["nonmember_users"] >= 100
     raw = pd.read_csv(docs / setup["scores_file"])
@@ -189,4 +250,17 @@ def test_recorded_benchmark_matches_its_scores_file():
     for st in setup["targets"]:
         e = st["epochs"]
         assert st["loss"]["member_train_target"] < st["loss"]["nonmember_target"]  # it learned
-        _check_stage(st["metrics"], raw.rename(columns={f"{s}@{e}": s for s in bench_users.SCORES}))
+        view = raw.rename(columns={f"{s}@{e}": s for s in bench_users.SCORES})
+        _check_stage(st["metrics"], view)
+        if "ratio_at_1pct" in st:
+            _check_ratio(st, view)
+    if setup.get("design") == "all-users":
+        counts = setup["counts"]
+        # every user is on one side: non-members are all users but the members
+        assert counts["nonmember_users"] == counts["users_after_cleaning"] - counts["member_users"]
+        assert counts["nonmember_users"] >= 300  # TPR at 1% resolvable at the user level
+        assert counts["reference_users"] == 0
+        n = raw.groupby("user").size()
+        mem = raw.groupby("user")["side"].first() == "member"
+        assert (n[mem] >= 3).all() and (n[~mem] >= 1).all()
+        assert (n[~mem] <= 2).sum() > 0  # the 1- and 2-text users are non-members

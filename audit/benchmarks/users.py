@@ -50,10 +50,23 @@ Threat models, both at the user level with :mod:`privacy_audit.attacks.user_leve
 Example level, on the same model and texts as (a): ``membership_metrics`` (texts as
 independent draws) and ``user_level.grouped_text_metrics`` (intervals resampling users).
 
+Design ``all-users`` (``--users-design all-users``; the above is ``disjoint-reference``):
+``n_members`` member users are drawn from the eligible users as above, EVERY other user
+(including those with 1 or 2 texts, which have no fresh text) is a non-member user, and
+there is no reference user: the REFERENCE model and its tokenizer are trained on
+``prose_texts`` paragraphs of generic English prose (:func:`prose_texts`:
+``pydoc_data.topics`` and stdlib docstrings, no changelog text), the stand-in for a public
+base model (Kandpal et al. 2023). The sides then differ in texts per user (members >=
+``min_rest + 1`` by construction); a per-user mean or median keeps its expectation (it
+assumes a text's score does not depend on its author's text count) and changes its
+variance, while the (a) lr-sum grows with the count. :func:`ratio_bootstrap` gives the
+user-level over example-level TPR at 1 % with a user-bootstrap interval.
+
 Resolution: TPR at FPR f needs at least 3/f non-members (``attacks.metrics.tpr_resolution``):
 300 non-member USERS for 1 %. This machine's changelogs have 330 users with three or more
-texts, so with 100 member users and a reference group the user-level TPR at 1 % is reported
-as not resolvable; TPR at 5 % and 10 % are reported beside it (the record's notes say so).
+texts, so with 100 member users and a reference group (design ``disjoint-reference``) the
+user-level TPR at 1 % is reported as not resolvable; TPR at 5 % and 10 % are reported beside
+it (the record's notes say so). Design ``all-users`` has 449 non-member users.
 
 The per-text scores go to a side file (``<out>.texts.csv.gz``: user pseudonym, side, set,
 order, the three scores at each checkpoint as ``score@epochs``) so that every number can be
@@ -96,6 +109,11 @@ HEADLINE = {
     "b": ("seq-lr", "lr-sum", 10),
     "example": ("reference", None, None),
 }
+#: the designs of :class:`UsersConfig` (module docstring)
+DESIGNS = ("disjoint-reference", "all-users")
+#: user-level TPR over example-level TPR (texts independent) at 1 % FPR that the
+#: acceptance asks for
+TARGET_RATIO = 3.0
 
 
 @dataclass(frozen=True)
@@ -121,6 +139,12 @@ class UsersConfig:
     lr: float = 1e-3
     batch_size: int = 32
     n_boot: int = 1000
+    #: "disjoint-reference": reference model on disjoint changelog users, ``n_nonmembers``
+    #: non-member users; "all-users": reference model on generic English prose (no
+    #: changelog text), every user not drawn as a member is a non-member user
+    design: str = "disjoint-reference"
+    #: all-users design: at most this many prose paragraphs train the reference model
+    prose_texts: int = 1600
 
     @classmethod
     def quick(cls) -> UsersConfig:
@@ -136,6 +160,7 @@ class UsersConfig:
             ref_epochs=1,
             epochs=(1, 2),
             n_boot=100,
+            prose_texts=200,
         )
 
 
@@ -227,6 +252,8 @@ def split_users(texts: dict[str, list[str]], cfg: UsersConfig, seed: int) -> Use
         n_fresh = max(0, min(cfg.max_fresh, len(t) // 2, len(t) - cfg.min_rest))
         fresh[u], rest[u] = t[:n_fresh], t[n_fresh:]
     eligible = [u for u in names if fresh[u]]
+    if cfg.design == "all-users":
+        return _split_all_users(names, eligible, fresh, rest, cfg, rng)
     need = cfg.n_members + cfg.n_nonmembers
     if len(eligible) < need + 1:
         raise DataError(
@@ -241,6 +268,65 @@ def split_users(texts: dict[str, list[str]], cfg: UsersConfig, seed: int) -> Use
     for u in names:
         side.setdefault(u, "reference")
     return UserSplit(side, fresh, rest, len(eligible))
+
+
+def _split_all_users(names, eligible, fresh, rest, cfg: UsersConfig, rng) -> UserSplit:
+    """All-users design: ``n_members`` of the eligible users (>= ``min_rest + 1`` texts,
+    so each has training and fresh texts) are member users; EVERY other user, eligible
+    or not, is a non-member user (no reference user: the reference model is trained on
+    prose, :func:`prose_texts`)."""
+    if len(eligible) < cfg.n_members or len(names) - cfg.n_members < 2:
+        raise DataError(
+            f"the changelog corpus has {len(eligible)} users with at least "
+            f"{cfg.min_rest + 1} texts and {len(names)} users in all; the all-users design "
+            f"needs {cfg.n_members} eligible member users and >= 2 other users"
+        )
+    picked = rng.permutation(len(eligible))
+    chosen = {eligible[i] for i in picked[: cfg.n_members]}
+    side = {u: "member" if u in chosen else "nonmember" for u in names}
+    return UserSplit(side, fresh, rest, len(eligible))
+
+
+#: stdlib modules whose docstrings join ``pydoc_data.topics`` in the prose corpus
+PROSE_MODULES = (
+    "json", "os", "collections", "email", "logging", "argparse", "inspect", "pathlib",
+    "subprocess", "threading", "asyncio", "unittest", "http.client", "csv", "decimal",
+    "fractions", "statistics", "textwrap", "shutil", "tarfile", "zipfile", "typing",
+    "functools", "itertools", "datetime", "calendar", "random", "string", "re", "socket",
+    "urllib.parse", "sqlite3", "pickle", "copy", "enum", "dataclasses", "contextlib",
+    "io", "codecs", "heapq", "bisect", "difflib", "configparser", "tempfile", "glob",
+    "gzip", "hashlib", "struct", "weakref", "types", "operator", "math", "doctest", "ast",
+)  # fmt: skip
+
+
+def prose_texts(n: int, seed: int, exclude: set[str] = frozenset()) -> list[str]:
+    """Generic English prose with no changelog text, for the all-users REFERENCE model
+    (the stand-in for a public base model, Kandpal et al. 2023's setting): paragraphs
+    (>= 12 words, cut to 300 characters) of ``pydoc_data.topics`` and of the docstrings
+    of :data:`PROSE_MODULES`, exact repeats dropped, any paragraph whose near-duplicate
+    key (:func:`_key`) is in ``exclude`` dropped, then a seeded sample of ``n``."""
+    import importlib
+    import pydoc_data.topics as topics
+    import warnings
+
+    from .split_check_cost import _paras
+
+    paras = [p for v in topics.topics.values() for p in _paras(v)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # deprecated members warn when read
+        for name in PROSE_MODULES:
+            try:
+                mod = importlib.import_module(name)
+            except ImportError:
+                continue
+            for obj in [mod, *vars(mod).values()]:
+                d = getattr(obj, "__doc__", None)
+                if isinstance(d, str):
+                    paras += _paras(d)
+    uniq = [p for p in dict.fromkeys(paras) if _key(p) not in exclude]
+    rng = np.random.default_rng(seed)
+    pick = rng.permutation(len(uniq))[:n]
+    return [uniq[i] for i in sorted(pick)]
 
 
 # --------------------------------------------------------------------------- models
@@ -462,6 +548,114 @@ def headline(ev: dict) -> dict[str, Any]:
     return out
 
 
+def ratio_bootstrap(df, n_boot: int, seed: int, fpr: float = 0.01) -> dict[str, Any]:
+    """User-level TPR at ``fpr`` (each :data:`HEADLINE` user row) over the example-level
+    TPR at ``fpr`` (the :data:`HEADLINE` example score, texts independent), with a
+    95 % percentile interval from a user bootstrap: member users and non-member users
+    are resampled with replacement (stratified), a drawn user brings all their texts
+    (so the example-level TPR of a replicate is computed on those texts as usual, and
+    the cluster structure is kept), and both TPRs are recomputed on the same draw.
+    A replicate whose example-level TPR is 0 has ratio +inf (0/0: dropped and counted).
+    ``p_at_least_target``: the share of replicates with ratio >= :data:`TARGET_RATIO`.
+    ``df``: the per-text table of :func:`evaluate`."""
+    from privacy_audit.attacks import user_level
+    from privacy_audit.attacks.metrics import tpr_at_fpr
+
+    a = df[df["set"] != "fresh"]
+    users = sorted(a["user"].unique())
+    pos = {u: i for i, u in enumerate(users)}
+    side = a.groupby("user")["side"].first()
+    member = np.array([side[u] == "member" for u in users])
+    idx = a["user"].map(pos).to_numpy()
+    m_text = member[idx]
+    s_ex = a[HEADLINE["example"][0]].to_numpy(dtype=float)
+    order = np.argsort(idx, kind="stable")
+    starts = np.r_[0, np.cumsum(np.bincount(idx, minlength=len(users)))]
+    texts_of = [order[starts[i] : starts[i + 1]] for i in range(len(users))]
+    per_user = {}
+    fresh = df[df["set"] == "fresh"]
+    for threat in ("a", "b"):
+        score, how, k = HEADLINE[threat]
+        sub = a
+        if k is not None:
+            have = fresh.groupby("user")["order"].transform("size")
+            sub = fresh[(have >= k) & (fresh["order"] < k)]
+        val = np.full(len(users), np.nan)
+        if len(sub):
+            names, agg = user_level.aggregate(sub[score].to_numpy(), sub["user"].tolist(), how)
+            val[[pos[u] for u in names]] = agg
+        per_user[threat] = val
+
+    def _tpr(v, m):
+        ok = ~np.isnan(v)
+        if m[ok].sum() < 1 or (~m[ok]).sum() < 1:
+            return np.nan
+        return tpr_at_fpr(v[ok], m[ok], fpr)
+
+    def _ratio(u, e):
+        if np.isnan(u) or np.isnan(e) or (u == 0 and e == 0):
+            return np.nan
+        return math.inf if e == 0 else u / e
+
+    ex_point = tpr_at_fpr(s_ex, m_text, fpr)
+    rng = np.random.default_rng(seed)
+    mem_ids, non_ids = np.flatnonzero(member), np.flatnonzero(~member)
+    reps = {t: np.empty(n_boot) for t in per_user}
+    for b in range(n_boot):
+        pick = np.r_[rng.choice(mem_ids, len(mem_ids)), rng.choice(non_ids, len(non_ids))]
+        t_idx = np.concatenate([texts_of[i] for i in pick])
+        e = tpr_at_fpr(s_ex[t_idx], m_text[t_idx], fpr)
+        for t, val in per_user.items():
+            reps[t][b] = _ratio(_tpr(val[pick], member[pick]), e)
+    out: dict[str, Any] = {
+        "fpr": fpr,
+        "n_boot": n_boot,
+        "resampled": "users (stratified by side), each with all their texts",
+        "example": {"score": HEADLINE["example"][0], "tpr": ex_point},
+    }
+    for t, val in per_user.items():
+        u = _tpr(val, member)
+        r = reps[t]
+        ok = r[~np.isnan(r)]
+        lo, hi = (
+            (float(np.quantile(ok, 0.025, method="inverted_cdf")),
+             float(np.quantile(ok, 0.975, method="inverted_cdf")))
+            if len(ok)
+            else (None, None)
+        )  # fmt: skip
+        point = _ratio(u, ex_point)
+        out[t] = {
+            "score": HEADLINE[t][0],
+            "aggregator": HEADLINE[t][1],
+            "k": HEADLINE[t][2],
+            "tpr": None if np.isnan(u) else float(u),
+            # JSON has no infinity: an infinite ratio or bound is null with a flag
+            "ratio": None if np.isnan(point) or np.isinf(point) else point,
+            "ratio_infinite": bool(np.isinf(point)),
+            "ci_low": lo,
+            "ci_high": None if hi is None or np.isinf(hi) else hi,
+            "ci_high_infinite": hi is not None and bool(np.isinf(hi)),
+            "undefined_replicates": int(np.isnan(r).sum()),
+            "p_at_least_target": float((ok >= TARGET_RATIO).mean()) if len(ok) else None,
+        }
+    return out
+
+
+def ratio_verdict(ratio: dict, user_row: dict, example_row: dict) -> str:
+    """Whether user-level TPR at 1 % FPR >= :data:`TARGET_RATIO` x the example-level
+    one: "not resolvable" unless both TPRs pass ``tpr_resolution`` (their rows' value is
+    not None); "shown" when the ratio's 95 % interval lies at or above the target, "not
+    met" when it lies below, "undecided" when it straddles it."""
+    key = "tpr_at_fpr_0.01"
+    if user_row is None or _v(user_row.get(key)) is None or _v(example_row[key]) is None:
+        return "not resolvable"
+    if ratio["ci_low"] is not None and ratio["ci_low"] >= TARGET_RATIO:
+        return "shown"
+    if ratio["ci_high"] is not None and ratio["ci_high"] < TARGET_RATIO:
+        return "not met"
+    return "undecided"
+
+
 def _write_side(path: Path, df) -> None:
     """Atomic write of the per-text scores (gzip CSV)."""
     import io
@@ -480,21 +674,33 @@ def side_path(out: str | Path) -> Path:
 
 
 def run(settings: BenchSettings) -> BenchResult:
+    import dataclasses
+
     import pandas as pd
     import torch
 
     cfg = UsersConfig.quick() if settings.quick else UsersConfig()
+    design = settings.extra.get("design", cfg.design)
+    if design not in DESIGNS:
+        raise DataError(f"bench users: unknown design {design!r}; one of {', '.join(DESIGNS)}")
+    cfg = dataclasses.replace(cfg, design=design)
     seed = settings.seed
     t0 = time.perf_counter()
     entries = changelog_entries(settings.extra.get("changelogs", CHANGELOGS))
     texts, dropped = user_texts(entries, cfg.min_words)
     split = split_users(texts, cfg, seed)  # DataError before any training
+    n_non = sum(s == "nonmember" for s in split.side.values())
     _log(
         f"{len(entries)} entries, {len(texts)} users, {split.n_eligible} eligible; "
-        f"{cfg.n_members} member / {cfg.n_nonmembers} non-member users"
+        f"design {design}: {cfg.n_members} member / {n_non} non-member users"
     )
     ref_users = [u for u, s in split.side.items() if s == "reference"]
-    ref_texts = [t for u in ref_users for t in split.fresh[u] + split.rest[u]]
+    if design == "all-users":
+        # no changelog text in the reference model or its tokenizer
+        keys = {_key(t) for v in texts.values() for t in v}
+        ref_texts = prose_texts(cfg.prose_texts, seed, exclude=keys)
+    else:
+        ref_texts = [t for u in ref_users for t in split.fresh[u] + split.rest[u]]
     members = [u for u, s in split.side.items() if s == "member"]
     train = [t for u in members for t in split.rest[u]]
     torch.manual_seed(seed)
@@ -520,6 +726,19 @@ def run(settings: BenchSettings) -> BenchResult:
         }
         _log(f"metrics at {e} epochs (user level and example level)")
         ev = evaluate(view, cfg, seed)
+        ratio = ratio_bootstrap(view, cfg.n_boot, seed)
+        ex_row = next(r for r in ev["example"] if r["score"] == HEADLINE["example"][0])
+        for threat in ("a", "b"):
+            score, how, k = HEADLINE[threat]
+            row = next(
+                (
+                    r
+                    for r in ev[threat]
+                    if r.get("score") == score and r.get("aggregator") == how and r.get("k") == k
+                ),
+                None,
+            )
+            ratio[threat]["verdict"] = ratio_verdict(ratio[threat], row, ex_row["independent"])
         stages.append(
             {
                 "epochs": e,
@@ -527,6 +746,7 @@ def run(settings: BenchSettings) -> BenchResult:
                 "loss": losses,
                 "metrics": ev,
                 "headline": headline(ev),
+                "ratio_at_1pct": ratio,
             }
         )
     out = settings.extra.get("out")
@@ -542,7 +762,19 @@ def run(settings: BenchSettings) -> BenchResult:
         "texts_after_cleaning": sum(len(v) for v in texts.values()),
         "eligible_users": split.n_eligible,
         "member_users": len(members),
-        "nonmember_users": sum(s == "nonmember" for s in split.side.values()),
+        "nonmember_users": n_non,
+        "users_by_texts_after_cap": {
+            side: dict(
+                sorted(
+                    Counter(
+                        min(len(split.fresh[u]) + len(split.rest[u]), 3)
+                        for u, s2 in split.side.items()
+                        if s2 == side
+                    ).items()
+                )
+            )
+            for side in ("member", "nonmember")
+        },
         "reference_users": len(ref_users),
         "reference_texts": len(ref_texts),
         "member_training_texts": len(train),
@@ -555,13 +787,42 @@ def run(settings: BenchSettings) -> BenchResult:
         f"texts vs {st['loss']['nonmember_target']:.3f} on non-member texts"
         for st in stages
     )
+    if design == "all-users":
+        design_notes = [
+            "design all-users: the REFERENCE model and its tokenizer are trained on "
+            f"{len(ref_texts)} paragraphs of generic English prose (pydoc_data.topics and "
+            "stdlib docstrings; no changelog text: a paragraph with a changelog text's "
+            "near-duplicate key is dropped), the stand-in for a public base model "
+            "(Kandpal et al. 2023); "
+            f"{cfg.n_members} member users drawn from the {split.n_eligible} users with "
+            f">= {cfg.min_rest + 1} texts; every other user ({n_non}) is a non-member user",
+            "the sides differ in texts per user by construction (members >= "
+            f"{cfg.min_rest + 1} texts, non-members from 1): per-user counts are in "
+            "counts.users_by_texts_after_cap and metrics.texts_per_user. A mean or median "
+            "of per-text scores does not depend on the count in expectation (a non-member "
+            "text's score has the same distribution whatever its user's count), so the "
+            "count does not push the per-user score toward either side; it changes its "
+            "variance (a 1-text user's mean is as noisy as one text), which spreads the "
+            "non-member tail. The lr-sum of (a) DOES grow with the count, so on (a) it "
+            "compares text counts as well as membership; (b) uses exactly k texts per user",
+            "threat model (b) takes only users with >= k fresh texts; non-member users with "
+            "1 or 2 texts have no fresh text (fresh = min(max_fresh, n//2, n - min_rest)), so "
+            "they take part in (a) and the example level only",
+        ]
+    else:
+        design_notes = [
+            "TPR at 1% FPR needs >= 300 non-members to be resolvable (attacks.metrics."
+            "tpr_resolution); this corpus has "
+            f"{split.n_eligible} users with >= {cfg.min_rest + 1} texts, so with "
+            f"{cfg.n_members} member users and a reference group at most "
+            f"{split.n_eligible - cfg.n_members} non-member users exist: the user-level TPR "
+            "at 1% is reported as not resolvable and TPR at 5% and 10% are reported beside it",
+        ]
     notes = [
-        "TPR at 1% FPR needs >= 300 non-members to be resolvable (attacks.metrics."
-        "tpr_resolution); this corpus has "
-        f"{split.n_eligible} users with >= {cfg.min_rest + 1} texts, so with "
-        f"{cfg.n_members} member users and a reference group at most "
-        f"{split.n_eligible - cfg.n_members} non-member users exist: the user-level TPR at 1% "
-        "is reported as not resolvable and TPR at 5% and 10% are reported beside it",
+        *design_notes,
+        "ratio_at_1pct: user-level TPR@1% (headline rows) / example-level TPR@1% (texts "
+        "independent), 95% percentile interval from a stratified user bootstrap; verdict "
+        "'shown' only when both TPRs are resolvable and the interval is >= 3",
         f"mean token NLL of the target (nats): {fit}",
         "score columns of the scores file are named score@epochs",
         "headline rows fixed before the run: " + str(HEADLINE),
@@ -577,6 +838,12 @@ def run(settings: BenchSettings) -> BenchResult:
             "config": asdict(cfg),
             "seed": seed,
             "corpus": CHANGELOGS,
+            "design": design,
+            "reference_corpus": (
+                "generic English prose: pydoc_data.topics + stdlib docstrings"
+                if design == "all-users"
+                else "changelog texts of the reference users"
+            ),
             "cleaning": {
                 "min_words": cfg.min_words,
                 "near_duplicate_key": "lower-cased letters and spaces only",

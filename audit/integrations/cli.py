@@ -469,6 +469,13 @@ def build_parser() -> argparse.ArgumentParser:
         "target: <= 1.15x)",
     )
     b.add_argument(
+        "--users-design",
+        choices=("disjoint-reference", "all-users"),
+        help="users: disjoint-reference (default; reference model on disjoint changelog "
+        "users, 200 non-member users) or all-users (reference model on generic prose, every "
+        "user not drawn as a member is a non-member user)",
+    )
+    b.add_argument(
         "--lm-reference-only",
         action="store_true",
         help="byo-lm: only the two reference cases (plain x2, suite+reference)",
@@ -1539,6 +1546,10 @@ def _cmd_bench(args) -> int:
         extra["seeds"] = args.seeds
     extra |= _cost_options(args, names)
     extra |= _scale_options(args, names)
+    if getattr(args, "users_design", None):
+        if "users" not in names:
+            raise AuditError("--users-design applies to the users benchmark only")
+        extra["design"] = args.users_design
     if "users" in names:  # its per-text scores file goes beside the JSON record
         extra["out"] = args.out
     settings = BenchSettings(
