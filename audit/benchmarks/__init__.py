@@ -26,6 +26,7 @@ BENCHMARKS: dict[str, str] = {
     "split-check": "privacy_audit.audit.benchmarks.split_check_cost:run",
     "scale": "privacy_audit.audit.benchmarks.scale:run",
     "dp-check": "privacy_audit.audit.benchmarks.dp_check:run",
+    "user-dp": "privacy_audit.audit.benchmarks.user_dp:run",
 }
 
 __all__ = ["BENCHMARKS"]
