@@ -199,6 +199,8 @@ def train_user_dp(
     clip_unit: str = "user",
     noise_multiplier: float | None = None,
     observer=None,
+    per_example=None,
+    optimizer=None,
 ) -> UserDPRun:
     """Train ``model`` (in place) with user-level DP-SGD on rows ``(x, y)`` owned by
     ``users`` (one id per row; any hashable ids).
@@ -212,6 +214,11 @@ def train_user_dp(
     ``observer(step, released)``: called with each step's release R_t (flat, before the
     division by qN), the white-box view.
     ``clip_unit="example"`` is the PLANTED BUG (module docstring): same claim, clips rows.
+    ``per_example(idx) -> [len(idx), d]``: the per-example gradients of rows ``idx``
+    (default: :func:`flat_per_example_grads` of ``model``/``loss_fn`` on ``x[idx]``; the
+    classifier trainer passes Opacus's GradSampleModule, which BERT needs).
+    ``optimizer``: given, each step sets ``p.grad`` = R_t/(qN) and calls its ``step``
+    (e.g. AdamW, post-processing of the release); default plain SGD at the config's rate.
     """
     if clip_unit not in CLIP_UNITS:
         raise ValueError(f"unknown clip unit {clip_unit!r}; allowed: {', '.join(CLIP_UNITS)}")
@@ -255,7 +262,11 @@ def train_user_dp(
         idx = torch.as_tensor(rows, dtype=torch.long)
         d = sum(sizes)
         if idx.numel():
-            per = flat_per_example_grads(model, loss_fn, x[idx], y[idx]).detach()
+            per = (
+                per_example(idx)
+                if per_example is not None
+                else flat_per_example_grads(model, loss_fn, x[idx], y[idx])
+            ).detach()
             uid = row_user_t[idx]
         else:
             per = torch.zeros(0, d)
@@ -275,6 +286,14 @@ def train_user_dp(
             canaries.observe(released)
         if observer is not None:
             observer(t, released)
+        if optimizer is not None:  # post-processing of the release
+            off = 0
+            for p, n in zip(params, sizes, strict=True):
+                p.grad = (released[off : off + n] / divisor).view_as(p).to(p.dtype).clone()
+                off += n
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            continue
         with torch.no_grad():
             off = 0
             for p, n in zip(params, sizes, strict=True):

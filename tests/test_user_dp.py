@@ -211,11 +211,56 @@ def test_audit_refuses_a_claim_on_another_unit():
 
     rng = np.random.default_rng(0)
     inc = rng.integers(0, 2, 100)
-    a = one_run_user_audit(
-        inc + rng.normal(size=100) * 0.01, inc, {"epsilon": 0.1, "unit": "example"}, 1e-5, 4
-    )
+    scores = inc + rng.normal(size=100) * 0.01
+    a = one_run_user_audit(scores, inc, {"epsilon": 0.1, "unit": "token"}, 1e-5, 4)
     assert a["status"] == "not-comparable" and "unit" in a["reason"]
-    assert a["epsilon_lb"] > 0.1  # a bound, but not evidence against an example-level claim
+
+
+def test_example_claim_is_tested_through_group_privacy():
+    """A per-example claim: canary users of k records are groups of k; the bound is on the
+    per-example ε (smaller than the user-level one from the same scores) and the record
+    states (kε, δ Σ_{i<k} e^{iε}) for a user."""
+    import math
+
+    from privacy_audit.audit.epsilon.user_level import one_run_user_audit
+
+    rng = np.random.default_rng(0)
+    inc = rng.integers(0, 2, 500)
+    scores = inc + rng.normal(size=500) * 0.01  # perfect separation
+    user = one_run_user_audit(scores, inc, {"epsilon": 0.2, "unit": "user"}, 1e-5, 4)
+    ex = one_run_user_audit(
+        scores, inc, {"epsilon": 0.2, "delta": 1e-5, "unit": "example"}, 1e-5, 4
+    )
+    assert user["status"] == "violated" and ex["status"] == "violated"
+    assert 0.2 < ex["epsilon_lb"] < user["epsilon_lb"]
+    assert ex["implied_user_claim"]["epsilon"] == pytest.approx(0.8)
+    want = 1e-5 * sum(math.exp(i * 0.2) for i in range(4))
+    assert ex["implied_user_claim"]["delta"] == pytest.approx(want, rel=1e-12)
+    assert ex["implied_user_claim"]["delta"] <= 4 * math.exp(3 * 0.2) * 1e-5
+
+
+def test_per_example_clipping_is_sound_for_an_example_claim():
+    """The planted bug's trainer IS example-level DP at the claimed ε (each record moves a
+    step by ≤ C and is drawn with its user's rate q): audited against the same ε per
+    EXAMPLE through group privacy, it is not VIOLATED."""
+    import dataclasses
+
+    from privacy_audit.audit.benchmarks.user_dp import synthetic_users
+    from privacy_audit.audit.epsilon.user_level import one_run_user_audit
+    from privacy_audit.defenses.gradient_canaries import CanaryUsers
+
+    x, y, users = synthetic_users(60, seed=0)
+    x = x[:, :64].contiguous()
+    for seed in range(2):
+        torch.manual_seed(seed)
+        cfg = UserDPConfig(target_epsilon=1.0, users_per_step=16, epochs=4)
+        cu = CanaryUsers(130, 120, 8, 1.0, seed)
+        run = train_user_dp(torch.nn.Linear(64, 2), _loss, x, y, users, cfg, seed, cu, "example")
+        rec = cu.record(run.noise_multiplier, run.sample_rate)
+        claim = dataclasses.replace(run.claim, unit="example")
+        a = one_run_user_audit(rec["scores"], rec["included"], claim, 1e-5, 8, seed=seed)
+        assert a["status"] != "violated", a["epsilon_lb"]
+        assert a["unit"].startswith("example")
 
 
 def test_bad_parameters_are_rejected():
@@ -226,3 +271,52 @@ def test_bad_parameters_are_rejected():
     x, y, users = _toy()
     with pytest.raises(ValueError, match="one user per row"):
         train_user_dp(torch.nn.Linear(3, 2).double(), _loss, x, y, users[:-1], UserDPConfig())
+
+
+def _classifier_target(seq_len=16):
+    from privacy_audit import fixtures
+    from privacy_audit.defenses.base import Examples
+    from privacy_audit.defenses.targets.loading import Target, TargetSpec
+
+    rows = fixtures.load_corpus("private")[:48]
+    labels = sorted({r["label"] for r in rows})
+    target = Target(TargetSpec("tiny", None, seq_len, 0), tuple(labels), None, "cpu", False)
+    ex = Examples(
+        ids=[str(i) for i in range(len(rows))],
+        texts=[r["text"] for r in rows],
+        labels=np.array([labels.index(r["label"]) for r in rows]),
+    )
+    return target, ex
+
+
+def test_dp_sgd_unit_user_trains_the_classifier_with_a_user_claim():
+    """The suite's dp-sgd defense with unit = "user": users from the examples' groups,
+    q over users, the claim per user and equal to the accountant over users."""
+    from privacy_audit.defenses.dp_engine import epsilon_opacus, epsilon_pld
+    from privacy_audit.defenses.dp_sgd import DPSGD
+    from privacy_audit.defenses.targets.classifier import TrainingConfig
+
+    target, ex = _classifier_target()
+    ex.groups = [f"user{i // 4}" for i in range(len(ex.texts))]  # 12 users x 4 texts
+    training = TrainingConfig(epochs=1, batch_size=16, max_length=16, progress=False)
+    release, report = DPSGD(epsilon=4.0, unit="user").fit(target, ex, training, 0)
+    info = report.info
+    assert release.claim.unit == "user" and info["unit"] == "user"
+    assert info["users_per_step"] == pytest.approx(16 * 12 / 48)  # batch / texts per user
+    assert info["sample_rate"] == pytest.approx(4 / 12)
+    q, sigma, steps = info["sample_rate"], info["noise_multiplier"], info["steps"]
+    assert steps == round(1 / q)
+    want = max(epsilon_opacus(sigma, q, steps, 1e-5), epsilon_pld(sigma, q, steps, 1e-5))
+    assert release.claim.epsilon == pytest.approx(want) and release.claim.epsilon <= 4.0 * 1.01
+    assert release.schedule.sample_rate == pytest.approx(q)
+
+
+def test_dp_sgd_unit_user_without_groups_is_refused():
+    from privacy_audit.defenses.dp_sgd import DPSGD
+    from privacy_audit.defenses.targets.classifier import TrainingConfig
+
+    target, ex = _classifier_target()
+    with pytest.raises(ValueError, match=r"\[data\] group"):
+        DPSGD(unit="user").fit(target, ex, TrainingConfig(epochs=1, progress=False), 0)
+    with pytest.raises(ValueError, match="unit"):
+        DPSGD(unit="token")

@@ -16,9 +16,12 @@ Clopper–Pearson bound counted on the other half
 (:func:`privacy_audit.attacks.epsilon.epsilon_lower_bound`, ``threshold="split"``).
 
 A claim whose unit is ``"example"`` says nothing directly about a user with k records;
-group privacy turns it into (kε, k e^{(k−1)ε} δ) (``attacks/user_level.py``), and only
-then can a user-level bound be compared with it. Not done here: these audits compare
-with user-level claims only and report any other unit as not comparable.
+group privacy (Dwork & Roth 2014) turns it into (kε, δ_k) for the user, δ_k =
+δ Σ_{i<k} e^{iε} ≤ k e^{(k−1)ε} δ. The one-run audit then tests the EXAMPLE-level claim
+with the canary users as groups of k (:func:`one_run_group_best` with ``group = k``:
+ε is rejected when the one-run p-value at (kε, δ_k) is ≤ α), so its bound is on the
+per-example ε and is compared with the claim; the record also states what the claim
+implies for a user with k records. Other units are reported as not comparable.
 """
 
 from __future__ import annotations
@@ -27,15 +30,15 @@ from typing import Any
 
 import numpy as np
 
-from privacy_audit.attacks.canary_bounds import one_run_group_best
+from privacy_audit.attacks.canary_bounds import group_delta, one_run_group_best
 
 
-def _comparable(claim) -> tuple[bool, str | None]:
+def _comparable(claim, units=("user",)) -> tuple[bool, str | None]:
     unit = getattr(claim, "unit", None) if not isinstance(claim, dict) else claim.get("unit")
     eps = getattr(claim, "epsilon", None) if not isinstance(claim, dict) else claim.get("epsilon")
     if eps is None or not np.isfinite(eps):
         return False, "no finite ε claimed"
-    if unit != "user":
+    if unit not in units:
         return (
             False,
             f"the claim's unit is {unit!r}, not 'user'; a canary-user bound bounds user-level ε",
@@ -52,13 +55,18 @@ def one_run_user_audit(
     ``records``: texts (records) per canary user, reported only. ``status`` is
     ``"violated"`` when the bound exceeds a user-level claim, ``"consistent"`` when it
     does not and the design's ceiling could have, ``"untestable"`` when even every guess
-    right could not exceed the claim, ``"not-comparable"`` for a claim on another unit."""
-    best = one_run_group_best(scores, included, delta, 1, confidence, seed=seed)
-    ok, why = _comparable(claim)
+    right could not exceed the claim, ``"not-comparable"`` for a claim on another unit.
+    A claim per ``"example"`` is tested through group privacy with the canary users as
+    groups of ``records`` (module docstring); ``implied_user_claim`` states (kε, δ_k)."""
+    ok, why = _comparable(claim, ("user", "example"))
+    unit = claim.get("unit") if isinstance(claim, dict) else claim.unit
     eps = claim.get("epsilon") if isinstance(claim, dict) else claim.epsilon
+    group = int(records) if ok and unit == "example" else 1
+    best = one_run_group_best(scores, included, delta, group, confidence, seed=seed)
     out = {
         "name": "canary users (one-run, white-box)",
-        "unit": "user",
+        # the unit the bound is on: per user, or per example through group privacy
+        "unit": "example (group privacy over k records)" if group > 1 else "user",
         "epsilon_lb": float(best["epsilon"]),
         "ceiling": float(best["ceiling"]),
         "claimed_epsilon": eps,
@@ -74,6 +82,10 @@ def one_run_user_audit(
     }
     if not ok:
         return {**out, "status": "not-comparable", "reason": why}
+    if group > 1:
+        d_k = claim.get("delta") if isinstance(claim, dict) else claim.delta
+        d_k = group_delta(eps, d_k if d_k is not None else delta, group)
+        out["implied_user_claim"] = {"epsilon": group * eps, "delta": d_k, "records": group}
     if best["epsilon"] > eps:
         status = "violated"
     elif best["ceiling"] <= eps:
