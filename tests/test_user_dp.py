@@ -320,3 +320,23 @@ def test_dp_sgd_unit_user_without_groups_is_refused():
         DPSGD(unit="user").fit(target, ex, TrainingConfig(epochs=1, progress=False), 0)
     with pytest.raises(ValueError, match="unit"):
         DPSGD(unit="token")
+
+
+def test_input_canaries_join_grouped_training_data_as_canary_users():
+    """Text canaries in grouped data: each canary (all its copies) is one user of its own."""
+    from privacy_audit.audit.epsilon.canaries import CanarySet, with_canaries
+    from privacy_audit.defenses.base import Examples
+
+    train = Examples(["a", "b", "c"], ["x y", "y z", "z x"], np.array([0, 1, 0]))
+    train.groups = ["u1", "u1", "u2"]
+    canaries = CanarySet(
+        Examples(["c0", "c1", "c2"], ["p q", "q r", "r s"], np.array([1, 0, 1])),
+        np.array([1, 0, 1]),
+        "random-token",
+        repeat=3,
+    )
+    out = with_canaries(train, canaries)
+    assert out.groups == ["u1", "u1", "u2"] + ["canary:c0"] * 3 + ["canary:c2"] * 3
+    assert out.texts[3:6] == ["p q"] * 3
+    plain = with_canaries(Examples(["a"], ["x"], np.array([0])), canaries)
+    assert getattr(plain, "groups", None) is None
