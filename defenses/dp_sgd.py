@@ -245,6 +245,9 @@ class DPSGD(Defense):
             "sample_rate": run.sample_rate,
             "steps": run.steps,
             "unit": "user",
+            "accountant": f"opacus-{config.accountant} + dp-accounting PLD (larger)",
+            "epsilon_target": config.target_epsilon,
+            "epsilon_spent": run.claim.epsilon,
         }
         release = ClassifierRelease(
             model,

@@ -17,7 +17,7 @@ records each (inserted with probability ½) and the one-run user-level audit
 (:func:`privacy_audit.audit.epsilon.user_level.one_run_user_audit`). Reported: VIOLATED k/n
 with the two-sided Clopper–Pearson 95 % interval, the bounds' median and the ceiling.
 Also the many-runs audit: per seed, 100 runs with and 100 without ONE canary user on a
-crafted 40-user dataset. Sizes: 40 seeds (one-run) and 10 (many runs); ``--quick``: 3 and
+crafted 40-user dataset. Sizes: 100 seeds (one-run) and 10 (many runs); ``--quick``: 3 and
 1 (20 runs per side), for smoke runs only. ``settings.extra`` keys ``seeds``,
 ``canary_users``, ``records``, ``many_run_seeds``, ``many_runs`` override them.
 """
@@ -173,7 +173,7 @@ def many_run_seed(
 def run(settings: BenchSettings) -> BenchResult:
     from privacy_audit.defenses.user_dp_sgd import UserDPConfig, per_example_bug_epsilon
 
-    seeds = int(settings.extra.get("seeds") or (3 if settings.quick else 40))
+    seeds = int(settings.extra.get("seeds") or (3 if settings.quick else 100))
     canaries = int(settings.extra.get("canary_users") or (200 if settings.quick else 500))
     records = int(settings.extra.get("records") or 8)
     mr_seeds = int(settings.extra.get("many_run_seeds") or (1 if settings.quick else 10))
