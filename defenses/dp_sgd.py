@@ -6,6 +6,12 @@ bisection. Accounting uses Opacus's PRV accountant (or RDP) and is cross-checked
 dp-accounting's RDP accountant; no accountant is written here.
 
 Privacy unit: one training example, add/remove-one neighbouring relation, central DP.
+
+``unit = "user"`` (classifier target): user-level DP-SGD instead
+(:mod:`privacy_audit.defenses.user_dp_sgd`): users Poisson-sampled with rate q = expected
+users per step / users, each user's summed per-example gradient (Opacus GradSampleModule)
+clipped to C, N(0, σ²C²) added, the accountant over users; the claim's unit is "user".
+The users are the training examples' ``groups`` (``[data] group``).
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ import contextlib
 import math
 import warnings
 
+import numpy as np
 import torch
 
 from privacy_audit.defenses import dp_bugs
@@ -65,6 +72,10 @@ class DPSGD(Defense):
         "delta": ((int, float), 1e-5),
         "max_grad_norm": ((int, float), 1.0),
         "accountant": (str, "prv"),
+        # "user": clip each user's summed gradient, sample users (needs the data's groups)
+        "unit": (str, "example"),
+        # expected users per step under unit = "user" (0: batch_size / mean texts per user)
+        "users_per_step": ((int, float), 0),
     }
 
     def validate(self) -> None:
@@ -76,6 +87,14 @@ class DPSGD(Defense):
         if not self.params["max_grad_norm"] > 0:
             raise ValueError(
                 f"dp-sgd max_grad_norm must be > 0, got {self.params['max_grad_norm']!r}"
+            )
+        if self.params["unit"] not in ("example", "user"):
+            raise ValueError(
+                f"dp-sgd unit must be 'example' or 'user', got {self.params['unit']!r}"
+            )
+        if not self.params["users_per_step"] >= 0:
+            raise ValueError(
+                f"dp-sgd users_per_step must be >= 0, got {self.params['users_per_step']!r}"
             )
         if self.params["accountant"] not in ACCOUNTANTS:
             raise ValueError(
@@ -91,6 +110,8 @@ class DPSGD(Defense):
             release, info = fit_lm_opacus(target, train, training, seed, self.params)
             return release, TrainingReport(info)
 
+        if self.params["unit"] == "user":
+            return self.fit_users(target, train, training, seed)
         eps, delta = float(self.params["epsilon"]), float(self.params["delta"])
         clip = float(self.params["max_grad_norm"])
         accountant = self.params["accountant"]
@@ -149,6 +170,97 @@ class DPSGD(Defense):
             schedule=SamplingSchedule(sample_rate, int(steps)),
         )
         attach_canary_record(release, info, canaries)
+        return release, TrainingReport(info)
+
+    def fit_users(self, target, train: Examples, training: TrainingConfig, seed: int):
+        """User-level DP-SGD of the classifier target (``unit = "user"``): the hand loop of
+        :func:`privacy_audit.defenses.user_dp_sgd.train_user_dp` with Opacus's
+        GradSampleModule for the per-example gradients and AdamW on the released noisy
+        mean (post-processing). Users are ``train.groups``; q = users per step / users."""
+        from opacus import GradSampleModule
+
+        from privacy_audit.defenses.targets.classifier import encode, forward_kwargs
+        from privacy_audit.defenses.user_dp_sgd import UserDPConfig, train_user_dp
+
+        groups = getattr(train, "groups", None)
+        if groups is None:
+            raise ValueError(
+                "dp-sgd with unit = 'user' needs the user of every text: set [data] group "
+                "= COLUMN (or --group-by COLUMN)"
+            )
+        users = np.asarray([str(g) for g in groups])
+        n_users = len(set(users.tolist()))
+        per_step = float(self.params["users_per_step"]) or max(
+            1.0, training.batch_size * n_users / max(len(users), 1)
+        )
+        config = UserDPConfig(
+            target_epsilon=float(self.params["epsilon"]),
+            delta=float(self.params["delta"]),
+            clip=float(self.params["max_grad_norm"]),
+            users_per_step=min(per_step, float(n_users)),
+            epochs=float(training.epochs),
+            learning_rate=training.learning_rate,
+            accountant=self.params["accountant"],
+        )
+        model, tokenizer = target.build(seed)
+        model.train()
+        torch.manual_seed(seed)
+        ids, mask = encode(tokenizer, train.texts, training.max_length)
+        labels = torch.as_tensor(np.asarray(train.labels), dtype=torch.long)
+        gsm = GradSampleModule(model)
+        params = [p for p in model.parameters() if p.requires_grad]
+
+        def per_example(idx):
+            logits = gsm(**forward_kwargs(model, ids[idx], mask[idx])).logits
+            loss = torch.nn.functional.cross_entropy(logits, labels[idx], reduction="sum")
+            for p in params:
+                p.grad_sample = None
+            loss.backward()
+            out = torch.cat([p.grad_sample.reshape(len(idx), -1) for p in params], dim=1)
+            for p in params:
+                p.grad_sample, p.grad = None, None
+            return out
+
+        optimizer = torch.optim.AdamW(
+            params, lr=training.learning_rate, weight_decay=training.weight_decay
+        )
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            run = train_user_dp(
+                model,
+                None,
+                ids,
+                labels,
+                users,
+                config,
+                seed,
+                per_example=per_example,
+                optimizer=optimizer,
+            )
+        gsm.remove_hooks()
+        info = {
+            **run.info,
+            "noise_multiplier": run.noise_multiplier,
+            "max_grad_norm": config.clip,
+            "sample_rate": run.sample_rate,
+            "steps": run.steps,
+            "unit": "user",
+            "accountant": f"opacus-{config.accountant} + dp-accounting PLD (larger)",
+            "epsilon_target": config.target_epsilon,
+            "epsilon_spent": run.claim.epsilon,
+        }
+        release = ClassifierRelease(
+            model,
+            tokenizer,
+            training.max_length,
+            run.claim,
+            target.label_names,
+            training.device,
+            # one white-box unit (a user) contributes at most C per step: the simulated
+            # gradient canaries of the ε audit are canary users of this mechanism
+            gradient_mechanism=GaussianGradientMechanism(config.clip, run.noise_multiplier),
+            schedule=SamplingSchedule(run.sample_rate, run.steps),
+        )
         return release, TrainingReport(info)
 
     def make_private(self, model, loader, training: TrainingConfig, seed: int):

@@ -532,3 +532,102 @@ class LoneCanary:
         q = float(sample_rate)
         a = (o - 0.5) / max(float(noise_multiplier), 1e-3) ** 2
         return float(np.logaddexp(np.log1p(-q) if q < 1 else -np.inf, a + np.log(q)).sum())
+
+
+class CanaryUsers:
+    """``m`` white-box canary USERS with ``k`` records each, for the user-level one-run
+    audit of a user-level DP-SGD trainer (:mod:`privacy_audit.defenses.user_dp_sgd`).
+
+    - each canary user owns one coordinate j of the flattened trainable parameters (a
+      seeded random choice of m distinct coordinates: no training data involved);
+    - each is *present* with probability ½ (its secret inclusion bit), and then it is a
+      user of the dataset: the trainer's own user sampler draws it (Poisson, rate q), and
+      its k records join the step as k rows of per-example gradient ``magnitude``·C·e_j
+      under its own user id, so the trainer's aggregation and clipping code process them
+      (a correct per-user clip turns the user's k·magnitude·C·e_j into C·e_j; a per-example
+      clip keeps k·C·e_j: the user-level sensitivity bug);
+    - after the noise, the released value at j (in units of C) is kept for every step.
+
+    The score of a canary user is the likelihood ratio of its transcript under the
+    claimed mechanism, Σ_t log(1 − q + q·exp((o_t·c − c²/2)/σ²)) with c = 1 (a user moves
+    the release by at most C): Neyman–Pearson optimal when the claim is right, and, like
+    any statistic of the release, a valid one-run score when it is not. Real users'
+    clipped gradients at j (interference) cost power only.
+
+    The unit of the resulting one-run bound is the user: the m canary users are the m
+    independently included units of Steinke, Nasr & Jagielski (2023).
+    """
+
+    def __init__(
+        self,
+        dim: int,
+        m: int,
+        records: int,
+        clip_norm: float,
+        seed: int = 0,
+        magnitude: float = 1.0,
+        included=None,
+    ) -> None:
+        """``included``: fixed inclusion bits (the many-runs audit's side of a run: one
+        canary user, present or not) instead of the one-run design's fair coins."""
+        if m < (1 if included is not None else 2):
+            raise ValueError(f"canary users must be at least 2, got {m}")
+        if records < 1:
+            raise ValueError(f"records per canary user must be at least 1, got {records}")
+        if not magnitude >= 1:
+            raise ValueError(f"canary magnitude must be >= 1 (x clip norm), got {magnitude!r}")
+        if m > dim:
+            raise ValueError(f"{m} canary users need {m} coordinates; the model has {dim}")
+        gen = torch.Generator().manual_seed(int(seed) * 7919 + 0x5D0)
+        self.m, self.records = int(m), int(records)
+        self.clip_norm, self.magnitude = float(clip_norm), float(magnitude)
+        self.included = torch.randint(0, 2, (m,), generator=gen).bool()
+        if included is not None:
+            self.included = torch.as_tensor(np.asarray(included, dtype=bool).reshape(m))
+        self.present = torch.nonzero(self.included).flatten()
+        self.present_count = int(self.present.numel())
+        self.coords = torch.randperm(int(dim), generator=gen)[:m]
+        self._batch: torch.Tensor | None = None
+        self.observations: list[np.ndarray] = []
+        self.appearances = np.zeros(m, dtype=np.int64)
+
+    def set_batch(self, sampled_present: torch.Tensor) -> None:
+        """The trainer's user draw for this step: one bool per PRESENT canary user."""
+        self._batch = self.present[sampled_present.nonzero().flatten()]
+        self.appearances[self._batch.numpy()] += 1
+
+    def rows(self, dim: int, dtype=torch.float32):
+        """``(rows [s·k, dim], user [s·k])`` for the s canary users drawn this step (user
+        = canary index), or ``(None, None)``."""
+        if self._batch is None or self._batch.numel() == 0:
+            return None, None
+        users = self._batch.repeat_interleave(self.records)
+        out = torch.zeros((users.numel(), int(dim)), dtype=dtype)
+        out[torch.arange(users.numel()), self.coords[users]] = self.magnitude * self.clip_norm
+        return out, users
+
+    def observe(self, released: torch.Tensor) -> None:
+        """Keep the released (noisy) sum at each canary user's coordinate, in units of C."""
+        vals = released.detach().reshape(-1)[self.coords].to(torch.float64).numpy()
+        self.observations.append(vals / self.clip_norm)
+        self._batch = None
+
+    def scores(self, noise_multiplier: float, sample_rate: float, contribution: float = 1.0):
+        """Per canary user: Σ_t log(1 − q + q·exp((o_t·c − c²/2)/σ²)) (higher = present)."""
+        o = np.asarray(self.observations).T  # [m, T]
+        c, s2 = float(contribution), max(float(noise_multiplier), 1e-3) ** 2
+        q = float(sample_rate)
+        a = (o * c - 0.5 * c * c) / s2
+        return np.logaddexp(np.log1p(-q) if q < 1 else -np.inf, a + np.log(q)).sum(axis=1)
+
+    def record(self, noise_multiplier: float, sample_rate: float) -> dict[str, Any]:
+        """Scores and secret inclusion bits (for the one-run bound) and the design."""
+        return {
+            "scores": self.scores(noise_multiplier, sample_rate),
+            "included": self.included.numpy().astype(np.int64),
+            "records_per_user": self.records,
+            "steps": len(self.observations),
+            "mean_appearances_present": float(self.appearances[self.included.numpy()].mean())
+            if self.present_count
+            else 0.0,
+        }

@@ -247,7 +247,14 @@ def test_dp_sgd_rejects_bad_parameters(params, message):
 
 def test_defense_parameters_defaults_and_unknowns():
     d = DPSGD(epsilon=4)
-    assert d.params == {"epsilon": 4, "delta": 1e-5, "max_grad_norm": 1.0, "accountant": "prv"}
+    assert d.params == {
+        "epsilon": 4,
+        "delta": 1e-5,
+        "max_grad_norm": 1.0,
+        "accountant": "prv",
+        "unit": "example",
+        "users_per_step": 0,
+    }
     with pytest.raises(ValueError, match="unknown parameter.*epsilon.*'none'.*allowed: none"):
         NonPrivate(epsilon=1.0)
     assert {"none", "dp-sgd"} <= set(DEFENSES)

@@ -27,6 +27,7 @@ BENCHMARKS: dict[str, str] = {
     "scale": "privacy_audit.audit.benchmarks.scale:run",
     "dp-check": "privacy_audit.audit.benchmarks.dp_check:run",
     "users": "privacy_audit.audit.benchmarks.users:run",
+    "user-dp": "privacy_audit.audit.benchmarks.user_dp:run",
 }
 
 __all__ = ["BENCHMARKS"]

@@ -79,7 +79,15 @@ def input_canary_audit(
     name = "input-canaries (one-run)"
     lm_design = canaries.prefixes is not None
     calibrate = lm_design and canaries.reference is not None and hasattr(release, "token_stats")
-    repeat = f", each repeated {canaries.repeat}x (group privacy)" if canaries.repeat > 1 else ""
+    # a canary's copies are one user (with_canaries): a user-level claim needs no group
+    # privacy for them; an example-level claim sees a group of ``repeat`` examples
+    per_user = getattr(getattr(release, "claim", None), "unit", None) == "user"
+    repeat = (
+        f", each repeated {canaries.repeat}x "
+        + ("(one canary user each)" if per_user else "(group privacy)")
+        if canaries.repeat > 1
+        else ""
+    )
     description = (
         f"{len(canaries.included)} {canaries.kind} canaries, each inserted into training with "
         f"probability 1/2{repeat} and scored by their "
@@ -92,7 +100,7 @@ def input_canary_audit(
         )
         + (
             "; one-run bound of Steinke et al. (2023) with group privacy"
-            if canaries.repeat > 1
+            if canaries.repeat > 1 and not per_user
             else "; the larger of the one-run bounds of Steinke et al. (2023) and the f-DP "
             "audit of Mahloujifar et al. (2024) on the same guesses"
         )
@@ -124,7 +132,7 @@ def input_canary_audit(
         scores,
         canaries.included,
         settings.delta,
-        canaries.repeat,
+        1 if per_user else canaries.repeat,
         settings.confidence,
         seed=settings.seed,
     )

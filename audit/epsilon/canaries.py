@@ -119,10 +119,19 @@ def make_canaries(
 
 
 def with_canaries(train: Examples, canaries: CanarySet) -> Examples:
-    """The training set plus the included canaries."""
+    """The training set plus the included canaries.
+
+    When the training texts carry users (``train.groups``), every canary is a canary
+    USER of its own, ``canary:<id>``, holding all its ``repeat`` copies: under a
+    user-level claim a canary is then one unit (the one-run bound needs no group
+    privacy), and a user-level trainer samples and clips it as one user."""
     extra = canaries.inserted()
-    return Examples(
+    out = Examples(
         ids=train.ids + extra.ids,
         texts=train.texts + extra.texts,
         labels=np.concatenate([train.labels, extra.labels]),
     )
+    groups = getattr(train, "groups", None)
+    if groups is not None:
+        out.groups = list(groups) + [f"canary:{i.split('#')[0]}" for i in extra.ids]
+    return out
