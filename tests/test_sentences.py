@@ -4,6 +4,7 @@ and contradictions (a TPR both "not resolvable" and a number; "no leakage" besid
 
 from __future__ import annotations
 
+import functools
 import itertools
 import re
 
@@ -57,43 +58,51 @@ CLAIMS = {
 }
 
 
-def _runs():
-    """Runs over the branches: separations (none, weak, strong, inverted), sizes around
-    the resolution thresholds, two attacks that disagree, claims, a shifted split."""
-    for sep, (n_in, n_out), claim, shifted, two in itertools.product(
+BRANCHES = list(
+    itertools.product(
         (0.0, 0.3, 3.0, -2.0),
         ((60, 60), (300, 298), (400, 1200)),
         CLAIMS,
         (False, True),
         (False, True),
-    ):
-        attacks = [_attack("lm-loss", sep, n_in, n_out, 1)]
-        if two:
-            attacks.append(_attack("zlib", sep / 2 + 0.2, n_in, n_out, 2))
-        run = run_record("model", "as-is", CLAIMS[claim], None, attacks)
-        p = pick_strongest(run["attacks"])
-        run.update(
-            strongest_attack=p["attack"],
-            strongest_attack_by_auc=p["by_auc"],
-            strongest_attack_low_fpr=p["low_fpr"],
-        )
-        if shifted:
-            run["split_check"] = {
-                "shifted": True,
-                "status": "shifted",
-                "confidence": 0.98,
-                "text": "the two sets differ in their text itself",
-                "blind": {"auc": {"value": 0.8, "ci_low": 0.7, "ci_high": 0.9}},
-                "duplicates": {"pairs": 0},
-            }
-        yield f"sep={sep} n={n_in}/{n_out} claim={claim} shifted={shifted} two={two}", run
+    )
+)
 
 
-CASES = list(_runs())
+def _label(sep, sizes, claim, shifted, two) -> str:
+    return f"sep={sep} n={sizes[0]}/{sizes[1]} claim={claim} shifted={shifted} two={two}"
 
 
-@pytest.mark.parametrize("label, run", CASES, ids=[c[0] for c in CASES])
-def test_every_verdict_sentence_reads_cleanly(label, run):
+@functools.cache
+def _run(sep, sizes, claim, shifted, two) -> dict:
+    """One run over the branches: separations (none, weak, strong, inverted), sizes around
+    the resolution thresholds, two attacks that disagree, claims, a shifted split. Built
+    when a test asks for it (not at collection: 192 runs with bootstraps take seconds)."""
+    n_in, n_out = sizes
+    attacks = [_attack("lm-loss", sep, n_in, n_out, 1)]
+    if two:
+        attacks.append(_attack("zlib", sep / 2 + 0.2, n_in, n_out, 2))
+    run = run_record("model", "as-is", CLAIMS[claim], None, attacks)
+    p = pick_strongest(run["attacks"])
+    run.update(
+        strongest_attack=p["attack"],
+        strongest_attack_by_auc=p["by_auc"],
+        strongest_attack_low_fpr=p["low_fpr"],
+    )
+    if shifted:
+        run["split_check"] = {
+            "shifted": True,
+            "status": "shifted",
+            "confidence": 0.98,
+            "text": "the two sets differ in their text itself",
+            "blind": {"auc": {"value": 0.8, "ci_low": 0.7, "ci_high": 0.9}},
+            "duplicates": {"pairs": 0},
+        }
+    return run
+
+
+@pytest.mark.parametrize("branch", BRANCHES, ids=[_label(*b) for b in BRANCHES])
+def test_every_verdict_sentence_reads_cleanly(branch):
     from privacy_audit.audit.integrations.cli import verdict_line
     from privacy_audit.reports.verdict import (
         epsilon_headline,
@@ -102,6 +111,7 @@ def test_every_verdict_sentence_reads_cleanly(label, run):
         verdict_for_run,
     )
 
+    run = _run(*branch)
     v = verdict_for_run(run)
     texts = {
         "verdict": v["text"],
@@ -116,9 +126,10 @@ def test_every_verdict_sentence_reads_cleanly(label, run):
 def test_the_levels_and_claims_reached_cover_every_branch():
     from privacy_audit.reports.verdict import verdict_for_run
 
-    levels = {verdict_for_run(r)["level"] for _, r in CASES}
+    runs = [_run(*b) for b in BRANCHES]
+    levels = {verdict_for_run(r)["level"] for r in runs}
     assert {"high", "low", "inconclusive", "invalid-attack", "split-shifted"} <= levels, levels
-    claims = {verdict_for_run(r)["claim_status"] for _, r in CASES}
+    claims = {verdict_for_run(r)["claim_status"] for r in runs}
     assert len(claims) >= 3, claims
 
 
