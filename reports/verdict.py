@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from . import sentences as S
 from .formatting import as_finite, as_float, ci, num, pct_ci, small
 
 LEVELS = (
@@ -383,12 +384,13 @@ def headline_text(h: dict[str, Any] | None, larger_word: str = "larger") -> str:
         return ""
 
     def one(b: dict[str, Any]) -> str:
-        extra = f"; {AT_CEILING}" if b.get("at_ceiling") else ""
-        return f"ε ≥ {num(b['value'])} ({b['source']}{extra})"
+        extra = S.SEMI_CLAUSE(clause=AT_CEILING) if b.get("at_ceiling") else ""
+        return S.BOUND(eps=num(b["value"]), source=b["source"], extra=extra)
 
     text = one(h)
     if h.get("larger"):
-        text += f"; {larger_word}: " + ", ".join(one(b) for b in h["larger"])
+        rest = ", ".join(one(b) for b in h["larger"])
+        text = S.HEADLINE_MORE(first=text, word=larger_word, rest=rest)
     return text
 
 
@@ -427,16 +429,16 @@ def audit_evidence(run: Any) -> list[str]:
     for a in epsilon_audit_entries(run):
         if audit_exceeds(a, eps):
             out.append(
-                f"{a.get('name') or 'unnamed audit'}: {_audit_bound_text(a)} exceeds "
-                f"the claimed ε = {num(eps)}"
+                S.EVIDENCE_AUDIT(
+                    audit=a.get("name") or "unnamed audit",
+                    bound=_audit_bound_text(a),
+                    eps=num(eps),
+                )
             )
     tr = epsilon_audit_tradeoff(run)
     if tr and tr.get("violated"):
         pts = tr.get("points") if isinstance(tr.get("points"), list) else []
-        out.append(
-            f"{tr.get('attack') or 'strongest'} attack ROC: {len(pts)} threshold(s) "
-            "significantly above the trade-off curve of the claimed (ε, δ)"
-        )
+        out.append(S.EVIDENCE_TRADEOFF(attack=tr.get("attack") or "strongest", n=len(pts)))
     return out
 
 
@@ -447,19 +449,16 @@ def _audit_violation_text(run: dict) -> str:
     if eps is not None and delta is not None:
         stated += f", δ = {small(delta)}"
     details = claim_details(claim) if claim.get("notion") not in (None, "none") else ""
-    text = f"Privacy claim VIOLATED: the ε audit contradicts the claimed {stated}"
-    text += f" ({details})" if details else ""
     evidence = audit_evidence(run)
+    cited = ""
     if evidence:
         shown = evidence[:MAX_EVIDENCE_IN_VERDICT]
-        text += ". Evidence: " + "; ".join(e.rstrip(". ") for e in shown)
+        cited = S.EVIDENCE(items="; ".join(e.rstrip(". ") for e in shown))
         if len(evidence) > len(shown):
-            text += f"; and {len(evidence) - len(shown)} more"
-    text += (
-        ". A certified lower bound above the claim means the claim is false "
-        "(or the accountant or the defense has a bug)."
+            cited += S.EVIDENCE_MORE(n=len(evidence) - len(shown))
+    return S.AUDIT_VIOLATED(
+        stated=stated, details=f" ({details})" if details else "", evidence=cited
     )
-    return text
 
 
 def check_claim(run: dict, attack: dict | None = None) -> dict:
@@ -515,14 +514,8 @@ def check_attack_claim(run: dict, attack: dict | None = None) -> dict:
     eps_c = claimed_epsilon(run)
     if eps_c is None:
         if claim.get("notion") not in (None, "none"):
-            return {
-                "status": "no-claim",
-                "text": "The defense states no numeric ε, so there is no privacy claim to check.",
-            }
-        return {
-            "status": "no-claim",
-            "text": "No formal privacy guarantee is claimed for this run.",
-        }
+            return {"status": "no-claim", "text": S.CLAIM_NO_NUMBER()}
+        return {"status": "no-claim", "text": S.CLAIM_NONE()}
     desc = describe_claim(claim)
     details = claim_details(claim)
     split = run.get("split_check") if isinstance(run.get("split_check"), dict) else {}
@@ -530,56 +523,39 @@ def check_attack_claim(run: dict, attack: dict | None = None) -> dict:
         # the attacks' bounds measure the difference between the two sets of texts as well
         # as memorisation, so they neither contradict nor support a claim (an ε audit's own
         # violation still counts: check_claim reads it)
-        return {
-            "status": "unmeasured",
-            "text": f"The claim ({desc}) is not tested by the membership attacks: the "
-            "member / non-member split is shifted, so their ε lower bounds measure the "
-            "difference between the two sets of texts, not the model.",
-        }
+        return {"status": "unmeasured", "text": S.CLAIM_SHIFTED(claim=desc)}
     lb = metric(attack, EPS_LB)
     lb_v = as_float(lb.get("value")) if lb else None
     if lb_v is None:
-        return {
-            "status": "unmeasured",
-            "text": f"The claim ({desc}) could not be checked: no empirical "
-            "ε lower bound is available.",
-        }
-    bound = f"ε ≥ {num(lb_v)} ({_bound_conditions(lb)})"
+        return {"status": "unmeasured", "text": S.CLAIM_NO_BOUND(claim=desc)}
+    bound = S.BOUND_WITH_CONDITIONS(eps=num(lb_v), conditions=_bound_conditions(lb))
     if lb_v > eps_c:
         reason = _incomparable_reason(claim, lb)
         if reason is None:
             return {
                 "status": "violated",
-                "text": f"Privacy claim VIOLATED: the audit certifies {bound}, "
-                f"above the claimed ε = {num(eps_c)} ({details}), so the claim "
-                "is contradicted by this audit.",
+                "text": S.CLAIM_VIOLATED(bound=bound, eps=num(eps_c), details=details),
             }
         return {
             "status": "not-comparable",
-            "text": f"The empirical bound {bound} exceeds the claimed "
-            f"ε = {num(eps_c)}, but {reason}, so this is not a formal "
-            "contradiction of the claim.",
+            "text": S.CLAIM_NOT_COMPARABLE(bound=bound, eps=num(eps_c), reason=reason),
         }
     if claim.get("unit") is None:  # not about examples at all: a membership bound says nothing
         return {
             "status": "not-comparable",
-            "text": f"The empirical bound {bound} does not test the claimed ε = {num(eps_c)}: "
-            f"{_incomparable_reason(claim, lb)}.",
+            "text": S.CLAIM_NO_UNIT(
+                bound=bound, eps=num(eps_c), reason=_incomparable_reason(claim, lb)
+            ),
         }
     ceiling = as_float(lb.get("ceiling"))
     if ceiling is not None and ceiling <= eps_c:
         return {
             "status": "untestable",
-            "text": f"The empirical bound {bound} is below the claimed "
-            f"ε = {num(eps_c)}, but with this sample size no attack could "
-            f"certify more than ε ≈ {num(ceiling)}, so this audit could not "
-            "have detected a violation of the claim.",
+            "text": S.CLAIM_UNTESTABLE(bound=bound, eps=num(eps_c), ceiling=num(ceiling)),
         }
     return {
         "status": "consistent",
-        "text": f"The empirical bound {bound} is below the claimed "
-        f"ε = {num(eps_c)} ({details}): consistent with the claim. An audit can "
-        "contradict a privacy claim but never confirm it.",
+        "text": S.CLAIM_CONSISTENT(bound=bound, eps=num(eps_c), details=details),
     }
 
 
@@ -595,19 +571,14 @@ def _bound_conditions(lb: dict) -> str:
 
 def _incomparable_reason(claim: dict, lb: dict) -> str | None:
     if claim.get("notion") not in _COMPARABLE_NOTIONS:
-        return "the claim is metric DP, whose ε scales with a distance"
+        return S.REASON_METRIC_DP()
     if claim.get("unit") is None:  # e.g. dp-attention: one feature column of one layer
-        return "the claim names no example, sequence or user unit (see its note), so it does not bound example-level membership"
+        return S.REASON_NO_UNIT()
     if claim.get("unit") not in _COMPARABLE_UNITS:
-        return (
-            f"the claim is {claim.get('unit')}-level, which does not bound example-level membership"
-        )
+        return S.REASON_UNIT(unit=claim.get("unit"))
     d_claim, d_audit = as_float(claim.get("delta")), as_float(lb.get("delta"))
     if d_claim is not None and d_audit is not None and d_claim > d_audit:
-        return (
-            f"the claim is stated at δ = {small(d_claim)}, larger than the "
-            f"audit's δ = {small(d_audit)}"
-        )
+        return S.REASON_DELTA(claim_delta=small(d_claim), audit_delta=small(d_audit))
     return None
 
 
@@ -787,69 +758,53 @@ def _level_of(
     at_least = 0  # a lower bound on the deciding size where no estimate exists
     if not auc_ok:
         if auc_hi is None or auc_v is None:
-            reasons.append("the AUC has no upper confidence bound")
+            reasons.append(S.REASON_AUC_NO_UPPER())
         else:
-            reasons.append(f"the AUC interval reaches {auc_hi:.3f} (HIGH from {HIGH_AUC_CI_LOW})")
+            reasons.append(S.REASON_AUC_REACHES(high=f"{auc_hi:.3f}", threshold=HIGH_AUC_CI_LOW))
             needs.append(_needed_n(n_min, auc_v, auc_hi - auc_v, HIGH_AUC_CI_LOW - auc_v))
     if not tpr_ok:
         if tpr is None:
             below = metric(attack, TPR_1) is not None
             reasons.append(
-                "TPR at 1% FPR is below this sample's resolution (1% FPR needs at least "
-                "100 non-members)"
-                if below
-                else "TPR at 1% FPR was not measured"
+                S.REASON_TPR_BELOW_RESOLUTION(n=100) if below else S.REASON_TPR_NOT_MEASURED()
             )
             at_least = max(at_least, 100)
         else:
             tpr_v = as_float(tpr.get("value"))
             reasons.append(
-                f"the TPR@1%FPR interval reaches {100 * tpr_hi:.1f}% (HIGH from "
-                f"{100 * HIGH_TPR_CI_LOW:g}%)"
+                S.REASON_TPR_REACHES(
+                    high=f"{100 * tpr_hi:.1f}%", threshold=f"{100 * HIGH_TPR_CI_LOW:g}%"
+                )
                 if tpr_hi is not None
-                else "TPR at 1% FPR has no upper confidence bound"
+                else S.REASON_TPR_NO_UPPER()
             )
             if tpr_v is not None and tpr_hi is not None:
                 needs.append(_needed_n(n_min, tpr_v, tpr_hi - tpr_v, HIGH_TPR_CI_LOW - tpr_v))
             else:
                 needs.append(None)
-    size = f"{n_min} per class" if n_min is not None else "this sample"
+    size = S.SIZE_PER_CLASS(n=n_min) if n_min is not None else S.SIZE_UNKNOWN()
     if auc_v == auc_lo == auc_hi == CHANCE_AUC:
         # a zero-width interval at exactly 0.5: every member and non-member score is tied,
         # so no sample size narrows the TPR interval; the attack carries no signal at all
-        return "inconclusive", (
-            f"with {size}, every member and non-member score of the strongest attack is tied "
-            "(AUC 0.500 with a zero-width interval): it gives no signal, and no sample size "
-            "would decide; check that the model and the attack produce distinct scores"
-        )
-    why = f"with {size}, " + " and ".join(reasons)
+        return "inconclusive", S.WHY_TIED(size=size)
+    why = S.WHY_SIZE(size=size, reasons=" and ".join(reasons))
     known = [x for x in needs if x is not None]
     if needs and len(known) == len(needs):
         need = max([*known, at_least])
         if need > MAX_NAMED_SAMPLE:
-            why += (
-                f"; more than {MAX_NAMED_SAMPLE:,} members and as many non-members would be "
-                "needed to call it low (the point estimate is near the HIGH threshold)"
-            )
+            why += S.NEED_TOO_MANY(n=f"{MAX_NAMED_SAMPLE:,}")
         else:
             word = "at least" if at_least >= need and not known else "about"
-            why += (
-                f"; {word} {need:,} members and {need:,} non-members would decide "
-                "(the intervals would then end below the HIGH thresholds if the point "
-                "estimates held)"
-            )
+            why += S.NEED_ABOUT(word=word, n=f"{need:,}")
     elif at_least and len(known) == len(needs):
-        why += f"; at least {at_least:,} members and {at_least:,} non-members are needed"
+        why += S.NEED_AT_LEAST(n=f"{at_least:,}")
     else:
-        why += (
-            "; no deciding sample size can be estimated from these intervals (a point "
-            "estimate at or above its HIGH threshold, or a missing interval)"
-        )
+        why += S.NEED_UNKNOWN()
     return "inconclusive", why
 
 
 #: the start of the reason :func:`_unresolved_text` gives (the verdict text keys on it)
-UNRESOLVED_LEAD = "the effect is smaller than the split check resolves"
+UNRESOLVED_LEAD = S.UNRESOLVED_LEAD
 
 
 def _unresolved_text(attack: dict, auc: dict, resolution: dict) -> str:
@@ -857,17 +812,14 @@ def _unresolved_text(attack: dict, auc: dict, resolution: dict) -> str:
     n_m, n_n = resolution.get("n_members"), resolution.get("n_nonmembers")
     det = float(resolution["detectable_auc"])
     sizes = [x for x in (n_m, n_n) if isinstance(x, int) and not isinstance(x, bool)]
-    cap = f"{max(sizes)} texts per side" if sizes else "the split check's sample size per side"
-    return (
-        f"{UNRESOLVED_LEAD}: the strongest attack's AUC {ci(auc)} on "
-        f"{attack.get('n_members')} members and {attack.get('n_nonmembers')} non-members "
-        f"lies above 0.5 but its interval starts below {det:.3f}, "
-        f"the smallest blind AUC the split check detects with 80% power on its sub-sample of "
-        f"{n_m} members and {n_n} non-members, so a difference between the two sets this "
-        "small could pass the check unnoticed and would carry the same effect; it can be "
-        "attributed neither to training nor to the data. Draw the two sets at random from "
-        f"one source (then the effect is training's), or audit on at most {cap}, where "
-        "the split check reads every text"
+    cap = S.CAP_PER_SIDE(n=max(sizes)) if sizes else S.CAP_UNKNOWN()
+    a_m, a_n = attack.get("n_members"), attack.get("n_nonmembers")
+    return S.UNRESOLVED(
+        auc=ci(auc),
+        attack_sizes=S.SIZES_ON(n_members=a_m, n_nonmembers=a_n) if a_m and a_n else "",
+        detectable=f"{det:.3f}",
+        check_sizes=S.SIZES_OF(n_members=n_m, n_nonmembers=n_n) if n_m and n_n else "",
+        cap=cap,
     )
 
 
