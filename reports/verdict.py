@@ -867,9 +867,7 @@ def verdict_for_run(run: dict) -> dict:
     if isinstance(missing, list) and missing:
         return {
             "level": "not-measured",
-            "text": f"Not measured: {len(missing)} weight tensor(s) of this model were not in "
-            "the checkpoint and were initialised at random, so the attacks measured a partly "
-            "random model. Audit the trained model.",
+            "text": S.NOT_MEASURED_WEIGHTS(n=len(missing)),
             "attack": None,
             "claim_status": "unmeasured" if claimed_epsilon(run) else "no-claim",
         }
@@ -881,13 +879,14 @@ def verdict_for_run(run: dict) -> dict:
         attacks = [a for a in run.get("attacks") or [] if isinstance(a, dict)]
         na = sum(1 for a in attacks if a.get("status") == "not_applicable")
         err = sum(1 for a in attacks if a.get("status") == "error")
-        detail = f"{len(attacks)} attack(s) configured"
-        if attacks:
-            detail += f": {na} not applicable, {err} failed"
+        detail = (
+            S.ATTACKS_CONFIGURED_SPLIT(n=len(attacks), na=na, err=err)
+            if attacks
+            else S.ATTACKS_CONFIGURED(n=0)
+        )
         result = {
             "level": "not-measured",
-            "text": "Not measured: no attack produced a result for this run "
-            f"({detail}). Nothing can be said about its privacy.",
+            "text": S.NOT_MEASURED_NO_ATTACK(detail=detail),
             "attack": None,
             "claim_status": "unmeasured" if claimed_epsilon(run) else "no-claim",
         }
@@ -903,70 +902,50 @@ def verdict_for_run(run: dict) -> dict:
     auc_lo = as_float(auc.get("ci_low"))
     lb_v = as_float(lb.get("value")) if lb else None
 
-    auc_txt = f"AUC {ci(auc)}"
+    auc_txt = S.AUC_SLOT(auc=ci(auc))
     from .resolution import lead_tpr, tpr_view
 
     one = tpr_view(attack, 0.01)
     if one["resolvable"]:
-        tpr_txt = f"identifies {pct_ci(one['metric'])} of members at 1% false positives"
+        tpr_txt = S.TPR_RESOLVED(tpr=pct_ci(one["metric"]), fpr="1%")
     elif tpr:
         # not resolvable at this n: why, and what the sample does resolve (never a number)
-        tpr_txt = f"its TPR at 1% false positives is {one['text']}"
+        tpr_txt = S.TPR_UNRESOLVED(fpr="1%", reason=one["text"])
     else:
         tpr_txt = ""
     lead = lead_tpr(attack) if tpr_txt and not one["resolvable"] else None
     if lead is not None:
-        tpr_txt += (
-            f"; at {100 * lead['fpr']:g}% false positives, the lowest rate this sample "
-            f"resolves, it identifies {lead['text']} of members"
-        )
+        tpr_txt += S.TPR_LEAD(fpr=f"{100 * lead['fpr']:g}%", tpr=lead["text"])
+    and_tpr = S.AND_CLAUSE(clause=tpr_txt) if tpr_txt else ""
 
     level, undecided = verdict_level(run)
     if level == "invalid-attack":
-        text = (
-            f"Invalid attack: the strongest attack ({name}) reaches {auc_txt}, entirely below "
-            f"chance (0.5), so {INVALID_ATTACK_TEXT}. This says nothing about leakage."
-        )
+        text = S.INVALID(attack=name, auc=auc_txt, why=INVALID_ATTACK_TEXT)
     elif level == "high":
-        text = f"Measurable membership leakage: the strongest attack ({name}) reaches {auc_txt}"
-        text += f" and {tpr_txt}." if tpr_txt else "."
-        text += " Training data is not safe to assume private."
+        text = S.HIGH(attack=name, auc=auc_txt, tpr=and_tpr)
     elif level == "moderate":
-        text = (
-            f"Some membership leakage is detectable: the strongest attack ({name}) "
-            f"reaches {auc_txt}"
-        )
-        text += f" and {tpr_txt}." if tpr_txt else "."
-        text += (
-            " The signal is statistically distinguishable from chance but modest; "
-            "treat membership of individual examples as partly exposed."
-        )
+        text = S.MODERATE(attack=name, auc=auc_txt, tpr=and_tpr)
     elif level == "inconclusive":
         if "score of the strongest attack is tied" in undecided:
-            lead = "the strongest attack's scores are all tied, so it measured nothing"
+            lead = S.INCONCLUSIVE_TIED()
         elif undecided.startswith(UNRESOLVED_LEAD):
-            lead = "an effect is measured, but it is below the split check's resolution"
+            lead = S.INCONCLUSIVE_UNRESOLVED()
         else:
-            lead = "the sample is too small to call the leakage low"
-        text = f"Inconclusive: {lead}. The strongest attack ({name}) reaches {auc_txt}"
-        text += f" and {tpr_txt}" if tpr_txt else ""
-        text += f"; {undecided}. Do not read this as a low-leakage result."
+            lead = S.INCONCLUSIVE_SMALL()
+        text = S.INCONCLUSIVE(lead=lead, attack=name, auc=auc_txt, tpr=and_tpr, why=undecided)
     else:
         n = attack.get("n_members")
-        n_txt = f"{n} members" if n is not None else "this many members"
         includes = (
-            "includes 0.5"
+            S.LOW_INCLUDES_CHANCE()
             if auc_lo is not None and auc_lo <= CHANCE_AUC
-            else "does not establish leakage"
+            else S.LOW_NOT_ESTABLISHED()
         )
-        text = (
-            f"No leakage detected at this sample size: the strongest attack "
-            f"({name}) reaches {auc_txt}, which {includes}"
-        )
-        text += f", and {tpr_txt}." if tpr_txt else "."
-        text += (
-            " This is not proof of privacy \u2014 it bounds what these attacks can "
-            f"see with {n_txt}."
+        text = S.LOW(
+            attack=name,
+            auc=auc_txt,
+            includes=includes,
+            tpr=S.COMMA_AND_CLAUSE(clause=tpr_txt) if tpr_txt else "",
+            members=S.N_MEMBERS(n=n) if n is not None else S.N_MEMBERS_UNKNOWN(),
         )
 
     fw = run.get("battery_chance")
@@ -976,12 +955,11 @@ def verdict_for_run(run: dict) -> dict:
         and auc_lo > CHANCE_AUC
         and not battery_beats_chance(run)
     ):
-        text += (
-            f" Its interval excludes 0.5, but it is the best of {len(fw.get('attacks') or [])} "
-            f"attacks chosen on these data: the battery's family-wise test (the largest AUC "
-            f"against {fw.get('permutations')} random relabellings) gives p = "
-            f"{num(as_float(fw.get('p_value')))} > {num(as_float(fw.get('alpha')))}, so this "
-            "is not evidence of leakage."
+        text += S.BATTERY_NOT_BEYOND_CHANCE(
+            n=len(fw.get("attacks") or []),
+            permutations=fw.get("permutations"),
+            p=num(as_float(fw.get("p_value"))),
+            alpha=num(as_float(fw.get("alpha"))),
         )
     claim = check_claim(run, attack)
     head = epsilon_headline(run)
@@ -990,23 +968,19 @@ def verdict_for_run(run: dict) -> dict:
         # with a checkable claim the claim sentence states this bound;
         # the run's one headline ε (see epsilon_headline): the same number as the summary
         ceiling = as_float(lb.get("ceiling"))
-        cap = f"; the most this sample could certify is {num(ceiling)}" if ceiling else ""
+        cap = S.CEILING_CAP(ceiling=num(ceiling)) if ceiling else ""
         if head["at_ceiling"]:
-            cap = f"; {AT_CEILING}"
+            cap = S.SEMI_CLAUSE(clause=AT_CEILING)
+        conditions = _bound_conditions(lb)
         if lb_v is not None and lb_v > 0:
-            text += f" Certified privacy loss: ε ≥ {num(lb_v)} ({_bound_conditions(lb)}{cap})."
+            text += S.CERTIFIED(eps=num(lb_v), conditions=conditions, cap=cap)
         else:
-            text += (
-                f" No privacy loss is certified (ε lower bound 0, {_bound_conditions(lb)}{cap})."
-            )
+            text += S.NOT_CERTIFIED(conditions=conditions, cap=cap)
     elif head is not None and head["kind"] != "attack":
-        text += f" Certified privacy loss: {headline_text({**head, 'larger': []})}."
+        text += S.CERTIFIED_HEADLINE(headline=headline_text({**head, "larger": []}))
     if head is not None and head["larger"]:
-        text += (
-            " A larger bound from another audit, not the headline (picking the largest of "
-            "several bounds after the fact would weaken its confidence): "
-            + headline_text({**head["larger"][0], "larger": head["larger"][1:]}, "and")
-            + "."
+        text += S.LARGER_BOUND(
+            headline=headline_text({**head["larger"][0], "larger": head["larger"][1:]}, "and")
         )
     two = strongest_two_ways(run)
     if two:
@@ -1036,16 +1010,13 @@ def strongest_two_ways(run: dict) -> str:
         tpr = {k: low.get(k) for k in ("value", "ci_low", "ci_high")}
         tpr["value"] = low.get("tpr")
         where = f"{100 * fpr:g}%" if fpr is not None else "a low"
-        parts.append(
-            f"At {where} false positives, the lowest reported rate this sample resolves, the "
-            f"strongest attack is {low['attack']} (TPR {pct_ci(tpr)})"
-        )
+        parts.append(S.STRONGEST_LOW_FPR(fpr=where, attack=low["attack"], tpr=pct_ci(tpr)))
     else:
-        parts.append("This sample resolves neither reported false-positive rate (0.1%, 1%)")
+        parts.append(S.STRONGEST_NONE_RESOLVED(rates="0.1%, 1%"))
     if by_auc is not None:
         a = next((x for x in ok_attacks(run) if x.get("attack") == by_auc), None)
         auc = metric(a, "auc") if a else None
-        parts.append(f"by AUC, it is {by_auc}" + (f" (AUC {ci(auc)})" if auc else ""))
+        parts.append(S.STRONGEST_BY_AUC(attack=by_auc, auc=S.PAREN_AUC(auc=ci(auc)) if auc else ""))
     return "; ".join(parts) + "."
 
 
@@ -1060,23 +1031,17 @@ def split_shifted(run: dict) -> dict | None:
         return None
     auc = ((check.get("blind") or {}).get("auc")) or {}
     conf = check.get("confidence")
-    lvl = f" ({100 * conf:g}% interval)" if isinstance(conf, int | float) else ""
-    text = (
-        f"Split shifted: a classifier that never sees the model separates the members from "
-        f"the non-members with blind AUC {ci(auc)}{lvl}, so the attack numbers below measure the "
-        "difference between the two sets of texts as well as any memorisation; no leakage "
-        "verdict (high or low) can be drawn from them."
-    )
+    lvl = S.INTERVAL_LEVEL(level=f"{100 * conf:g}%") if isinstance(conf, int | float) else ""
+    text = S.SPLIT_SHIFTED(auc=ci(auc), level=lvl)
     best = strongest_attack(run)
     if best is not None:
-        text += (
-            f" The strongest attack ({attack_name(best)}) reaches AUC {ci(metric(best, 'auc'))}."
-        )
-    text += " What to do: " + str(check.get("advice") or "")
+        text += S.SHIFTED_STRONGEST(attack=attack_name(best), auc=ci(metric(best, "auc")))
+    if str(check.get("advice") or "").strip():
+        text += S.WHAT_TO_DO(advice=str(check["advice"]))
     status = "unmeasured" if claimed_epsilon(run) else "no-claim"
     head = epsilon_headline(run)  # from an ε audit only: the attacks' bounds measure the texts
     if head is not None:
-        text += f" Certified privacy loss: {headline_text(head)}."
+        text += S.CERTIFIED_HEADLINE(headline=headline_text(head))
     if audit_violated(run):
         text += " " + _audit_violation_text(run)
         status = "violated"
