@@ -339,6 +339,33 @@ LINE_BLIND = _t("LINE_BLIND", "blind AUC {auc}{shifted}", optional=("shifted",))
 LINE_SHIFTED = _t("LINE_SHIFTED", " (split SHIFTED)")
 
 
+# --------------------------------------------------------------------------- #
+# Resolution labels, the split check's duplicates, dataset inference
+# --------------------------------------------------------------------------- #
+TPR_LABEL = _t("TPR_LABEL", "TPR @ {fpr} FPR")
+WITHIN_SIDE = _t(
+    "WITHIN_SIDE",
+    "{texts} {side} texts hold {distinct} distinct records ({removed} copies collapsed; the "
+    "largest group has {largest} copies)",
+)
+WITHIN_COUNTS = _t("WITHIN_COUNTS", "{sides}. Every interval and bound counts distinct records.")
+WITHIN_GROUP = _t(
+    "WITHIN_GROUP",
+    " A record trained {k} times is protected only as a group of {k}: under an (ε, δ) claim "
+    "per example, by group privacy at {k}ε (with a larger δ).",
+)
+DI_SHIFTED = _t(
+    "DI_SHIFTED",
+    "no p-value: a classifier that never sees the model tells the suspect texts from the "
+    "validation texts{blind}, so the test's assumption (both sets from one distribution) "
+    "fails and a difference could come from the texts, not training",
+    optional=("blind",),
+)
+PAREN_BLIND_AUC = _t("PAREN_BLIND_AUC", " (blind AUC {auc})")
+DI_NO_TEST = _t("DI_NO_TEST", "no p-value: {reason}")
+DI_NO_P = _t("DI_NO_P", "no p-value: the test returned none")
+
+
 def join_parts(parts: list[str]) -> str:
     """The VERDICT line's parts, ``"; "``-joined (each rendered from a template above)."""
     return "; ".join(parts)

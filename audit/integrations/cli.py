@@ -922,6 +922,7 @@ def verdict_line(run: dict) -> str:
     bound with any larger one beside it (reports/verdict.py ``epsilon_headline``: the
     report's number) and the claim status."""
     from privacy_audit.audit.integrations.gate import one_line
+    from privacy_audit.reports import sentences as S
     from privacy_audit.reports.formatting import ci
     from privacy_audit.reports.verdict import (
         TPR_1,
@@ -934,39 +935,41 @@ def verdict_line(run: dict) -> str:
 
     v = run.get("verdict") if isinstance(run.get("verdict"), dict) else verdict_for_run(run)
     best = strongest_attack(run)
-    parts = [f"VERDICT {one_line(str(run.get('name')))}: {str(v.get('level', '?')).upper()}"]
+    run_name = one_line(str(run.get("name")))
+    parts = [S.LINE_HEAD(run=run_name, level=str(v.get("level", "?")).upper())]
     if best is None:
-        parts.append("no attack measured")
+        parts.append(S.LINE_NO_ATTACK())
     else:
-        parts.append(f"strongest {one_line(str(best.get('attack')))}")
-        parts.append(f"AUC {ci(metric(best, 'auc'))}")
+        parts.append(S.LINE_STRONGEST(attack=one_line(str(best.get("attack")))))
+        parts.append(S.AUC_SLOT(auc=ci(metric(best, "auc"))))
         from privacy_audit.reports.resolution import lead_tpr, tpr_view
 
         tpr = metric(best, TPR_1)
         one = tpr_view(best, 0.01)
         if one["resolvable"]:
-            parts.append(f"TPR@1%FPR {ci(tpr)}")
+            parts.append(S.LINE_TPR(fpr="1%", tpr=ci(tpr)))
         else:
-            parts.append(f"TPR@1%FPR {one['text']}")
+            parts.append(S.LINE_TPR(fpr="1%", tpr=one["text"]))
             lead = lead_tpr(best)
             if lead is not None:
-                parts.append(f"TPR@{100 * lead['fpr']:g}%FPR {lead['text']}")
+                parts.append(S.LINE_TPR(fpr=f"{100 * lead['fpr']:g}%", tpr=lead["text"]))
     head = epsilon_headline(run)  # the report's and the verdict's headline ε, the same number
     if head is not None and not (v.get("level") == "split-shifted" and head["kind"] == "attack"):
         parts.append(one_line(headline_text(head)).replace("ε ≥", "ε_lb ≥", 1))
     else:
-        parts.append("ε_lb n/a")
-    status = v.get("claim_status", "?")
-    parts.append(f"claim {str(status).upper() if status == 'violated' else status}")
+        parts.append(S.LINE_NO_EPSILON())
+    status = v.get("claim_status") or "?"
+    parts.append(S.LINE_CLAIM(status=str(status).upper() if status == "violated" else status))
     if v.get("level") == "inconclusive" and v.get("inconclusive"):
         parts.append(one_line(str(v["inconclusive"])))
     split = run.get("split_check") if isinstance(run.get("split_check"), dict) else {}
     blind = (split.get("blind") or {}).get("auc")
     if blind:
-        parts.append(f"blind AUC {ci(blind)}{' (split SHIFTED)' if split.get('shifted') else ''}")
+        shifted = S.LINE_SHIFTED() if split.get("shifted") else ""
+        parts.append(S.LINE_BLIND(auc=ci(blind), shifted=shifted))
     if v.get("level") == "invalid-attack" and v.get("invalid"):
         parts.append(one_line(str(v["invalid"])))
-    return "; ".join(parts)
+    return S.join_parts(parts)
 
 
 class _StripAnsi(logging.Formatter):
