@@ -12,6 +12,7 @@ import contextlib
 import dataclasses
 import logging
 import math
+import os
 import re
 import sys
 from pathlib import Path
@@ -711,9 +712,13 @@ def _cmd_dataset_inference(args) -> int:
         [("--suspect", options.get("suspect")), ("--validation", options.get("validation"))]
         + config_input_paths(cfg, flags=args.config is None),
     )
+    created = not Path(args.out).exists()
     check_output_dir(args.out)
     flags = {"--suspect": cfg.data.get("members"), "--validation": cfg.data.get("nonmembers")}
-    with _named_by_flags(flags if args.config is None else {}):
+    with (
+        _no_folder_left_on_interrupt(args.out, created),
+        _named_by_flags(flags if args.config is None else {}),
+    ):
         with capture_library_output(Path(args.out) / RUN_LOG):
             results = run_dataset_inference(cfg, options, not args.quiet, spec)
     try:
@@ -875,7 +880,8 @@ def _cmd_run(args, epsilon: bool | None = None) -> int:
             print(expected_time_line(bundled, quick), file=sys.stderr, flush=True)
     from privacy_audit.ground.lock import DirLock
 
-    with contextlib.ExitStack() as locks:
+    created = not Path(args.out).exists()
+    with _no_folder_left_on_interrupt(args.out, created), contextlib.ExitStack() as locks:
         # one live run per directory: a second run is refused before it clears or writes
         locks.enter_context(DirLock(args.out, "--out"))
         if run_dir is not None and not _inside(run_dir, args.out):
@@ -914,6 +920,34 @@ def _cmd_run(args, epsilon: bool | None = None) -> int:
 #: Where warnings and transformers' log records (load reports, deprecations) go, inside
 #: the output directory, instead of raw (and ANSI-coloured) on the console.
 RUN_LOG = "run.log"
+
+#: what an interrupted run may leave in an --out folder it created that no rerun can use:
+#: the library log, and a run directory's bookkeeping without any finished task
+_UNUSABLE_LEFTOVERS = {RUN_LOG, "run/events.log", "run/inputs.json"}
+
+
+@contextlib.contextmanager
+def _no_folder_left_on_interrupt(out: str, created: bool):
+    """On ^C, remove the ``--out`` folder this invocation created when it holds nothing a
+    rerun can use (:data:`_UNUSABLE_LEFTOVERS` and empty folders), so an interrupted
+    command leaves no folder that looks like a result. A folder with finished tasks (which
+    ``--resume`` reuses) or any other file is kept as it is."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        root = Path(out)
+        if created and root.is_dir():
+            entries = list(root.rglob("*"))
+            files = {p.relative_to(root).as_posix() for p in entries if not p.is_dir()}
+            if files <= _UNUSABLE_LEFTOVERS:
+                for f in files:
+                    (root / f).unlink(missing_ok=True)
+                for d in sorted((p for p in entries if p.is_dir()), key=lambda p: -len(p.parts)):
+                    with contextlib.suppress(OSError):
+                        d.rmdir()
+                with contextlib.suppress(OSError):
+                    root.rmdir()
+        raise
 
 
 def verdict_line(run: dict) -> str:
@@ -1674,6 +1708,8 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_INPUT
     except KeyboardInterrupt:
         print("privacy-audit: interrupted; no partial report was written", file=sys.stderr)
+        if argv is None:  # the command itself (console script, python -m), not a caller
+            _exit_130()
         return 130
     except Exception as exc:  # noqa: BLE001 - one line unless --debug
         if args.debug:
@@ -1683,6 +1719,25 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return EXIT_INTERNAL
+
+
+def _exit_130() -> None:
+    """End the process with exit code 130 after ^C (:func:`main` run as the command).
+
+    CPython (3.8 to 3.12) also records a KeyboardInterrupt that escaped a nested
+    ``PyRun_*`` call (some extension imports run code that way) and, at the end of
+    ``Py_RunMain``, kills the process with SIGINT whatever exit code was asked for, even
+    when the interrupt was caught: the shell then sees a signal death (-2) instead of 130,
+    at random depending on where the interrupt landed. So the exit handlers run here and
+    the process ends with ``os._exit(130)``."""
+    import atexit
+
+    with contextlib.suppress(Exception):
+        sys.stdout.flush()
+        sys.stderr.flush()
+    with contextlib.suppress(BaseException):
+        atexit._run_exitfuncs()
+    os._exit(130)
 
 
 if __name__ == "__main__":
