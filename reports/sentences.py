@@ -327,6 +327,57 @@ EVIDENCE_TRADEOFF = _t(
 )
 
 # --------------------------------------------------------------------------- #
+# Comparing runs (reports/verdict.py::compare_runs, did_not_learn)
+# --------------------------------------------------------------------------- #
+COMPARE_NO_BASELINE = _t(
+    "COMPARE_NO_BASELINE",
+    "No undefended baseline (defense \u201cnone\u201d) in this audit, so defenses are not "
+    "compared against one.",
+)
+COMPARE_ONLY_BASELINE = _t(
+    "COMPARE_ONLY_BASELINE",
+    "Only the undefended run ({baseline}) was audited; there is nothing to compare it with.",
+)
+COMPARE_BASELINE_UNMEASURED = _t(
+    "COMPARE_BASELINE_UNMEASURED",
+    "The undefended baseline ({baseline}) has no measured attack, so no comparison is possible.",
+)
+COMPARE_NOT_MEASURED = _t(
+    "COMPARE_NOT_MEASURED", "{run}: not compared (no attack produced a result)."
+)
+COMPARE_NOT_COMPARABLE = _t(
+    "COMPARE_NOT_COMPARABLE",
+    "{run} vs {baseline}: not comparable ({why}); its strongest-attack AUC {run_auc} vs "
+    "{baseline_auc} says nothing about the defense.",
+)
+COMPARE_PAIR = _t(
+    "COMPARE_PAIR",
+    "{run} vs {baseline}: strongest-attack AUC {run_auc} vs {baseline_auc}: {lead}; {sep}.",
+)
+COMPARE_SAME = _t("COMPARE_SAME", "both have the same AUC point estimate")
+COMPARE_BASELINE_MORE = _t(
+    "COMPARE_BASELINE_MORE", "the undefended model ({baseline}) is more vulnerable"
+)
+COMPARE_RUN_MORE = _t("COMPARE_RUN_MORE", "{run} is more vulnerable than the undefended model")
+COMPARE_NO_INTERVALS = _t(
+    "COMPARE_NO_INTERVALS",
+    "intervals are missing, so it cannot be judged whether this sample separates them",
+)
+COMPARE_OVERLAP = _t("COMPARE_OVERLAP", "the 95% CIs overlap, so this sample cannot separate them")
+COMPARE_DEFENSE_HELPS = _t(
+    "COMPARE_DEFENSE_HELPS",
+    "the 95% CIs are disjoint, so the defense measurably reduces what these attacks can see",
+)
+COMPARE_DEFENSE_HURTS = _t(
+    "COMPARE_DEFENSE_HURTS",
+    "the 95% CIs are disjoint, so the defended model is measurably more exposed than the baseline",
+)
+DID_NOT_LEARN = _t(
+    "DID_NOT_LEARN", "{run} did not learn: its {metric} {value} does not clear {floors}"
+)
+FLOOR = _t("FLOOR", "{name} {value}{interval}", optional=("interval",))
+
+# --------------------------------------------------------------------------- #
 # The stdout VERDICT line (audit/integrations/cli.py::verdict_line), "; "-joined parts
 # --------------------------------------------------------------------------- #
 LINE_HEAD = _t("LINE_HEAD", "VERDICT {run}: {level}")

@@ -1094,14 +1094,18 @@ def did_not_learn(run: dict) -> str | None:
     failed = [f for f in floors if not clears(arm, f)]
     if not failed:
         return None
-    return (
-        f"{arm.name} did not learn: its {u.get('metric', 'utility')} "
-        f"{_fmt_triplet((u['value'], u.get('ci_low'), u.get('ci_high')))} does not clear "
-        + " or ".join(
-            f"{f.name} {f.value:.4g}"
-            + (f" [{f.ci_low:.4g}, {f.ci_high:.4g}]" if f.ci_low is not None else "")
+    return S.DID_NOT_LEARN(
+        run=arm.name,
+        metric=u.get("metric") or "utility",
+        value=_fmt_triplet((u["value"], u.get("ci_low"), u.get("ci_high"))),
+        floors=" or ".join(
+            S.FLOOR(
+                name=f.name,
+                value=f"{f.value:.4g}",
+                interval=f" [{f.ci_low:.4g}, {f.ci_high:.4g}]" if f.ci_low is not None else "",
+            )
             for f in failed
-        )
+        ),
     )
 
 
@@ -1122,27 +1126,15 @@ def compare_runs(runs: list[dict]) -> dict:
     runs = [r for r in runs or [] if isinstance(r, dict)]
     base_idx = next((i for i, r in enumerate(runs) if r.get("defense") == "none"), None)
     if base_idx is None:
-        return {
-            "text": "No undefended baseline (defense \u201cnone\u201d) in this "
-            "audit, so defenses are not compared against one.",
-            "pairs": [],
-        }
+        return {"text": S.COMPARE_NO_BASELINE(), "pairs": []}
     base = runs[base_idx]
     b_name = run_name(base)
     b_auc = _auc_triplet(base)
     others = [r for i, r in enumerate(runs) if i != base_idx]
     if not others:
-        return {
-            "text": f"Only the undefended run ({b_name}) was audited; there is "
-            "nothing to compare it with.",
-            "pairs": [],
-        }
+        return {"text": S.COMPARE_ONLY_BASELINE(baseline=b_name), "pairs": []}
     if b_auc is None:
-        return {
-            "text": f"The undefended baseline ({b_name}) has no measured attack, "
-            "so no comparison is possible.",
-            "pairs": [],
-        }
+        return {"text": S.COMPARE_BASELINE_UNMEASURED(baseline=b_name), "pairs": []}
 
     pairs = []
     for other in others:
@@ -1157,24 +1149,22 @@ def compare_runs(runs: list[dict]) -> dict:
             "overlap": None,
         }
         if o_auc is None:
-            pair["text"] = f"{o_name}: not compared (no attack produced a result)."
+            pair["text"] = S.COMPARE_NOT_MEASURED(run=o_name)
             pairs.append(pair)
             continue
         unlearned = [w for w in (did_not_learn(base), did_not_learn(other)) if w]
         if unlearned:
             # a model that learned nothing leaks nothing: its AUC says nothing about the defense
             pair["comparable"] = False
-            pair["text"] = (
-                f"{o_name} vs {b_name}: not comparable ({'; '.join(unlearned)}); its "
-                f"strongest-attack AUC {_fmt_triplet(o_auc)} vs {_fmt_triplet(b_auc)} says "
-                "nothing about the defense."
+            pair["text"] = S.COMPARE_NOT_COMPARABLE(
+                run=o_name,
+                baseline=b_name,
+                why="; ".join(unlearned),
+                run_auc=_fmt_triplet(o_auc),
+                baseline_auc=_fmt_triplet(b_auc),
             )
             pairs.append(pair)
             continue
-        head = (
-            f"{o_name} vs {b_name}: strongest-attack AUC "
-            f"{_fmt_triplet(o_auc)} vs {_fmt_triplet(b_auc)}"
-        )
         if o_auc[0] > b_auc[0]:
             more = o_name
         elif b_auc[0] > o_auc[0]:
@@ -1183,29 +1173,30 @@ def compare_runs(runs: list[dict]) -> dict:
             more = None
         pair["more_vulnerable"] = more
         if None in (o_auc[1], o_auc[2], b_auc[1], b_auc[2]):
-            sep = "intervals are missing, so it cannot be judged whether this sample separates them"
+            sep = S.COMPARE_NO_INTERVALS()
         else:
             overlap = o_auc[1] <= b_auc[2] and b_auc[1] <= o_auc[2]
             pair["overlap"] = overlap
             if overlap:
-                sep = "the 95% CIs overlap, so this sample cannot separate them"
+                sep = S.COMPARE_OVERLAP()
             elif more == b_name:
-                sep = (
-                    "the 95% CIs are disjoint, so the defense measurably reduces "
-                    "what these attacks can see"
-                )
+                sep = S.COMPARE_DEFENSE_HELPS()
             else:
-                sep = (
-                    "the 95% CIs are disjoint, so the defended model is "
-                    "measurably more exposed than the baseline"
-                )
+                sep = S.COMPARE_DEFENSE_HURTS()
         if more is None:
-            lead = "both have the same AUC point estimate"
+            lead = S.COMPARE_SAME()
         elif more == b_name:
-            lead = f"the undefended model ({b_name}) is more vulnerable"
+            lead = S.COMPARE_BASELINE_MORE(baseline=b_name)
         else:
-            lead = f"{o_name} is more vulnerable than the undefended model"
-        pair["text"] = f"{head}: {lead}; {sep}."
+            lead = S.COMPARE_RUN_MORE(run=o_name)
+        pair["text"] = S.COMPARE_PAIR(
+            run=o_name,
+            baseline=b_name,
+            run_auc=_fmt_triplet(o_auc),
+            baseline_auc=_fmt_triplet(b_auc),
+            lead=lead,
+            sep=sep,
+        )
         pairs.append(pair)
 
     text = "\n".join(p["text"] for p in pairs)

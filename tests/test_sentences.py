@@ -210,6 +210,14 @@ SAMPLE = {
     "advice": "draw the two sets at random from one source",
     "word": "about",
     "why": "with 400 per class, the AUC interval reaches 0.640 (HIGH from 0.6)",
+    "baseline": "non-private",
+    "baseline_auc": "0.612 [0.571, 0.650]",
+    "run_auc": "0.521 [0.480, 0.560]",
+    "sep": "the 95% CIs overlap, so this sample cannot separate them",
+    "metric": "perplexity",
+    "value": "412 [398, 431]",
+    "floors": "the unigram perplexity 389",
+    "name": "the unigram perplexity",
 }
 FRAGMENT_SAMPLE = {
     ("HIGH", "tpr"): " and identifies 5.0% [2.1%, 9.9%] of members at 1% false positives",
@@ -231,6 +239,11 @@ FRAGMENT_SAMPLE = {
     ("LINE_BLIND", "shifted"): " (split SHIFTED)",
     ("DI_SHIFTED", "blind"): " (blind AUC 0.8 [0.7, 0.9])",
     ("INVALID", "why"): "the scores point the wrong way: check the labels or the score direction",
+    ("COMPARE_NOT_COMPARABLE", "why"): "dp-sgd did not learn: its accuracy 0.25 does not clear "
+    "the majority-class rate 0.25",
+    ("COMPARE_PAIR", "lead"): "the undefended model (non-private) is more vulnerable",
+    ("FLOOR", "value"): "389",
+    ("FLOOR", "interval"): " [380, 398]",
 }
 
 
@@ -316,3 +329,29 @@ def test_the_other_surfaces_sentences_read_cleanly():
         assert lint(text) == [], text
     assert within_sentence({}) == ""
     assert "group of 40" in texts[0] and "group of" not in texts[1]
+
+
+def test_every_comparison_sentence_reads_cleanly():
+    """compare_runs in each branch: no baseline, the baseline alone, a baseline without an
+    attack, an unmeasured defended run, overlapping intervals, and disjoint ones both ways."""
+    from privacy_audit.reports.verdict import compare_runs
+
+    def run(name, defense, sep, seed, attacks=True):
+        a = [_attack("lm-loss", sep, 300, 300, seed)] if attacks else []
+        return run_record(name, defense, CLAIMS["none"], None, a)
+
+    base = run("non-private", "none", 1.0, 1)
+    cases = [
+        [run("dp", "dp-sgd", 0.1, 2)],
+        [base],
+        [run("non-private", "none", 1.0, 1, attacks=False), run("dp", "dp-sgd", 0.1, 2)],
+        [base, run("dp", "dp-sgd", 0.1, 2, attacks=False)],
+        [base, run("dp", "dp-sgd", 0.95, 3)],
+        [base, run("dp", "dp-sgd", 0.0, 4)],
+        [base, run("worse", "dp-sgd", 3.0, 5)],
+    ]
+    texts = [compare_runs(c)["text"] for c in cases]
+    for text in texts:
+        for line in text.splitlines():
+            assert lint(line) == [], line
+    assert "reduces" in texts[5] and "more exposed" in texts[6] and "overlap" in texts[4]
