@@ -209,6 +209,8 @@ CAP_UNKNOWN = _t("CAP_UNKNOWN", "the split check's sample size per side")
 # --------------------------------------------------------------------------- #
 # The ε headline and bounds
 # --------------------------------------------------------------------------- #
+SOURCE_AUDIT = _t("SOURCE_AUDIT", "ε audit: {audit}")
+SOURCE_ATTACK = _t("SOURCE_ATTACK", "strongest attack: {attack}")
 BOUND = _t("BOUND", "ε ≥ {eps} ({source}{extra})", optional=("extra",))
 HEADLINE_MORE = _t("HEADLINE_MORE", "{first}; {word}: {rest}")
 CEILING_CAP = _t("CEILING_CAP", "; the most this sample could certify is {ceiling}")

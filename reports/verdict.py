@@ -337,7 +337,7 @@ def epsilon_headline(run: dict[str, Any]) -> dict[str, Any] | None:
             audits.append(
                 {
                     "value": v,
-                    "source": f"ε audit: {name}",
+                    "source": S.SOURCE_AUDIT(audit=name),
                     "kind": "epsilon audit",
                     "ceiling": ceiling,
                     "at_ceiling": _at_ceiling(v, ceiling),
@@ -351,7 +351,7 @@ def epsilon_headline(run: dict[str, Any]) -> dict[str, Any] | None:
         ceiling = as_finite(lb.get("ceiling"))
         attack = {
             "value": v,
-            "source": f"strongest attack: {attack_name(best)}",
+            "source": S.SOURCE_ATTACK(attack=attack_name(best)),
             "kind": "attack",
             "ceiling": ceiling,
             "at_ceiling": _at_ceiling(v, ceiling),

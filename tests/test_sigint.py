@@ -4,7 +4,9 @@ line), then: exit code 130, one line on stderr after the interrupt, no traceback
 output folder left behind (the command created it; nothing in it could be reused).
 
 A command that finishes before the interrupt fails the test (its workload is then too
-small to be interrupted), so a pass always means an interrupt was handled."""
+small to be interrupted), so a pass always means an interrupt was handled. (A ``run``
+interrupted after it cached scores under ``OUT/run`` keeps that folder on purpose:
+``--resume`` reuses it; it never holds a report or results.json.)"""
 
 from __future__ import annotations
 
@@ -96,7 +98,7 @@ def test_run_on_a_saved_model(inputs, tmp_path):
     d, out = inputs, tmp_path / "out"
     argv = ["run", "--model", str(d / "model"), "--members", str(d / "a.txt")]
     argv += ["--nonmembers", str(d / "b.txt"), "--out", str(out)]
-    rc, _, after, stdout = _interrupt(argv, "stage: load", tmp_path)
+    rc, _, after, stdout = _interrupt(argv, "stage: load", tmp_path, after=0.3)
     _assert_clean_interrupt(rc, after, stdout, out)
 
 
