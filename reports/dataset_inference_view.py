@@ -15,6 +15,7 @@ from typing import Any
 
 from markupsafe import Markup
 
+from . import sentences as S
 from .formatting import DASH, as_finite, ci, num
 from .split_check_view import level
 
@@ -52,15 +53,11 @@ def _why_no_p(r: dict[str, Any]) -> str:
     status = r.get("status")
     if status == "split-shifted":
         auc = ((r.get("split_check") or {}).get("blind") or {}).get("auc")
-        at = f" (blind AUC {ci(auc)})" if isinstance(auc, dict) else ""
-        return (
-            "no p-value: a classifier that never sees the model tells the suspect texts "
-            f"from the validation texts{at}, so the test's assumption (both sets from one "
-            "distribution) fails and a difference could come from the texts, not training"
-        )
+        at = S.PAREN_BLIND_AUC(auc=ci(auc)) if isinstance(auc, dict) else ""
+        return S.DI_SHIFTED(blind=at)
     if status != "ok":
-        return f"no p-value: {r.get('reason') or 'no test ran'}"
-    return "no p-value: the test returned none"
+        return S.DI_NO_TEST(reason=str(r.get("reason") or "").strip() or "no test ran")
+    return S.DI_NO_P()
 
 
 def _pair(d: Any) -> str:

@@ -23,6 +23,7 @@ from privacy_audit.attacks.metrics import (
     unresolved_text,
 )
 
+from . import sentences as S
 from .formatting import as_finite, pct_ci
 
 #: FPRs tried, lowest first, for the "lowest resolvable FPR" the summary leads with.
@@ -97,7 +98,7 @@ def lead_tpr(attack: dict | None) -> dict[str, Any] | None:
     for fpr in FPR_LADDER:
         v = tpr_view(attack, fpr)
         if v["resolvable"]:
-            return {**v, "label": f"TPR @ {_fpr_text(fpr)} FPR"}
+            return {**v, "label": S.TPR_LABEL(fpr=_fpr_text(fpr))}
     return None
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from . import sentences as S
 from .formatting import ci
 
 
@@ -92,17 +93,19 @@ def within_sentence(dups: dict[str, Any]) -> str:
         w = dups.get(f"within_{side}") or {}
         if w.get("removed"):
             parts.append(
-                f"{w['texts']} {label} texts hold {w['distinct']} distinct records "
-                f"({w['removed']} copies collapsed; the largest group has {w['largest']} copies)"
+                S.WITHIN_SIDE(
+                    texts=w["texts"],
+                    side=label,
+                    distinct=w["distinct"],
+                    removed=w["removed"],
+                    largest=w["largest"],
+                )
             )
             if side == "members":
                 largest = int(w.get("largest") or 0)
     if not parts:
         return ""
-    out = "; ".join(parts) + ". Every interval and bound counts distinct records."
+    out = S.WITHIN_COUNTS(sides="; ".join(parts))
     if largest > 1:
-        out += (
-            f" A record trained {largest} times is protected only as a group of {largest}: "
-            f"under an (ε, δ) claim per example, by group privacy at {largest}ε (with a larger δ)."
-        )
+        out += S.WITHIN_GROUP(k=largest)
     return out

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from . import sentences as S
 from .formatting import as_finite, as_float, ci, num, pct_ci, small
 
 LEVELS = (
@@ -336,7 +337,7 @@ def epsilon_headline(run: dict[str, Any]) -> dict[str, Any] | None:
             audits.append(
                 {
                     "value": v,
-                    "source": f"ε audit: {name}",
+                    "source": S.SOURCE_AUDIT(audit=name),
                     "kind": "epsilon audit",
                     "ceiling": ceiling,
                     "at_ceiling": _at_ceiling(v, ceiling),
@@ -350,7 +351,7 @@ def epsilon_headline(run: dict[str, Any]) -> dict[str, Any] | None:
         ceiling = as_finite(lb.get("ceiling"))
         attack = {
             "value": v,
-            "source": f"strongest attack: {attack_name(best)}",
+            "source": S.SOURCE_ATTACK(attack=attack_name(best)),
             "kind": "attack",
             "ceiling": ceiling,
             "at_ceiling": _at_ceiling(v, ceiling),
@@ -383,12 +384,13 @@ def headline_text(h: dict[str, Any] | None, larger_word: str = "larger") -> str:
         return ""
 
     def one(b: dict[str, Any]) -> str:
-        extra = f"; {AT_CEILING}" if b.get("at_ceiling") else ""
-        return f"ε ≥ {num(b['value'])} ({b['source']}{extra})"
+        extra = S.SEMI_CLAUSE(clause=AT_CEILING) if b.get("at_ceiling") else ""
+        return S.BOUND(eps=num(b["value"]), source=b["source"], extra=extra)
 
     text = one(h)
     if h.get("larger"):
-        text += f"; {larger_word}: " + ", ".join(one(b) for b in h["larger"])
+        rest = ", ".join(one(b) for b in h["larger"])
+        text = S.HEADLINE_MORE(first=text, word=larger_word, rest=rest)
     return text
 
 
@@ -427,16 +429,16 @@ def audit_evidence(run: Any) -> list[str]:
     for a in epsilon_audit_entries(run):
         if audit_exceeds(a, eps):
             out.append(
-                f"{a.get('name') or 'unnamed audit'}: {_audit_bound_text(a)} exceeds "
-                f"the claimed ε = {num(eps)}"
+                S.EVIDENCE_AUDIT(
+                    audit=a.get("name") or "unnamed audit",
+                    bound=_audit_bound_text(a),
+                    eps=num(eps),
+                )
             )
     tr = epsilon_audit_tradeoff(run)
     if tr and tr.get("violated"):
         pts = tr.get("points") if isinstance(tr.get("points"), list) else []
-        out.append(
-            f"{tr.get('attack') or 'strongest'} attack ROC: {len(pts)} threshold(s) "
-            "significantly above the trade-off curve of the claimed (ε, δ)"
-        )
+        out.append(S.EVIDENCE_TRADEOFF(attack=tr.get("attack") or "strongest", n=len(pts)))
     return out
 
 
@@ -447,19 +449,16 @@ def _audit_violation_text(run: dict) -> str:
     if eps is not None and delta is not None:
         stated += f", δ = {small(delta)}"
     details = claim_details(claim) if claim.get("notion") not in (None, "none") else ""
-    text = f"Privacy claim VIOLATED: the ε audit contradicts the claimed {stated}"
-    text += f" ({details})" if details else ""
     evidence = audit_evidence(run)
+    cited = ""
     if evidence:
         shown = evidence[:MAX_EVIDENCE_IN_VERDICT]
-        text += ". Evidence: " + "; ".join(e.rstrip(". ") for e in shown)
+        cited = S.EVIDENCE(items="; ".join(e.rstrip(". ") for e in shown))
         if len(evidence) > len(shown):
-            text += f"; and {len(evidence) - len(shown)} more"
-    text += (
-        ". A certified lower bound above the claim means the claim is false "
-        "(or the accountant or the defense has a bug)."
+            cited += S.EVIDENCE_MORE(n=len(evidence) - len(shown))
+    return S.AUDIT_VIOLATED(
+        stated=stated, details=f" ({details})" if details else "", evidence=cited
     )
-    return text
 
 
 def check_claim(run: dict, attack: dict | None = None) -> dict:
@@ -515,14 +514,8 @@ def check_attack_claim(run: dict, attack: dict | None = None) -> dict:
     eps_c = claimed_epsilon(run)
     if eps_c is None:
         if claim.get("notion") not in (None, "none"):
-            return {
-                "status": "no-claim",
-                "text": "The defense states no numeric ε, so there is no privacy claim to check.",
-            }
-        return {
-            "status": "no-claim",
-            "text": "No formal privacy guarantee is claimed for this run.",
-        }
+            return {"status": "no-claim", "text": S.CLAIM_NO_NUMBER()}
+        return {"status": "no-claim", "text": S.CLAIM_NONE()}
     desc = describe_claim(claim)
     details = claim_details(claim)
     split = run.get("split_check") if isinstance(run.get("split_check"), dict) else {}
@@ -530,56 +523,39 @@ def check_attack_claim(run: dict, attack: dict | None = None) -> dict:
         # the attacks' bounds measure the difference between the two sets of texts as well
         # as memorisation, so they neither contradict nor support a claim (an ε audit's own
         # violation still counts: check_claim reads it)
-        return {
-            "status": "unmeasured",
-            "text": f"The claim ({desc}) is not tested by the membership attacks: the "
-            "member / non-member split is shifted, so their ε lower bounds measure the "
-            "difference between the two sets of texts, not the model.",
-        }
+        return {"status": "unmeasured", "text": S.CLAIM_SHIFTED(claim=desc)}
     lb = metric(attack, EPS_LB)
     lb_v = as_float(lb.get("value")) if lb else None
     if lb_v is None:
-        return {
-            "status": "unmeasured",
-            "text": f"The claim ({desc}) could not be checked: no empirical "
-            "ε lower bound is available.",
-        }
-    bound = f"ε ≥ {num(lb_v)} ({_bound_conditions(lb)})"
+        return {"status": "unmeasured", "text": S.CLAIM_NO_BOUND(claim=desc)}
+    bound = S.BOUND_WITH_CONDITIONS(eps=num(lb_v), conditions=_bound_conditions(lb))
     if lb_v > eps_c:
         reason = _incomparable_reason(claim, lb)
         if reason is None:
             return {
                 "status": "violated",
-                "text": f"Privacy claim VIOLATED: the audit certifies {bound}, "
-                f"above the claimed ε = {num(eps_c)} ({details}), so the claim "
-                "is contradicted by this audit.",
+                "text": S.CLAIM_VIOLATED(bound=bound, eps=num(eps_c), details=details),
             }
         return {
             "status": "not-comparable",
-            "text": f"The empirical bound {bound} exceeds the claimed "
-            f"ε = {num(eps_c)}, but {reason}, so this is not a formal "
-            "contradiction of the claim.",
+            "text": S.CLAIM_NOT_COMPARABLE(bound=bound, eps=num(eps_c), reason=reason),
         }
     if claim.get("unit") is None:  # not about examples at all: a membership bound says nothing
         return {
             "status": "not-comparable",
-            "text": f"The empirical bound {bound} does not test the claimed ε = {num(eps_c)}: "
-            f"{_incomparable_reason(claim, lb)}.",
+            "text": S.CLAIM_NO_UNIT(
+                bound=bound, eps=num(eps_c), reason=_incomparable_reason(claim, lb)
+            ),
         }
     ceiling = as_float(lb.get("ceiling"))
     if ceiling is not None and ceiling <= eps_c:
         return {
             "status": "untestable",
-            "text": f"The empirical bound {bound} is below the claimed "
-            f"ε = {num(eps_c)}, but with this sample size no attack could "
-            f"certify more than ε ≈ {num(ceiling)}, so this audit could not "
-            "have detected a violation of the claim.",
+            "text": S.CLAIM_UNTESTABLE(bound=bound, eps=num(eps_c), ceiling=num(ceiling)),
         }
     return {
         "status": "consistent",
-        "text": f"The empirical bound {bound} is below the claimed "
-        f"ε = {num(eps_c)} ({details}): consistent with the claim. An audit can "
-        "contradict a privacy claim but never confirm it.",
+        "text": S.CLAIM_CONSISTENT(bound=bound, eps=num(eps_c), details=details),
     }
 
 
@@ -595,19 +571,14 @@ def _bound_conditions(lb: dict) -> str:
 
 def _incomparable_reason(claim: dict, lb: dict) -> str | None:
     if claim.get("notion") not in _COMPARABLE_NOTIONS:
-        return "the claim is metric DP, whose ε scales with a distance"
+        return S.REASON_METRIC_DP()
     if claim.get("unit") is None:  # e.g. dp-attention: one feature column of one layer
-        return "the claim names no example, sequence or user unit (see its note), so it does not bound example-level membership"
+        return S.REASON_NO_UNIT()
     if claim.get("unit") not in _COMPARABLE_UNITS:
-        return (
-            f"the claim is {claim.get('unit')}-level, which does not bound example-level membership"
-        )
+        return S.REASON_UNIT(unit=claim.get("unit"))
     d_claim, d_audit = as_float(claim.get("delta")), as_float(lb.get("delta"))
     if d_claim is not None and d_audit is not None and d_claim > d_audit:
-        return (
-            f"the claim is stated at δ = {small(d_claim)}, larger than the "
-            f"audit's δ = {small(d_audit)}"
-        )
+        return S.REASON_DELTA(claim_delta=small(d_claim), audit_delta=small(d_audit))
     return None
 
 
@@ -787,69 +758,53 @@ def _level_of(
     at_least = 0  # a lower bound on the deciding size where no estimate exists
     if not auc_ok:
         if auc_hi is None or auc_v is None:
-            reasons.append("the AUC has no upper confidence bound")
+            reasons.append(S.REASON_AUC_NO_UPPER())
         else:
-            reasons.append(f"the AUC interval reaches {auc_hi:.3f} (HIGH from {HIGH_AUC_CI_LOW})")
+            reasons.append(S.REASON_AUC_REACHES(high=f"{auc_hi:.3f}", threshold=HIGH_AUC_CI_LOW))
             needs.append(_needed_n(n_min, auc_v, auc_hi - auc_v, HIGH_AUC_CI_LOW - auc_v))
     if not tpr_ok:
         if tpr is None:
             below = metric(attack, TPR_1) is not None
             reasons.append(
-                "TPR at 1% FPR is below this sample's resolution (1% FPR needs at least "
-                "100 non-members)"
-                if below
-                else "TPR at 1% FPR was not measured"
+                S.REASON_TPR_BELOW_RESOLUTION(n=100) if below else S.REASON_TPR_NOT_MEASURED()
             )
             at_least = max(at_least, 100)
         else:
             tpr_v = as_float(tpr.get("value"))
             reasons.append(
-                f"the TPR@1%FPR interval reaches {100 * tpr_hi:.1f}% (HIGH from "
-                f"{100 * HIGH_TPR_CI_LOW:g}%)"
+                S.REASON_TPR_REACHES(
+                    high=f"{100 * tpr_hi:.1f}%", threshold=f"{100 * HIGH_TPR_CI_LOW:g}%"
+                )
                 if tpr_hi is not None
-                else "TPR at 1% FPR has no upper confidence bound"
+                else S.REASON_TPR_NO_UPPER()
             )
             if tpr_v is not None and tpr_hi is not None:
                 needs.append(_needed_n(n_min, tpr_v, tpr_hi - tpr_v, HIGH_TPR_CI_LOW - tpr_v))
             else:
                 needs.append(None)
-    size = f"{n_min} per class" if n_min is not None else "this sample"
+    size = S.SIZE_PER_CLASS(n=n_min) if n_min is not None else S.SIZE_UNKNOWN()
     if auc_v == auc_lo == auc_hi == CHANCE_AUC:
         # a zero-width interval at exactly 0.5: every member and non-member score is tied,
         # so no sample size narrows the TPR interval; the attack carries no signal at all
-        return "inconclusive", (
-            f"with {size}, every member and non-member score of the strongest attack is tied "
-            "(AUC 0.500 with a zero-width interval): it gives no signal, and no sample size "
-            "would decide; check that the model and the attack produce distinct scores"
-        )
-    why = f"with {size}, " + " and ".join(reasons)
+        return "inconclusive", S.WHY_TIED(size=size)
+    why = S.WHY_SIZE(size=size, reasons=" and ".join(reasons))
     known = [x for x in needs if x is not None]
     if needs and len(known) == len(needs):
         need = max([*known, at_least])
         if need > MAX_NAMED_SAMPLE:
-            why += (
-                f"; more than {MAX_NAMED_SAMPLE:,} members and as many non-members would be "
-                "needed to call it low (the point estimate is near the HIGH threshold)"
-            )
+            why += S.NEED_TOO_MANY(n=f"{MAX_NAMED_SAMPLE:,}")
         else:
             word = "at least" if at_least >= need and not known else "about"
-            why += (
-                f"; {word} {need:,} members and {need:,} non-members would decide "
-                "(the intervals would then end below the HIGH thresholds if the point "
-                "estimates held)"
-            )
+            why += S.NEED_ABOUT(word=word, n=f"{need:,}")
     elif at_least and len(known) == len(needs):
-        why += f"; at least {at_least:,} members and {at_least:,} non-members are needed"
+        why += S.NEED_AT_LEAST(n=f"{at_least:,}")
     else:
-        why += (
-            "; no deciding sample size can be estimated from these intervals (a point "
-            "estimate at or above its HIGH threshold, or a missing interval)"
-        )
+        why += S.NEED_UNKNOWN()
     return "inconclusive", why
 
 
 #: the start of the reason :func:`_unresolved_text` gives (the verdict text keys on it)
-UNRESOLVED_LEAD = "the effect is smaller than the split check resolves"
+UNRESOLVED_LEAD = S.UNRESOLVED_LEAD
 
 
 def _unresolved_text(attack: dict, auc: dict, resolution: dict) -> str:
@@ -857,17 +812,14 @@ def _unresolved_text(attack: dict, auc: dict, resolution: dict) -> str:
     n_m, n_n = resolution.get("n_members"), resolution.get("n_nonmembers")
     det = float(resolution["detectable_auc"])
     sizes = [x for x in (n_m, n_n) if isinstance(x, int) and not isinstance(x, bool)]
-    cap = f"{max(sizes)} texts per side" if sizes else "the split check's sample size per side"
-    return (
-        f"{UNRESOLVED_LEAD}: the strongest attack's AUC {ci(auc)} on "
-        f"{attack.get('n_members')} members and {attack.get('n_nonmembers')} non-members "
-        f"lies above 0.5 but its interval starts below {det:.3f}, "
-        f"the smallest blind AUC the split check detects with 80% power on its sub-sample of "
-        f"{n_m} members and {n_n} non-members, so a difference between the two sets this "
-        "small could pass the check unnoticed and would carry the same effect; it can be "
-        "attributed neither to training nor to the data. Draw the two sets at random from "
-        f"one source (then the effect is training's), or audit on at most {cap}, where "
-        "the split check reads every text"
+    cap = S.CAP_PER_SIDE(n=max(sizes)) if sizes else S.CAP_UNKNOWN()
+    a_m, a_n = attack.get("n_members"), attack.get("n_nonmembers")
+    return S.UNRESOLVED(
+        auc=ci(auc),
+        attack_sizes=S.SIZES_ON(n_members=a_m, n_nonmembers=a_n) if a_m and a_n else "",
+        detectable=f"{det:.3f}",
+        check_sizes=S.SIZES_OF(n_members=n_m, n_nonmembers=n_n) if n_m and n_n else "",
+        cap=cap,
     )
 
 
@@ -915,9 +867,7 @@ def verdict_for_run(run: dict) -> dict:
     if isinstance(missing, list) and missing:
         return {
             "level": "not-measured",
-            "text": f"Not measured: {len(missing)} weight tensor(s) of this model were not in "
-            "the checkpoint and were initialised at random, so the attacks measured a partly "
-            "random model. Audit the trained model.",
+            "text": S.NOT_MEASURED_WEIGHTS(n=len(missing)),
             "attack": None,
             "claim_status": "unmeasured" if claimed_epsilon(run) else "no-claim",
         }
@@ -929,13 +879,14 @@ def verdict_for_run(run: dict) -> dict:
         attacks = [a for a in run.get("attacks") or [] if isinstance(a, dict)]
         na = sum(1 for a in attacks if a.get("status") == "not_applicable")
         err = sum(1 for a in attacks if a.get("status") == "error")
-        detail = f"{len(attacks)} attack(s) configured"
-        if attacks:
-            detail += f": {na} not applicable, {err} failed"
+        detail = (
+            S.ATTACKS_CONFIGURED_SPLIT(n=len(attacks), na=na, err=err)
+            if attacks
+            else S.ATTACKS_CONFIGURED(n=0)
+        )
         result = {
             "level": "not-measured",
-            "text": "Not measured: no attack produced a result for this run "
-            f"({detail}). Nothing can be said about its privacy.",
+            "text": S.NOT_MEASURED_NO_ATTACK(detail=detail),
             "attack": None,
             "claim_status": "unmeasured" if claimed_epsilon(run) else "no-claim",
         }
@@ -951,70 +902,50 @@ def verdict_for_run(run: dict) -> dict:
     auc_lo = as_float(auc.get("ci_low"))
     lb_v = as_float(lb.get("value")) if lb else None
 
-    auc_txt = f"AUC {ci(auc)}"
+    auc_txt = S.AUC_SLOT(auc=ci(auc))
     from .resolution import lead_tpr, tpr_view
 
     one = tpr_view(attack, 0.01)
     if one["resolvable"]:
-        tpr_txt = f"identifies {pct_ci(one['metric'])} of members at 1% false positives"
+        tpr_txt = S.TPR_RESOLVED(tpr=pct_ci(one["metric"]), fpr="1%")
     elif tpr:
         # not resolvable at this n: why, and what the sample does resolve (never a number)
-        tpr_txt = f"its TPR at 1% false positives is {one['text']}"
+        tpr_txt = S.TPR_UNRESOLVED(fpr="1%", reason=one["text"])
     else:
         tpr_txt = ""
     lead = lead_tpr(attack) if tpr_txt and not one["resolvable"] else None
     if lead is not None:
-        tpr_txt += (
-            f"; at {100 * lead['fpr']:g}% false positives, the lowest rate this sample "
-            f"resolves, it identifies {lead['text']} of members"
-        )
+        tpr_txt += S.TPR_LEAD(fpr=f"{100 * lead['fpr']:g}%", tpr=lead["text"])
+    and_tpr = S.AND_CLAUSE(clause=tpr_txt) if tpr_txt else ""
 
     level, undecided = verdict_level(run)
     if level == "invalid-attack":
-        text = (
-            f"Invalid attack: the strongest attack ({name}) reaches {auc_txt}, entirely below "
-            f"chance (0.5), so {INVALID_ATTACK_TEXT}. This says nothing about leakage."
-        )
+        text = S.INVALID(attack=name, auc=auc_txt, why=INVALID_ATTACK_TEXT)
     elif level == "high":
-        text = f"Measurable membership leakage: the strongest attack ({name}) reaches {auc_txt}"
-        text += f" and {tpr_txt}." if tpr_txt else "."
-        text += " Training data is not safe to assume private."
+        text = S.HIGH(attack=name, auc=auc_txt, tpr=and_tpr)
     elif level == "moderate":
-        text = (
-            f"Some membership leakage is detectable: the strongest attack ({name}) "
-            f"reaches {auc_txt}"
-        )
-        text += f" and {tpr_txt}." if tpr_txt else "."
-        text += (
-            " The signal is statistically distinguishable from chance but modest; "
-            "treat membership of individual examples as partly exposed."
-        )
+        text = S.MODERATE(attack=name, auc=auc_txt, tpr=and_tpr)
     elif level == "inconclusive":
         if "score of the strongest attack is tied" in undecided:
-            lead = "the strongest attack's scores are all tied, so it measured nothing"
+            lead = S.INCONCLUSIVE_TIED()
         elif undecided.startswith(UNRESOLVED_LEAD):
-            lead = "an effect is measured, but it is below the split check's resolution"
+            lead = S.INCONCLUSIVE_UNRESOLVED()
         else:
-            lead = "the sample is too small to call the leakage low"
-        text = f"Inconclusive: {lead}. The strongest attack ({name}) reaches {auc_txt}"
-        text += f" and {tpr_txt}" if tpr_txt else ""
-        text += f"; {undecided}. Do not read this as a low-leakage result."
+            lead = S.INCONCLUSIVE_SMALL()
+        text = S.INCONCLUSIVE(lead=lead, attack=name, auc=auc_txt, tpr=and_tpr, why=undecided)
     else:
         n = attack.get("n_members")
-        n_txt = f"{n} members" if n is not None else "this many members"
         includes = (
-            "includes 0.5"
+            S.LOW_INCLUDES_CHANCE()
             if auc_lo is not None and auc_lo <= CHANCE_AUC
-            else "does not establish leakage"
+            else S.LOW_NOT_ESTABLISHED()
         )
-        text = (
-            f"No leakage detected at this sample size: the strongest attack "
-            f"({name}) reaches {auc_txt}, which {includes}"
-        )
-        text += f", and {tpr_txt}." if tpr_txt else "."
-        text += (
-            " This is not proof of privacy \u2014 it bounds what these attacks can "
-            f"see with {n_txt}."
+        text = S.LOW(
+            attack=name,
+            auc=auc_txt,
+            includes=includes,
+            tpr=S.COMMA_AND_CLAUSE(clause=tpr_txt) if tpr_txt else "",
+            members=S.N_MEMBERS(n=n) if n is not None else S.N_MEMBERS_UNKNOWN(),
         )
 
     fw = run.get("battery_chance")
@@ -1024,12 +955,11 @@ def verdict_for_run(run: dict) -> dict:
         and auc_lo > CHANCE_AUC
         and not battery_beats_chance(run)
     ):
-        text += (
-            f" Its interval excludes 0.5, but it is the best of {len(fw.get('attacks') or [])} "
-            f"attacks chosen on these data: the battery's family-wise test (the largest AUC "
-            f"against {fw.get('permutations')} random relabellings) gives p = "
-            f"{num(as_float(fw.get('p_value')))} > {num(as_float(fw.get('alpha')))}, so this "
-            "is not evidence of leakage."
+        text += S.BATTERY_NOT_BEYOND_CHANCE(
+            n=len(fw.get("attacks") or []),
+            permutations=fw.get("permutations"),
+            p=num(as_float(fw.get("p_value"))),
+            alpha=num(as_float(fw.get("alpha"))),
         )
     claim = check_claim(run, attack)
     head = epsilon_headline(run)
@@ -1038,23 +968,19 @@ def verdict_for_run(run: dict) -> dict:
         # with a checkable claim the claim sentence states this bound;
         # the run's one headline ε (see epsilon_headline): the same number as the summary
         ceiling = as_float(lb.get("ceiling"))
-        cap = f"; the most this sample could certify is {num(ceiling)}" if ceiling else ""
+        cap = S.CEILING_CAP(ceiling=num(ceiling)) if ceiling else ""
         if head["at_ceiling"]:
-            cap = f"; {AT_CEILING}"
+            cap = S.SEMI_CLAUSE(clause=AT_CEILING)
+        conditions = _bound_conditions(lb)
         if lb_v is not None and lb_v > 0:
-            text += f" Certified privacy loss: ε ≥ {num(lb_v)} ({_bound_conditions(lb)}{cap})."
+            text += S.CERTIFIED(eps=num(lb_v), conditions=conditions, cap=cap)
         else:
-            text += (
-                f" No privacy loss is certified (ε lower bound 0, {_bound_conditions(lb)}{cap})."
-            )
+            text += S.NOT_CERTIFIED(conditions=conditions, cap=cap)
     elif head is not None and head["kind"] != "attack":
-        text += f" Certified privacy loss: {headline_text({**head, 'larger': []})}."
+        text += S.CERTIFIED_HEADLINE(headline=headline_text({**head, "larger": []}))
     if head is not None and head["larger"]:
-        text += (
-            " A larger bound from another audit, not the headline (picking the largest of "
-            "several bounds after the fact would weaken its confidence): "
-            + headline_text({**head["larger"][0], "larger": head["larger"][1:]}, "and")
-            + "."
+        text += S.LARGER_BOUND(
+            headline=headline_text({**head["larger"][0], "larger": head["larger"][1:]}, "and")
         )
     two = strongest_two_ways(run)
     if two:
@@ -1084,16 +1010,13 @@ def strongest_two_ways(run: dict) -> str:
         tpr = {k: low.get(k) for k in ("value", "ci_low", "ci_high")}
         tpr["value"] = low.get("tpr")
         where = f"{100 * fpr:g}%" if fpr is not None else "a low"
-        parts.append(
-            f"At {where} false positives, the lowest reported rate this sample resolves, the "
-            f"strongest attack is {low['attack']} (TPR {pct_ci(tpr)})"
-        )
+        parts.append(S.STRONGEST_LOW_FPR(fpr=where, attack=low["attack"], tpr=pct_ci(tpr)))
     else:
-        parts.append("This sample resolves neither reported false-positive rate (0.1%, 1%)")
+        parts.append(S.STRONGEST_NONE_RESOLVED(rates="0.1%, 1%"))
     if by_auc is not None:
         a = next((x for x in ok_attacks(run) if x.get("attack") == by_auc), None)
         auc = metric(a, "auc") if a else None
-        parts.append(f"by AUC, it is {by_auc}" + (f" (AUC {ci(auc)})" if auc else ""))
+        parts.append(S.STRONGEST_BY_AUC(attack=by_auc, auc=S.PAREN_AUC(auc=ci(auc)) if auc else ""))
     return "; ".join(parts) + "."
 
 
@@ -1108,23 +1031,17 @@ def split_shifted(run: dict) -> dict | None:
         return None
     auc = ((check.get("blind") or {}).get("auc")) or {}
     conf = check.get("confidence")
-    lvl = f" ({100 * conf:g}% interval)" if isinstance(conf, int | float) else ""
-    text = (
-        f"Split shifted: a classifier that never sees the model separates the members from "
-        f"the non-members with blind AUC {ci(auc)}{lvl}, so the attack numbers below measure the "
-        "difference between the two sets of texts as well as any memorisation; no leakage "
-        "verdict (high or low) can be drawn from them."
-    )
+    lvl = S.INTERVAL_LEVEL(level=f"{100 * conf:g}%") if isinstance(conf, int | float) else ""
+    text = S.SPLIT_SHIFTED(auc=ci(auc), level=lvl)
     best = strongest_attack(run)
     if best is not None:
-        text += (
-            f" The strongest attack ({attack_name(best)}) reaches AUC {ci(metric(best, 'auc'))}."
-        )
-    text += " What to do: " + str(check.get("advice") or "")
+        text += S.SHIFTED_STRONGEST(attack=attack_name(best), auc=ci(metric(best, "auc")))
+    if str(check.get("advice") or "").strip():
+        text += S.WHAT_TO_DO(advice=str(check["advice"]))
     status = "unmeasured" if claimed_epsilon(run) else "no-claim"
     head = epsilon_headline(run)  # from an ε audit only: the attacks' bounds measure the texts
     if head is not None:
-        text += f" Certified privacy loss: {headline_text(head)}."
+        text += S.CERTIFIED_HEADLINE(headline=headline_text(head))
     if audit_violated(run):
         text += " " + _audit_violation_text(run)
         status = "violated"
@@ -1177,14 +1094,18 @@ def did_not_learn(run: dict) -> str | None:
     failed = [f for f in floors if not clears(arm, f)]
     if not failed:
         return None
-    return (
-        f"{arm.name} did not learn: its {u.get('metric', 'utility')} "
-        f"{_fmt_triplet((u['value'], u.get('ci_low'), u.get('ci_high')))} does not clear "
-        + " or ".join(
-            f"{f.name} {f.value:.4g}"
-            + (f" [{f.ci_low:.4g}, {f.ci_high:.4g}]" if f.ci_low is not None else "")
+    return S.DID_NOT_LEARN(
+        run=arm.name,
+        metric=u.get("metric") or "utility",
+        value=_fmt_triplet((u["value"], u.get("ci_low"), u.get("ci_high"))),
+        floors=" or ".join(
+            S.FLOOR(
+                name=f.name,
+                value=f"{f.value:.4g}",
+                interval=f" [{f.ci_low:.4g}, {f.ci_high:.4g}]" if f.ci_low is not None else "",
+            )
             for f in failed
-        )
+        ),
     )
 
 
@@ -1205,27 +1126,15 @@ def compare_runs(runs: list[dict]) -> dict:
     runs = [r for r in runs or [] if isinstance(r, dict)]
     base_idx = next((i for i, r in enumerate(runs) if r.get("defense") == "none"), None)
     if base_idx is None:
-        return {
-            "text": "No undefended baseline (defense \u201cnone\u201d) in this "
-            "audit, so defenses are not compared against one.",
-            "pairs": [],
-        }
+        return {"text": S.COMPARE_NO_BASELINE(), "pairs": []}
     base = runs[base_idx]
     b_name = run_name(base)
     b_auc = _auc_triplet(base)
     others = [r for i, r in enumerate(runs) if i != base_idx]
     if not others:
-        return {
-            "text": f"Only the undefended run ({b_name}) was audited; there is "
-            "nothing to compare it with.",
-            "pairs": [],
-        }
+        return {"text": S.COMPARE_ONLY_BASELINE(baseline=b_name), "pairs": []}
     if b_auc is None:
-        return {
-            "text": f"The undefended baseline ({b_name}) has no measured attack, "
-            "so no comparison is possible.",
-            "pairs": [],
-        }
+        return {"text": S.COMPARE_BASELINE_UNMEASURED(baseline=b_name), "pairs": []}
 
     pairs = []
     for other in others:
@@ -1240,24 +1149,22 @@ def compare_runs(runs: list[dict]) -> dict:
             "overlap": None,
         }
         if o_auc is None:
-            pair["text"] = f"{o_name}: not compared (no attack produced a result)."
+            pair["text"] = S.COMPARE_NOT_MEASURED(run=o_name)
             pairs.append(pair)
             continue
         unlearned = [w for w in (did_not_learn(base), did_not_learn(other)) if w]
         if unlearned:
             # a model that learned nothing leaks nothing: its AUC says nothing about the defense
             pair["comparable"] = False
-            pair["text"] = (
-                f"{o_name} vs {b_name}: not comparable ({'; '.join(unlearned)}); its "
-                f"strongest-attack AUC {_fmt_triplet(o_auc)} vs {_fmt_triplet(b_auc)} says "
-                "nothing about the defense."
+            pair["text"] = S.COMPARE_NOT_COMPARABLE(
+                run=o_name,
+                baseline=b_name,
+                why="; ".join(unlearned),
+                run_auc=_fmt_triplet(o_auc),
+                baseline_auc=_fmt_triplet(b_auc),
             )
             pairs.append(pair)
             continue
-        head = (
-            f"{o_name} vs {b_name}: strongest-attack AUC "
-            f"{_fmt_triplet(o_auc)} vs {_fmt_triplet(b_auc)}"
-        )
         if o_auc[0] > b_auc[0]:
             more = o_name
         elif b_auc[0] > o_auc[0]:
@@ -1266,29 +1173,30 @@ def compare_runs(runs: list[dict]) -> dict:
             more = None
         pair["more_vulnerable"] = more
         if None in (o_auc[1], o_auc[2], b_auc[1], b_auc[2]):
-            sep = "intervals are missing, so it cannot be judged whether this sample separates them"
+            sep = S.COMPARE_NO_INTERVALS()
         else:
             overlap = o_auc[1] <= b_auc[2] and b_auc[1] <= o_auc[2]
             pair["overlap"] = overlap
             if overlap:
-                sep = "the 95% CIs overlap, so this sample cannot separate them"
+                sep = S.COMPARE_OVERLAP()
             elif more == b_name:
-                sep = (
-                    "the 95% CIs are disjoint, so the defense measurably reduces "
-                    "what these attacks can see"
-                )
+                sep = S.COMPARE_DEFENSE_HELPS()
             else:
-                sep = (
-                    "the 95% CIs are disjoint, so the defended model is "
-                    "measurably more exposed than the baseline"
-                )
+                sep = S.COMPARE_DEFENSE_HURTS()
         if more is None:
-            lead = "both have the same AUC point estimate"
+            lead = S.COMPARE_SAME()
         elif more == b_name:
-            lead = f"the undefended model ({b_name}) is more vulnerable"
+            lead = S.COMPARE_BASELINE_MORE(baseline=b_name)
         else:
-            lead = f"{o_name} is more vulnerable than the undefended model"
-        pair["text"] = f"{head}: {lead}; {sep}."
+            lead = S.COMPARE_RUN_MORE(run=o_name)
+        pair["text"] = S.COMPARE_PAIR(
+            run=o_name,
+            baseline=b_name,
+            run_auc=_fmt_triplet(o_auc),
+            baseline_auc=_fmt_triplet(b_auc),
+            lead=lead,
+            sep=sep,
+        )
         pairs.append(pair)
 
     text = "\n".join(p["text"] for p in pairs)

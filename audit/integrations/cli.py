@@ -12,6 +12,7 @@ import contextlib
 import dataclasses
 import logging
 import math
+import os
 import re
 import sys
 from pathlib import Path
@@ -767,9 +768,13 @@ def _cmd_dataset_inference(args) -> int:
         [("--suspect", options.get("suspect")), ("--validation", options.get("validation"))]
         + config_input_paths(cfg, flags=args.config is None),
     )
+    created = not Path(args.out).exists()
     check_output_dir(args.out)
     flags = {"--suspect": cfg.data.get("members"), "--validation": cfg.data.get("nonmembers")}
-    with _named_by_flags(flags if args.config is None else {}):
+    with (
+        _no_folder_left_on_interrupt(args.out, created),
+        _named_by_flags(flags if args.config is None else {}),
+    ):
         with capture_library_output(Path(args.out) / RUN_LOG):
             results = run_dataset_inference(cfg, options, not args.quiet, spec)
     try:
@@ -931,7 +936,8 @@ def _cmd_run(args, epsilon: bool | None = None) -> int:
             print(expected_time_line(bundled, quick), file=sys.stderr, flush=True)
     from privacy_audit.ground.lock import DirLock
 
-    with contextlib.ExitStack() as locks:
+    created = not Path(args.out).exists()
+    with _no_folder_left_on_interrupt(args.out, created), contextlib.ExitStack() as locks:
         # one live run per directory: a second run is refused before it clears or writes
         locks.enter_context(DirLock(args.out, "--out"))
         if run_dir is not None and not _inside(run_dir, args.out):
@@ -972,6 +978,34 @@ def _cmd_run(args, epsilon: bool | None = None) -> int:
 #: the output directory, instead of raw (and ANSI-coloured) on the console.
 RUN_LOG = "run.log"
 
+#: what an interrupted run may leave in an --out folder it created that no rerun can use:
+#: the library log, and a run directory's bookkeeping without any finished task
+_UNUSABLE_LEFTOVERS = {RUN_LOG, "run/events.log", "run/inputs.json"}
+
+
+@contextlib.contextmanager
+def _no_folder_left_on_interrupt(out: str, created: bool):
+    """On ^C, remove the ``--out`` folder this invocation created when it holds nothing a
+    rerun can use (:data:`_UNUSABLE_LEFTOVERS` and empty folders), so an interrupted
+    command leaves no folder that looks like a result. A folder with finished tasks (which
+    ``--resume`` reuses) or any other file is kept as it is."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        root = Path(out)
+        if created and root.is_dir():
+            entries = list(root.rglob("*"))
+            files = {p.relative_to(root).as_posix() for p in entries if not p.is_dir()}
+            if files <= _UNUSABLE_LEFTOVERS:
+                for f in files:
+                    (root / f).unlink(missing_ok=True)
+                for d in sorted((p for p in entries if p.is_dir()), key=lambda p: -len(p.parts)):
+                    with contextlib.suppress(OSError):
+                        d.rmdir()
+                with contextlib.suppress(OSError):
+                    root.rmdir()
+        raise
+
 
 def verdict_line(run: dict) -> str:
     """One line per run for CI logs: verdict, strongest attack, AUC with CI, TPR@1%FPR (or
@@ -979,6 +1013,7 @@ def verdict_line(run: dict) -> str:
     bound with any larger one beside it (reports/verdict.py ``epsilon_headline``: the
     report's number) and the claim status."""
     from privacy_audit.audit.integrations.gate import one_line
+    from privacy_audit.reports import sentences as S
     from privacy_audit.reports.formatting import ci
     from privacy_audit.reports.resolution import lead_tpr, tpr_view
     from privacy_audit.reports.user_verdict import user_view
@@ -993,24 +1028,25 @@ def verdict_line(run: dict) -> str:
 
     def attack_parts(best: dict | None, prefix: str = "") -> list[str]:
         if best is None:
-            return [f"{prefix}no attack measured"]
-        out = [f"{prefix}strongest {one_line(str(best.get('attack')))}"]
-        out.append(f"AUC {ci(metric(best, 'auc'))}")
+            return [prefix + S.LINE_NO_ATTACK()]
+        out = [prefix + S.LINE_STRONGEST(attack=one_line(str(best.get("attack"))))]
+        out.append(S.AUC_SLOT(auc=ci(metric(best, "auc"))))
         one = tpr_view(best, 0.01)
         if one["resolvable"]:
-            out.append(f"TPR@1%FPR {ci(metric(best, TPR_1))}")
+            out.append(S.LINE_TPR(fpr="1%", tpr=ci(metric(best, TPR_1))))
         else:
             why = one["text"]
             if prefix.startswith("per user"):
                 why = why.replace("non-members)", "non-member users)")
-            out.append(f"TPR@1%FPR {why}")
+            out.append(S.LINE_TPR(fpr="1%", tpr=why))
             lead = lead_tpr(best)
             if lead is not None:
-                out.append(f"TPR@{100 * lead['fpr']:g}%FPR {lead['text']}")
+                out.append(S.LINE_TPR(fpr=f"{100 * lead['fpr']:g}%", tpr=lead["text"]))
         return out
 
     v = run.get("verdict") if isinstance(run.get("verdict"), dict) else verdict_for_run(run)
-    parts = [f"VERDICT {one_line(str(run.get('name')))}: {str(v.get('level', '?')).upper()}"]
+    run_name = one_line(str(run.get("name")))
+    parts = [S.LINE_HEAD(run=run_name, level=str(v.get("level", "?")).upper())]
     uview = user_view(run)
     if uview is not None:  # both units, each named (reports/user_verdict.py)
         by_unit = v.get("by_unit") or {}
@@ -1035,18 +1071,19 @@ def verdict_line(run: dict) -> str:
     if head is not None and not (v.get("level") == "split-shifted" and head["kind"] == "attack"):
         parts.append(one_line(headline_text(head)).replace("ε ≥", "ε_lb ≥", 1))
     else:
-        parts.append("ε_lb n/a")
-    status = v.get("claim_status", "?")
-    parts.append(f"claim {str(status).upper() if status == 'violated' else status}")
+        parts.append(S.LINE_NO_EPSILON())
+    status = v.get("claim_status") or "?"
+    parts.append(S.LINE_CLAIM(status=str(status).upper() if status == "violated" else status))
     if v.get("level") == "inconclusive" and v.get("inconclusive"):
         parts.append(one_line(str(v["inconclusive"])))
     split = run.get("split_check") if isinstance(run.get("split_check"), dict) else {}
     blind = (split.get("blind") or {}).get("auc")
     if blind:
-        parts.append(f"blind AUC {ci(blind)}{' (split SHIFTED)' if split.get('shifted') else ''}")
+        shifted = S.LINE_SHIFTED() if split.get("shifted") else ""
+        parts.append(S.LINE_BLIND(auc=ci(blind), shifted=shifted))
     if v.get("level") == "invalid-attack" and v.get("invalid"):
         parts.append(one_line(str(v["invalid"])))
-    return "; ".join(parts)
+    return S.join_parts(parts)
 
 
 class _StripAnsi(logging.Formatter):
@@ -1807,6 +1844,8 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_INPUT
     except KeyboardInterrupt:
         print("privacy-audit: interrupted; no partial report was written", file=sys.stderr)
+        if argv is None:  # the command itself (console script, python -m), not a caller
+            _exit_130()
         return 130
     except Exception as exc:  # noqa: BLE001 - one line unless --debug
         if args.debug:
@@ -1816,6 +1855,25 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return EXIT_INTERNAL
+
+
+def _exit_130() -> None:
+    """End the process with exit code 130 after ^C (:func:`main` run as the command).
+
+    CPython (3.8 to 3.12) also records a KeyboardInterrupt that escaped a nested
+    ``PyRun_*`` call (some extension imports run code that way) and, at the end of
+    ``Py_RunMain``, kills the process with SIGINT whatever exit code was asked for, even
+    when the interrupt was caught: the shell then sees a signal death (-2) instead of 130,
+    at random depending on where the interrupt landed. So the exit handlers run here and
+    the process ends with ``os._exit(130)``."""
+    import atexit
+
+    with contextlib.suppress(Exception):
+        sys.stdout.flush()
+        sys.stderr.flush()
+    with contextlib.suppress(BaseException):
+        atexit._run_exitfuncs()
+    os._exit(130)
 
 
 if __name__ == "__main__":
