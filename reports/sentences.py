@@ -425,3 +425,54 @@ def join_parts(parts: list[str]) -> str:
 
 
 __all__ = ["TEMPLATES", "UNRESOLVED_LEAD", "Template", "join_parts"]
+
+
+# --------------------------------------------------------------------------- #
+# The per-user verdict (reports/user_verdict.py) and the report's users section
+# --------------------------------------------------------------------------- #
+UNIT_TEXT = _t("UNIT_TEXT", "Per text: {text}")
+USER_VERDICT = _t(
+    "USER_VERDICT",
+    "Per user ({n_in} member and {n_out} non-member users; each user's texts pooled; "
+    "intervals resample users): {lead}{attack_clause}{eps_clause}{extra}.",
+    optional=("attack_clause", "eps_clause", "extra"),
+)
+USER_LEAD_HIGH = _t(
+    "USER_LEAD_HIGH",
+    "Measurable user-level leakage: whether a person's texts were trained on can be inferred",
+)
+USER_LEAD_MODERATE = _t("USER_LEAD_MODERATE", "Some user-level leakage is detectable")
+USER_LEAD_LOW = _t(
+    "USER_LEAD_LOW",
+    "No user-level leakage detected at this number of users (not proof of privacy)",
+)
+USER_LEAD_INCONCLUSIVE = _t(
+    "USER_LEAD_INCONCLUSIVE",
+    "Inconclusive per user: too few users to call user-level leakage low",
+)
+USER_LEAD_INVALID = _t(
+    "USER_LEAD_INVALID",
+    "Invalid user-level attack: its AUC interval lies below chance, which says nothing "
+    "about leakage",
+)
+USER_LEAD_NOT_MEASURED = _t(
+    "USER_LEAD_NOT_MEASURED", "Not measured per user: no user-level attack produced a result"
+)
+USER_LEAD_SHIFTED = _t(
+    "USER_LEAD_SHIFTED", "Not evidence per user: the member / non-member split is shifted"
+)
+USER_ATTACK = _t(
+    "USER_ATTACK",
+    ". The strongest user-level attack ({attack}) reaches AUC {auc}{tpr}",
+    optional=("tpr",),
+)
+USER_TPR = _t("USER_TPR", " and identifies {tpr} of member users at 1% false positives")
+USER_TPR_UNRESOLVED = _t(
+    "USER_TPR_UNRESOLVED", "; its TPR at 1% false positives is {why}{lead}", optional=("lead",)
+)
+USER_TPR_LEAD = _t(
+    "USER_TPR_LEAD", "; at {fpr} false positives it identifies {tpr} of member users"
+)
+USER_EPS = _t("USER_EPS", ". Per-user privacy loss certified: ε ≥ {eps} (δ = {delta})")
+USER_EXTRA = _t("USER_EXTRA", "; {reason}")
+USER_VIOLATED = _t("USER_VIOLATED", ". {claim}")

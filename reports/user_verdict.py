@@ -44,59 +44,78 @@ def user_view(run: dict[str, Any]) -> dict[str, Any] | None:
     return view
 
 
-#: What each level says about people (the per-user sentence's lead).
-_USER_LEAD = {
-    "high": "Measurable user-level leakage: whether a person's texts were trained on can "
-    "be inferred",
-    "moderate": "Some user-level leakage is detectable",
-    "low": "No user-level leakage detected at this number of users (not proof of privacy)",
-    "inconclusive": "Inconclusive per user: too few users to call user-level leakage low",
-    "invalid-attack": "Invalid user-level attack: its AUC interval lies below chance, "
-    "which says nothing about leakage",
-    "not-measured": "Not measured per user: no user-level attack produced a result",
-    "split-shifted": "Not evidence per user: the member / non-member split is shifted",
-}
+def _lead(level: str) -> str:
+    from privacy_audit.reports import sentences as S
+
+    if level == "high":
+        return S.USER_LEAD_HIGH()
+    if level == "moderate":
+        return S.USER_LEAD_MODERATE()
+    if level == "low":
+        return S.USER_LEAD_LOW()
+    if level == "inconclusive":
+        return S.USER_LEAD_INCONCLUSIVE()
+    if level == "invalid-attack":
+        return S.USER_LEAD_INVALID()
+    if level == "split-shifted":
+        return S.USER_LEAD_SHIFTED()
+    return S.USER_LEAD_NOT_MEASURED()
+
+
+def _in_users(reason: str) -> str:
+    """The verdict rules' reason with users as the counted unit."""
+    import re
+
+    reason = re.sub(r"\b(\d[\d,]*) members\b", r"\1 member users", reason)
+    reason = re.sub(r"\b(\d[\d,]*) non-members\b", r"\1 non-member users", reason)
+    return reason.replace(" per class", " users per class")
 
 
 def user_sentence(users: dict[str, Any], uv: dict[str, Any], view: dict[str, Any]) -> str:
     """The per-user verdict in one sentence: the level, the users counted, the strongest
     user-level attack's AUC and TPR (or why this number of users cannot resolve it, in
     users) and its per-user ε lower bound. Every number is read from the record."""
+    from privacy_audit.reports import sentences as S
     from privacy_audit.reports.formatting import ci, num
     from privacy_audit.reports.resolution import lead_tpr, tpr_view
     from privacy_audit.reports.verdict import EPS_LB, metric, strongest_attack
 
     c = users.get("counts") or {}
-    n_in = (c.get("members") or {}).get("users")
-    n_out = (c.get("nonmembers") or {}).get("users")
-    text = (
-        f"Per user ({num(n_in)} member and {num(n_out)} non-member users; each user's "
-        f"texts pooled; intervals resample users): {_USER_LEAD.get(uv['level'], uv['level'])}"
-    )
     best = strongest_attack(view)
-    if best is None:
-        return text + "."
-    text += f". The strongest user-level attack ({best.get('attack')}) reaches AUC {ci(metric(best, 'auc'))}"
-    one = tpr_view(best, 0.01)
-    if one["resolvable"]:
-        text += f" and identifies {one['text']} of member users at 1% false positives"
-    else:
-        why = one["text"].replace("non-members)", "non-member users)")
-        text += f"; its TPR at 1% false positives is {why}"
-        lead = lead_tpr(best)
-        if lead is not None:
-            text += (
-                f"; at {100 * lead['fpr']:g}% false positives it identifies {lead['text']} of "
-                "member users"
+    attack_clause = eps_clause = ""
+    if best is not None:
+        one = tpr_view(best, 0.01)
+        if one["resolvable"]:
+            tpr = S.USER_TPR(tpr=one["text"])
+        else:
+            lead = lead_tpr(best)
+            tpr = S.USER_TPR_UNRESOLVED(
+                why=one["text"].replace("non-members)", "non-member users)"),
+                lead=S.USER_TPR_LEAD(fpr=f"{100 * lead['fpr']:g}%", tpr=lead["text"])
+                if lead is not None
+                else "",
             )
-    lb = metric(best, EPS_LB) or {}
-    if isinstance(lb.get("value"), (int, float)) and lb["value"] > 0:
-        text += f". Per-user privacy loss certified: ε ≥ {num(lb['value'])} (δ = {num(lb.get('delta'))})"
+        attack_clause = S.USER_ATTACK(
+            attack=str(best.get("attack")), auc=ci(metric(best, "auc")), tpr=tpr
+        )
+        lb = metric(best, EPS_LB) or {}
+        if isinstance(lb.get("value"), (int, float)) and lb["value"] > 0:
+            eps_clause = S.USER_EPS(eps=num(lb["value"]), delta=num(lb.get("delta")))
+    extra = ""
     if uv.get("level") == "inconclusive" and uv.get("inconclusive"):
-        text += f"; {uv['inconclusive']}"
+        extra = S.USER_EXTRA(reason=_in_users(str(uv["inconclusive"])))
     if uv.get("claim_status") == "violated":
-        text += ". " + str(uv.get("claim_text") or "The per-user privacy claim is VIOLATED")
-    return text + "."
+        extra += S.USER_VIOLATED(
+            claim=str(uv.get("claim_text") or "The per-user privacy claim is VIOLATED")
+        )
+    return S.USER_VERDICT(
+        n_in=num((c.get("members") or {}).get("users")),
+        n_out=num((c.get("nonmembers") or {}).get("users")),
+        lead=_lead(uv["level"]),
+        attack_clause=attack_clause,
+        eps_clause=eps_clause,
+        extra=extra,
+    )
 
 
 def combine_unit_verdicts(run: dict[str, Any], verdict: dict[str, Any]) -> dict[str, Any]:
@@ -124,7 +143,9 @@ def combine_unit_verdicts(run: dict[str, Any], verdict: dict[str, Any]) -> dict[
         and run.get("uninitialized_weights")
     ):
         return out
-    per_text = "Per text: " + verdict["text"]
+    from privacy_audit.reports import sentences as S
+
+    per_text = S.UNIT_TEXT(text=verdict["text"])
     per_user = users["verdict"]["text"]
     user_worse = _SEVERITY.get(uv["level"], -1) > _SEVERITY.get(verdict["level"], -1) or (
         verdict["level"] in ("not-measured", "invalid-attack")

@@ -218,6 +218,11 @@ SAMPLE = {
     "value": "412 [398, 431]",
     "floors": "the unigram perplexity 389",
     "name": "the unigram perplexity",
+    "n_in": "100",
+    "n_out": "300",
+    "text": "No leakage detected at this sample size: the strongest attack (lm-loss) reaches "
+    "AUC 0.512 [0.480, 0.545].",
+    "delta": "1.00e-5",
 }
 FRAGMENT_SAMPLE = {
     ("HIGH", "tpr"): " and identifies 5.0% [2.1%, 9.9%] of members at 1% false positives",
@@ -244,6 +249,14 @@ FRAGMENT_SAMPLE = {
     ("COMPARE_PAIR", "lead"): "the undefended model (non-private) is more vulnerable",
     ("FLOOR", "value"): "389",
     ("FLOOR", "interval"): " [380, 398]",
+    ("USER_VERDICT", "attack_clause"): ". The strongest user-level attack (lm-loss:user-mean) "
+    "reaches AUC 0.901 [0.855, 0.934]",
+    ("USER_VERDICT", "eps_clause"): ". Per-user privacy loss certified: ε ≥ 1.60 (δ = 1.00e-5)",
+    ("USER_VERDICT", "extra"): "; with 100 users per class, the AUC interval reaches 0.640",
+    ("USER_ATTACK", "tpr"): " and identifies 40.0% [30.1%, 50.2%] of member users at 1% false "
+    "positives",
+    ("USER_TPR_UNRESOLVED", "lead"): "; at 10% false positives it identifies 73.0% [44.3%, "
+    "89.8%] of member users",
 }
 
 

@@ -120,3 +120,19 @@ def test_what_a_per_example_claim_implies_for_a_person():
     line = group_privacy_line({"group_privacy": note})
     assert "a largest member user (3 texts): ε ≤ 1.50" in line
     assert group_privacy_note({**claim, "unit": "user"}, counts) is None  # already per person
+
+
+@pytest.mark.parametrize("text_sep, user_sep", [(0.0, 0.0), (0.0, 2.0), (2.0, 0.0), (0.3, 0.5)])
+def test_per_user_sentences_read_cleanly(text_sep, user_sep):
+    from test_sentences import lint
+
+    run = _run(text_sep, user_sep)
+    v = combine_unit_verdicts(run, verdict_for_run(run))
+    from privacy_audit.reports.html import _unit_paragraphs
+
+    assert lint(run["users"]["verdict"]["text"]) == []
+    paragraphs = _unit_paragraphs(v["text"])
+    assert len(paragraphs) == 2  # one per unit, each linted on its own
+    assert all(lint(p) == [] for p in paragraphs), paragraphs
+    if "inconclusive" in run["users"]["verdict"]["text"].lower():
+        assert "member users" in run["users"]["verdict"]["text"]
