@@ -476,3 +476,21 @@ USER_TPR_LEAD = _t(
 USER_EPS = _t("USER_EPS", ". Per-user privacy loss certified: ε ≥ {eps} (δ = {delta})")
 USER_EXTRA = _t("USER_EXTRA", "; {reason}")
 USER_VIOLATED = _t("USER_VIOLATED", ". {claim}")
+USER_DI = _t(
+    "USER_DI",
+    "Were these people's texts used? {found} of {tested} member users found at a "
+    "false-discovery rate of {q} (Benjamini-Hochberg over per-user p-values of {attack}, "
+    "null: {null}; the smallest possible p-value is {pmin}).",
+)
+USER_GROUP_PRIVACY = _t(
+    "USER_GROUP_PRIVACY",
+    "The claim is per {unit} (ε = {eps}, δ = {delta}); for a person it implies, by group "
+    "privacy (proven, and loose): {items}.",
+)
+USER_GROUP_ITEM = _t("USER_GROUP_ITEM", "a {which} member user ({k} texts): ε ≤ {eps}, δ ≤ {delta}")
+USER_FRESH_K = _t(
+    "USER_FRESH_K",
+    "{k} fresh text(s) per user: {m_in} member and {n_in} non-member users tested; {m_out} "
+    "member and {n_out} non-member users not tested (too few fresh texts): not tested is not "
+    "safe",
+)

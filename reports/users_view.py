@@ -28,31 +28,38 @@ def counts_lines(users: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def fresh_lines(users: dict[str, Any]) -> list[str]:
+    from privacy_audit.reports import sentences as S
+
     fresh = users.get("fresh") or {}
     if fresh.get("reason"):
         return [str(fresh["reason"])]
     out = [f"Statistic: {fresh.get('statistic')}."]
     for k, row in (fresh.get("by_k") or {}).items():
         out.append(
-            f"{k} fresh text(s) per user: {num(row.get('member_users_tested'))} member and "
-            f"{num(row.get('nonmember_users_tested'))} non-member users tested; "
-            f"{num(row.get('member_users_not_tested'))} member and "
-            f"{num(row.get('nonmember_users_not_tested'))} non-member users not tested (too "
-            "few fresh texts): not tested is not safe"
+            S.USER_FRESH_K(
+                k=k,
+                m_in=num(row.get("member_users_tested")),
+                n_in=num(row.get("nonmember_users_tested")),
+                m_out=num(row.get("member_users_not_tested")),
+                n_out=num(row.get("nonmember_users_not_tested")),
+            )
         )
     return out
 
 
 def dataset_inference_line(users: dict[str, Any]) -> str | None:
+    from privacy_audit.reports import sentences as S
+
     di = users.get("dataset_inference")
     if not isinstance(di, dict):
         return None
-    return (
-        f"Were these people's texts used? {num(di.get('n_found'))} of "
-        f"{num(di.get('n_tested'))} member users found at a false-discovery rate of "
-        f"{num(di.get('q'))} (Benjamini-Hochberg over per-user p-values of "
-        f"{di.get('attack')}, null: {di.get('null')}; the smallest possible p-value is "
-        f"{num(di.get('min_pvalue'))})."
+    return S.USER_DI(
+        found=num(di.get("n_found")),
+        tested=num(di.get("n_tested")),
+        q=num(di.get("q")),
+        attack=str(di.get("attack")),
+        null=str(di.get("null")),
+        pmin=num(di.get("min_pvalue")),
     )
 
 
@@ -74,16 +81,20 @@ def found_users(users: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def group_privacy_line(users: dict[str, Any]) -> str | None:
+    from privacy_audit.reports import sentences as S
+
     gp = users.get("group_privacy")
-    if not isinstance(gp, dict):
+    if not isinstance(gp, dict) or not gp.get("implied"):
         return None
-    parts = [
-        f"a {r['user']} member user ({num(r['texts'])} texts): ε \u2264 {num(r['epsilon'])}, "
-        f"δ \u2264 {num(r['delta'])}"
-        for r in gp.get("implied") or []
+    items = [
+        S.USER_GROUP_ITEM(
+            which=str(r["user"]), k=num(r["texts"]), eps=num(r["epsilon"]), delta=num(r["delta"])
+        )
+        for r in gp["implied"]
     ]
-    return (
-        f"The claim is per {gp.get('claim_unit')} (ε = {num(gp.get('epsilon'))}, δ = "
-        f"{num(gp.get('delta'))}); for a person it implies, by group privacy (proven, and "
-        f"loose): {'; '.join(parts)}."
+    return S.USER_GROUP_PRIVACY(
+        unit=str(gp.get("claim_unit")),
+        eps=num(gp.get("epsilon")),
+        delta=num(gp.get("delta")),
+        items="; ".join(items),
     )

@@ -223,6 +223,14 @@ SAMPLE = {
     "text": "No leakage detected at this sample size: the strongest attack (lm-loss) reaches "
     "AUC 0.512 [0.480, 0.545].",
     "delta": "1.00e-5",
+    "found": "12",
+    "tested": "100",
+    "q": "0.0500",
+    "null": "the 300 non-member users (held out)",
+    "pmin": "0.00332",
+    "which": "median",
+    "m_in": "76",
+    "m_out": "24",
 }
 FRAGMENT_SAMPLE = {
     ("HIGH", "tpr"): " and identifies 5.0% [2.1%, 9.9%] of members at 1% false positives",
