@@ -354,3 +354,23 @@ def test_blind_scores_with_users_fold_by_user_clusters():
     np.testing.assert_array_equal(got, want["combined"])
     plain = blind_scores(texts, y, 4, 0, fams)["combined"]
     assert not np.array_equal(got, plain)
+
+
+def test_the_check_reads_whole_users_when_it_sub_samples(monkeypatch):
+    """Above twice the cap the blind classifier reads n* whole users a side: every user's
+    texts are all scored or all left out (``nan``), n* = floor(cap U / T) a side."""
+    import privacy_audit.attacks.split_check as sc
+
+    monkeypatch.setattr(sc, "MAX_BLIND_PER_CLASS", 20)
+    texts, users = _prose(30, 3, 10)  # T = 90 > 2 x 20: n* = floor(20 x 30 / 90) = 6
+    record, scores = SplitCheck(seed=2, families=False, permutations=99).run(
+        texts[:45], texts[45:], users=users
+    )
+    b = record["blind"]
+    assert b["subsampled"] is True
+    assert b["n_member_users"] == 6 == b["n_nonmember_users"]
+    assert b["n_members"] == 18 == b["n_nonmembers"]
+    scored = np.isfinite(scores)
+    for u in set(users):
+        mine = scored[np.array(users) == u]
+        assert mine.all() or not mine.any()
