@@ -154,10 +154,11 @@ def test_a_cluster_holding_both_sides_keeps_its_labels():
 
 
 def test_the_user_permutation_test_equals_an_enumeration_by_hand():
-    """Known answer: on 3 + 3 users the exact permutation p-value is #{labellings with
-    AUC >= observed} / 20 over the C(6, 3) user labellings, each AUC by sklearn's
-    roc_auc_score of H y; the suite's Monte Carlo p-value (B = 4,999) lies within 4
-    binomial SDs of (1 + 4999 p) / 5000."""
+    """Known answer: on 3 + 3 users of 1, 2 and 3 texts the exact permutation p-value is
+    #{labellings with AUC >= observed} / 20 over the C(6, 3) user labellings, each AUC by
+    sklearn's roc_auc_score of H y; the suite's Monte Carlo p-value (B = 4,999) lies
+    within 4 binomial SDs of (1 + 4999 p) / 5000. (Relabelling only users of equal size
+    would draw from 8 labellings, not 20: its null SD differs, checked too.)"""
     from sklearn.metrics import roc_auc_score
 
     texts = [
@@ -168,7 +169,7 @@ def test_the_user_permutation_test_equals_an_enumeration_by_hand():
         "security fix for the parser overflow", "parser overflow fixed, security upload",
         "standards version bumped, no changes", "bumped standards version to 4.6",
     ]  # fmt: skip
-    users = [0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5]
+    users = [0, 1, 1, 2, 2, 2, 3, 4, 4, 5, 5, 5]  # sizes 1, 2, 3 on each side
     y = np.array([1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0])
     groups = duplicate_groups(texts)
     clusters = user_clusters(users, groups)
@@ -187,6 +188,7 @@ def test_the_user_permutation_test_equals_an_enumeration_by_hand():
     mean = (1 + b * exact) / (b + 1)
     sd = np.sqrt(exact * (1 - exact) / b)
     assert abs(got["p_value"] - mean) <= 4 * sd + 1e-9, (got["p_value"], exact)
+    assert got["null_sd"] == pytest.approx(np.std(aucs, ddof=0), rel=0.05)
 
 
 # --------------------------------------------------------------------------- #
@@ -283,6 +285,12 @@ def test_users_change_the_answer_on_user_styled_text():
     without, _ = SplitCheck(seed=0, families=False).run(m, n)
     assert without["shifted"] is True
     assert with_users["shifted"] is False
+    # folds by user keep the blind AUC's meaning: its null is centred on 0.5 (folds that
+    # split users would stay exact, the relabellings keeping users whole, but would centre
+    # the null, and the reported AUC, near 0.75 on this random split)
+    a = with_users["blind"]["auc"]
+    assert abs(a["null_mean"] - 0.5) < 0.03
+    assert a["ci_low"] <= 0.5 <= a["ci_high"]
 
 
 @pytest.mark.parametrize(
@@ -346,3 +354,23 @@ def test_blind_scores_with_users_fold_by_user_clusters():
     np.testing.assert_array_equal(got, want["combined"])
     plain = blind_scores(texts, y, 4, 0, fams)["combined"]
     assert not np.array_equal(got, plain)
+
+
+def test_the_check_reads_whole_users_when_it_sub_samples(monkeypatch):
+    """Above twice the cap the blind classifier reads n* whole users a side: every user's
+    texts are all scored or all left out (``nan``), n* = floor(cap U / T) a side."""
+    import privacy_audit.attacks.split_check as sc
+
+    monkeypatch.setattr(sc, "MAX_BLIND_PER_CLASS", 20)
+    texts, users = _prose(30, 3, 10)  # T = 90 > 2 x 20: n* = floor(20 x 30 / 90) = 6
+    record, scores = SplitCheck(seed=2, families=False, permutations=99).run(
+        texts[:45], texts[45:], users=users
+    )
+    b = record["blind"]
+    assert b["subsampled"] is True
+    assert b["n_member_users"] == 6 == b["n_nonmember_users"]
+    assert b["n_members"] == 18 == b["n_nonmembers"]
+    scored = np.isfinite(scores)
+    for u in set(users):
+        mine = scored[np.array(users) == u]
+        assert mine.all() or not mine.any()
