@@ -44,6 +44,44 @@ DI_ATTACKS = ("reference", "lm-loss", "loss", "user-scores")
 DI_FDR = 0.05
 
 
+#: Level of the check that member and non-member users hold alike numbers of texts.
+COUNTS_ALPHA = 0.05
+
+
+def counts_check(groups: list[str], members, alpha: float = COUNTS_ALPHA) -> dict[str, Any]:
+    """Do member and non-member users hold alike numbers of texts?
+
+    A per-user aggregate's spread depends on its number of texts (a mean of 1 text varies
+    more than a mean of 30; a sum more the other way), so when the two sides differ in
+    texts per user the per-user scores differ in spread even if training left no trace,
+    and a rate in the tail (TPR at 1% FPR) is inflated or deflated by that alone. Two
+    two-sided tests on the per-user counts, Mann-Whitney U (location) and Kolmogorov-
+    Smirnov (shape), Bonferroni-combined: ``p = min(1, 2 min(p_U, p_KS))``; ``differs``
+    when ``p <= alpha``. A non-significant p is not proof of alike counts; the fresh-text
+    attacks (equal numbers of texts per user) do not need this check."""
+    from scipy.stats import ks_2samp, mannwhitneyu
+
+    from privacy_audit.attacks.user_level import user_index
+
+    names, inv = user_index(groups)
+    n = np.bincount(inv, minlength=len(names))
+    side = np.zeros(len(names), dtype=bool)
+    side[inv] = np.asarray(members, dtype=bool)
+    a, b = n[side], n[~side]
+    p_u = float(mannwhitneyu(a, b, alternative="two-sided").pvalue)
+    p_ks = float(ks_2samp(a, b).pvalue)
+    p = min(1.0, 2.0 * min(p_u, p_ks))
+    return {
+        "p_value": p,
+        "p_mann_whitney": p_u,
+        "p_kolmogorov_smirnov": p_ks,
+        "alpha": alpha,
+        "differs": bool(p <= alpha),
+        "median_members": float(np.median(a)),
+        "median_nonmembers": float(np.median(b)),
+    }
+
+
 def _log(msg: str, progress: bool) -> None:
     if progress:
         print(msg, file=sys.stderr, flush=True)
@@ -391,10 +429,24 @@ def users_section(
     )
     regroup_text_attacks(run, groups, settings)
     records = aggregation_attacks(run, groups, settings)
+    check = counts_check(groups, members)
+    if check["differs"]:
+        why = (
+            f"member and non-member users hold different numbers of texts (median "
+            f"{check['median_members']:g} vs {check['median_nonmembers']:g}, p = "
+            f"{check['p_value']:.2g}); a per-user aggregate's spread depends on its number of "
+            "texts, so these rates would differ without any leakage"
+        )
+        check["text"] = why
+        for r in records:
+            r["comparable"] = False
+            r["not_comparable"] = why
+        _log(f"  users: {why}; the verdict does not read the aggregated attacks", progress)
     section: dict[str, Any] = {
         "unit": "user",
         "column": column,
         "counts": counts,
+        "counts_check": check,
     }
     if fresh is not None:
         fresh_recs, section["fresh"] = fresh()
@@ -404,13 +456,18 @@ def users_section(
             "reason": "no fresh texts given: user inference from texts the model never saw "
             "was not tested"
         }
-    picked = pick_strongest(records)
+    # the verdict reads only attacks whose per-user scores are comparable across the sides
+    picked = pick_strongest([r for r in records if r.get("comparable", True)])
     section["attacks"] = records
     section["strongest_attack"] = picked["attack"]
     section["strongest_attack_by_auc"] = picked["by_auc"]
     section["strongest_attack_low_fpr"] = picked["low_fpr"]
     section["battery_chance"] = battery_chance_test(
-        [r for r in records if r.get("threat_model", "").startswith("aggregation")],
+        [
+            r
+            for r in records
+            if r.get("threat_model", "").startswith("aggregation") and r.get("comparable", True)
+        ],
         FAMILY_PERMUTATIONS,
         settings.seed,
     )

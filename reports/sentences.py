@@ -494,3 +494,11 @@ USER_FRESH_K = _t(
     "member and {n_out} non-member users not tested (too few fresh texts): not tested is not "
     "safe",
 )
+USER_NOT_COMPARABLE = _t(
+    "USER_NOT_COMPARABLE",
+    "; the per-user aggregates of training texts are shown but not judged: {reason}",
+)
+USER_LEAD_NOT_COMPARABLE = _t(
+    "USER_LEAD_NOT_COMPARABLE",
+    "Inconclusive per user: no per-user attack is comparable across the two sides",
+)

@@ -33,7 +33,13 @@ def user_view(run: dict[str, Any]) -> dict[str, Any] | None:
     }
     view.update(
         {
-            "attacks": users["attacks"],
+            # per-user aggregates whose spread differs by side only through the number of
+            # texts per user are shown, not judged (audit/users.py ``counts_check``)
+            "attacks": [
+                a
+                for a in users["attacks"]
+                if not (isinstance(a, dict) and a.get("comparable") is False)
+            ],
             "strongest_attack": users.get("strongest_attack"),
             "strongest_attack_by_auc": users.get("strongest_attack_by_auc"),
             "strongest_attack_low_fpr": users.get("strongest_attack_low_fpr"),
@@ -102,16 +108,22 @@ def user_sentence(users: dict[str, Any], uv: dict[str, Any], view: dict[str, Any
         if isinstance(lb.get("value"), (int, float)) and lb["value"] > 0:
             eps_clause = S.USER_EPS(eps=num(lb["value"]), delta=num(lb.get("delta")))
     extra = ""
+    check = users.get("counts_check") if isinstance(users.get("counts_check"), dict) else {}
+    if check.get("differs") and check.get("text") and uv.get("inconclusive") != check["text"]:
+        extra += S.USER_NOT_COMPARABLE(reason=str(check["text"]))
     if uv.get("level") == "inconclusive" and uv.get("inconclusive"):
-        extra = S.USER_EXTRA(reason=_in_users(str(uv["inconclusive"])))
+        extra += S.USER_EXTRA(reason=_in_users(str(uv["inconclusive"])))
     if uv.get("claim_status") == "violated":
         extra += S.USER_VIOLATED(
             claim=str(uv.get("claim_text") or "The per-user privacy claim is VIOLATED")
         )
+    lead = _lead(uv["level"])
+    if check.get("differs") and uv.get("inconclusive") == check.get("text"):
+        lead = S.USER_LEAD_NOT_COMPARABLE()
     return S.USER_VERDICT(
         n_in=num((c.get("members") or {}).get("users")),
         n_out=num((c.get("nonmembers") or {}).get("users")),
-        lead=_lead(uv["level"]),
+        lead=lead,
         attack_clause=attack_clause,
         eps_clause=eps_clause,
         extra=extra,
@@ -125,6 +137,10 @@ def combine_unit_verdicts(run: dict[str, Any], verdict: dict[str, Any]) -> dict[
         return verdict
     uv = verdict_for_run(view)
     users = run["users"]
+    check = users.get("counts_check") if isinstance(users.get("counts_check"), dict) else {}
+    if check.get("differs") and uv["level"] == "not-measured":
+        # nothing comparable was measured per user: not an all-clear for people
+        uv = {**uv, "level": "inconclusive", "inconclusive": str(check.get("text") or "")}
     if uv.get("claim_status") == "violated":
         from privacy_audit.reports.verdict import check_claim
 

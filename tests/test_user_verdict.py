@@ -136,3 +136,47 @@ def test_per_user_sentences_read_cleanly(text_sep, user_sep):
     assert all(lint(p) == [] for p in paragraphs), paragraphs
     if "inconclusive" in run["users"]["verdict"]["text"].lower():
         assert "member users" in run["users"]["verdict"]["text"]
+
+
+def test_unequal_texts_per_user_inflate_the_tail_without_any_leak():
+    """Why the counts check exists: no training, one text per member user and twenty per
+    non-member user; the per-user mean of the members varies more, and its tail crosses
+    the non-members' 1% threshold far more often than 1%."""
+    from privacy_audit.attacks.user_level import user_scores
+    from privacy_audit.audit.users import counts_check
+
+    rng = np.random.default_rng(0)
+    groups, members, scores = [], [], []
+    for u in range(600):
+        n = 1 if u < 300 else 20
+        effect = rng.normal(0, 0.5)
+        groups += [f"u{u}"] * n
+        members += [int(u < 300)] * n
+        scores += list(effect + rng.normal(0, 1, n))
+    us = user_scores(np.asarray(scores), np.asarray(members), groups, "mean")
+    null = np.sort(us.scores[us.members == 0])
+    threshold = null[int(0.99 * null.size)]
+    tpr = float((us.scores[us.members == 1] > threshold).mean())
+    assert tpr > 0.05  # five times the nominal 1%, with nothing learnt
+    check = counts_check(groups, members)
+    assert check["differs"] and check["median_members"] == 1 and check["median_nonmembers"] == 20
+    # alike counts on both sides: not flagged
+    same = counts_check([f"u{i // 3}" for i in range(60)], [int(i < 30) for i in range(60)])
+    assert not same["differs"] and same["p_value"] == 1.0
+
+
+def test_aggregates_over_unequal_counts_are_shown_but_not_judged():
+    from privacy_audit.audit.integrations.gate import check_all
+
+    run = _run(0.0, 3.0)
+    check = {"differs": True, "p_value": 1e-9, "text": "member and non-member users hold "
+             "different numbers of texts (median 1 vs 20, p = 1e-09)"}  # fmt: skip
+    run["users"]["counts_check"] = check
+    for a in run["users"]["attacks"]:
+        a["comparable"], a["not_comparable"] = False, check["text"]
+    v = combine_unit_verdicts(run, verdict_for_run(run))
+    assert run["users"]["verdict"]["level"] == "inconclusive"  # never HIGH from the counts
+    assert "no per-user attack is comparable" in run["users"]["verdict"]["text"]
+    assert v["level"] == "inconclusive" and v["by_unit"]["user"] == "inconclusive"
+    _, failures = check_all({"runs": [run]}, {"max_auc": 0.99})
+    assert any("not comparable across the two sides" in f.message for f in failures)

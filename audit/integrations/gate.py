@@ -573,6 +573,9 @@ def _finite(x: Any) -> float | None:
 def _unmeasured(m: Any, att: dict[str, Any] | None = None, key: str = "") -> str | None:
     """Why a metric dict holds no usable value (None: it does). A TPR the sample does not
     resolve (reports/resolution.py, the report's own rule) is not measured."""
+    if isinstance(att, dict) and att.get("comparable") is False:
+        why = att.get("not_comparable") if isinstance(att.get("not_comparable"), str) else ""
+        return f"is not comparable across the two sides ({why or 'see the record'})"
     if not isinstance(m, dict):
         return "is missing"
     if m.get("below_resolution") is True or m.get("status") == "below_resolution":
