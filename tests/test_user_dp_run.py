@@ -238,3 +238,32 @@ def test_fresh_texts_need_the_users_own_model(cli, grouped_csvs):
     (grouped_csvs / "fresh.csv").write_text("text,maintainer\nx y z,a\n", encoding="utf-8")
     cfg = _write(grouped_csvs, "fresh.toml", data='group = "maintainer"\nfresh = "fresh.csv"')
     _refused(cli, cfg, "data.fresh")
+
+
+@pytest.mark.slow
+def test_grouped_causal_lm_run_aggregate_only_names_no_user(cli, grouped_csvs):
+    """A causal LM the suite fine-tunes on grouped data gets the users section too; with
+    aggregate_only no user's name reaches results.json or report.html."""
+    cfg = _write(
+        grouped_csvs,
+        "lm.toml",
+        preset="tiny-gpt2",
+        defenses='[[defenses]]\nname = "none"\n',
+        extra="[report]\naggregate_only = true\n",
+    ).read_text(encoding="utf-8")
+    cfg = cfg.replace("[epsilon]\nenabled = true\ncanaries = 50\n", "")
+    path = grouped_csvs / "lm-agg.toml"
+    path.write_text(cfg, encoding="utf-8")
+    out = grouped_csvs / "out-lm"
+    outcome = cli(["run", str(path), "--out", str(out)])
+    assert outcome.code == 0, outcome.stderr[-3000:]
+    res = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    users = res["runs"][0]["users"]
+    assert users["counts"]["members"]["users"] == USERS_PER_SIDE
+    assert users["most_exposed"] and users["attacks"]
+    names = set(pd.read_csv(grouped_csvs / "members.csv")["maintainer"])
+    names |= set(pd.read_csv(grouped_csvs / "nonmembers.csv")["maintainer"])
+    for f in ("results.json", "report.html"):
+        text = (out / f).read_text(encoding="utf-8")
+        leaked = [n for n in names if n in text]
+        assert not leaked, (f, leaked[:3])
