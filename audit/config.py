@@ -441,6 +441,32 @@ def _parse_defense(i: int, raw: Any) -> DefenseConfig:
     return DefenseConfig(name, label, dict(raw), overrides)
 
 
+def _check_user_unit(defenses, data: dict, target: dict, shadow: dict | None) -> None:
+    """Refuse a user-level DP-SGD defense (``unit = "user"``) the run cannot train, before
+    any model is loaded: it clips and samples users, so it needs each text's user
+    (``[data] group``); only the classifier trainer has it (the causal-LM DP-SGD engine
+    clips per sequence); shadow models include texts, not users, independently."""
+    for i, d in enumerate(defenses):
+        if d.name != "dp-sgd" or d.params.get("unit", "example") != "user":
+            continue
+        where = f"defenses[{i}] ('{d.label}') has unit = 'user'"
+        if data["group"] is None:
+            raise ConfigError(
+                f"{where}: it clips and samples users, so it needs the user of every text: "
+                "set 'data.group' = COLUMN (or --group-by COLUMN)"
+            )
+        if target["preset"] in LM_PRESETS:
+            raise ConfigError(
+                f"{where}: user-level DP-SGD trains classifier targets only; "
+                f"'target.preset' = {target['preset']!r} is a causal LM (its DP-SGD is per sequence)"
+            )
+        if shadow is not None:
+            raise ConfigError(
+                f"{where}: '[shadow]' models include texts at random, not users; remove "
+                "'[shadow]' or use unit = 'example'"
+            )
+
+
 def _attack_options(raw: dict[str, Any], names: list[str]) -> dict[str, dict[str, Any]]:
     """Validate ``[attacks.options.<name>]`` tables against each attack's OPTIONS (every
     leakage attack, and the membership attacks that declare OPTIONS)."""
@@ -592,12 +618,20 @@ def parse_config(
         raise ConfigError("'target.public_epochs' applies only when the suite trains the model")
     if (data["members"] is None) != (data["nonmembers"] is None):
         raise ConfigError("set both 'data.members' and 'data.nonmembers', or neither")
-    for key in ("group", "fresh"):
-        if data[key] is not None and not as_is:
-            raise ConfigError(
-                f"'data.{key}' (user-level audit) applies to auditing your own trained model "
-                "('target.audit_dir' with 'data.members' and 'data.nonmembers')"
-            )
+    if data["fresh"] is not None and not as_is:  # user inference needs the released model
+        raise ConfigError(
+            "'data.fresh' (user inference from fresh texts) applies to auditing your own "
+            "trained model ('target.audit_dir' with 'data.members' and 'data.nonmembers')"
+        )
+    if data["group"] is not None and not as_is and data["members"] is None:
+        # the suite splits a corpus by text (n_members texts), which would put one user's
+        # texts on both sides: users must be split before training, by the caller
+        raise ConfigError(
+            f"'data.group' = {data['group']!r} needs the members and non-members split by "
+            "user: set 'data.members' and 'data.nonmembers' files (the suite splits "
+            "'data.corpus' by text, which puts a user on both sides)"
+        )
+    _check_user_unit(defenses, data, target, shadow)
 
     if (
         shadow is not None
@@ -1269,6 +1303,12 @@ def resolve_targets(cfg: AuditConfig) -> AuditConfig:
                         raise ConfigError(
                             f"defense '{d.label}' cannot fine-tune the causal LM in "
                             f"'target.model_dir': {reason}"
+                        )
+                    if d.name == "dp-sgd" and d.params.get("unit", "example") == "user":
+                        raise ConfigError(
+                            f"defense '{d.label}' has unit = 'user': user-level DP-SGD trains "
+                            "classifier targets only, and 'target.model_dir' holds a causal LM "
+                            "(its DP-SGD is per sequence)"
                         )
         return dataclasses.replace(cfg, audit={"resolved": True})
     except ConfigError:

@@ -226,10 +226,41 @@ def _finish_run(run: dict, shadow_attacks: list[dict]) -> dict:
     return run
 
 
-def _aggregate_only(runs: list[dict]) -> None:
+def trained_users_section(run: dict, data, cfg: AuditConfig, salt, progress: bool) -> dict:
+    """The ``users`` section of a run the suite trained on data that names users
+    (audit/users.py, as for an own-model audit): in place, every per-text attack (shadow
+    attacks included) gets intervals that resample users; each attack is aggregated per
+    user; the claim's unit decides the group-privacy note. Fresh texts are not supported
+    here (the release stays in its training task), so user inference is "not tested"."""
+    from privacy_audit.audit.evaluate import metric_settings
+    from privacy_audit.audit.users import users_section
+
+    examples = data.attack_set()
+
+    def no_fresh() -> tuple[list, dict[str, Any]]:
+        return [], {
+            "reason": "no fresh texts (user inference from texts the model never saw runs "
+            "only when auditing your own model): not tested"
+        }
+
+    return users_section(
+        run,
+        list(examples.groups),
+        np.asarray(examples.members, dtype=np.int64),
+        data.group_column,
+        metric_settings(cfg),
+        no_fresh,
+        cfg.aggregate_only,
+        salt,
+        progress,
+        run.get("claim"),
+    )
+
+
+def _aggregate_only(runs: list[dict], salt: bytes | None = None) -> None:
     from privacy_audit.audit.results import new_id_salt, pseudonymise_ids
 
-    salt = new_id_salt()  # never written anywhere
+    salt = salt or new_id_salt()  # never written anywhere
     for run in runs:
         run.pop("example_texts", None)  # training text
         for att in run["attacks"]:
@@ -255,7 +286,7 @@ def run_planned(
     import sys
 
     from privacy_audit.audit.data import load_audit_data
-    from privacy_audit.audit.results import assemble_results
+    from privacy_audit.audit.results import assemble_results, new_id_salt
     from privacy_audit.audit.scale import tasks as task_module
     from privacy_audit.audit.timing import Phases
 
@@ -320,14 +351,17 @@ def run_planned(
         phases.done()
     phases.go("verdicts")
     runs = []
+    salt = new_id_salt() if cfg.aggregate_only else None  # never written anywhere
     for t in the_plan.trial_tasks:
         run = results[t.key]["run"]
         shadow = [results[s.key] for s in the_plan.score_tasks.get(t.key, [])]
         run = _finish_run(run, shadow)
         run["exact_duplicates"] = data.exact_duplicates
+        if data.members.groups is not None:  # [data] group: the users section, as own-model
+            run["users"] = trained_users_section(run, data, cfg, salt, progress)
         runs.append(run)
     if cfg.aggregate_only:
-        _aggregate_only(runs)
+        _aggregate_only(runs, salt)
     out = assemble_results(runs, cfg.title, cfg.seed, cfg.to_dict(), cfg.aggregate_only)
     if cfg.sweep is not None:
         out["sweep"] = sweep_summary(cfg, the_plan.trials, runs)
