@@ -181,7 +181,9 @@ def run_dataset_inference(
     if options.get("group"):
         data_cfg["group"] = options["group"]
     try:
-        loaded_data = load_audit_data(data_cfg, cfg.seed, train=False, labels=False)
+        loaded_data = load_audit_data(
+            data_cfg, cfg.seed, train=False, labels=False, user_counts=False
+        )
     except DataError as exc:
         raise DataError(_as_di_sides(str(exc))) from None
     data = cap_audit_data(loaded_data, cfg.target.max_length)

@@ -566,7 +566,8 @@ def _bound_conditions(lb: dict) -> str:
     conf = as_float(lb.get("confidence"))
     if conf is not None:
         parts.append(f"{100 * conf:g}% confidence")
-    return ", ".join(parts)
+    # a hand-made or old record without them still says so, never an empty "()"
+    return ", ".join(parts) or "δ and confidence not recorded"
 
 
 def _incomparable_reason(claim: dict, lb: dict) -> str | None:
