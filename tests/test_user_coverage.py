@@ -5,8 +5,9 @@ Debian changelog entries grouped by maintainer, score = zlib ratio (it clusters 
 maintainer: ICC ~0.2), 150 random user splits of 150 + 150 users with no effect, so the
 true AUC is 0.5 and the true TPR at 10 % FPR is 0.1.  A 95 % interval covers in
 ~142 of 150 splits (sd ~2.7 splits), so the bar of 0.88 (132) is ~4 sd below a correct
-interval; the text-resampling intervals cover ~60 % (AUC) and a user bootstrap that
-resamples texts instead of users covers TPR far below the bar (checked with that mutant).
+interval (measured: AUC 0.953, TPR@10 % 0.940, user-level AUC 0.947); the text-level
+DeLong interval covers 0.673, and a user bootstrap that resamples texts instead of users
+covers TPR@10 % in 0.800 (checked by applying that mutant), below the bar.
 """
 
 from __future__ import annotations
