@@ -412,3 +412,19 @@ def test_grouped_balanced_accuracy_by_hand_on_user_halves():
     half = student_t.ppf(0.975, g_b - 1) * math.sqrt(var)
     assert r["ci_low"] == pytest.approx((1 + d - half) / 2, abs=1e-12)
     assert r["ci_high"] == pytest.approx((1 + d + half) / 2, abs=1e-12)
+
+
+def test_the_user_bootstrap_tpr_needs_ten_expected_false_positive_users():
+    """The floor measured in docs/users.md: at 150 non-member users TPR at 5% FPR (7.5
+    expected false-positive users) undercovered, so it is not reported; 10% (15) is."""
+    from privacy_audit.attacks.user_level import grouped_text_metrics
+
+    rng = np.random.default_rng(1)
+    users = np.repeat(np.arange(300), 3)
+    members = (users < 150).astype(int)
+    scores = rng.normal(0, 1, users.size) + 0.5 * members
+    res = grouped_text_metrics(scores, members, [f"u{u}" for u in users], n_boot=200)
+    five, ten = res["tpr_at_fpr_0.05"], res["tpr_at_fpr_0.1"]
+    assert five["value"] is None and five["needs_nonmembers"] == 200
+    assert "non-member users" in five["reason"]
+    assert ten["value"] is not None and ten["ci_low"] <= ten["value"] <= ten["ci_high"]
