@@ -53,7 +53,7 @@ def _score(cli, tmp_path, frame, *extra, name="s.csv"):
 
 @pytest.fixture(scope="module")
 def scored(tmp_path_factory):
-    from conftest import invoke_cli
+    from tests.conftest import invoke_cli
 
     d = tmp_path_factory.mktemp("score-users")
     frame = _frame()

@@ -36,7 +36,7 @@ def _write(path, rows):
 
 @pytest.fixture(scope="module")
 def audited(tmp_path_factory):
-    from conftest import invoke_cli
+    from tests.conftest import invoke_cli
 
     d = tmp_path_factory.mktemp("users-audit")
     member_users, nonmember_users = range(N_USERS), range(N_USERS, 2 * N_USERS)
@@ -149,7 +149,7 @@ def test_fresh_text_user_inference_equals_a_plain_forward_pass(audited):
 
 
 def test_every_surface_names_the_unit(audited, tmp_path):
-    from conftest import invoke_cli
+    from tests.conftest import invoke_cli
 
     run = audited["run"]
     v = run["verdict"]
@@ -184,7 +184,7 @@ def test_every_surface_names_the_unit(audited, tmp_path):
 
 
 def test_the_gate_holds_user_level_numbers(audited, tmp_path):
-    from conftest import invoke_cli
+    from tests.conftest import invoke_cli
 
     run = audited["run"]
     users_best = max(
