@@ -23,7 +23,7 @@ from privacy_audit.attacks.base import (
 from privacy_audit.registry import LazyRegistry
 
 # name -> "module:Class": each attack family's module (torch, transformers, sklearn, ...)
-# is imported when its name is first looked up, not when this package is (issue 38).
+# is imported when its name is first looked up, not when this package is.
 _A = "privacy_audit.attacks."
 ATTACKS: LazyRegistry = LazyRegistry(
     {

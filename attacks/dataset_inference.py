@@ -53,7 +53,7 @@ ASSUMPTION = (
 FEATURES = ("loss", "zlib", "min-k-20", "min-k++-20")
 
 #: A blind AUC that would bias the test: a shift of this size between suspect and
-#: validation texts makes the membership features differ without any training (issue 34:
+#: validation texts makes the membership features differ without any training (measured:
 #: a temporal shift no model trained on passed the check at small n and got p = 0.029).
 GUARD_SHIFT_AUC = 0.65
 #: Power at which the split check is said to detect a shift.

@@ -15,7 +15,7 @@ classifier that never sees the model tell the two sets apart?
   (unit-norm rows) + 0.01 x the standardised length block + 0.01 x the number / date
   block (``BLOCK_WEIGHTS``), ridge 1. The dense blocks carry their own, much larger
   penalty (weight 0.01 = penalty 100 on their coefficients): with one shared penalty six
-  weak dense columns pulled the combined AUC below its n-gram part (issue 34; measured
+  weak dense columns pulled the combined AUC below its n-gram part (measured
   weights 1, 0.25, 0.03, 0.01 on the benchmark corpora, docs/split-validity.md). The
   weights are fixed here, never chosen per run.
 - **Test** of H0 "the member / non-member labels were assigned at random": under H0 the
@@ -107,7 +107,7 @@ classifier that never sees the model tell the two sets apart?
   ``_partition_candidates``) for low-entropy text such as templates, where even the
   rarest shingles are common, or prefix filtering (Bayardo, Ma and Srikant 2007, with a
   length filter) for ordinary text, whichever a 5,000-text sample says is cheaper; every
-  candidate is verified by counting its shared shingles (issue 38). **Above a cost
+  candidate is verified by counting its shared shingles. **Above a cost
   budget** (``_EXACT_BUDGET_S`` = 1 ms CPU per text, the exact join's cost estimated by
   running it on a seeded 400-text sample and scaling its verified pairs by ``(n /
   400)^2``; only above 1,000 texts and at thresholds >= 0.75) the candidates come from
@@ -1261,7 +1261,7 @@ def _dense_features(texts: list[str]) -> np.ndarray:
 #: Pre-specified weight of each feature block in the combined kernel (module docstring):
 #: the two TF-IDF blocks have unit-norm rows (kernel diagonal 1); the dense blocks'
 #: kernels are scaled to diagonal 1 on average, then down-weighted so that weak length /
-#: number columns cannot dilute the n-gram blocks (issue 34: one shared penalty let them).
+#: number columns cannot dilute the n-gram blocks (one shared penalty let them).
 BLOCK_WEIGHTS = {"word": 1.0, "char": 1.0, "length": 0.01, "numbers": 0.01}
 #: Ridge penalty of the kernel ridge regression (on the weighted kernel above).
 RIDGE = 1.0
@@ -1880,7 +1880,7 @@ class SplitCheck:
         if users is not None:
             users = check_users(users, len(members), len(nonmembers))
         # Without sub-sampling the blind baseline groups the very texts the near-duplicate
-        # pass joins (less the removed ones): join them once, not twice (issue 38: at
+        # pass joins (less the removed ones): join them once, not twice (at
         # 1,600-character texts the join is most of the split check's cost).
         join = None
         if len(members) <= MAX_BLIND_PER_CLASS and len(nonmembers) <= MAX_BLIND_PER_CLASS:

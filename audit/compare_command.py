@@ -1,4 +1,4 @@
-"""``privacy-audit compare RUN_A RUN_B ...``: the command (issue 39). It reads and checks the
+"""``privacy-audit compare RUN_A RUN_B ...``: the command. It reads and checks the
 runs' results.json files, refuses outputs that would overwrite an input, and writes
 compare.json, differences.csv and compare.html atomically; the comparison itself (tables,
 plots, the page) is :mod:`privacy_audit.reports.compare_view`, which reads no files."""

@@ -22,7 +22,7 @@ from privacy_audit.audit.results import run_record
 from privacy_audit.audit.timing import stage
 from privacy_audit.defenses.base import ReleasedModel
 
-if TYPE_CHECKING:  # annotations only: importing config loads torch (issue 38)
+if TYPE_CHECKING:  # annotations only: importing config loads torch
     from privacy_audit.audit.config import AuditConfig
     from privacy_audit.audit.data import AuditData
 

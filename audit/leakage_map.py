@@ -1,5 +1,5 @@
 """Which records, and which parts of them, leak: the per-record leakage table and the
-per-token map of a causal-LM audit (issue 28).
+per-token map of a causal-LM audit.
 
 Members are ranked by exposure: with a reference model, by the target-minus-reference
 log-likelihood of the record, sum_t [log p_target(x_t | x_<t) - log p_ref(x_t | x_<t)]

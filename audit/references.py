@@ -52,7 +52,7 @@ def _log(msg: str, progress: bool) -> None:
 #: p(x) = ½((1 + a)·p_OUT(x) + 1 − a) was fitted to classifier confidences near 1; a
 #: sequence probability exp(−mean NLL) is ~0.01-0.3, so at the classifier default a = 0.3
 #: the constant (1 − a)/2 swamps p_OUT and the score ranks like lm-loss (AUC 0.506 on a
-#: LoRA fine-tune in issue 33). Measured on `privacy-audit bench frontier` (docs/frontier.md,
+#: LoRA fine-tune). Measured on `privacy-audit bench frontier` (docs/frontier.md,
 #: a ∈ {0, 0.3, 0.5, 0.7, 0.9, 1}, 1,000 + 1,000 texts, GPT-2- and Llama-shaped, full and
 #: LoRA): the AUC rises with a and both AUC and TPR at 1% FPR are highest at a = 1 in all
 #: four fine-tunes (Llama full: AUC 0.765 at a = 0, 0.857 at a = 1), where p(x) = p_OUT(x)
@@ -213,7 +213,7 @@ def reference_tasks(cfg, pool: list[str], keep: np.ndarray, max_length: int):
     from privacy_audit.audit.scale.fingerprint import content_digest
 
     # the base's contents (weights, tokenizer, config) key each task: other weights under
-    # the same path train other references instead of reusing stale ones (issue 35)
+    # the same path train other references instead of reusing stale ones
     base_content = content_digest(sh["base_dir"])
     tasks = []
     for i in range(keep.shape[0]):

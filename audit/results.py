@@ -160,7 +160,7 @@ def pseudonymise_ids(ids: list[str], salt: bytes) -> list[str]:
 
 
 def pick_strongest(attacks: list[dict[str, Any]]) -> dict[str, Any]:
-    """Which attack is strongest, two ways (issue 33): at low FPR and by AUC.
+    """Which attack is strongest, two ways: at low FPR and by AUC.
 
     ``low_fpr``: among the ``ok`` attacks, the highest TPR at the lowest reported FPR
     (0.1%, then 1%) that the sample resolves by the report's rule (reports/resolution.py:

@@ -22,7 +22,7 @@ from privacy_audit.audit.timing import stage
 from privacy_audit.defenses.base import PrivacyClaim
 from privacy_audit.ground.errors import AuditError, DataError
 
-if TYPE_CHECKING:  # annotations only: importing config loads torch (issue 38)
+if TYPE_CHECKING:  # annotations only: importing config loads torch
     from privacy_audit.audit.config import AuditConfig
 
 
@@ -139,7 +139,7 @@ def score_file(
     try:
         # newline="": str.splitlines() would also split quoted ids on \x0c, \x85, \u2028 ...
         text = p.read_bytes().decode("utf-8-sig")
-        # csv.reader and columns, not a dict per row (issue 38: 10^6 rows); the same rules as
+        # csv.reader and columns, not a dict per row (10^6 rows); the same rules as
         # csv.DictReader: blank lines skipped, a short row's missing cells are None. A field
         # of any length is read (a long text column; cut like run cuts texts, below).
         reader = csv_reader(text)
@@ -193,7 +193,7 @@ def score_file(
     ids = [v or str(i) for i, v in enumerate(column("id"))]
     texts = column("text")
     if "text" in header:
-        from privacy_audit.audit.textcap import MAX_LENGTH_CAP, cap_text  # no torch (issue 38)
+        from privacy_audit.audit.textcap import MAX_LENGTH_CAP, cap_text  # no torch
 
         if all(not (t or "").strip() for t in texts):
             raise DataError(
@@ -395,7 +395,7 @@ def _score_split_check(texts, s, members, ids, seed, aggregate_only, p, users=No
             "non-member pair(s) fewer than 2 members or non-members are left"
         )
     # blind scores are of the kept members, then the kept non-members: back to row order
-    # (array indexing, not a dict per row: 10^6 rows, issue 38)
+    # (array indexing, not a dict per row: 10^6 rows)
     by_row = np.empty(len(s))
     by_row[np.r_[mi[kept[mi]], ni[kept[ni]]]] = blind
     rows = keep.tolist()

@@ -8,7 +8,7 @@ Tokenizers truncate only after tokenizing the whole text, so one 20 MB line with
 CHARS_PER_TOKEN`` characters always hold the first ``max_length`` tokens and the cut never
 changes what the model sees, except for texts with runs of more than that many characters
 per token (long whitespace runs), which are cut earlier than the tokenizer would cut them.
-This is the one place the cap lives (data loading calls it; issue 15's loaders should too).
+This is the one place the cap lives (data loading calls it; the other loaders should too).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Each mechanism's module is imported when its name is first looked up
 (:class:`privacy_audit.registry.LazyRegistry`), so importing this package, or
 ``privacy_audit.defenses.base``, loads no mechanism (torch, scipy.optimize, ...): the
-commands that train nothing start fast (issue 38). A new mechanism is registered as
+commands that train nothing start fast. A new mechanism is registered as
 ``"name": "module:Class"``.
 """
 

@@ -1,4 +1,4 @@
-"""A name -> class registry whose classes are imported on first use (issue 38).
+"""A name -> class registry whose classes are imported on first use.
 
 ``DEFENSES`` and the attack registries map config names to classes. Importing every
 mechanism to build them cost seconds of CPU (torch, scipy.optimize, ...) in commands that

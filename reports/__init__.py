@@ -2,7 +2,7 @@
 
 Everything here reads only the results dictionary (the content of
 results.json); no model is loaded. The names below are imported on first use, so
-``gate`` (which reads verdicts) does not load matplotlib and jinja2 (issue 38).
+``gate`` (which reads verdicts) does not load matplotlib and jinja2.
 """
 
 from __future__ import annotations

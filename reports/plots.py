@@ -39,7 +39,7 @@ from .verdict import (
 
 DPI = 100
 #: zlib level of the PNGs (1-9): 6 writes files a few percent smaller than 1 at a few
-#: times its cost; the report embeds them (issue 38: plots rendered cheaply).
+#: times its cost; the report embeds them (plots rendered cheaply).
 PNG_COMPRESSION = 6
 _COLORS = (
     "#1f77b4",
@@ -81,7 +81,7 @@ def _new_figure(width: float, height: float, ncols: int = 1):
 
 
 def _png(fig: Figure) -> bytes:
-    """PNG bytes of ``fig``, drawn once (issue 38): ``savefig`` on a figure with a layout
+    """PNG bytes of ``fig``, drawn once: ``savefig`` on a figure with a layout
     engine draws it twice (once, without rendering, to lay it out; then again to
     render), so the figure is drawn here once on its Agg canvas (the layout runs inside
     that draw) and the canvas's pixels are written as an 8-bit RGB PNG by Pillow

@@ -2,7 +2,7 @@
 
 A GPT-2-small-shaped model (124M parameters: 12 layers, d = 768, 12 heads, a 50,257-token
 vocabulary; built from a config, random weights -- the speed does not depend on them)
-scores ``--sequences`` texts of ``--seq-len`` tokens (issue 15: 2,000 x 256). Two cases on
+scores ``--sequences`` texts of ``--seq-len`` tokens (2,000 x 256). Two cases on
 the same model, texts and batch size, timed side by side in one run:
 
 - ``suite``: what ``privacy-audit run --model DIR`` does for the LM membership attacks --
@@ -13,13 +13,13 @@ the same model, texts and batch size, timed side by side in one run:
   token tensors, already tokenized and padded (the cheapest way to get the logits; it
   computes no statistic).
 
-With ``--extraction`` (issue 28) a third case, ``suite+extraction``, is ``suite`` with
+With ``--extraction`` a third case, ``suite+extraction``, is ``suite`` with
 extraction risk on: the same single forward pass also gives each record's suffix
 probability under temperature 0.7, top-k 50 and top-p 0.9 (the costliest settings: a top-k
 and a full sort per suffix position), with Hayes et al.'s 50-token prefix and suffix, and
 the risks within 1, 10, 100 and 1,000 queries (target: at most 1.2x the time of ``suite``).
 
-With ``--lm-reference`` (issue 33) two more cases score against a reference model (a
+With ``--lm-reference`` two more cases score against a reference model (a
 second model of the same shape, another seed: the user's base): ``plain x2`` is the plain
 loop over the target and the reference, and ``suite+reference`` is the audit with a
 reference: both models' single forward pass, then lm-loss, zlib, min-k, min-k++,

@@ -1,4 +1,4 @@
-"""``privacy-audit bench frontier``: the 2026 attack battery on a fine-tune and its base (issue 33).
+"""``privacy-audit bench frontier``: the 2026 attack battery on a fine-tune and its base.
 
 The user's usual case, built from real text that ships with Python and its packages:
 

@@ -1,4 +1,4 @@
-"""``privacy-audit bench scale``: the own-model audit at growing n beside a plain loop (issue 38, item 8).
+"""``privacy-audit bench scale``: the own-model audit at growing n beside a plain loop.
 
 For every ``tokens`` in ``--scale-tokens`` (default 64, 256, 512) and every ``n`` in
 ``--scale-sizes`` (default 100, 1,000, 10,000 texts *per side*; 100,000 as an option), one
@@ -51,7 +51,7 @@ TOKENS = (64, 256, 512)
 QUICK_SIZES = (8, 16)
 QUICK_TOKENS = (16,)
 BATCH = 32  # the suite's default scoring batch ([target] batch_size)
-TARGETS = {1000: 1.5, 10000: 1.2}  # suite / plain at 256 tokens (issue 38 acceptance)
+TARGETS = {1000: 1.5, 10000: 1.2}  # suite / plain at 256 tokens (the scale target)
 EXPONENT_TARGET = 1.05  # no stage faster than n^1.05 from 10^3 to 10^4
 MIN_FIT_SECONDS = 0.5  # a stage under this CPU time at the smaller n is not fitted
 SHAPE = {"n_layer": 4, "n_embd": 256, "n_head": 4, "n_positions": 512, "vocab": 4096}

@@ -7,11 +7,11 @@ Cases, timed side by side in one process (round-robin, process CPU time), at ``r
 * ``score@N``: the whole ``privacy-audit score FILE --out DIR`` (reading the CSV, every
   metric with 1,000 bootstrap resamples, report.html and results.json written), through
   the CLI's ``main`` in this process (imports are paid once, in a warm-up on a small
-  file). Target at 10^6: <= 600x ``one-sort`` (issue 38);
+  file). Target at 10^6: <= 600x ``one-sort``;
 * ``score-text@N``: the same command on the same rows with a ``text`` column (the text
   column adds the exact-duplicate removal and the split check: the exact near-duplicate
   join over every text and the blind baseline on at most 1,000 texts per class).
-  Targets at 10^6 (issue 38): ``score-text / score`` <= 3x, and so ``score-text /
+  Targets at 10^6: ``score-text / score`` <= 3x, and so ``score-text /
   one-sort`` <= 1,800x (3 x 600x);
 * ``score-prose@N`` / ``score-text-prose@N``: the same two on real sentences (pydoc
   topics, installed packages' descriptions, Debian changelogs; at most ``rows / 10``, as
@@ -192,7 +192,7 @@ def run(settings: BenchSettings) -> BenchResult:
         },
         targets={
             f"score@{sizes[0]}": "<= 600x one-sort",
-            f"score-text@{sizes[0]}": "<= 3x score, i.e. <= 1,800x one-sort (issue 38)",
+            f"score-text@{sizes[0]}": "<= 3x score, i.e. <= 1,800x one-sort",
         },
         notes=[
             "score: the whole command in this process: CSV read, metrics with 1,000 "

@@ -1,4 +1,4 @@
-"""What each bundled config costs, and its ``--quick`` variant (issue 38, item 7).
+"""What each bundled config costs, and its ``--quick`` variant.
 
 ``COSTS[name]`` holds, for the bundled ``audit/configs/NAME.toml``:
 

@@ -503,7 +503,7 @@ def hf_secret_scores(model, tokenizer, canaries: CanarySet) -> np.ndarray:
 def load_user_lm(model_dir: str | Path, tokenizer_dir: str | Path | None = None):
     """``(model, tokenizer)`` of a local Hugging Face causal LM directory, offline.
 
-    The one place ``canaries make | audit`` load a user's LM: through issue 15's
+    The one place ``canaries make | audit`` load a user's LM: through the own-model loader
     :func:`privacy_audit.defenses.targets.loading.load_audit_target` (safe checkpoints only; weights the
     checkpoint lacks stop the audit, so random weights are never scored). ``tokenizer_dir``
     overrides the model's tokenizer (e.g. ``canaries/tokenizer`` for new-token canaries).

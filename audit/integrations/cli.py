@@ -524,7 +524,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_scale_bench_args(b) -> None:
-    """``bench scale`` (issue 38): the own-model audit at growing n beside a plain loop."""
+    """``bench scale``: the own-model audit at growing n beside a plain loop."""
     b.add_argument(
         "--scale-sizes",
         metavar="N,N,...",
@@ -589,7 +589,7 @@ def _scale_options(args, names) -> dict:
     return extra
 
 
-#: what ``experiment`` and ``claims`` say from an installed wheel (issue 39)
+#: what ``experiment`` and ``claims`` say from an installed wheel
 NO_CHECKOUT = (
     "the paper experiments and their recorded results (experiments/, docs/) are not "
     "installed with the package; run this from a source checkout of privacy-audit"
@@ -615,7 +615,7 @@ def _checkout_experiments():
         raise AuditError(NO_CHECKOUT + " (then: python -m experiments.run NAME --out FILE)")
     if "experiments" not in sys.modules:
         # the package by its path: putting the checkout's root on sys.path would let its
-        # other folders (fixtures/, audit/, ...) shadow top-level packages (issue 29)
+        # other folders (fixtures/, audit/, ...) shadow top-level packages
         folder = root / "experiments"
         spec = importlib.util.spec_from_file_location(
             "experiments", folder / "__init__.py", submodule_search_locations=[str(folder)]
@@ -924,7 +924,7 @@ def _cmd_run(args, epsilon: bool | None = None) -> int:
         _check_dir_option(run_dir, "--run-dir")
     from privacy_audit.audit.outputs import check_outputs, config_input_paths, dir_outputs
 
-    check_outputs(  # no output may be an input (issue 35)
+    check_outputs(  # no output may be an input
         dir_outputs("--out", args.out, ("report.html", "results.json", RUN_LOG))
         + dir_outputs("--run-dir", run_dir, ("inputs.json", "events.log")),
         config_input_paths(cfg, flags=one_line),

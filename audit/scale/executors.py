@@ -46,8 +46,8 @@ RESULT_KEYS: dict[str, tuple[str, ...]] = {
 
 
 def _key_fn(fn: str) -> str:
-    """A task function's name as keys hash it: without the ``privacy_audit.`` import root
-    (issue 29), i.e. as named before the root existed, so a run directory written before
+    """A task function's name as keys hash it: without the ``privacy_audit.`` import root,
+    i.e. as named before the root existed, so a run directory written before
     then still resumes instead of silently recomputing every task."""
     return fn.removeprefix("privacy_audit.")
 
@@ -421,8 +421,8 @@ class RayExecutor(Executor):
                 ray.init(**kwargs)
             except Exception as exc:  # noqa: BLE001 - any failure to start or connect is exit 2
                 # Ray raises plain Exception too ("The current node timed out during
-                # startup ... raylet failed to startup"): one line naming what was tried
-                # (issue 38), never an internal error
+                # startup ... raylet failed to startup"): one line naming what was tried,
+                # never an internal error
                 with contextlib.suppress(Exception):
                     ray.shutdown()  # a half-started local Ray leaves no processes behind
                 raise AuditError(ray_start_error(spec, exc)) from None

@@ -9,7 +9,7 @@ mixed old and new data. Every input a task reads is now fingerprinted into its k
   below it (hidden files aside). Model weights are hashed in full: the format-2 manifest
   replaced the earlier header-only fingerprint of ``.safetensors`` files, under which two
   checkpoints of the same shapes and different weights looked equal and ``--resume``
-  reused results of the old weights (issue 35).
+  reused results of the old weights.
 
 Hashing gigabytes on every resume would be slow, so the SHA-256 of a file is cached
 (:class:`HashCache`, a JSON file under the user's cache directory;

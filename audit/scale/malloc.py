@@ -1,4 +1,4 @@
-"""glibc's malloc thresholds for the scoring loop (issue 38: the forward's system time).
+"""glibc's malloc thresholds for the scoring loop (the forward's system time).
 
 A forward pass over a batch of 32 x 256 tokens allocates buffers larger than glibc's
 mmap threshold (the logits alone are 32 x 256 x V float32: 128 MiB at V = 4,096; the

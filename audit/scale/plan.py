@@ -424,7 +424,7 @@ def _lm_utility_floor(cfg, data, out: dict) -> None:
     start = None
     if cfg.target.public_epochs > 0:
         # the model every run starts from: a private fine-tuning must end below it to have
-        # learned anything from the members (issue 27's floor for pretrained targets)
+        # learned anything from the members (the utility floor for pretrained targets)
         start = pretrained_only_utility(cfg, data)
         floor["public_start"] = start
     out["utility_floor"] = floor

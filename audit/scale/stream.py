@@ -1,5 +1,5 @@
 """Scoring a user's causal LM in chunks: memory bounded in the number of texts, and a run
-that stops mid-scoring resumes from its last finished chunk (issue 38, item 5).
+that stops mid-scoring resumes from its last finished chunk.
 
 What is kept per text is what the attacks read: the :class:`~privacy_audit.defenses.base.TokenStats`
 of its scored tokens (O(tokens) numbers, never the V-sized logits) and its pooled hidden

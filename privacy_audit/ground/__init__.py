@@ -1,4 +1,4 @@
-"""The ground floor: services every layer of the suite stands on (issue 39).
+"""The ground floor: services every layer of the suite stands on.
 
 - :mod:`privacy_audit.ground.errors`: the errors a user can fix (one line, exit 2);
 - :mod:`privacy_audit.ground.io`: atomic writes, strict JSON in and out;

@@ -64,7 +64,7 @@ def _json_safe(obj: Any) -> Any:
 
 #: Lists of at least this many plain scalars are encoded on one line by the C encoder
 #: (``json.dumps`` with ``indent`` runs the pure-Python encoder, ~10x slower): the per-example
-#: scores, ids and members of a large audit (issue 38: ``score`` on 10^6 rows).
+#: scores, ids and members of a large audit (``score`` on 10^6 rows).
 _FLAT_LIST = 256
 _SCALARS = (str, int, float, bool, type(None))
 

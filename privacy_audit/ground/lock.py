@@ -4,7 +4,7 @@ Two runs into one ``--out`` used to both exit 0 with only the last writer's file
 the second run's start cleared the first run's finished tasks. :class:`DirLock` holds
 ``<dir>/.privacy-audit.lock`` with an exclusive ``flock`` for as long as the run lives; the
 kernel drops the lock when the process ends, however it ends, so a crashed run leaves no
-lock that anyone has to judge stale. Taking it over is race-free (issue 35): the earlier
+lock that anyone has to judge stale. Taking it over is race-free: the earlier
 scheme (``O_CREAT | O_EXCL``, then "the PID is dead, delete the file and retry") let two
 processes both judge a lock stale, and the slower then deleted the faster one's fresh lock
 (2 holders at once in 1 of 40 trials with 16 processes). Now:
