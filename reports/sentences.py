@@ -150,7 +150,7 @@ BATTERY_NOT_BEYOND_CHANCE = _t(
 # Why a verdict is inconclusive (reports/verdict.py::_level_of)
 # --------------------------------------------------------------------------- #
 WHY_SIZE = _t("WHY_SIZE", "with {size}, {reasons}")
-SIZE_PER_CLASS = _t("SIZE_PER_CLASS", "{n} per class")
+SIZE_PER_CLASS = _t("SIZE_PER_CLASS", "{n} {per} class")
 SIZE_UNKNOWN = _t("SIZE_UNKNOWN", "this sample")
 WHY_TIED = _t(
     "WHY_TIED",
@@ -164,7 +164,7 @@ REASON_AUC_REACHES = _t(
 )
 REASON_TPR_BELOW_RESOLUTION = _t(
     "REASON_TPR_BELOW_RESOLUTION",
-    "TPR at 1% FPR is below this sample's resolution (1% FPR needs at least {n} non-members)",
+    "TPR at 1% FPR is below this sample's resolution (1% FPR needs about {n} {who_out})",
 )
 REASON_TPR_NOT_MEASURED = _t("REASON_TPR_NOT_MEASURED", "TPR at 1% FPR was not measured")
 REASON_TPR_REACHES = _t(
@@ -173,15 +173,15 @@ REASON_TPR_REACHES = _t(
 REASON_TPR_NO_UPPER = _t("REASON_TPR_NO_UPPER", "TPR at 1% FPR has no upper confidence bound")
 NEED_TOO_MANY = _t(
     "NEED_TOO_MANY",
-    "; more than {n} members and as many non-members would be needed to call it low (the "
+    "; more than {n} {who_in} and as many {who_out} would be needed to call it low (the "
     "point estimate is near the HIGH threshold)",
 )
 NEED_ABOUT = _t(
     "NEED_ABOUT",
-    "; {word} {n} members and {n} non-members would decide (the intervals would then end "
+    "; {word} {n} {who_in} and {n} {who_out} would decide (the intervals would then end "
     "below the HIGH thresholds if the point estimates held)",
 )
-NEED_AT_LEAST = _t("NEED_AT_LEAST", "; at least {n} members and {n} non-members are needed")
+NEED_AT_LEAST = _t("NEED_AT_LEAST", "; at least {n} {who_in} and {n} {who_out} are needed")
 NEED_UNKNOWN = _t(
     "NEED_UNKNOWN",
     "; no deciding sample size can be estimated from these intervals (a point estimate at "

@@ -68,15 +68,6 @@ def _lead(level: str) -> str:
     return S.USER_LEAD_NOT_MEASURED()
 
 
-def _in_users(reason: str) -> str:
-    """The verdict rules' reason with users as the counted unit."""
-    import re
-
-    reason = re.sub(r"\b(\d[\d,]*) members\b", r"\1 member users", reason)
-    reason = re.sub(r"\b(\d[\d,]*) non-members\b", r"\1 non-member users", reason)
-    return reason.replace(" per class", " users per class")
-
-
 def user_sentence(users: dict[str, Any], uv: dict[str, Any], view: dict[str, Any]) -> str:
     """The per-user verdict in one sentence: the level, the users counted, the strongest
     user-level attack's AUC and TPR (or why this number of users cannot resolve it, in
@@ -112,7 +103,7 @@ def user_sentence(users: dict[str, Any], uv: dict[str, Any], view: dict[str, Any
     if check.get("differs") and check.get("text") and uv.get("inconclusive") != check["text"]:
         extra += S.USER_NOT_COMPARABLE(reason=str(check["text"]))
     if uv.get("level") == "inconclusive" and uv.get("inconclusive"):
-        extra += S.USER_EXTRA(reason=_in_users(str(uv["inconclusive"])))
+        extra += S.USER_EXTRA(reason=str(uv["inconclusive"]))
     if uv.get("claim_status") == "violated":
         extra += S.USER_VIOLATED(
             claim=str(uv.get("claim_text") or "The per-user privacy claim is VIOLATED")

@@ -751,6 +751,17 @@ def _level_of(
         return "low", ""
     n = attack.get("n_members")
     n_non = attack.get("n_nonmembers")
+    # users are the trials when the record says so (a per-user attack, or per-text
+    # intervals that resample users): every size below is then counted in users
+    by_users = (
+        attack.get("unit") == "user" or (attack.get("metrics") or {}).get("resampled") == "users"
+    )
+    if by_users and attack.get("unit") != "user":
+        n = (attack.get("metrics") or {}).get("n_member_users")
+        n_non = (attack.get("metrics") or {}).get("n_nonmember_users")
+    who_in, who_out = (
+        ("member users", "non-member users") if by_users else ("members", "non-members")
+    )
     n = n if isinstance(n, int) and not isinstance(n, bool) else None
     n_non = n_non if isinstance(n_non, int) and not isinstance(n_non, bool) else None
     n_min = min(x for x in (n, n_non) if x is not None) if (n or n_non) else None
@@ -766,10 +777,18 @@ def _level_of(
     if not tpr_ok:
         if tpr is None:
             below = metric(attack, TPR_1) is not None
-            reasons.append(
-                S.REASON_TPR_BELOW_RESOLUTION(n=100) if below else S.REASON_TPR_NOT_MEASURED()
+            # the one rule's own count (the record's needs_nonmembers), never a constant
+            from .resolution import needed_nonmembers, tpr_standing
+
+            need_tpr = tpr_standing(attack, 0.01).get("needs") or needed_nonmembers(
+                0.01, n_non, None
             )
-            at_least = max(at_least, 100)
+            reasons.append(
+                S.REASON_TPR_BELOW_RESOLUTION(n=f"{need_tpr:,}", who_out=who_out)
+                if below
+                else S.REASON_TPR_NOT_MEASURED()
+            )
+            at_least = max(at_least, need_tpr)
         else:
             tpr_v = as_float(tpr.get("value"))
             reasons.append(
@@ -783,7 +802,11 @@ def _level_of(
                 needs.append(_needed_n(n_min, tpr_v, tpr_hi - tpr_v, HIGH_TPR_CI_LOW - tpr_v))
             else:
                 needs.append(None)
-    size = S.SIZE_PER_CLASS(n=n_min) if n_min is not None else S.SIZE_UNKNOWN()
+    size = (
+        S.SIZE_PER_CLASS(n=n_min, per="users per" if by_users else "per")
+        if n_min is not None
+        else S.SIZE_UNKNOWN()
+    )
     if auc_v == auc_lo == auc_hi == CHANCE_AUC:
         # a zero-width interval at exactly 0.5: every member and non-member score is tied,
         # so no sample size narrows the TPR interval; the attack carries no signal at all
@@ -793,12 +816,12 @@ def _level_of(
     if needs and len(known) == len(needs):
         need = max([*known, at_least])
         if need > MAX_NAMED_SAMPLE:
-            why += S.NEED_TOO_MANY(n=f"{MAX_NAMED_SAMPLE:,}")
+            why += S.NEED_TOO_MANY(n=f"{MAX_NAMED_SAMPLE:,}", who_in=who_in, who_out=who_out)
         else:
             word = "at least" if at_least >= need and not known else "about"
-            why += S.NEED_ABOUT(word=word, n=f"{need:,}")
+            why += S.NEED_ABOUT(word=word, n=f"{need:,}", who_in=who_in, who_out=who_out)
     elif at_least and len(known) == len(needs):
-        why += S.NEED_AT_LEAST(n=f"{at_least:,}")
+        why += S.NEED_AT_LEAST(n=f"{at_least:,}", who_in=who_in, who_out=who_out)
     else:
         why += S.NEED_UNKNOWN()
     return "inconclusive", why

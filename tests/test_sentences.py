@@ -231,6 +231,9 @@ SAMPLE = {
     "which": "median",
     "m_in": "76",
     "m_out": "24",
+    "who_in": "members",
+    "who_out": "non-members",
+    "per": "per",
 }
 FRAGMENT_SAMPLE = {
     ("HIGH", "tpr"): " and identifies 5.0% [2.1%, 9.9%] of members at 1% false positives",

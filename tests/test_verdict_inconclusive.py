@@ -50,9 +50,12 @@ def test_issue_example_reads_inconclusive_not_low():
     v = verdict_for_run(run)
     assert v["level"] == "inconclusive"
     assert "0.665" in v["text"] and "30 per class" in v["text"]
-    # names the size that would decide: half-width 0.117 must shrink to 0.052
-    need = int(np.ceil(30 * (0.117 / 0.052) ** 2))
+    # names the size that would decide: half-width 0.117 must shrink to 0.052 (152 per
+    # class), and TPR at 1% FPR must become resolvable (the one rule: 300 non-members),
+    # the larger of the two
+    need = max(int(np.ceil(30 * (0.117 / 0.052) ** 2)), 300)
     assert f"about {need:,} members" in v["text"], v["text"]
+    assert "(1% FPR needs about 300 non-members)" in v["text"]
     assert "low-leakage" in v["text"]
 
 
@@ -91,7 +94,7 @@ def test_tpr_below_resolution_is_not_measured():
     run = {"name": "r", "attacks": [{**att, "metrics": {"auc": m, "tpr_at_fpr_0.01": tpr}}]}
     level, why = verdict_level(run)
     assert level == "inconclusive" and "below this sample's resolution" in why
-    assert "at least 100 members" in why
+    assert "at least 300 members" in why  # the one rule: 3 / 1% non-members
     del tpr["below_resolution"]
     assert verdict_level(run)[0] == "low"
     att["n_nonmembers"] = 99  # 1% FPR is finer than the FPR grid: not measured
