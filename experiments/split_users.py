@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import glob
-import gzip
 import re
 import sys
 import time
@@ -41,6 +40,7 @@ import numpy as np
 
 from experiments.split_validity import cp_interval
 from privacy_audit.audit.benchmarks.split_check_cost import _paras
+from privacy_audit.audit.benchmarks.users import changelog_blocks
 
 #: The signature line of a Debian changelog entry: maintainer name, e-mail, date.
 _SIGNATURE = re.compile(r"^ -- (.+?) <([^>]*)>\s+\S.*?\b(\d{4}) \d\d:\d\d", re.M)
@@ -57,24 +57,14 @@ def debian_users(pattern: str = "/usr/share/doc/*/changelog.Debian.gz") -> list[
     characters, exact repeats dropped), the user from its signature line."""
     out = []
     seen: set[str] = set()
-    for path in sorted(glob.glob(pattern)):
-        try:
-            text = gzip.open(path, "rt", encoding="utf-8", errors="replace").read()
-        except OSError:
+    for _, block, body in changelog_blocks(pattern):
+        m = _SIGNATURE.search(block)
+        if not m:
             continue
-        for block in re.split(r"\n(?=\S)", text):
-            m = _SIGNATURE.search(block)
-            if not m:
-                continue
-            body = [
-                ln.strip()
-                for ln in block.splitlines()[1:]
-                if ln.strip() and not ln.startswith(" -- ")
-            ]
-            entry = " ".join(" ".join(body).split())[:300]
-            if len(entry.split()) >= 12 and entry not in seen:
-                seen.add(entry)
-                out.append((m.group(2).strip().lower(), entry))
+        entry = body[:300]
+        if len(entry.split()) >= 12 and entry not in seen:
+            seen.add(entry)
+            out.append((m.group(2).strip().lower(), entry))
     return out
 
 

@@ -136,31 +136,20 @@ def comment_corpus() -> list[tuple[str, str]]:
 def debian_corpus() -> list[tuple[str, int, str]]:
     """(package, year, entry text) of Debian changelog entries on this machine: the bullet
     text of one upload, without its header and its signature line (so no date in the text)."""
-    import glob
-    import gzip
     import re
+
+    from privacy_audit.audit.benchmarks.users import changelog_blocks
 
     out = []
     seen: set[str] = set()
-    for path in sorted(glob.glob("/usr/share/doc/*/changelog.Debian.gz")):
-        pkg = path.split("/")[-2]
-        try:
-            text = gzip.open(path, "rt", encoding="utf-8", errors="replace").read()
-        except OSError:
+    for pkg, block, body in changelog_blocks():
+        m = re.search(r"^ -- .*?\b(\d{4}) \d\d:\d\d", block, re.M)
+        if not m:
             continue
-        for block in re.split(r"\n(?=\S)", text):
-            m = re.search(r"^ -- .*?\b(\d{4}) \d\d:\d\d", block, re.M)
-            if not m:
-                continue
-            body = [
-                ln.strip()
-                for ln in block.splitlines()[1:]
-                if ln.strip() and not ln.startswith(" -- ")
-            ]
-            entry = " ".join(" ".join(body).split())[:300]
-            if len(entry.split()) >= 12 and entry not in seen:
-                seen.add(entry)
-                out.append((pkg, int(m.group(1)), entry))
+        entry = body[:300]
+        if len(entry.split()) >= 12 and entry not in seen:
+            seen.add(entry)
+            out.append((pkg, int(m.group(1)), entry))
     return out
 
 

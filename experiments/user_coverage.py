@@ -37,7 +37,6 @@ from __future__ import annotations
 import argparse
 import email.parser
 import glob
-import gzip
 import json
 import re
 import sys
@@ -51,6 +50,7 @@ from scipy.stats import beta
 
 from privacy_audit.attacks import user_level as ul
 from privacy_audit.attacks.metrics import _split_counts, membership_metrics
+from privacy_audit.audit.benchmarks.users import changelog_blocks
 
 #: FPRs whose TPR intervals are checked (lower ones are not resolvable at these n).
 FPRS = (0.05, 0.1, 0.2)
@@ -81,23 +81,12 @@ def debian_users() -> list[tuple[str, str]]:
     """(maintainer e-mail, entry text) for every Debian changelog entry on this machine;
     the text is the entry's body without its header and signature (no date, no name)."""
     out = []
-    for path in sorted(glob.glob("/usr/share/doc/*/changelog.Debian.gz")):
-        try:
-            text = gzip.open(path, "rt", encoding="utf-8", errors="replace").read()
-        except OSError:
+    for _, block, body in changelog_blocks():
+        m = re.search(r"^ -- .*?<([^>]+)>", block, re.M)
+        if not m:
             continue
-        for block in re.split(r"\n(?=\S)", text):
-            m = re.search(r"^ -- .*?<([^>]+)>", block, re.M)
-            if not m:
-                continue
-            body = [
-                ln.strip()
-                for ln in block.splitlines()[1:]
-                if ln.strip() and not ln.startswith(" -- ")
-            ]
-            entry = " ".join(" ".join(body).split())
-            if len(entry.split()) >= 5:
-                out.append((m.group(1).strip().lower(), entry))
+        if len(body.split()) >= 5:
+            out.append((m.group(1).strip().lower(), body))
     return out
 
 

@@ -37,8 +37,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import glob
-import gzip
 import json
 import re
 import sys
@@ -49,6 +47,8 @@ from typing import Any
 
 import numpy as np
 from scipy.stats import beta
+
+from privacy_audit.audit.benchmarks.users import changelog_blocks
 
 MIN_TEXTS = 3
 MAX_TEXTS = 40
@@ -75,24 +75,14 @@ def debian_user_corpus(
     """``(texts, users)``: Debian changelog entries and the person who signed each."""
     by_user: dict[str, list[str]] = collections.defaultdict(list)
     seen: set[str] = set()
-    for path in sorted(glob.glob("/usr/share/doc/*/changelog.Debian.gz")):
-        try:
-            text = gzip.open(path, "rt", encoding="utf-8", errors="replace").read()
-        except OSError:
+    for _, block, body in changelog_blocks():
+        m = re.search(r"^ -- (.+?)\s*<[^>]*>", block, re.M)
+        if not m:
             continue
-        for block in re.split(r"\n(?=\S)", text):
-            m = re.search(r"^ -- (.+?)\s*<[^>]*>", block, re.M)
-            if not m:
-                continue
-            body = [
-                ln.strip()
-                for ln in block.splitlines()[1:]
-                if ln.strip() and not ln.startswith(" -- ")
-            ]
-            entry = " ".join(" ".join(body).split())[:300]
-            if len(entry.split()) >= 5 and entry not in seen:
-                seen.add(entry)
-                by_user[" ".join(m.group(1).split()).casefold()].append(entry)
+        entry = body[:300]
+        if len(entry.split()) >= 5 and entry not in seen:
+            seen.add(entry)
+            by_user[" ".join(m.group(1).split()).casefold()].append(entry)
     rng = np.random.default_rng(seed)
     texts, users = [], []
     for user in sorted(by_user):

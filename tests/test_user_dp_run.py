@@ -8,8 +8,6 @@ maintainer (the signature line ``-- Name <email>``), 40 users a side, 3 entries 
 from __future__ import annotations
 
 import csv
-import glob
-import gzip
 import json
 import random
 import re
@@ -20,6 +18,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from privacy_audit.audit.benchmarks.users import changelog_blocks
+
 USERS_PER_SIDE = 40
 TEXTS_PER_USER = 3
 
@@ -29,24 +29,14 @@ def _changelog_users() -> dict[str, list[str]]:
     and header dropped, cut to 300 characters)."""
     by: dict[str, list[str]] = defaultdict(list)
     seen: set[str] = set()
-    for path in sorted(glob.glob("/usr/share/doc/*/changelog.Debian.gz")):
-        try:
-            text = gzip.open(path, "rt", encoding="utf-8", errors="replace").read()
-        except OSError:
+    for _, block, body in changelog_blocks():
+        m = re.search(r"^ -- (.+?) <", block, re.M)
+        if not m:
             continue
-        for block in re.split(r"\n(?=\S)", text):
-            m = re.search(r"^ -- (.+?) <", block, re.M)
-            if not m:
-                continue
-            body = [
-                ln.strip()
-                for ln in block.splitlines()[1:]
-                if ln.strip() and not ln.startswith(" -- ")
-            ]
-            entry = " ".join(" ".join(body).split())[:300]
-            if len(entry.split()) >= 8 and entry not in seen:
-                seen.add(entry)
-                by[m.group(1).strip()].append(entry)
+        entry = body[:300]
+        if len(entry.split()) >= 8 and entry not in seen:
+            seen.add(entry)
+            by[m.group(1).strip()].append(entry)
     return by
 
 

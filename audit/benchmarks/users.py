@@ -165,11 +165,12 @@ class UsersConfig:
 
 
 # --------------------------------------------------------------------------- corpus
-def changelog_entries(pattern: str = CHANGELOGS) -> list[tuple[str, str, str]]:
-    """``(user e-mail, package, text)`` per signed changelog entry: the bullet lines of
-    one upload, header and signature removed, whitespace collapsed. The user is the
-    lower-cased e-mail of the signature (a name is spelled in several ways)."""
-    out = []
+def changelog_blocks(pattern: str = CHANGELOGS):
+    """``(package, block, body)`` per entry block of every Debian changelog matching
+    ``pattern``: the block's raw text (its signature line included, for the caller's own
+    parsing) and its body, the bullet lines of one upload without the header and the
+    signature, whitespace collapsed. The one reader of these files for the benchmarks, the
+    experiments and the tests; unreadable files are skipped."""
     for path in sorted(glob.glob(pattern)):
         pkg = Path(path).parent.name
         try:
@@ -178,17 +179,23 @@ def changelog_entries(pattern: str = CHANGELOGS) -> list[tuple[str, str, str]]:
         except (OSError, EOFError):
             continue
         for block in re.split(r"\n(?=\S)", text):
-            m = SIGNATURE.search(block)
-            if not m:
-                continue
             body = [
                 ln.strip()
                 for ln in block.splitlines()[1:]
                 if ln.strip() and not ln.startswith(" -- ")
             ]
-            entry = " ".join(" ".join(body).split())
-            if entry:
-                out.append((m.group("email").strip().lower(), pkg, entry))
+            yield pkg, block, " ".join(" ".join(body).split())
+
+
+def changelog_entries(pattern: str = CHANGELOGS) -> list[tuple[str, str, str]]:
+    """``(user e-mail, package, text)`` per signed changelog entry (:func:`changelog_blocks`).
+    The user is the lower-cased e-mail of the signature (a name is spelled in several
+    ways)."""
+    out = []
+    for pkg, block, entry in changelog_blocks(pattern):
+        m = SIGNATURE.search(block)
+        if m and entry:
+            out.append((m.group("email").strip().lower(), pkg, entry))
     return out
 
 
