@@ -12,7 +12,7 @@ computed here as (k/2)·[tr(D(B − Σ1)) + Σ_j(λ_j − 1 − ln λ_j)], D = �
 β-close (λ − 1 ~ 1e-8).
 
 The game draws ``trials`` releases of the real mechanism for each side, scores them by Z
-and feeds the scores to :func:`privacy_audit.attacks.epsilon.epsilon_lower_bound` (Clopper–Pearson,
+and feeds the scores to :func:`privacy_audit.stats.epsilon_bounds.epsilon_lower_bound` (Clopper–Pearson,
 threshold chosen on a disjoint half), printed next to its ceiling. The privacy loss Z of
 one release under Σ1 is also drawn exactly (:func:`privacy_audit.defenses.dp_attention.privacy_loss_samples`)
 to estimate E[Z] and Pr[Z > ε] against δ.
@@ -38,7 +38,6 @@ from privacy_audit.attacks.base import (
     mean_estimate,
     proportion_estimate,
 )
-from privacy_audit.attacks.epsilon import epsilon_ceiling, epsilon_lower_bound
 from privacy_audit.defenses.base import ReleasedModel
 from privacy_audit.defenses.dp_attention import (
     gaussian_sampling_mechanism,
@@ -46,6 +45,7 @@ from privacy_audit.defenses.dp_attention import (
     privacy_loss_mean,
     privacy_loss_samples,
 )
+from privacy_audit.stats.epsilon_bounds import epsilon_ceiling, epsilon_lower_bound
 
 NEIGHBOURS = ("beta-close", "token-swap", "column-removed")
 

@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from privacy_audit.defenses.base import Examples, ReleasedModel, Surface
+from privacy_audit.stats.estimates import estimate, mean_estimate, proportion_estimate  # noqa: F401 - the record's estimates
 
 
 @dataclass(frozen=True)
@@ -103,7 +104,7 @@ class AttackResult:
         description: str = "",
         surfaces: list[str] | None = None,
     ) -> AttackResult:
-        from privacy_audit.attacks.metrics import membership_metrics
+        from privacy_audit.stats.metrics import membership_metrics
 
         s, m = validate_scores(scores, members)
         ids = [str(i) for i in ids] if ids is not None else [str(i) for i in range(len(s))]
@@ -208,56 +209,6 @@ class AttackContext:
     seed: int = 0
     options: dict[str, Any] = field(default_factory=dict)
     aggregate_only: bool = False
-
-
-def estimate(
-    value: float,
-    ci_low: float | None = None,
-    ci_high: float | None = None,
-    n: int | None = None,
-    **extra: Any,
-) -> dict[str, Any]:
-    """One leakage metric: a point value with its CI (or None) and sample size."""
-    out = {"value": float(value), "ci_low": ci_low, "ci_high": ci_high, "n": n}
-    for key in ("ci_low", "ci_high"):
-        if out[key] is not None:
-            out[key] = float(out[key])
-    out.update(extra)
-    return out
-
-
-def proportion_estimate(successes: int, n: int, confidence: float = 0.95, **extra) -> dict:
-    """A success rate with its exact (Clopper–Pearson) two-sided interval.
-
-    Assumes the ``n`` trials are independent; ``successes`` and ``n`` are stored with it.
-    """
-    from scipy.stats import binomtest
-
-    if n <= 0:
-        raise ValueError("a rate needs at least one trial")
-    if not 0 <= successes <= n:
-        raise ValueError(f"successes ({successes}) must lie in [0, n={n}]")
-    ci = binomtest(int(successes), int(n)).proportion_ci(confidence, method="exact")
-    return estimate(successes / n, ci.low, ci.high, n, successes=int(successes), **extra)
-
-
-def mean_estimate(
-    values: Any, confidence: float = 0.95, n_boot: int = 1000, seed: int = 0, **extra
-) -> dict:
-    """A mean of per-item values with a percentile-bootstrap interval over the items.
-
-    Assumes the items are independent draws (e.g. one recall per sequence).
-    """
-    v = np.asarray(values, dtype=np.float64).reshape(-1)
-    if v.size == 0:
-        raise ValueError("a mean needs at least one value")
-    if not np.all(np.isfinite(v)):
-        raise ValueError("values contain NaN or infinity")
-    rng = np.random.default_rng(seed)
-    boots = v[rng.integers(0, v.size, size=(n_boot, v.size))].mean(axis=1)
-    alpha = (1 - confidence) / 2
-    lo, hi = np.quantile(boots, [alpha, 1 - alpha])
-    return estimate(v.mean(), lo, hi, int(v.size), **extra)
 
 
 @dataclass

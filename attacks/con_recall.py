@@ -27,7 +27,7 @@ import numpy as np
 
 from privacy_audit.attacks.base import Attack
 from privacy_audit.attacks.llm_membership import count_tokens, text_token_ids, token_stats
-from privacy_audit.attacks.recall import fit_prefix
+from privacy_audit.attacks.recall_mia import fit_prefix
 from privacy_audit.defenses.base import Examples, ReleasedModel, Surface
 
 GAMMA = 0.5

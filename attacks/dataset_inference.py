@@ -326,7 +326,7 @@ class UserDatasetInference:
         names: list[str] | None = None,
     ) -> dict[str, Any]:
         """The user-level result on feature matrices (rows = texts) and each text's user."""
-        from privacy_audit.attacks.user_level import benjamini_hochberg, user_pvalues
+        from privacy_audit.stats.by_user import benjamini_hochberg, user_pvalues
 
         xs, xv = np.asarray(x_suspect, np.float64), np.asarray(x_validation, np.float64)
         gs = np.asarray(groups_suspect, dtype=object).astype(str)
@@ -419,10 +419,10 @@ class UserDatasetInference:
 def split_guard(check: dict[str, Any], shift_auc: float = GUARD_SHIFT_AUC) -> dict[str, Any]:
     """Can the split check vouch for the test's assumption on this many texts? It can
     when it detects a shift of blind AUC ``shift_auc`` with power >= ``GUARD_POWER``
-    (normal approximation with the permutation null SD, attacks/split_check.py
+    (normal approximation with the permutation null SD, stats/split_check.py
     ``detectable_auc``); otherwise the p-value stands on the user's word that the two
     sets come from one source."""
-    from privacy_audit.attacks.split_check import SHIFT_CONFIDENCE, detectable_auc
+    from privacy_audit.stats.split_check import SHIFT_CONFIDENCE, detectable_auc
 
     blind = check.get("blind") or {}
     auc = blind.get("auc") or {}
@@ -431,7 +431,7 @@ def split_guard(check: dict[str, Any], shift_auc: float = GUARD_SHIFT_AUC) -> di
         return {"can_speak": False, "shift_auc": shift_auc, "detectable_auc": None,
                 "text": "The split check did not measure these sets, so nothing checks the "
                 "test's assumption."}  # fmt: skip
-    # the check's own level as stored (98%, attacks/split_check.py SHIFT_CONFIDENCE): the
+    # the check's own level as stored (98%, stats/split_check.py SHIFT_CONFIDENCE): the
     # detectable AUC is at the level the check decides at (one-sided 1%)
     conf = float(check.get("confidence", SHIFT_CONFIDENCE))
     det = detectable_auc(sd, conf, GUARD_POWER)

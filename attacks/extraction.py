@@ -45,7 +45,7 @@ from privacy_audit.defenses.base import Examples, ReleasedModel, Surface
 def _require_lm(release: ReleasedModel) -> None:
     if not all(hasattr(release, a) for a in ("model", "tokenizer", "generate_ids")):
         raise ValueError(
-            "this attack needs a causal language model release (privacy_audit.defenses.targets.lm)"
+            "this attack needs a causal language model release (privacy_audit.targets.lm)"
         )
 
 

@@ -4,7 +4,7 @@ probabilistic extraction").
 
 A record's first ``prefix_tokens`` tokens are the prompt and the next ``suffix_tokens``
 the suffix. Under a sampling scheme (temperature, top-k, top-p, applied exactly as
-``transformers`` generation applies them: :mod:`privacy_audit.defenses.targets.decoding`), the
+``transformers`` generation applies them: :mod:`privacy_audit.targets.decoding`), the
 probability that **one** query returns the suffix verbatim is (Hayes et al. 2024, arXiv
 2410.19482)
 
@@ -112,7 +112,7 @@ def _decoding_stats(release, texts: list[str], spec) -> list:
         return release.extraction_stats(texts, spec)
     if not all(hasattr(release, a) for a in ("model", "tokenizer", "max_length")):
         raise ValueError("extraction-risk needs a causal language model release")
-    from privacy_audit.defenses.targets.scoring import encode_lengths, extraction_spans, score_batch
+    from privacy_audit.targets.scoring import encode_lengths, extraction_spans, score_batch
 
     out = []
     for i in range(0, len(texts), 32):
@@ -158,7 +158,7 @@ class ExtractionRisk(LeakageAttack):
             raise ValueError(f"queries lists a number twice: {q!r}")
 
     def spec(self):
-        from privacy_audit.defenses.targets.decoding import Decoding, ExtractionSpec
+        from privacy_audit.targets.decoding import Decoding, ExtractionSpec
 
         o = self.options
         return ExtractionSpec(

@@ -20,7 +20,7 @@ from privacy_audit.defenses.base import Examples, ReleasedModel, Surface
 
 def gradient_norms(release, texts: list[str]) -> np.ndarray:
     """‖∇_θ L(x)‖₂ for every text (float64)."""
-    from privacy_audit.defenses.targets.lm import sequence_loss
+    from privacy_audit.targets.lm import sequence_loss
 
     model = getattr(release, "model", None)
     if model is None or not hasattr(release, "encode"):

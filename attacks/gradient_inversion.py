@@ -2,7 +2,7 @@
 
 Works against every release exposing ``Surface.GRADIENTS`` with white-box weights: the BERT
 classifier releases (``none``, ``dp-sgd``, ``dp-attention``) and the causal-LM releases
-(``privacy_audit.defenses.targets.lm.LMRelease``: ``none``, ``phantom-dp-sgd``, ``dp-blogs`` on an LM target).
+(``privacy_audit.targets.lm.LMRelease``: ``none``, ``phantom-dp-sgd``, ``dp-blogs`` on an LM target).
 For an LM the text is its own target: the dummy's next-token targets are its own soft
 tokens (framed by <bos> … <eos>), there are no labels, and the word order comes back too.
 The adversary sees the update the mechanism releases for a batch of training sequences
@@ -332,7 +332,7 @@ class GradientInversionAttack(LeakageAttack):
     def _invert(self, release, batch, labels, seed, mean_probs=None):
         """Reconstruct one batch from its released update; returns token ids per
         sequence and the recovered labels."""
-        from privacy_audit.defenses.targets.classifier import forward_kwargs
+        from privacy_audit.targets.classifier import forward_kwargs
 
         o = self.options
         model, tokenizer = release.model, release.tokenizer
@@ -489,7 +489,7 @@ class GradientInversionAttack(LeakageAttack):
 
 
 def _is_lm_tokenizer(tokenizer) -> bool:
-    """The suite's LM tokenizer (``privacy_audit.defenses.targets.lm.LMTokenizer``) rather than a Hugging Face one."""
+    """The suite's LM tokenizer (``privacy_audit.targets.lm.LMTokenizer``) rather than a Hugging Face one."""
     return hasattr(tokenizer, "token_ids") and hasattr(tokenizer, "bos_id")
 
 

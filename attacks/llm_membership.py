@@ -15,7 +15,7 @@ Every score is oriented so that **higher = member**:
   tokenizer, freshly initialised and trained non-privately on the **public** split only
   (never on members or non-members), so it calibrates away how easy a text is.
 
-They need a release exposing per-token log-probabilities (``privacy_audit.defenses.targets.lm.LMRelease``).
+They need a release exposing per-token log-probabilities (``privacy_audit.targets.lm.LMRelease``).
 """
 
 from __future__ import annotations
@@ -188,7 +188,7 @@ def train_reference(release, public: Examples, seed: int = 0):
     """A reference LM: the target's architecture and tokenizer, fresh initialisation,
     trained non-privately on (at most ``max_texts`` of) the public split. Cached."""
     from privacy_audit.defenses.base import PrivacyClaim
-    from privacy_audit.defenses.targets.lm import LMRelease, train_lm
+    from privacy_audit.targets.lm import LMRelease, train_lm
 
     if public is None or len(public) == 0:
         raise ValueError("the reference-model attack needs a public split (data.public)")

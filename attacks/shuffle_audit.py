@@ -18,7 +18,7 @@ values of each tensor, a part of the sorted values;
 higher = closer to the canary world. A block permutation cannot change sorted values, so
 when the block size divides the tensor size the two worlds are separated perfectly. The
 threshold is fixed before any release (0: "closer to D'"), so every trial is counted:
-``privacy_audit.attacks.epsilon.epsilon_lower_bound_from_counts`` (Jagielski et al. 2020). With perfect
+``privacy_audit.stats.epsilon_bounds.epsilon_lower_bound_from_counts`` (Jagielski et al. 2020). With perfect
 separation and ``n`` trials per side the bound is its ceiling, about ln n (5.60 at n = 10³,
 δ = 1e-5). The ``"projection"`` statistic ⟨r, c(D') − c(D)⟩ is the Neyman–Pearson test for
 the Gaussian control. Any statistic gives a valid bound; a good one gives a large bound.
@@ -33,7 +33,7 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
-from privacy_audit.attacks.epsilon import (
+from privacy_audit.stats.epsilon_bounds import (
     epsilon_lower_bound,
     epsilon_lower_bound_from_counts,
     gaussian_mechanism_epsilon,

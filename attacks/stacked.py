@@ -54,7 +54,7 @@ FEATURES = (
 @torch.no_grad()
 def _position_features(release, texts: list[str]) -> np.ndarray:
     """Per text: mean max-probability, mean entropy, mean (true logit − best other logit)."""
-    from privacy_audit.defenses.targets.lm import trim
+    from privacy_audit.targets.lm import trim
 
     model, rows = release.model, []
     model.eval()

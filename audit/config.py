@@ -18,15 +18,15 @@ except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
 from privacy_audit.attacks import ATTACKS, DEFAULT_ATTACKS, LEAKAGE_ATTACKS
-from privacy_audit.attacks.scores import MAX_BOOTSTRAP  # noqa: F401 - config.MAX_BOOTSTRAP
 from privacy_audit.attacks.shadow import SHADOW_ATTACKS
-from privacy_audit.audit.epsilon.canaries import CANARY_KINDS, LM_CANARY_DESIGNS
+from privacy_audit.audit.epsilon.input_canaries import CANARY_KINDS, LM_CANARY_DESIGNS
 from privacy_audit.audit.textcap import MAX_LENGTH_CAP  # the default max_length, as is
 from privacy_audit.defenses import DEFENSES
 from privacy_audit.defenses.base import NOTIONS, UNITS
-from privacy_audit.defenses.targets.loading import DEVICE_MAPS, DTYPES, KINDS, PRESETS, TargetSpec
-from privacy_audit.defenses.targets.presets import LM_PRESETS
 from privacy_audit.ground.errors import ConfigError
+from privacy_audit.stats.scores import MAX_BOOTSTRAP  # noqa: F401 - config.MAX_BOOTSTRAP
+from privacy_audit.targets.loading import DEVICE_MAPS, DTYPES, KINDS, PRESETS, TargetSpec
+from privacy_audit.targets.presets import LM_PRESETS
 
 _NUM = (int, float)
 DEVICES = ("cpu", "cuda", "auto")
@@ -89,7 +89,7 @@ SCHEMA: dict[str, dict[str, tuple]] = {
         "max_length": (int, None, lambda x: 8 <= x <= 512, "an integer in [8, 512]"),
         "public_epochs": (int, 0, lambda x: x >= 0, "an integer >= 0"),
         # how a causal LM audited as it is was trained: "auto" = tokenizer(text) as is
-        # (defenses/targets/scoring.py HFTokenizer)
+        # (targets/scoring.py HFTokenizer)
         "add_bos": (
             (bool, str),
             "auto",
@@ -164,7 +164,7 @@ SCHEMA: dict[str, dict[str, tuple]] = {
             f"one of {', '.join(dict.fromkeys((*CANARY_KINDS, *LM_CANARY_DESIGNS)))}",
         ),
         # LM canary designs (audit/epsilon/lm_canaries.py): insert each included canary r times;
-        # the one-run bound accounts for the group size (attacks/canary_bounds.py)
+        # the one-run bound accounts for the group size (stats/canary_bounds.py)
         "canary_repeat": (int, 1, lambda x: 1 <= x <= 64, "an integer in 1..64"),
         # LM canary designs: score = log p(secret) after training − log p(secret) under the
         # model before training (the run's init at its seed). Off by default: on the bundled
@@ -890,8 +890,8 @@ def model_layers(spec: TargetSpec) -> int | None:
     reports the problem)."""
     import json
 
-    from privacy_audit.defenses.targets.lm import LM_PRESETS
-    from privacy_audit.defenses.targets.loading import TINY_CONFIG, minilm_path
+    from privacy_audit.targets.lm import LM_PRESETS
+    from privacy_audit.targets.loading import TINY_CONFIG, minilm_path
 
     if spec.model_dir:
         path = Path(spec.model_dir) / "config.json"
@@ -1170,13 +1170,13 @@ def resolve_targets(cfg: AuditConfig) -> AuditConfig:
     when ``attacks.names`` is not given. Idempotent."""
     import dataclasses
 
-    from privacy_audit.defenses.targets.loading import (
+    from privacy_audit.ground.errors import AuditError
+    from privacy_audit.targets.loading import (
         adapter_base_dir,
         check_lm_defense,
         detect_kind,
         looks_like_hub_name,
     )
-    from privacy_audit.ground.errors import AuditError
 
     if cfg.audit.get("resolved"):
         return cfg
@@ -1185,7 +1185,7 @@ def resolve_targets(cfg: AuditConfig) -> AuditConfig:
     def check_local_dir(path, what, key=None):
         """The directory, or one line; a missing path written like ``org/name`` is
         named as a hub name (never downloaded)."""
-        from privacy_audit.defenses.targets.loading import check_local_dir as check
+        from privacy_audit.targets.loading import check_local_dir as check
 
         written = raw_target.get(key) if key else None
         missing = not Path(path).expanduser().is_dir()

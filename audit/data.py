@@ -732,7 +732,7 @@ def _check_user_sides(members: list[dict], nonmembers: list[dict], column: str) 
 
 
 #: Users a side that the user-level intervals need: the split-half balanced accuracy
-#: puts two users a side in each half (attacks/user_level.py ``grouped_text_metrics``).
+#: puts two users a side in each half (stats/by_user.py ``grouped_text_metrics``).
 MIN_USERS_PER_SIDE = 4
 
 
@@ -814,7 +814,7 @@ def distinct_records(
     and raise every bound as if each copy were a person's independent text. With ``users``
     (one per text) only copies within one user collapse: two people who wrote the same
     text are two users, each keeping their record (the user, not the text, is the unit)."""
-    from privacy_audit.attacks.split_check import duplicate_groups
+    from privacy_audit.stats.split_check import duplicate_groups
 
     if not texts:
         return [], {"texts": 0, "distinct": 0, "removed": 0, "groups_with_copies": 0, "largest": 0}

@@ -165,14 +165,14 @@ def run_dataset_inference(
         split_guard,
         users_needed,
     )
-    from privacy_audit.attacks.split_check import SplitCheck
     from privacy_audit.audit import __version__
     from privacy_audit.audit.data import load_audit_data
     from privacy_audit.audit.own_model import cut_to_max_length, load_reference, prefill_token_stats
     from privacy_audit.audit.results import environment
     from privacy_audit.audit.textcap import cap_audit_data
     from privacy_audit.defenses.base import PrivacyClaim
-    from privacy_audit.defenses.targets.loading import load_audit_target, load_causal_lm_release
+    from privacy_audit.stats.split_check import SplitCheck
+    from privacy_audit.targets.loading import load_audit_target, load_causal_lm_release
 
     opts = cfg.audit
     if opts.get("kind", "causal-lm") != "causal-lm":

@@ -17,10 +17,10 @@ from privacy_audit.attacks import (
     run_attack,
     run_leakage_attack,
 )
-from privacy_audit.attacks.scores import bootstrap_progress
 from privacy_audit.audit.results import run_record
 from privacy_audit.audit.timing import stage
 from privacy_audit.defenses.base import ReleasedModel
+from privacy_audit.stats.scores import bootstrap_progress
 
 if TYPE_CHECKING:  # annotations only: importing config loads torch
     from privacy_audit.audit.config import AuditConfig
@@ -141,7 +141,7 @@ def metric_settings(cfg: AuditConfig) -> MetricSettings:
 
 def epsilon_settings(cfg: AuditConfig):
     """The ``[epsilon]`` section (with ``[metrics]`` δ and confidence) for the ε audits."""
-    from privacy_audit.audit.epsilon.audit import EpsilonAuditSettings
+    from privacy_audit.audit.epsilon.claimed_vs_audited import EpsilonAuditSettings
 
     return EpsilonAuditSettings(
         gradient_trials=cfg.epsilon.get("gradient_trials", 100_000),

@@ -1,7 +1,7 @@
 """Auditing the user's own trained model as it is (``[target] audit_dir``; no training).
 
 The model (a local causal LM or sequence classifier, optionally with a PEFT adapter) is
-loaded by :func:`privacy_audit.defenses.targets.loading.load_audit_target`, which refuses weights the
+loaded by :func:`privacy_audit.targets.loading.load_audit_target`, which refuses weights the
 checkpoint does not hold unless ``allow_uninitialized``; then the membership attacks that
 fit its kind run on the members / non-members, and one run record comes back. For a
 causal LM every text is first cut to the prefix that ``max_length`` tokens cover, so every
@@ -86,7 +86,7 @@ def cut_to_max_length(data: AuditData, tokenizer, max_length: int) -> tuple[Audi
 def resolve_max_length(model, max_length: int) -> int:
     """Tokens per text: ``max_length`` (the default is :data:`MAX_LENGTH_CAP`), never past
     the model's context length."""
-    from privacy_audit.defenses.targets.lm import context_length
+    from privacy_audit.targets.lm import context_length
 
     try:
         return min(int(max_length), context_length(model))
@@ -141,8 +141,8 @@ def load_reference(cfg, target_tokenizer, max_length: int, path: str | None = No
     exit 2 when its tokenizer differs from the target's (the loss difference would compare
     different token sequences). It scores every text on the target's encoding (the target's
     tokenizer object, so the same ids at the same positions)."""
-    from privacy_audit.defenses.targets.loading import load_audit_target, load_causal_lm_release
-    from privacy_audit.defenses.targets.scoring import same_tokenizer
+    from privacy_audit.targets.loading import load_audit_target, load_causal_lm_release
+    from privacy_audit.targets.scoring import same_tokenizer
 
     opts = cfg.audit
     path = path or opts["reference_dir"]
@@ -184,8 +184,8 @@ def check_shadow_base(cfg, release) -> None:
         return
     from transformers import AutoTokenizer
 
-    from privacy_audit.defenses.targets.loading import _tokenizer_dir
-    from privacy_audit.defenses.targets.scoring import HFTokenizer, same_tokenizer
+    from privacy_audit.targets.loading import _tokenizer_dir
+    from privacy_audit.targets.scoring import HFTokenizer, same_tokenizer
 
     opts = cfg.audit
     try:
@@ -228,8 +228,8 @@ def _audit_own_model(cfg, settings, progress, id_salt, executor, run_dir, resume
     """:func:`audit_own_model`; ``phase(name)`` starts each timed stage (audit/timing.py)."""
     from privacy_audit.attacks import ATTACKS
     from privacy_audit.audit.evaluate import evaluate_release
-    from privacy_audit.defenses.targets.classifier import ClassifierRelease
-    from privacy_audit.defenses.targets.loading import load_audit_target, load_causal_lm_release
+    from privacy_audit.targets.classifier import ClassifierRelease
+    from privacy_audit.targets.loading import load_audit_target, load_causal_lm_release
 
     phase("load", "model and data")
     opts = cfg.audit
@@ -421,7 +421,7 @@ def _audit_own_model(cfg, settings, progress, id_salt, executor, run_dir, resume
     if loaded.uninitialized:
         run["uninitialized_weights"] = list(loaded.uninitialized)
     if blind is not None:
-        from privacy_audit.attacks.split_check import compare_attacks
+        from privacy_audit.stats.split_check import compare_attacks
 
         phase("split check", "attacks against the blind baseline")
         split["attacks"] = compare_attacks(split, run["attacks"], blind, data.attack_set().groups)
@@ -518,7 +518,7 @@ def check_audit_data(data, seed: int, aggregate_only: bool, dedupe: bool = True)
     """The split check of an ``AuditData``'s members and non-members. Returns the data
     with near-duplicate pairs removed (both sides), the check's dict, and the blind scores
     in attack-set order (members then non-members of the returned data)."""
-    from privacy_audit.attacks.split_check import SplitCheck
+    from privacy_audit.stats.split_check import SplitCheck
 
     within = {}
     if dedupe:
@@ -554,7 +554,7 @@ def check_audit_data(data, seed: int, aggregate_only: bool, dedupe: bool = True)
 
 
 def run_split_check(data: AuditData, cfg, progress: bool):
-    """The split check (attacks/split_check.py) before any attack: near-duplicates across the
+    """The split check (stats/split_check.py) before any attack: near-duplicates across the
     sets are removed from the attack set, and the blind baseline is measured."""
     _log("  split check: near-duplicates and blind baseline (model-free classifier)", progress)
     data, split, blind = check_audit_data(data, cfg.seed, cfg.aggregate_only)

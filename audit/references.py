@@ -19,7 +19,7 @@ Two sources of references (``[target] audit_dir`` only):
 The attack math is :mod:`privacy_audit.attacks.shadow` (Carlini et al. 2022; Zarifzadeh et al. 2024),
 scored by :func:`privacy_audit.audit.scale.tasks.shadow_attack_record` exactly as for the suite's own
 shadow models; every model (target and references) is scored by the same release code
-(:func:`privacy_audit.defenses.targets.loading.load_causal_lm_release`), so every loss is taken over
+(:func:`privacy_audit.targets.loading.load_causal_lm_release`), so every loss is taken over
 the same encoding of the same text.
 
 RMIA's z samples: the population texts when there are any (trained references), else the
@@ -247,9 +247,9 @@ def train_reference(payload: dict[str, Any], deps: list[dict]) -> dict[str, Any]
     import torch
 
     from privacy_audit.defenses.base import PrivacyClaim
-    from privacy_audit.defenses.targets.lm import train_lm
-    from privacy_audit.defenses.targets.loading import load_audit_target, load_causal_lm_release
-    from privacy_audit.defenses.targets.scoring import HFTokenizer
+    from privacy_audit.targets.lm import train_lm
+    from privacy_audit.targets.loading import load_audit_target, load_causal_lm_release
+    from privacy_audit.targets.scoring import HFTokenizer
 
     r = payload["recipe"]
     loaded = load_audit_target(payload["base_dir"], "causal-lm", dtype="float32", device="cpu")

@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from privacy_audit.attacks import AttackResult, MetricSettings
-from privacy_audit.attacks.scores import bootstrap_progress
 from privacy_audit.audit.evaluate import (
     LONG_BOOTSTRAP,
     _log,
@@ -21,6 +20,7 @@ from privacy_audit.audit.results import assemble_results, new_id_salt, run_recor
 from privacy_audit.audit.timing import stage
 from privacy_audit.defenses.base import PrivacyClaim
 from privacy_audit.ground.errors import AuditError, DataError
+from privacy_audit.stats.scores import bootstrap_progress
 
 if TYPE_CHECKING:  # annotations only: importing config loads torch
     from privacy_audit.audit.config import AuditConfig
@@ -39,7 +39,7 @@ def run_audit(
     ``privacy_audit.audit.scale.executors.ExecutorSpec``; default: the config's ``[executor]``) runs the
     training tasks; ``run_dir`` keeps each finished task, and ``resume`` reuses them."""
     from privacy_audit.audit.config import resolve_targets
-    from privacy_audit.audit.epsilon.audit import epsilon_audit
+    from privacy_audit.audit.epsilon.claimed_vs_audited import epsilon_audit
 
     cfg = resolve_targets(cfg)
     do_epsilon = cfg.epsilon.get("enabled", False) if epsilon is None else epsilon
@@ -266,7 +266,7 @@ def score_file(
     within = {}
     if "text" in header:  # copies of one record inside a side (and a user) are one record
         s, members, ids, texts, users, within = _collapse_within(texts, s, members, ids, p, users)
-    if "text" in header:  # texts given: the split check runs first (attacks/split_check.py)
+    if "text" in header:  # texts given: the split check runs first (stats/split_check.py)
         s, members, ids, split, kept = _score_split_check(
             [t or "" for t in texts], s, members, ids, seed, aggregate_only, p, users
         )
@@ -312,7 +312,7 @@ def score_file(
             progress=False,
         )
     if split is not None:
-        from privacy_audit.attacks.split_check import compare_attacks
+        from privacy_audit.stats.split_check import compare_attacks
 
         check, blind = split
         if blind is not None:
@@ -371,8 +371,8 @@ def _collapse_within(texts, s, members, ids, p, users=None):
 def _score_split_check(texts, s, members, ids, seed, aggregate_only, p, users=None):
     """The split check of a scores file with a ``text`` column: near-duplicate
     member/non-member rows are dropped, the blind scores come back in row order, with the
-    kept rows' positions. ``users``: the check's units (attacks/split_check.py)."""
-    from privacy_audit.attacks.split_check import SplitCheck
+    kept rows' positions. ``users``: the check's units (stats/split_check.py)."""
+    from privacy_audit.stats.split_check import SplitCheck
 
     m = np.asarray(members)
     mi, ni = np.flatnonzero(m == 1), np.flatnonzero(m == 0)

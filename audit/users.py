@@ -7,7 +7,7 @@ with the same shape as the run's own attack list, so the verdict, the report, st
 the gate read user-level numbers by the same rules:
 
 - **Threat model (a), aggregation of training texts**: every per-text membership attack
-  of the battery, its scores aggregated per user (``attacks/user_level.py``
+  of the battery, its scores aggregated per user (``stats/by_user.py``
   ``AGGREGATORS``: mean, sum, median), members = member users.
 - **Threat model (b), user inference from fresh texts** (``[data] fresh``): the attacker
   holds only texts of each user that the model never saw. Statistic: Kandpal et al.'s
@@ -61,7 +61,7 @@ def counts_check(groups: list[str], members, alpha: float = COUNTS_ALPHA) -> dic
     attacks (equal numbers of texts per user) do not need this check."""
     from scipy.stats import ks_2samp, mannwhitneyu
 
-    from privacy_audit.attacks.user_level import user_index
+    from privacy_audit.stats.by_user import user_index
 
     names, inv = user_index(groups)
     n = np.bincount(inv, minlength=len(names))
@@ -101,7 +101,7 @@ def user_relabellings(groups: list[str], members: np.ndarray, permutations: int,
     """Rows of 0/1 text labels in which whole users are relabelled at random (the number
     of member users fixed): the battery's family-wise test under "users were assigned to
     the sides at random", which keeps each user's texts together."""
-    from privacy_audit.attacks.user_level import user_index
+    from privacy_audit.stats.by_user import user_index
 
     names, inv = user_index(groups)
     side = np.zeros(len(names), dtype=np.int64)
@@ -114,12 +114,12 @@ def user_relabellings(groups: list[str], members: np.ndarray, permutations: int,
 def regroup_text_attacks(run: dict[str, Any], groups: list[str], settings) -> None:
     """Replace each per-text attack's intervals by ones that resample users, and the
     battery's family-wise test by one that relabels users (in place)."""
-    from privacy_audit.attacks.user_level import grouped_text_metrics
     from privacy_audit.audit.results import (
         FAMILY_PERMUTATIONS,
         battery_chance_test,
         pick_strongest,
     )
+    from privacy_audit.stats.by_user import grouped_text_metrics
 
     n = len(groups)
     members = None
@@ -158,7 +158,7 @@ def _user_record(
     settings,
     extra: dict[str, Any],
 ) -> dict[str, Any]:
-    from privacy_audit.attacks.metrics import membership_metrics
+    from privacy_audit.stats.metrics import membership_metrics
 
     metrics = membership_metrics(
         us.scores,
@@ -205,7 +205,7 @@ def _not_tested(name: str, description: str, reason: str, extra: dict[str, Any])
 
 def aggregation_attacks(run: dict[str, Any], groups: list[str], settings) -> list[dict]:
     """Threat model (a): each per-text attack's scores aggregated per user."""
-    from privacy_audit.attacks.user_level import AGGREGATORS, user_scores
+    from privacy_audit.stats.by_user import AGGREGATORS, user_scores
 
     out = []
     n = len(groups)
@@ -250,7 +250,7 @@ def fresh_attacks(
     fresh, release, reference, member_users: set[str], nonmember_users: set[str], settings
 ) -> tuple[list[dict], dict[str, Any]]:
     """Threat model (b): user inference from 1, 3 and 10 fresh texts per user."""
-    from privacy_audit.attacks.user_level import user_scores
+    from privacy_audit.stats.by_user import user_scores
 
     scores, statistic = fresh_statistics(release, reference, fresh.texts)
     how = "lr-sum" if reference is not None else "mean"
@@ -310,7 +310,7 @@ def fresh_attacks(
 def user_pvalues_section(records: list[dict], aggregate_only: bool) -> dict[str, Any] | None:
     """Per member user: the p-value of "this person's texts were used", against the
     non-member users, for the pre-specified attack (:data:`DI_ATTACKS`, mean per user)."""
-    from privacy_audit.attacks.user_level import user_dataset_inference
+    from privacy_audit.stats.by_user import user_dataset_inference
 
     by_name = {r["attack"]: r for r in records if r.get("status") == "ok"}
     for base in DI_ATTACKS:
@@ -411,7 +411,6 @@ def users_section(
     intervals and a family-wise test that relabels users. ``fresh``: a callable returning
     threat model (b)'s records and their ``info`` (None: not tested, said so). Needs at
     least 4 users per side (:func:`grouped_text_metrics`) and no user on both sides."""
-    from privacy_audit.attacks.user_level import texts_per_user
     from privacy_audit.audit.results import (
         FAMILY_PERMUTATIONS,
         battery_chance_test,
@@ -419,6 +418,7 @@ def users_section(
         pick_strongest,
         pseudonymise_ids,
     )
+    from privacy_audit.stats.by_user import texts_per_user
 
     counts = texts_per_user(groups, members)
     _log(
@@ -488,7 +488,7 @@ def group_privacy_note(claim: dict[str, Any] | None, counts: dict[str, Any]) -> 
     """What a per-example claim implies for a member user with k texts (the median and
     the largest k): ``(k ε, k e^{(k-1) ε} δ)`` by the group-privacy lemma (proven, and
     often vacuous: δ grows as e^{(k-1) ε})."""
-    from privacy_audit.attacks.user_level import group_privacy
+    from privacy_audit.stats.by_user import group_privacy
 
     if not isinstance(claim, dict) or claim.get("unit") not in ("example", "sequence"):
         return None

@@ -94,7 +94,7 @@ class TokenStats:
     mean_log_prob: np.ndarray
     var_log_prob: np.ndarray
     # log P_decode(x_t | x_<t) under a product's sampling settings (temperature, top-k,
-    # top-p; privacy_audit.defenses.targets.decoding) at an extraction suffix's positions, NaN elsewhere;
+    # top-p; privacy_audit.targets.decoding) at an extraction suffix's positions, NaN elsewhere;
     # None when the pass was asked for no decoding (all NaN: the text has no such suffix)
     decoding_log_probs: np.ndarray | None = None
     # argmax_z p(z | x_<t): the model's top-1 next token at every predicted position, from
@@ -123,7 +123,7 @@ class Examples:
     attributes: list[str] | None = None
     # The user (person) each example belongs to (``[data] group``), or None when the data
     # names none. A user's examples are one cluster: every user-level statistic resamples
-    # users, never examples (attacks/user_level.py).
+    # users, never examples (stats/by_user.py).
     groups: list[str] | None = None
 
     def __post_init__(self) -> None:

@@ -924,7 +924,7 @@ class DPAttention(Defense):
             GaussianGradientMechanism,
             SamplingSchedule,
         )
-        from privacy_audit.defenses.targets.classifier import (
+        from privacy_audit.targets.classifier import (
             ClassifierRelease,
             make_loader,
             train_loop,
@@ -994,7 +994,7 @@ class AttentionMechanismView:
     @torch.no_grad()
     def clipped_inputs(self, text: str, head: int = 0) -> np.ndarray:
         """X (n × d_head) entering the mechanism at ``layer``/``head`` for ``text``."""
-        from privacy_audit.defenses.targets.classifier import encode, forward_kwargs
+        from privacy_audit.targets.classifier import encode, forward_kwargs
 
         ids, mask = encode(self.tokenizer, [text], self.cfg.n)
         n = int(mask.sum())

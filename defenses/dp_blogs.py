@@ -579,7 +579,7 @@ def _canary_text(seed: int) -> str:
 
 
 def _make_release_class():
-    from privacy_audit.defenses.targets.lm import LMRelease, sequence_loss
+    from privacy_audit.targets.lm import LMRelease, sequence_loss
 
     class _Release(LMRelease):
         """An LM trained with DP-BloGS. Its gradient surface is one step's release:
@@ -670,7 +670,7 @@ class DPBloGS(Defense):
     def fit(self, target, train, training, seed: int):
         import time
 
-        from privacy_audit.defenses.targets.lm import is_lm_target, sequence_loss, trim
+        from privacy_audit.targets.lm import is_lm_target, sequence_loss, trim
 
         if not is_lm_target(target):
             from privacy_audit.ground.errors import ConfigError

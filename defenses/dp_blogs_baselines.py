@@ -18,11 +18,11 @@ import torch
 
 from privacy_audit.defenses.base import PrivacyClaim
 from privacy_audit.defenses.gradient_mechanism import GaussianGradientMechanism, SamplingSchedule
-from privacy_audit.defenses.targets.lm import LMRelease, LMTokenizer, build_lm, trim
+from privacy_audit.targets.lm import LMRelease, LMTokenizer, build_lm, trim
 
 
 def _per_sequence_loss(gsm, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Mean next-token NLL per sequence (as ``privacy_audit.defenses.targets.lm.sequence_loss``), with explicit
+    """Mean next-token NLL per sequence (as ``privacy_audit.targets.lm.sequence_loss``), with explicit
     per-row position ids so Opacus sees the batch dimension in the position embedding."""
     pos = torch.arange(ids.shape[1]).expand(ids.shape[0], -1)
     logits = gsm(input_ids=ids, attention_mask=mask, position_ids=pos).logits[:, :-1]

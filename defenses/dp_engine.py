@@ -106,7 +106,7 @@ class DPSGDEngine:
         self.params = [p for p in model.parameters() if p.requires_grad]
         self.last_norms: Tensor | None = None
         # white-box audit: Dirac canaries added to the clipped sums, read after the noise
-        self.canaries = None  # privacy_audit.defenses.gradient_canaries.GradientCanaries
+        self.canaries = None  # privacy_audit.defenses.dp_sgd_with_canaries.GradientCanaries
         # white-box audit: canaries that are rows of the dataset, sampled by the training
         # loop and clipped with the data (SampledGradientCanaries; explicit norms only)
         self.sampled_canaries = None
@@ -357,8 +357,8 @@ def train_private_ids(
 ) -> dict[str, Any]:
     """Poisson-sampled private training of ``engine.model`` on token tensors with AdamW
     (each row is one privacy unit); returns steps, seconds and the fraction clipped."""
-    from privacy_audit.defenses.targets.lm import trim
     from privacy_audit.ground.progress import progress_bar
+    from privacy_audit.targets.lm import trim
 
     dev = device or ids.device
     opt = optimizer or torch.optim.AdamW(engine.params, lr=learning_rate, weight_decay=weight_decay)
@@ -412,7 +412,7 @@ def train_lm_private(
     desc: str = "train dp",
 ) -> dict[str, Any]:
     """Poisson-sampled private training of ``engine.model`` with AdamW."""
-    from privacy_audit.defenses.targets.lm import sequence_loss, training_tensors, trim
+    from privacy_audit.targets.lm import sequence_loss, training_tensors, trim
 
     model = engine.model
     dev, ids, mask = training_tensors(model, tokenizer, texts, max_length, device)
@@ -472,7 +472,7 @@ def fit_lm_dp(
         SamplingSchedule,
         realised_schedule,
     )
-    from privacy_audit.defenses.targets.lm import LMRelease
+    from privacy_audit.targets.lm import LMRelease
 
     model, tokenizer = target.build(seed)
     n = len(train)
@@ -575,8 +575,8 @@ def gradient_canaries_for(
     m = int(getattr(training, "gradient_canaries", 0) or 0)
     if m <= 0:
         return None
-    from privacy_audit.defenses.gradient_canaries import GradientCanaries, pilot_gradient
-    from privacy_audit.defenses.targets.lm import context_length
+    from privacy_audit.defenses.dp_sgd_with_canaries import GradientCanaries, pilot_gradient
+    from privacy_audit.targets.lm import context_length
 
     pilot = None
     if model is not None:
@@ -614,7 +614,7 @@ def fit_lm_opacus(target, train, training, seed: int, params: dict[str, Any]):
         GaussianGradientMechanism,
         SamplingSchedule,
     )
-    from privacy_audit.defenses.targets.lm import LMRelease, training_tensors, trim
+    from privacy_audit.targets.lm import LMRelease, training_tensors, trim
 
     model, tokenizer = target.build(seed)
     head = model.get_output_embeddings()  # any causal LM, not only GPT-2's lm_head
@@ -777,7 +777,7 @@ class OpacusGhostStep:
         from opacus.grad_sample import GradSampleModuleFastGradientClipping
         from opacus.optimizers import DPOptimizerFastGradientClipping
 
-        from privacy_audit.defenses.targets.lm import is_tied
+        from privacy_audit.targets.lm import is_tied
 
         if is_tied(model):
             raise ValueError(

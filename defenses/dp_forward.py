@@ -37,7 +37,8 @@ from scipy.optimize import brentq
 from scipy.special import log_ndtr, ndtr
 
 from privacy_audit.defenses.base import Defense, Examples, PrivacyClaim, Surface, TrainingReport
-from privacy_audit.defenses.targets.classifier import (
+from privacy_audit.ground.errors import ConfigError
+from privacy_audit.targets.classifier import (
     ClassifierRelease,
     TrainingConfig,
     encode,
@@ -46,7 +47,6 @@ from privacy_audit.defenses.targets.classifier import (
     train_loop,
     trim_padding,
 )
-from privacy_audit.ground.errors import ConfigError
 
 # --------------------------------------------------------------------------------------
 # Calibration

@@ -27,7 +27,7 @@ from privacy_audit.defenses import dp_bugs
 from privacy_audit.defenses.base import Defense, Examples, PrivacyClaim, TrainingReport
 from privacy_audit.defenses.dp_engine import attach_canary_record, gradient_canaries_for
 from privacy_audit.defenses.gradient_mechanism import GaussianGradientMechanism, SamplingSchedule
-from privacy_audit.defenses.targets.classifier import (
+from privacy_audit.targets.classifier import (
     ClassifierRelease,
     TrainingConfig,
     make_loader,
@@ -102,7 +102,7 @@ class DPSGD(Defense):
             )
 
     def fit(self, target, train: Examples, training: TrainingConfig, seed: int):
-        from privacy_audit.defenses.targets.lm import is_lm_target
+        from privacy_audit.targets.lm import is_lm_target
 
         if is_lm_target(target):  # causal LM: Opacus with an untied head (defenses/dp_engine.py)
             from privacy_audit.defenses.dp_engine import fit_lm_opacus
@@ -179,8 +179,8 @@ class DPSGD(Defense):
         mean (post-processing). Users are ``train.groups``; q = users per step / users."""
         from opacus import GradSampleModule
 
-        from privacy_audit.defenses.targets.classifier import encode, forward_kwargs
         from privacy_audit.defenses.user_dp_sgd import UserDPConfig, train_user_dp
+        from privacy_audit.targets.classifier import encode, forward_kwargs
 
         groups = getattr(train, "groups", None)
         if groups is None:

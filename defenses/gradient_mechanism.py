@@ -5,7 +5,7 @@ A step of DP-SGD (Abadi et al. 2016) releases
     ĝ = (Σ_i clip_C(g_i) + N(0, σ²C² I)) / B,
 with clip_C(g) = g · min(1, C/‖g‖₂) and B the expected batch size. Non-private SGD
 releases the plain mean gradient (no clipping, no noise). The white-box gradient-canary
-audit (``privacy_audit.attacks.gradient_canary``) drives ``release`` directly, so a defense whose
+audit (``privacy_audit.audit.epsilon.gradient_canary_audit``) drives ``release`` directly, so a defense whose
 release does not match its claim is caught.
 """
 

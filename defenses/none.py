@@ -6,7 +6,7 @@ import torch
 
 from privacy_audit.defenses.base import Defense, Examples, PrivacyClaim, TrainingReport
 from privacy_audit.defenses.gradient_mechanism import GaussianGradientMechanism, SamplingSchedule
-from privacy_audit.defenses.targets.classifier import (
+from privacy_audit.targets.classifier import (
     ClassifierRelease,
     TrainingConfig,
     make_loader,
@@ -20,7 +20,7 @@ class NonPrivate(Defense):
     PARAMS: dict = {}
 
     def fit(self, target, train: Examples, training: TrainingConfig, seed: int):
-        from privacy_audit.defenses.targets.lm import fit_lm_nonprivate, is_lm_target
+        from privacy_audit.targets.lm import fit_lm_nonprivate, is_lm_target
 
         if is_lm_target(target):
             return fit_lm_nonprivate(target, train, training, seed)

@@ -383,7 +383,7 @@ class ReAttentionDefense(Defense):
 
     def fit(self, target, train: Examples, training, seed: int):
         from privacy_audit.defenses.dp_engine import fit_lm_dp
-        from privacy_audit.defenses.targets.lm import is_lm_target
+        from privacy_audit.targets.lm import is_lm_target
 
         if not is_lm_target(target):
             raise ValueError(

@@ -40,9 +40,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-N_SPECIAL = (
-    4  # PAD, BOS, EOS, UNK of privacy_audit.defenses.targets.lm; item i has token id N_SPECIAL + i
-)
+N_SPECIAL = 4  # PAD, BOS, EOS, UNK of privacy_audit.targets.lm; item i has token id N_SPECIAL + i
 
 
 @dataclass(frozen=True)
@@ -145,7 +143,7 @@ def item_frequency_summary(seqs: np.ndarray, n_items: int) -> dict:
 
 def to_tokens(seqs: np.ndarray) -> tuple[Tensor, Tensor]:
     """``[BOS, item tokens...]`` ids and an all-ones mask (sequences have equal length)."""
-    from privacy_audit.defenses.targets.lm import BOS
+    from privacy_audit.targets.lm import BOS
 
     ids = torch.as_tensor(seqs + N_SPECIAL, dtype=torch.long)
     ids = torch.cat([torch.full((len(ids), 1), BOS, dtype=torch.long), ids], 1)
@@ -169,7 +167,7 @@ def inclusion_probs(seqs: np.ndarray, n_items: int, smoothing: float = 1.0) -> T
 
 def build_sasrec(n_items: int, seq_len: int, seed: int, n_embd=64, n_layer=2, n_head=1):
     """The paper's next-item Transformer (App. D.2) as a tied GPT-2 LM over item tokens."""
-    from privacy_audit.defenses.targets.lm import build_lm
+    from privacy_audit.targets.lm import build_lm
 
     return build_lm(
         n_items + N_SPECIAL,

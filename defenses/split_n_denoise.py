@@ -450,7 +450,7 @@ class SnDRelease(ReleasedModel):
     def evaluate_utility(self, test: Examples) -> dict[str, Any]:
         """Accuracy of the released variant (exact CI), plus every variant's accuracy and
         cosine similarity to the clean server output e_c on the same privatised test batch."""
-        from privacy_audit.attacks.base import mean_estimate, proportion_estimate
+        from privacy_audit.stats.estimates import mean_estimate, proportion_estimate
 
         if len(test) == 0:
             raise ValueError("the utility test set is empty")

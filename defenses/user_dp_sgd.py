@@ -34,7 +34,7 @@ then moves a step by up to k·C, so the real user-level ε is that of noise mult
 Per-example gradients: ``torch.func.vmap(grad(...))`` over a ``functional_call`` of the
 model (explicit, no Opacus: Opacus clips per sample only). The trainer works on the
 flattened trainable parameters; white-box canary users
-(:class:`privacy_audit.defenses.gradient_canaries.CanaryUsers`) join each step as rows of
+(:class:`privacy_audit.defenses.dp_sgd_with_canaries.CanaryUsers`) join each step as rows of
 per-example gradients with their own user ids, so they go through the same aggregation
 and clipping code as the data.
 
@@ -206,7 +206,7 @@ def train_user_dp(
     ``users`` (one id per row; any hashable ids).
 
     ``canaries``: white-box canary users
-    (:class:`privacy_audit.defenses.gradient_canaries.CanaryUsers`); their present users
+    (:class:`privacy_audit.defenses.dp_sgd_with_canaries.CanaryUsers`); their present users
     are users of the dataset, drawn by the same sampler and clipped by the same code.
     The number of users behind q is the real users plus the canaries' EXPECTED present
     count (m/2), so q and the claim do not depend on the secret inclusion bits.

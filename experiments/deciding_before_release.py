@@ -50,8 +50,8 @@ def _memorising_lm(root: Path, members: list[str], seed: int, epochs: int) -> Pa
     import torch
     import transformers as tf
 
-    from privacy_audit.defenses.targets.lm import train_lm
-    from privacy_audit.defenses.targets.scoring import HFTokenizer
+    from privacy_audit.targets.lm import train_lm
+    from privacy_audit.targets.scoring import HFTokenizer
 
     hf = _tokenizer()
     torch.manual_seed(seed)

@@ -120,9 +120,9 @@ def true_epsilon(
     bug: str | None, sigma: float, q: float, steps: int, epochs: int, expected_batch, setup: Setup
 ):
     """(value, how) of the real ε of the mechanism the (buggy) code ran."""
-    from privacy_audit.attacks.epsilon import gaussian_mechanism_epsilon
     from privacy_audit.defenses.dp_engine import epsilon_pld
     from privacy_audit.defenses.dp_sgd import dp_accounting_epsilon
+    from privacy_audit.stats.epsilon_bounds import gaussian_mechanism_epsilon
 
     d = setup.delta
     if bug in ("unnoised-no-decay-group", "unclipped-no-decay-group"):
@@ -159,7 +159,7 @@ def train_once(bug: str | None, seed: int, setup: Setup, design: str) -> dict[st
         poisson_schedule,
         train_private_ids,
     )
-    from privacy_audit.defenses.gradient_canaries import SampledGradientCanaries, pilot_gradient
+    from privacy_audit.defenses.dp_sgd_with_canaries import SampledGradientCanaries, pilot_gradient
     from privacy_audit.defenses.phantom import per_sample_token_loss
 
     t0 = time.process_time()
@@ -229,7 +229,7 @@ def train_once(bug: str | None, seed: int, setup: Setup, design: str) -> dict[st
 
 
 def _bound(scores, included, delta) -> float:
-    from privacy_audit.attacks.canary_bounds import one_run_group_best
+    from privacy_audit.stats.canary_bounds import one_run_group_best
 
     return float(one_run_group_best(scores, included, delta, 1, 0.95)["epsilon"])
 
@@ -237,7 +237,7 @@ def _bound(scores, included, delta) -> float:
 def audit_default(
     run: dict, setup: Setup, seed: int, realised_only: bool = False
 ) -> dict[str, dict]:
-    from privacy_audit.attacks.gradient_canary import GradientCanaryAudit
+    from privacy_audit.audit.epsilon.gradient_canary_audit import GradientCanaryAudit
     from privacy_audit.defenses.base import Surface
 
     d, claim = setup.delta, run["claimed"]
@@ -433,12 +433,12 @@ def anchor_pair_run(
     """One training run of the trainer (``bug`` planted) on the crafted dataset: ``anchors``
     copies of the anchor, the canary if ``present``, and ``real_rows`` rows of the
     benchmark's data; returns the run's score and what it drew
-    (:class:`~privacy_audit.defenses.gradient_canaries.AnchorPairCanary`).
+    (:class:`~privacy_audit.defenses.dp_sgd_with_canaries.AnchorPairCanary`).
     ``design="lone-canary"``: the canary alone, no anchors
-    (:class:`~privacy_audit.defenses.gradient_canaries.LoneCanary`), scored at the noise
+    (:class:`~privacy_audit.defenses.dp_sgd_with_canaries.LoneCanary`), scored at the noise
     σ/√k of ``accumulation-noise-once``."""
     from privacy_audit.defenses.dp_engine import DPSGDEngine, train_private_ids
-    from privacy_audit.defenses.gradient_canaries import (
+    from privacy_audit.defenses.dp_sgd_with_canaries import (
         AnchorPairCanary,
         LoneCanary,
         pilot_gradient,
@@ -515,12 +515,12 @@ def anchor_pair_audit(
     """The many-runs anchor-pair audit (or ``design="lone-canary"``): ``runs_per_side``
     runs with the canary and as many without, each a full training run of the trainer;
     Clopper–Pearson bound at the split threshold
-    (:func:`~privacy_audit.attacks.epsilon.epsilon_lower_bound`). ``checkpoint``: a file
+    (:func:`~privacy_audit.stats.epsilon_bounds.epsilon_lower_bound`). ``checkpoint``: a file
     the finished runs are saved to every ``every`` pairs, and resumed from if it was written
     for the same audit (design, bug, seed, runs, rows, sizes); runs are seeded one by
     one (:func:`anchor_run_seed`), so a resumed audit gives the same numbers."""
-    from privacy_audit.attacks.epsilon import epsilon_ceiling, epsilon_lower_bound
-    from privacy_audit.defenses.gradient_canaries import pilot_gradient, quiet_coordinate
+    from privacy_audit.defenses.dp_sgd_with_canaries import pilot_gradient, quiet_coordinate
+    from privacy_audit.stats.epsilon_bounds import epsilon_ceiling, epsilon_lower_bound
 
     t = time.process_time()
     key = json.loads(
@@ -666,11 +666,11 @@ def classifier_train_once(bug: str | None, seed: int, setup: ClassifierSetup) ->
     ``bug`` planted, with 200 random-token input canaries (each inserted w.p. ½) and the
     1,000 recorded white-box Dirac canaries; returns what the audits need."""
     from privacy_audit import fixtures
-    from privacy_audit.audit.epsilon.canaries import make_canaries, with_canaries
+    from privacy_audit.audit.epsilon.input_canaries import make_canaries, with_canaries
     from privacy_audit.defenses.base import Examples
     from privacy_audit.defenses.dp_sgd import DPSGD
-    from privacy_audit.defenses.targets.classifier import TrainingConfig
-    from privacy_audit.defenses.targets.loading import Target, TargetSpec
+    from privacy_audit.targets.classifier import TrainingConfig
+    from privacy_audit.targets.loading import Target, TargetSpec
 
     t0 = time.process_time()
     rows = fixtures.load_corpus("private")
@@ -711,7 +711,7 @@ def audit_classifier(run: dict, setup: ClassifierSetup, seed: int) -> dict[str, 
     """Every ε audit that applies to the classifier release: the declared-mechanism
     gradient canary, the recorded one-run white-box canaries, the input canaries and
     the trade-off test (the realised-schedule audit needs the LM trainer's row counts)."""
-    from privacy_audit.attacks.gradient_canary import GradientCanaryAudit
+    from privacy_audit.audit.epsilon.gradient_canary_audit import GradientCanaryAudit
 
     d, claim, rel = setup.delta, run["claimed"], run["release"]
     res: dict[str, dict] = {}
@@ -729,8 +729,8 @@ def _one_run_cells(res, setup, rel, d, claim, seed, run, with_source=False) -> d
     """The one-run audits every trainer's row shares (white-box canaries, input canaries,
     the trade-off test on the input canaries' ROC), added to ``res``; each cell's CPU time
     includes the training run's."""
-    from privacy_audit.attacks.epsilon import tradeoff_violations
-    from privacy_audit.attacks.gradient_canary import OneRunWhiteBoxAudit
+    from privacy_audit.audit.epsilon.gradient_canary_audit import OneRunWhiteBoxAudit
+    from privacy_audit.stats.epsilon_bounds import tradeoff_violations
 
     t = time.process_time()
     wb = OneRunWhiteBoxAudit(canaries=setup.white_box_canaries, seed=seed).run(rel, d, 0.95, claim)
@@ -1124,7 +1124,7 @@ def ideal_anchor_pair(
     K_t ~ Binomial(K, q). Same score, same bound: what the audit reaches at this many
     runs when the trainer is exactly the derived mechanism (``tests/test_dp_bugs.py``
     checks the trainer releases these values at σ = 0)."""
-    from privacy_audit.attacks.epsilon import epsilon_lower_bound
+    from privacy_audit.stats.epsilon_bounds import epsilon_lower_bound
 
     rng = np.random.default_rng([seed, 0xA9])
     n = int(runs_per_side)
@@ -1154,9 +1154,9 @@ def ideal_lone_canary(
     realises on the crafted dataset (the canary alone; no training): per step the canary
     is drawn w.p. q and releases +1 (its clipped gradient, units of C), plus N(0, s²) with
     s = σ/√k; ``bug=False``: the correct trainer's s = σ. Score: the bug's likelihood
-    ratio at σ/√k (:meth:`~privacy_audit.defenses.gradient_canaries.LoneCanary.score`);
+    ratio at σ/√k (:meth:`~privacy_audit.defenses.dp_sgd_with_canaries.LoneCanary.score`);
     Clopper–Pearson bound at the split threshold."""
-    from privacy_audit.attacks.epsilon import epsilon_lower_bound
+    from privacy_audit.stats.epsilon_bounds import epsilon_lower_bound
 
     rng = np.random.default_rng([seed, 0x10E])
     n = int(runs_per_side)
@@ -1173,10 +1173,10 @@ def shuffle_lower_bound(
     sigma: float, steps_per_epoch: int, epochs: int, delta: float, bins: int = 1500
 ) -> float:
     """Chua et al.'s shuffle lower bound: the product's
-    :func:`privacy_audit.audit.dp_check.accounting.shuffle_lower_bound` (its per-epoch max
+    :func:`privacy_audit.audit.epsilon.dp_check.accounting.shuffle_lower_bound` (its per-epoch max
     statistic binned exactly, the epochs composed with an optimistic PLD), which
     ``privacy-audit dp-check`` uses on the scheme a user's loader runs."""
-    from privacy_audit.audit.dp_check.accounting import shuffle_lower_bound as bound
+    from privacy_audit.audit.epsilon.dp_check.accounting import shuffle_lower_bound as bound
 
     return bound(sigma, steps_per_epoch, epochs, delta, bins=bins)
 
@@ -1191,7 +1191,7 @@ def ideal_shuffle_pair(
     split threshold. What a many-runs audit of the shuffle bug reaches at this size."""
     from scipy.special import logsumexp
 
-    from privacy_audit.attacks.epsilon import epsilon_lower_bound
+    from privacy_audit.stats.epsilon_bounds import epsilon_lower_bound
 
     rng = np.random.default_rng([seed, 0x5F])
     n, t = int(runs_per_side), int(steps_per_epoch)

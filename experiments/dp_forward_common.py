@@ -51,7 +51,7 @@ def frozen_head_setup(settings, epsilons: list[float]) -> dict[str, Any]:
 
 def build_target(setup: dict[str, Any], labels):
     """The experiment's classifier target on CPU (preset and max length from ``setup``)."""
-    from privacy_audit.defenses.targets.loading import Target, TargetSpec
+    from privacy_audit.targets.loading import Target, TargetSpec
 
     return Target(
         TargetSpec(setup["preset"], None, setup["max_length"], 0), labels, None, "cpu", False

@@ -76,7 +76,7 @@ def _setup(settings: ExperimentSettings) -> dict[str, Any]:
 
 
 def _training(setup):
-    from privacy_audit.defenses.targets.classifier import TrainingConfig
+    from privacy_audit.targets.classifier import TrainingConfig
 
     return TrainingConfig(
         epochs=setup["epochs"],
@@ -119,7 +119,7 @@ def _dp_sgd(setup, train, test, labels, seed, target_eps):
     with PRV alone, which can leave PLD a hair above the target)."""
     from opacus import PrivacyEngine
 
-    from privacy_audit.defenses.targets.classifier import ClassifierRelease, make_loader, train_loop
+    from privacy_audit.targets.classifier import ClassifierRelease, make_loader, train_loop
 
     start = time.perf_counter()
     training = _training(setup)
@@ -226,7 +226,7 @@ def run(settings: ExperimentSettings, cells: CellStore) -> dict[str, Any]:
             "delta": DELTA,
             "seeds": seeds,
             "data": "fixture private corpus, fixed random subset (seed 0), 4 classes",
-            # the floor every arm must clear (reports/claims.py): predict the test majority
+            # the floor every arm must clear (experiments/claims.py): predict the test majority
             "majority_class_rate": float(np.bincount(test.labels).max() / len(test)),
             "dp_forward": "aMGM, S2 = 2C, C = 1, normalize, noise at inference, f updated "
             "(trusted party, as in the paper's experiments), labels not randomized",

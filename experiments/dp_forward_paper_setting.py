@@ -170,7 +170,7 @@ def dp_forward_accounting(
 
 
 def _training(setup: dict[str, Any], lr: float, epochs: int | None = None):
-    from privacy_audit.defenses.targets.classifier import TrainingConfig
+    from privacy_audit.targets.classifier import TrainingConfig
 
     return TrainingConfig(
         epochs=setup["epochs"] if epochs is None else epochs,
@@ -213,7 +213,7 @@ def _dp_forward(setup, data, lr, seed, acct) -> dict[str, Any]:
         epsilon_for_noise_multiplier,
         randomized_response,
     )
-    from privacy_audit.defenses.targets.classifier import encode, train_loop
+    from privacy_audit.targets.classifier import encode, train_loop
 
     train, val, test, labels = data
     start = time.perf_counter()
@@ -273,7 +273,7 @@ def _dp_sgd(setup, data, lr, seed, target_eps) -> dict[str, Any]:
     (about 3× faster on one CPU thread)."""
     from opacus import PrivacyEngine
 
-    from privacy_audit.defenses.targets.classifier import (
+    from privacy_audit.targets.classifier import (
         ClassifierRelease,
         forward_kwargs,
         make_loader,
@@ -376,7 +376,7 @@ def _test_summary(cells: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def run(settings: ExperimentSettings, cells: CellStore) -> dict[str, Any]:
-    from privacy_audit.attacks.base import proportion_estimate
+    from privacy_audit.stats.estimates import proportion_estimate
 
     torch.set_num_threads(1)
     setup = _setup(settings)

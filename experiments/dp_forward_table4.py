@@ -46,7 +46,7 @@ def _features(setup, labels, texts) -> tuple[np.ndarray, dict]:
     """Normalized pooled outputs of the frozen f (eval mode), via the dp-forward release
     with its noise switched off, and the freshly initialised model's head state."""
     from privacy_audit.defenses.dp_forward import DPForward
-    from privacy_audit.defenses.targets.classifier import encode, forward_kwargs, trim_padding
+    from privacy_audit.targets.classifier import encode, forward_kwargs, trim_padding
 
     model, tokenizer = build_target(setup, labels).build(0)
     model.eval()

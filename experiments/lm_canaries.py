@@ -28,7 +28,7 @@ import time
 
 import numpy as np
 
-from privacy_audit.audit.epsilon.canaries import LM_CANARY_DESIGNS, CanarySet
+from privacy_audit.audit.epsilon.input_canaries import LM_CANARY_DESIGNS, CanarySet
 from privacy_audit.defenses.base import Examples
 from privacy_audit.ground.io import atomic_write_text
 
@@ -72,9 +72,7 @@ def run_defense(
     dump=None,
     new_token_init="random",
 ) -> dict:
-    from privacy_audit.attacks.canary_bounds import one_run_group_best, tpr_at_1pct_fpr
-    from privacy_audit.attacks.metrics import auc
-    from privacy_audit.audit.epsilon.canaries import with_canaries
+    from privacy_audit.audit.epsilon.input_canaries import with_canaries
     from privacy_audit.audit.epsilon.lm_canaries import (
         CanaryTarget,
         calibrated_scores,
@@ -84,6 +82,8 @@ def run_defense(
         release_secret_scores,
     )
     from privacy_audit.audit.scale.tasks import _data, _defense, _target, _training
+    from privacy_audit.stats.canary_bounds import one_run_group_best, tpr_at_1pct_fpr
+    from privacy_audit.stats.metrics import auc
 
     data = _data(cfg)
     dcfg, defense = _defense(cfg, {"defense": defense_index})
@@ -109,7 +109,7 @@ def run_defense(
     train = with_canaries(data.members, union)
     target = CanaryTarget(target, union.new_tokens, new_token_init)
     t0 = time.perf_counter()
-    # the white-box one-run canaries are recorded in this very run (defenses/gradient_canaries.py)
+    # the white-box one-run canaries are recorded in this very run (defenses/dp_sgd_with_canaries.py)
     training = dataclasses.replace(_training(cfg, dcfg), gradient_canaries=1000)
     release, report = defense.fit(target, train, training, seed)
     train_s = time.perf_counter() - t0
@@ -165,7 +165,7 @@ def run_defense(
     if getattr(release, "schedule", None) is not None and getattr(
         release, "gradient_mechanism", None
     ):
-        from privacy_audit.attacks.gradient_canary import OneRunWhiteBoxAudit
+        from privacy_audit.audit.epsilon.gradient_canary_audit import OneRunWhiteBoxAudit
 
         for a in OneRunWhiteBoxAudit(canaries=1000, seed=seed).run(release, delta):
             keep = (
@@ -223,8 +223,8 @@ def envelope(
     norm with the whole model and is read through log-probabilities, so it reaches less."""
     import math
 
-    from privacy_audit.attacks.canary_bounds import one_run_group_best
     from privacy_audit.defenses.dp_engine import calibrate_noise, poisson_schedule
+    from privacy_audit.stats.canary_bounds import one_run_group_best
 
     q, steps = poisson_schedule(n, batch_size, epochs)
     sigma = calibrate_noise(epsilon, delta, q, steps)
@@ -254,7 +254,7 @@ def repetition_study(delta: float, m: int = 1000, seeds: int = 3) -> dict:
     """Does repeating each canary r times raise the per-example bound? Gaussian scores
     r·μ·b + N(0, 1) (repetition scales the signal by r under the linear idealisation of
     :func:`envelope`), bound by one_run_group_best with group = r (group privacy)."""
-    from privacy_audit.attacks.canary_bounds import one_run_group_best
+    from privacy_audit.stats.canary_bounds import one_run_group_best
 
     out = {}
     for mu in (0.3, 0.5, 0.8):

@@ -50,9 +50,9 @@ def run_grid(
     from privacy_audit.defenses import DEFENSES
     from privacy_audit.defenses.base import PrivacyClaim
     from privacy_audit.defenses.lm_baselines import utility_floor
-    from privacy_audit.defenses.targets.classifier import TrainingConfig
-    from privacy_audit.defenses.targets.lm import LMRelease
-    from privacy_audit.defenses.targets.loading import Target
+    from privacy_audit.targets.classifier import TrainingConfig
+    from privacy_audit.targets.lm import LMRelease
+    from privacy_audit.targets.loading import Target
 
     cfg = load_config(config)
     data = load_audit_data(cfg.data, cfg.seed, train=True)

@@ -4,7 +4,7 @@
         privacy-audit bench dp-forward --threads 1
 
 A timing interval from one process hides the run-to-run spread (load, frequency scaling,
-allocator state): the paper-claims table (reports/claims.py) judges a timing claim only on
+allocator state): the paper-claims table (experiments/claims.py) judges a timing claim only on
 at least three separate process runs and calls it ``unstable`` when its verdict flips
 between them. Each run writes its own bench JSON (``--out`` is appended to the command);
 the output holds them all, in order, under ``process_runs``. Finished runs are kept in

@@ -46,8 +46,8 @@ def study(
     from privacy_audit.defenses.base import Examples
     from privacy_audit.defenses.phantom_dp_sgd import PhantomDPSGD
     from privacy_audit.defenses.re_attention import ReAttentionDefense
-    from privacy_audit.defenses.targets.classifier import TrainingConfig
-    from privacy_audit.defenses.targets.loading import Target, TargetSpec
+    from privacy_audit.targets.classifier import TrainingConfig
+    from privacy_audit.targets.loading import Target, TargetSpec
 
     rows = fixtures.load_corpus("private")
     train = Examples(

@@ -88,8 +88,8 @@ def _models(root: Path, s: dict, seed: int, log) -> dict:
     from transformers import GPT2Config, GPT2LMHeadModel
 
     from privacy_audit import fixtures
-    from privacy_audit.defenses.targets.lm import LM_PRESETS, train_lm
-    from privacy_audit.defenses.targets.scoring import HFTokenizer
+    from privacy_audit.targets.lm import LM_PRESETS, train_lm
+    from privacy_audit.targets.scoring import HFTokenizer
 
     private = [r["text"] for r in fixtures.load_corpus("private")]
     public = [r["text"] for r in fixtures.load_corpus("public")][: s["public"]]
@@ -256,7 +256,7 @@ def main(argv=None) -> int:
         "model": "GPT-2 config of the tiny-gpt2-word preset (d=64, 2 layers, 2 heads), "
         "word-level HF tokenizer over the fixture corpus",
         "setup": setup,
-        "intervals": "bootstrap 95% CIs of the suite's metrics (attacks/metrics.py)",
+        "intervals": "bootstrap 95% CIs of the suite's metrics (stats/metrics.py)",
         "results": results,
         "seconds": round(time.perf_counter() - start, 1),
     }

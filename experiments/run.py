@@ -142,7 +142,7 @@ def auc_estimate(probs, labels, n_boot: int = 1000, seed: int = 0) -> dict[str, 
 
 
 def accuracy_estimate(probs, labels) -> dict[str, Any]:
-    from privacy_audit.attacks.base import proportion_estimate
+    from privacy_audit.stats.estimates import proportion_estimate
 
     labels = np.asarray(labels)
     correct = int((np.asarray(probs).argmax(1) == labels).sum())

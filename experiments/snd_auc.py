@@ -97,7 +97,7 @@ class _Env:
     @property
     def target(self):
         if self._target is None:
-            from privacy_audit.defenses.targets.loading import Target, TargetSpec
+            from privacy_audit.targets.loading import Target, TargetSpec
 
             self._target = Target(
                 TargetSpec("minilm", None, self.setup["max_length"], 0),
@@ -110,7 +110,7 @@ class _Env:
 
     @property
     def training(self):
-        from privacy_audit.defenses.targets.classifier import TrainingConfig
+        from privacy_audit.targets.classifier import TrainingConfig
 
         return TrainingConfig(
             epochs=self.setup["classifier_epochs"],

@@ -164,7 +164,7 @@ def false_alarms(
     """``trials`` random user splits of one corpus, each checked with the users given;
     the splits numbered below ``text_trials`` (default: all) also without them (the same
     texts, the same seed)."""
-    from privacy_audit.attacks.split_check import SplitCheck
+    from privacy_audit.stats.split_check import SplitCheck
 
     items = CORPORA[corpus]()
     per_split = []

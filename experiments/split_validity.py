@@ -214,7 +214,7 @@ def false_alarms(
     two-sided interval misses 0.5, and the AUC's spread against the SE it reported.
     Splits ``first .. first + trials - 1`` (so that parts can run apart and be merged by
     :func:`merge_false_alarms`)."""
-    from privacy_audit.attacks.split_check import SplitCheck
+    from privacy_audit.stats.split_check import SplitCheck
 
     items = _load(corpus)
     texts = [t for _, t in items]
@@ -293,7 +293,7 @@ def merge_false_alarms(parts: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def power(pair: str, per_class: int, draws: int, seed: int = 0) -> dict[str, Any]:
     """``draws`` random draws of ``per_class`` texts from each side of a shifted pair:
     how often the check flags it; the verdict's blind AUC beside its word + char part."""
-    from privacy_audit.attacks.split_check import SplitCheck
+    from privacy_audit.stats.split_check import SplitCheck
 
     a, b = _pair(pair)
     flagged = 0
@@ -381,7 +381,7 @@ def _release(model, tok, max_length: int):
     import tempfile
 
     from privacy_audit.defenses.base import PrivacyClaim
-    from privacy_audit.defenses.targets.loading import load_audit_target, load_causal_lm_release
+    from privacy_audit.targets.loading import load_audit_target, load_causal_lm_release
 
     d = tempfile.mkdtemp(prefix="split-validity-")
     model.save_pretrained(d)
@@ -398,9 +398,9 @@ def di_lm(seed: int, n: int, epochs: int, null_trials: int, subsamples: int) -> 
     from privacy_audit.attacks.dataset_inference import DatasetInference, lm_features
     from privacy_audit.attacks.llm_membership import loss_scores, min_k_scores, zlib_scores
     from privacy_audit.attacks.min_k_pp import min_k_pp_scores
-    from privacy_audit.attacks.split_check import SplitCheck, delong_auc
-    from privacy_audit.defenses.targets.lm import train_lm
-    from privacy_audit.defenses.targets.scoring import HFTokenizer
+    from privacy_audit.stats.split_check import SplitCheck, delong_auc
+    from privacy_audit.targets.lm import train_lm
+    from privacy_audit.targets.scoring import HFTokenizer
 
     pyd, docs = pydoc_paragraphs(), docstring_paragraphs()
     rng = np.random.default_rng(seed)
@@ -549,7 +549,7 @@ def markdown_tables(doc: dict[str, Any]) -> str:
 
 #: Sizes of the reported figures (``--quick`` uses 10 and 4).
 TRIALS, DRAWS = 800, 50
-#: The decision the figures measure (attacks/split_check.py ``SHIFT_CONFIDENCE``).
+#: The decision the figures measure (stats/split_check.py ``SHIFT_CONFIDENCE``).
 DECISION = (
     "split-shifted when the one-sided permutation p-value <= 0.01 and the 98% interval "
     "(the same test inverted) lies above 0.5"

@@ -3,7 +3,7 @@
 * :func:`one_run_simulation`: soundness and tightness of the one-run eps lower bounds
   (Steinke et al. 2023; the f-DP audit of Mahloujifar, Melis & Chaudhuri 2024) on
   canaries whose true eps is known in closed form: randomised response (binary scores,
-  so ties are broken by the seeded jitter of :func:`privacy_audit.attacks.epsilon.one_run_best`) and
+  so ties are broken by the seeded jitter of :func:`privacy_audit.stats.epsilon_bounds.one_run_best`) and
   Gaussian scores (the Gaussian mechanism).
 
 ``python -m experiments.statistics --out docs/one-run-fdp.json`` records the tables
@@ -17,7 +17,7 @@ import math
 import numpy as np
 from scipy.optimize import brentq
 
-from privacy_audit.attacks.epsilon import (
+from privacy_audit.stats.epsilon_bounds import (
     _check_k_grid,
     _fdp_bound,
     _fdp_epsilon_array,
@@ -67,7 +67,7 @@ def one_run_simulation(
     """Bounds of every one-run estimator over ``trials`` seeded runs of one setting.
 
     Each trial draws fresh canaries and computes, on the SAME guesses (default grid of
-    :func:`privacy_audit.attacks.epsilon.one_run_best`, random tie-breaking with the trial's seed,
+    :func:`privacy_audit.stats.epsilon_bounds.one_run_best`, random tie-breaking with the trial's seed,
     Bonferroni over the grid), the Steinke bound, the f-DP bound with the (eps, delta)-DP
     curve, their maximum (``"best"``, the default of ``one_run_best``) and the
     f-DP bound with the Gaussian curve (``"fdp-gaussian"``: valid for the Gaussian
@@ -150,7 +150,7 @@ def coverage_simulation(
     advantage: bool = True,
     keep_intervals: bool = False,
 ) -> dict:
-    """Coverage of every interval :func:`privacy_audit.attacks.metrics.membership_metrics` reports.
+    """Coverage of every interval :func:`privacy_audit.stats.metrics.membership_metrics` reports.
 
     ``trials`` data sets of n members ~ N(mu, 1) and n non-members ~ N(0, 1), each
     scored with the same interval code as ``membership_metrics`` (vectorised over
@@ -167,14 +167,14 @@ def coverage_simulation(
     from scipy.special import ndtr, ndtri
     from scipy.stats import binom
 
-    from privacy_audit.attacks.metrics import (
+    from privacy_audit.stats.metrics import (
         _cp_interval,
         _split_counts,
         agresti_caffo,
         delong_logit_interval,
         tpr_interval_exact,
     )
-    from privacy_audit.attacks.scores import (
+    from privacy_audit.stats.scores import (
         _advantage_from_counts,
         _auc_from_counts,
         poisson_bootstrap,
@@ -280,7 +280,7 @@ def percentile_bootstrap_coverage(
     * ``"tpr_at_fpr_0.01 (percentile bootstrap)"``: what ``bootstrap_ci("tpr_at_fpr_0.01")``
       returns and what the canary audit's ``tpr_at_1pct_fpr`` reported before; truth
       Phi(mu - Phi^-1(0.99));
-    * ``"tpr_at_fpr_0.01 (exact)"``: :func:`privacy_audit.attacks.metrics.tpr_interval_exact`, the
+    * ``"tpr_at_fpr_0.01 (exact)"``: :func:`privacy_audit.stats.metrics.tpr_interval_exact`, the
       interval ``tpr_at_1pct_fpr`` reports now.
 
     Also returns the mean interval widths. Trials share nothing; seeded by
@@ -288,8 +288,8 @@ def percentile_bootstrap_coverage(
     """
     from scipy.special import ndtr, ndtri
 
-    from privacy_audit.attacks.metrics import tpr_interval_exact
-    from privacy_audit.attacks.scores import poisson_bootstrap
+    from privacy_audit.stats.metrics import tpr_interval_exact
+    from privacy_audit.stats.scores import poisson_bootstrap
 
     alpha = 1.0 - confidence
     rng = np.random.default_rng([seed, int(1000 * mu), n, 26])

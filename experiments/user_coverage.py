@@ -48,9 +48,9 @@ import numpy as np
 from scipy.special import ndtr
 from scipy.stats import beta
 
-from privacy_audit.attacks import user_level as ul
-from privacy_audit.attacks.metrics import _split_counts, membership_metrics
 from privacy_audit.audit.benchmarks.users import changelog_blocks
+from privacy_audit.stats import by_user as ul
+from privacy_audit.stats.metrics import _split_counts, membership_metrics
 
 #: FPRs whose TPR intervals are checked (lower ones are not resolvable at these n).
 FPRS = (0.05, 0.1, 0.2)

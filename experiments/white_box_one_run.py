@@ -2,7 +2,7 @@
 
 For each DP defense of the bundled ``lm`` config: one training run of the suite's own
 trainer with ``--canaries`` Dirac gradient canaries recorded inside it
-(:mod:`privacy_audit.defenses.gradient_canaries`); both one-run bounds are computed from the same
+(:mod:`privacy_audit.defenses.dp_sgd_with_canaries`); both one-run bounds are computed from the same
 recorded signals, beside the simulated signals of the same mechanism and schedule (what
 the audit used before canaries were recorded) and the accountant's ε.
 
@@ -40,7 +40,7 @@ def _row(a: dict) -> dict:
 
 
 def run_defense(cfg, index: int, canaries: int, seed: int, log) -> dict:
-    from privacy_audit.attacks.gradient_canary import OneRunWhiteBoxAudit
+    from privacy_audit.audit.epsilon.gradient_canary_audit import OneRunWhiteBoxAudit
     from privacy_audit.audit.scale.tasks import _data, _defense, _target, _training
 
     data = _data(cfg)

@@ -38,16 +38,16 @@ from privacy_audit.audit import __version__  # noqa: E402 - light: audit/__init_
 _API = {
     "AttackResult": "privacy_audit.attacks.base",
     "MetricSettings": "privacy_audit.attacks.base",
-    "epsilon_lower_bound": "privacy_audit.attacks.epsilon",
+    "epsilon_lower_bound": "privacy_audit.stats.epsilon_bounds",
     "run_record": "privacy_audit.audit.results",
     "assemble_results": "privacy_audit.audit.results",
     "write_outputs": "privacy_audit.audit.results",
     "PrivacyClaim": "privacy_audit.defenses.base",
     "PrivacyAuditCallback": "privacy_audit.audit.integrations.callbacks",
     "PrivacyMonitor": "privacy_audit.audit.integrations.callbacks",
-    "dp_check": "privacy_audit.audit.dp_check",
-    "assert_dp": "privacy_audit.audit.dp_check",
-    "DPCheckResult": "privacy_audit.audit.dp_check",
+    "dp_check": "privacy_audit.audit.epsilon.dp_check",
+    "assert_dp": "privacy_audit.audit.epsilon.dp_check",
+    "DPCheckResult": "privacy_audit.audit.epsilon.dp_check",
 }
 _SUBPACKAGES = ("audit", "attacks", "defenses", "reports", "fixtures", "ground")
 
@@ -84,7 +84,7 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:  # for type checkers and IDEs; never run
     from privacy_audit.attacks.base import AttackResult, MetricSettings
-    from privacy_audit.attacks.epsilon import epsilon_lower_bound
     from privacy_audit.audit.integrations.callbacks import PrivacyAuditCallback, PrivacyMonitor
     from privacy_audit.audit.results import assemble_results, run_record, write_outputs
     from privacy_audit.defenses.base import PrivacyClaim
+    from privacy_audit.stats.epsilon_bounds import epsilon_lower_bound

@@ -26,7 +26,7 @@ def __getattr__(name: str) -> Any:
 
 
 if TYPE_CHECKING:  # for type checkers and IDEs; never run
-    from .html import render_html, write_report
-    from .verdict import compare_runs, verdict_for_run
+    from privacy_audit.reports.html import render_html, write_report
+    from privacy_audit.reports.verdict import compare_runs, verdict_for_run
 
 __all__ = ["compare_runs", "render_html", "verdict_for_run", "write_report"]

@@ -95,12 +95,12 @@ def unmeasured_metrics(named: list[tuple[str, dict]]) -> list[str]:
 
 def utility_floor_checks(named: list[tuple[str, dict]]) -> list[dict]:
     """Every run of every input against its trivial baseline, as the paper-claims rule
-    (reports/claims.py, ``judge``): the unigram perplexity (and the public-only start when
+    (experiments/claims.py, ``judge``): the unigram perplexity (and the public-only start when
     the results carry it) for LMs, the majority-class rate for classifiers. ``learned`` is
     True when the run's utility CI clears every baseline, False when it does not (its
     privacy numbers then describe a model that learned nothing: not comparable), None when
     no baseline is recorded (not checked, never an all-clear)."""
-    from privacy_audit.reports.claims import Arm, Baseline, clears
+    from privacy_audit.reports.utility_floor import Arm, Baseline, clears
 
     out = []
     for src, res in named:

@@ -15,9 +15,9 @@ from typing import Any
 
 from markupsafe import Markup
 
-from . import sentences as S
-from .formatting import DASH, as_finite, ci, num
-from .split_check_view import level
+from privacy_audit.reports import sentences as S
+from privacy_audit.reports.formatting import DASH, as_finite, ci, num
+from privacy_audit.reports.split_check_view import level
 
 DI_TEMPLATE = "dataset_inference.html.j2"
 
@@ -41,7 +41,7 @@ def _sets(text: str) -> str:
 def _stylesheet() -> Markup:
     """The main report's ``<style>`` block, read from its template so the two pages never
     drift apart (its optional ε-audit rules rendered off)."""
-    from .html import TEMPLATE_DIR, TEMPLATE_NAME, _environment
+    from privacy_audit.reports.html import TEMPLATE_DIR, TEMPLATE_NAME, _environment
 
     src = (TEMPLATE_DIR / TEMPLATE_NAME).read_text(encoding="utf-8")
     m = re.search(r"<style>(.*?)</style>", src, re.S)
@@ -244,7 +244,7 @@ def di_context(results: dict[str, Any]) -> dict[str, Any]:
 
 def render_dataset_inference(results: dict[str, Any]) -> str:
     """The dataset-inference report page (self-contained, every value escaped)."""
-    from .html import _environment
+    from privacy_audit.reports.html import _environment
 
     return _environment().get_template(DI_TEMPLATE).render(**di_context(results))
 

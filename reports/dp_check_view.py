@@ -2,7 +2,7 @@
 the verdict, each finding with where to look, the checks, the ε table, the noise per
 released tensor, the crafted pairs and the sampling scheme.
 
-It reads only the results record (audit/dp_check/verdict.py's ``assemble`` plus the
+It reads only the results record (audit/epsilon/dp_check/verdict.py's ``assemble`` plus the
 budget and environment ``check`` adds), field by field with defaults, so a field missing
 from an older record shows as "—", never as a template error. Every value is escaped by
 the template environment.
@@ -15,8 +15,8 @@ import json
 import math
 from typing import Any
 
-from .dataset_inference_view import _stylesheet
-from .formatting import DASH, num
+from privacy_audit.reports.dataset_inference_view import _stylesheet
+from privacy_audit.reports.formatting import DASH, num
 
 TEMPLATE = "dp_check.html.j2"
 _VERDICT = {
@@ -293,7 +293,7 @@ def dp_check_context(r: dict[str, Any]) -> dict[str, Any]:
 
 def render_dp_check(results: dict[str, Any]) -> str:
     """The dp-check page (self-contained, every value escaped)."""
-    from .html import _environment
+    from privacy_audit.reports.html import _environment
 
     return _environment().get_template(TEMPLATE).render(**dp_check_context(results))
 

@@ -19,13 +19,11 @@ from typing import Any
 import numpy as np
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 
-from privacy_audit.attacks.metrics import REPORTED_FPRS
-
-from . import plots
-from .formatting import DASH, as_finite, as_float, ci, num, small
-from .resolution import lead_tpr, tpr_view
-from .split_check_view import split_view
-from .verdict import (
+from privacy_audit.reports import plots
+from privacy_audit.reports.formatting import DASH, as_finite, as_float, ci, num, small
+from privacy_audit.reports.resolution import lead_tpr, tpr_view
+from privacy_audit.reports.split_check_view import split_view
+from privacy_audit.reports.verdict import (
     AT_CEILING,
     EPS_LB,
     LEVELS,
@@ -47,6 +45,7 @@ from .verdict import (
     strongest_attack,
     verdict_for_run,
 )
+from privacy_audit.stats.metrics import REPORTED_FPRS
 
 TEMPLATE_DIR = Path(__file__).resolve().parent / "templates"
 TEMPLATE_NAME = "report.html.j2"

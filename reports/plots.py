@@ -22,8 +22,8 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import NullFormatter
 
-from .formatting import as_finite, as_float, ci, num, small
-from .verdict import (
+from privacy_audit.reports.formatting import as_finite, as_float, ci, num, small
+from privacy_audit.reports.verdict import (
     TPR_1,
     audit_exceeds,
     audit_violated,
@@ -141,9 +141,9 @@ def examples_arrays(attack: dict) -> tuple[np.ndarray, np.ndarray] | None:
 
 def roc_curve(scores: Sequence[float], members: Sequence[int]):
     """ROC points ``(fpr, tpr)`` for "higher score = member", or ``None`` when either
-    class is empty. The one ROC implementation is :func:`privacy_audit.attacks.metrics.roc_curve`
+    class is empty. The one ROC implementation is :func:`privacy_audit.stats.metrics.roc_curve`
     (tied scores form one threshold); non-finite scores are dropped for plotting."""
-    from privacy_audit.attacks.metrics import roc_curve as exact_roc
+    from privacy_audit.stats.metrics import roc_curve as exact_roc
 
     s = np.asarray(scores, dtype=float).ravel()
     m = np.asarray(members).ravel().astype(bool)

@@ -1,6 +1,6 @@
 """Which TPR-at-FPR numbers a sample resolves, as every surface shows them.
 
-The rule is :func:`privacy_audit.attacks.metrics.tpr_resolution`, applied once when the
+The rule is :func:`privacy_audit.stats.metrics.tpr_resolution`, applied once when the
 metrics are computed: an unresolved TPR is stored in ``results.json`` as ``null`` with
 ``below_resolution: true``, ``needs_nonmembers`` and its ``reason``. This module only
 reads that record (and applies the same rule to a record written before the rule was
@@ -12,19 +12,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from privacy_audit.attacks.metrics import (
+from privacy_audit.reports import sentences as S
+from privacy_audit.reports.formatting import as_finite, pct_ci
+from privacy_audit.stats.metrics import (
     MAX_RESOLVED_WIDTH as MAX_WIDTH,
 )
-from privacy_audit.attacks.metrics import (
+from privacy_audit.stats.metrics import (
     MIN_FALSE_POSITIVES,
     REPORTED_FPRS,
     needed_nonmembers,
     tpr_resolution,
     unresolved_text,
 )
-
-from . import sentences as S
-from .formatting import as_finite, pct_ci
 
 #: FPRs tried, lowest first, for the "lowest resolvable FPR" the summary leads with.
 FPR_LADDER = tuple(sorted(REPORTED_FPRS))

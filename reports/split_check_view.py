@@ -1,4 +1,4 @@
-"""The report's view of a run's split check (``run["split_check"]``, attacks/split_check.py):
+"""The report's view of a run's split check (``run["split_check"]``, stats/split_check.py):
 blind AUC, per-family AUCs, near-duplicates and each attack's AUC beside the blind AUC.
 Text from data is escaped by the template (Jinja autoescape); nothing here builds HTML."""
 
@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import sentences as S
-from .formatting import ci
+from privacy_audit.reports import sentences as S
+from privacy_audit.reports.formatting import ci
 
 
 def _diff(d: dict[str, Any]) -> str:

@@ -12,8 +12,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from . import sentences as S
-from .formatting import as_finite, as_float, ci, num, pct_ci, small
+from privacy_audit.reports import sentences as S
+from privacy_audit.reports.formatting import as_finite, as_float, ci, num, pct_ci, small
 
 LEVELS = (
     "high",
@@ -596,7 +596,7 @@ def measured_metric(attack: dict | None, key: str) -> dict | None:
     if m.get("below_resolution") is True or m.get("status") == "below_resolution":
         return None
     if key.startswith("tpr_at_fpr_"):
-        from .resolution import tpr_standing
+        from privacy_audit.reports.resolution import tpr_standing
 
         if not tpr_standing(attack, float(key[len("tpr_at_fpr_") :]))["resolvable"]:
             return None
@@ -644,7 +644,7 @@ def verdict_level(run: dict) -> tuple[str, str]:
 def split_resolution(run: dict) -> dict | None:
     """What the split check could rule out when it read fewer texts than the attacks:
     ``{"detectable_auc", "n_members", "n_nonmembers"}`` of its blind classifier when that
-    classifier was sub-sampled (attacks/split_check.py ``MAX_BLIND_PER_CLASS``), else None.
+    classifier was sub-sampled (stats/split_check.py ``MAX_BLIND_PER_CLASS``), else None.
 
     Why it matters: at 10^4-10^5 texts per side an attack's AUC interval is a few
     thousandths wide, while the sub-sampled check detects (80% power, its 1% level) only a
@@ -778,7 +778,7 @@ def _level_of(
         if tpr is None:
             below = metric(attack, TPR_1) is not None
             # the one rule's own count (the record's needs_nonmembers), never a constant
-            from .resolution import needed_nonmembers, tpr_standing
+            from privacy_audit.reports.resolution import needed_nonmembers, tpr_standing
 
             need_tpr = tpr_standing(attack, 0.01).get("needs") or needed_nonmembers(
                 0.01, n_non, None
@@ -927,7 +927,7 @@ def verdict_for_run(run: dict) -> dict:
     lb_v = as_float(lb.get("value")) if lb else None
 
     auc_txt = S.AUC_SLOT(auc=ci(auc))
-    from .resolution import lead_tpr, tpr_view
+    from privacy_audit.reports.resolution import lead_tpr, tpr_view
 
     one = tpr_view(attack, 0.01)
     if one["resolvable"]:
@@ -1045,7 +1045,7 @@ def strongest_two_ways(run: dict) -> str:
 
 
 def split_shifted(run: dict) -> dict | None:
-    """The ``split-shifted`` verdict when the run's split check (attacks/split_check.py)
+    """The ``split-shifted`` verdict when the run's split check (stats/split_check.py)
     found the blind AUC's interval above 0.5, else ``None``. The attacks then measure the
     difference between the texts as well as memorisation, so neither HIGH nor LOW is
     said; the attacks' ε lower bounds are not evidence about the model either, so only an
@@ -1088,11 +1088,11 @@ def _auc_triplet(run: dict) -> tuple[float, float | None, float | None] | None:
 
 
 def did_not_learn(run: dict) -> str | None:
-    """Why a run did not clear its trivial baseline (the paper-claims rule, reports/claims.py):
+    """Why a run did not clear its trivial baseline (the paper-claims rule, experiments/claims.py):
     its utility CI against the unigram perplexity (LMs, ``utility.unigram_floor``) or the
     majority-class rate (classifiers, ``utility.majority_rate``); None when it cleared it or
     no baseline is recorded."""
-    from privacy_audit.reports.claims import Arm, Baseline, clears
+    from privacy_audit.reports.utility_floor import Arm, Baseline, clears
 
     u = run.get("utility")
     if not isinstance(u, dict) or not isinstance(u.get("value"), (int, float)):

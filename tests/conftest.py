@@ -125,7 +125,7 @@ TINY_LABELS = ["account", "billing", "shipping", "technical"]
 @pytest.fixture(scope="session")
 def tiny_model():
     """A freshly initialised tiny target ``(model, tokenizer)`` over the fixture labels."""
-    from privacy_audit.defenses.targets.loading import TargetSpec
+    from privacy_audit.targets.loading import TargetSpec
 
     return TargetSpec("tiny", max_length=32).build(TINY_LABELS, 0)
 

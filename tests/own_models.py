@@ -84,8 +84,8 @@ def build_causal_lm(arch: str, vocab_size: int, seed: int = 0, d: int = 48):
 
 def fine_tune(model, hf_tokenizer, texts, epochs: int = 40, lr: float = 3e-3, seed: int = 0):
     """Plain AdamW fine-tuning with the suite's LM loop (rows as ``tokenizer(text)``)."""
-    from privacy_audit.defenses.targets.lm import train_lm
-    from privacy_audit.defenses.targets.scoring import HFTokenizer
+    from privacy_audit.targets.lm import train_lm
+    from privacy_audit.targets.scoring import HFTokenizer
 
     return train_lm(model, HFTokenizer(hf_tokenizer), list(texts), epochs, 8, lr, 32, seed=seed)
 

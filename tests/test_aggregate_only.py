@@ -211,7 +211,7 @@ def test_control_without_the_flag_the_ids_do_appear(tiny_run_dir, secrets_of, ti
 # epsilon --aggregate-only (overrides an explicit [report] aggregate_only = false)
 # --------------------------------------------------------------------------- #
 def test_epsilon_aggregate_only_overrides_the_config(tmp_path, cli, secrets_of):
-    from privacy_audit.audit.epsilon.canaries import make_canaries
+    from privacy_audit.audit.epsilon.input_canaries import make_canaries
 
     config = tmp_path / "epsilon.toml"
     config.write_text(EPSILON_CONFIG, encoding="utf-8")

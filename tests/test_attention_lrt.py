@@ -23,8 +23,8 @@ from privacy_audit.defenses.dp_attention import (
     gaussian_sampling_mechanism,
     privacy_loss_samples,
 )
-from privacy_audit.defenses.targets.classifier import TrainingConfig
-from privacy_audit.defenses.targets.loading import Target, TargetSpec
+from privacy_audit.targets.classifier import TrainingConfig
+from privacy_audit.targets.loading import Target, TargetSpec
 
 
 def _good(rng, n, d, cfg):

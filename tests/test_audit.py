@@ -1,4 +1,4 @@
-"""audit/epsilon/audit.py: the VIOLATED / untestable / consistent status of the ε audit
+"""audit/epsilon/claimed_vs_audited.py: the VIOLATED / untestable / consistent status of the ε audit
 and the diagnosis of a VIOLATED claim, on hand-built audit records (each test kills a
 one-line mutant that survived the rest of the suite)."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from privacy_audit.audit.epsilon.audit import (
+from privacy_audit.audit.epsilon.claimed_vs_audited import (
     REALISED,
     EpsilonAuditSettings,
     diagnose,
@@ -93,8 +93,8 @@ def test_diagnosis_classes_by_which_audits_caught_the_violation():
 def test_input_canaries_exceed_the_claim_only_strictly_above_it():
     import numpy as np
 
-    from privacy_audit.audit.epsilon.audit import input_canary_audit
-    from privacy_audit.audit.epsilon.canaries import CanarySet
+    from privacy_audit.audit.epsilon.claimed_vs_audited import input_canary_audit
+    from privacy_audit.audit.epsilon.input_canaries import CanarySet
     from privacy_audit.defenses.base import Examples
 
     inc = np.r_[np.ones(100, int), np.zeros(100, int)]

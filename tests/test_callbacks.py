@@ -10,8 +10,8 @@ import torch
 from privacy_audit import fixtures
 from privacy_audit.audit.integrations.callbacks import PrivacyAuditCallback, PrivacyMonitor
 from privacy_audit.defenses.base import Examples
-from privacy_audit.defenses.targets.classifier import encode, forward_kwargs, trim_padding
-from privacy_audit.defenses.targets.loading import TargetSpec
+from privacy_audit.targets.classifier import encode, forward_kwargs, trim_padding
+from privacy_audit.targets.loading import TargetSpec
 
 LABELS = ["account", "billing", "shipping", "technical"]
 MAX_LENGTH = 32

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from privacy_audit import fixtures
-from privacy_audit.audit.epsilon.canaries import CANARY_KINDS, make_canaries, with_canaries
+from privacy_audit.audit.epsilon.input_canaries import CANARY_KINDS, make_canaries, with_canaries
 from privacy_audit.defenses.base import Examples
 
 CORPUS = [r["text"] for r in fixtures.load_corpus("private")[:500]]
@@ -65,7 +65,7 @@ def test_bad_canary_requests_are_errors():
 # --------------------------------------------------------------------------- #
 @pytest.fixture(scope="module")
 def lm():
-    from privacy_audit.defenses.targets.lm import build_lm_target
+    from privacy_audit.targets.lm import build_lm_target
 
     return build_lm_target("tiny-gpt2-word", 0)
 
@@ -137,7 +137,7 @@ def test_search_token_picks_unlikely_tokens_and_bigram_follows_the_text(lm):
 
 def test_repeat_inserts_copies():
     from privacy_audit.audit.epsilon.lm_canaries import make_lm_canaries
-    from privacy_audit.defenses.targets.lm import build_tokenizer
+    from privacy_audit.targets.lm import build_tokenizer
 
     c = make_lm_canaries(
         30, "random-token", build_tokenizer("word"), texts=CORPUS, seed=0, repeat=3

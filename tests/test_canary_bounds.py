@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from privacy_audit.attacks.canary_bounds import (
+from privacy_audit.stats.canary_bounds import (
     gaussian_mu_lower,
     gaussian_one_run_epsilon,
     group_delta,
@@ -16,7 +16,11 @@ from privacy_audit.attacks.canary_bounds import (
     one_run_group_epsilon,
     tpr_at_1pct_fpr,
 )
-from privacy_audit.attacks.epsilon import gaussian_mechanism_epsilon, one_run_best, one_run_epsilon
+from privacy_audit.stats.epsilon_bounds import (
+    gaussian_mechanism_epsilon,
+    one_run_best,
+    one_run_epsilon,
+)
 
 DELTA = 1e-5
 
@@ -182,7 +186,7 @@ def test_tpr_at_1pct_fpr_has_ci():
 
 
 def test_one_run_white_box_audit_on_a_mechanism_and_schedule():
-    from privacy_audit.attacks.gradient_canary import OneRunWhiteBoxAudit
+    from privacy_audit.audit.epsilon.gradient_canary_audit import OneRunWhiteBoxAudit
     from privacy_audit.defenses.dp_engine import epsilon_pld
     from privacy_audit.defenses.gradient_mechanism import (
         GaussianGradientMechanism,
@@ -251,7 +255,7 @@ def test_group_ceiling_is_the_largest_perfect_guess_bound_over_the_grid():
 def test_gaussian_regime_rejects_unequal_variances():
     from scipy import stats
 
-    from privacy_audit.attacks.canary_bounds import gaussian_regime
+    from privacy_audit.stats.canary_bounds import gaussian_regime
 
     # exact normal quantiles: as Gaussian as 300 points can be, SD 1 against SD 10
     x = stats.norm.ppf((np.arange(300) + 0.5) / 300)

@@ -15,7 +15,7 @@ from privacy_audit.audit.epsilon.lm_canaries import (
     release_secret_scores,
 )
 from privacy_audit.defenses.base import PrivacyClaim
-from privacy_audit.defenses.targets.lm import LMRelease, build_lm_target
+from privacy_audit.targets.lm import LMRelease, build_lm_target
 
 TEXTS = ["the cat sat on the mat today", "a dog ran in the park at noon"] * 4
 
@@ -58,7 +58,10 @@ def test_new_token_rows_are_set_by_design_not_by_the_global_rng():
 
 
 def test_reference_scores_read_the_release_path_and_calibrate_the_audit():
-    from privacy_audit.audit.epsilon.audit import EpsilonAuditSettings, input_canary_audit
+    from privacy_audit.audit.epsilon.claimed_vs_audited import (
+        EpsilonAuditSettings,
+        input_canary_audit,
+    )
 
     model, tok, cs = _canary_model()
     release = LMRelease(model, tok, 40, PrivacyClaim.none())

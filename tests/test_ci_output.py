@@ -59,7 +59,7 @@ def test_dp_lm_trainers_print_one_line_per_epoch(capsys):
     from privacy_audit.audit.config import parse_config
     from privacy_audit.audit.scale.tasks import _data, _target
     from privacy_audit.defenses import DEFENSES
-    from privacy_audit.defenses.targets.classifier import TrainingConfig
+    from privacy_audit.targets.classifier import TrainingConfig
 
     cfg = parse_config(
         {

@@ -1,4 +1,4 @@
-"""The paper-claims table (``privacy-audit claims``, reports/claims.py)."""
+"""The paper-claims table (``privacy-audit claims``, experiments/claims.py)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from privacy_audit.audit.integrations.cli import build_parser, main
-from privacy_audit.reports.claims import (
+from experiments.claims import (
     CLAIMS,
     INCONCLUSIVE,
     NOT_COMPARABLE,
@@ -33,6 +32,7 @@ from privacy_audit.reports.claims import (
     runs_envelope,
     to_markdown,
 )
+from privacy_audit.audit.integrations.cli import build_parser, main
 
 PAPERS = ("DP-Forward", "DP attention", "Split-N-Denoise", "DP-BloGS", "Ding et al.")
 
@@ -220,7 +220,7 @@ def test_experiment_and_claims_without_a_checkout_say_so_in_one_line(tmp_path, c
 
 
 # --------------------------------------------------------------------------------------
-# the comparison rule (reports/claims.py, judge): one test per status
+# the comparison rule (experiments/claims.py, judge): one test per status
 # --------------------------------------------------------------------------------------
 
 

@@ -8,9 +8,7 @@ import math
 
 import pytest
 
-from privacy_audit.audit.benchmarks.cost_of_privacy import largest_batch_in_budget
-from privacy_audit.audit.benchmarks.memory_budget import Probe
-from privacy_audit.reports.claims import (
+from experiments.claims import (
     CLAIMS,
     INCONCLUSIVE,
     SETTING_DIFFERS,
@@ -18,6 +16,8 @@ from privacy_audit.reports.claims import (
     build_claims,
     follow,
 )
+from privacy_audit.audit.benchmarks.cost_of_privacy import largest_batch_in_budget
+from privacy_audit.audit.benchmarks.memory_budget import Probe
 
 LABEL = "gpt2-small-shaped B=8 T=32"
 TIME = next(i for i, c in enumerate(CLAIMS) if c.claim.startswith("Phantom Clipping 4–100×"))

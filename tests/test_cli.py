@@ -658,7 +658,7 @@ def test_subprocess_bad_config_exit_code_and_single_stderr_line(tmp_path):
 # --------------------------------------------------------------------------- #
 @pytest.fixture(scope="module")
 def byo_run(tmp_path_factory, cli):
-    from privacy_audit.defenses.targets.loading import TargetSpec
+    from privacy_audit.targets.loading import TargetSpec
 
     d = tmp_path_factory.mktemp("byo")
     model_dir = d / "my-classifier"

@@ -16,7 +16,7 @@ from privacy_audit.defenses import DEFENSES, SurfaceNotAvailable
 from privacy_audit.defenses.base import Examples, PrivacyClaim, ReleasedModel, Surface
 from privacy_audit.defenses.dp_sgd import DPSGD
 from privacy_audit.defenses.none import NonPrivate
-from privacy_audit.defenses.targets.classifier import ClassifierRelease
+from privacy_audit.targets.classifier import ClassifierRelease
 
 SETTINGS = MetricSettings(n_boot=100, seed=0)
 

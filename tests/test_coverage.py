@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from experiments.statistics import COVERAGE_SETTINGS, coverage_simulation
-from privacy_audit.attacks.metrics import membership_metrics
+from privacy_audit.stats.metrics import membership_metrics
 
 BAR = 0.93
 

@@ -123,7 +123,7 @@ def tiny_lms(tmp_path_factory):
 
 def _release(path, max_length=32):
     from privacy_audit.defenses.base import PrivacyClaim
-    from privacy_audit.defenses.targets.loading import load_audit_target, load_causal_lm_release
+    from privacy_audit.targets.loading import load_audit_target, load_causal_lm_release
 
     loaded = load_audit_target(str(path), "causal-lm", device="cpu")
     return load_causal_lm_release(loaded, max_length, PrivacyClaim.none(), "cpu", batch_size=16)
@@ -306,7 +306,7 @@ def test_the_guard_sentence_never_contradicts_itself_at_the_threshold():
     from scipy import stats
 
     from privacy_audit.attacks.dataset_inference import GUARD_POWER, GUARD_SHIFT_AUC, split_guard
-    from privacy_audit.attacks.split_check import SHIFT_CONFIDENCE
+    from privacy_audit.stats.split_check import SHIFT_CONFIDENCE
 
     # the null SD whose detectable AUC is 0.002 above the guard's shift
     z = stats.norm.ppf(SHIFT_CONFIDENCE) + stats.norm.ppf(GUARD_POWER)

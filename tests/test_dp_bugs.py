@@ -21,7 +21,7 @@ from privacy_audit.defenses.dp_engine import (
     accountant_inputs,
     train_private_ids,
 )
-from privacy_audit.defenses.gradient_canaries import SampledGradientCanaries
+from privacy_audit.defenses.dp_sgd_with_canaries import SampledGradientCanaries
 from privacy_audit.defenses.phantom import per_sample_token_loss
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -297,7 +297,7 @@ def _audit(name, exceeds, **kw):
 
 
 def test_diagnosis_names_the_audit_threat_model_and_bug_classes():
-    from privacy_audit.audit.epsilon.audit import DP_BUGS_TABLE, diagnose
+    from privacy_audit.audit.epsilon.claimed_vs_audited import DP_BUGS_TABLE, diagnose
 
     white_only = diagnose(
         [
@@ -328,7 +328,7 @@ def test_diagnosis_names_the_audit_threat_model_and_bug_classes():
 
 
 def test_violated_report_shows_where_to_look_escaped():
-    from privacy_audit.audit.epsilon.audit import diagnose
+    from privacy_audit.audit.epsilon.claimed_vs_audited import diagnose
     from privacy_audit.reports import render_html
 
     xss = "<script>alert(1)</script>"
@@ -373,9 +373,13 @@ def test_realised_schedule_audit_flags_a_wrong_n_claim_end_to_end_and_not_the_co
     gradient canary exceeds the claim and the diagnosis points at accounting. The correct
     trainer adds no such audit (its realised schedule never exceeds the declared one)."""
     from privacy_audit.audit.config import parse_config
-    from privacy_audit.audit.epsilon.audit import REALISED, EpsilonAuditSettings, epsilon_audit
+    from privacy_audit.audit.epsilon.claimed_vs_audited import (
+        REALISED,
+        EpsilonAuditSettings,
+        epsilon_audit,
+    )
     from privacy_audit.audit.scale.tasks import _data, _target
-    from privacy_audit.defenses.targets.classifier import TrainingConfig
+    from privacy_audit.targets.classifier import TrainingConfig
 
     cfg = parse_config(
         {
@@ -408,7 +412,7 @@ def test_realised_schedule_audit_flags_a_wrong_n_claim_end_to_end_and_not_the_co
 
 
 def _anchor_engine(bug, anchors=200, present=True, sigma=0.0, seed=0):
-    from privacy_audit.defenses.gradient_canaries import AnchorPairCanary, quiet_coordinate
+    from privacy_audit.defenses.dp_sgd_with_canaries import AnchorPairCanary, quiet_coordinate
 
     model = _lm(seed)
     engine = DPSGDEngine(model, C, sigma, 10.0, norms="explicit")
@@ -461,7 +465,7 @@ def test_anchor_pair_release_under_the_bug_equals_the_hand_computation():
 def test_anchor_pair_score_is_the_likelihood_ratio_of_plus_one_against_minus_one():
     from scipy.stats import norm
 
-    from privacy_audit.defenses.gradient_canaries import AnchorPairCanary
+    from privacy_audit.defenses.dp_sgd_with_canaries import AnchorPairCanary
 
     pair = AnchorPairCanary([torch.nn.Parameter(torch.zeros(2, 2))], C, (0, 0), True, 3)
     pair.observations = [0.3, -1.2, 2.0]
@@ -484,7 +488,7 @@ def _opacus_release(bug, rows, model_and_tok, clip=1e-3):
     from opacus import PrivacyEngine
     from torch.utils.data import DataLoader, TensorDataset
 
-    from privacy_audit.defenses.targets.classifier import encode, forward_kwargs
+    from privacy_audit.targets.classifier import encode, forward_kwargs
 
     model, tok = copy.deepcopy(model_and_tok[0]), model_and_tok[1]
     model.train()  # the session fixture may have been left in eval mode by another test
@@ -523,7 +527,7 @@ def test_batch_norm_bug_lets_one_example_move_the_others_clipped_gradients(tiny_
     added record changes row 0's clipped gradient and moves the release by > 5C."""
     import copy
 
-    from privacy_audit.defenses.targets.classifier import encode, forward_kwargs
+    from privacy_audit.targets.classifier import encode, forward_kwargs
 
     C_ = 1e-3
     a = [("the quick brown fox", 0)] * 8
@@ -562,7 +566,7 @@ def test_batch_norm_bug_is_planted_in_the_classifier_trainer_only_inside_the_con
 
     monkeypatch.setattr(calibration, "bounded_noise_multiplier", lambda **kw: 1.0)
     from privacy_audit.defenses.dp_bugs import BatchStatNorm
-    from privacy_audit.defenses.targets.classifier import TrainingConfig
+    from privacy_audit.targets.classifier import TrainingConfig
 
     class _Target:
         label_names = ("a", "b", "c", "d")
@@ -654,7 +658,7 @@ def test_anchor_pair_runs_never_share_a_random_stream():
 def _lone_release(bug, sigma, steps, present=True, seed=7):
     """The real trainer (its Poisson sampler, clipping and noise code) on the lone-canary
     dataset: the canary row alone; returns (canary drawn per step, release at j / C)."""
-    from privacy_audit.defenses.gradient_canaries import LoneCanary, quiet_coordinate
+    from privacy_audit.defenses.dp_sgd_with_canaries import LoneCanary, quiet_coordinate
 
     model = _lm(seed)
     engine = DPSGDEngine(model, C, sigma, 0.05, norms="explicit")
@@ -693,7 +697,7 @@ def test_lone_canary_release_is_the_clipped_canary_plus_noise_sigma_c_over_2_und
 def test_lone_canary_score_is_the_likelihood_ratio_of_one_against_zero():
     from scipy.stats import norm
 
-    from privacy_audit.defenses.gradient_canaries import LoneCanary
+    from privacy_audit.defenses.dp_sgd_with_canaries import LoneCanary
 
     lone = LoneCanary([torch.nn.Parameter(torch.zeros(2, 2))], C, (0, 0), True)
     lone.observations = [0.3, -1.2, 2.0, 0.9]

@@ -16,8 +16,8 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from privacy_audit.audit.dp_check import dp_check
-from privacy_audit.audit.dp_check.sampling import Trace, classify
+from privacy_audit.audit.epsilon.dp_check import dp_check
+from privacy_audit.audit.epsilon.dp_check.sampling import Trace, classify
 
 SIG, C = 1.0, 1.0
 CLAIM = {
@@ -395,7 +395,7 @@ def test_many_run_audits_reseed_the_optimizers_own_generator(tmp_path):
 def test_many_run_audits_refuse_runs_that_repeat_their_noise(tmp_path, monkeypatch):
     """Noise from a generator dp-check cannot reach repeats in every run: the many-run
     audits refuse (their runs would not be independent) rather than report a bound."""
-    from privacy_audit.audit.dp_check import end_to_end as e2e
+    from privacy_audit.audit.epsilon.dp_check import end_to_end as e2e
 
     real = e2e._many_runs
     calls = []

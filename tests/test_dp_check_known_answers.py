@@ -16,9 +16,9 @@ import pytest
 import torch
 from scipy import optimize, stats
 
-from privacy_audit.audit.dp_check import accounting, mechanism, sampling
-from privacy_audit.audit.dp_check.contract import from_module
-from privacy_audit.audit.dp_check.harness import Coupler, build
+from privacy_audit.audit.epsilon.dp_check import accounting, mechanism, sampling
+from privacy_audit.audit.epsilon.dp_check.contract import from_module
+from privacy_audit.audit.epsilon.dp_check.harness import Coupler, build
 
 DELTA = 1e-5
 
@@ -424,7 +424,7 @@ def test_poisson_is_never_called_otherwise_and_its_rate_interval_covers():
 def test_an_untested_check_is_never_consistent():
     """privatize without make_loader: the sampling cannot be driven, so a correct step is
     inconclusive (exit 4) naming the check, and consistent only when the user accepts it."""
-    from privacy_audit.audit.dp_check import dp_check
+    from privacy_audit.audit.epsilon.dp_check import dp_check
 
     m = types.SimpleNamespace(PARAMS=PARAMS, privatize=dp_step(), CLAIM=dict(CLAIM, epsilon=50.0))
     r = dp_check(m, budget=60)
@@ -439,7 +439,7 @@ def test_an_untested_check_is_never_consistent():
 def test_correlated_noise_is_reported_and_lowers_sigma_eff():
     """Noise drawn once per pair of adjacent coordinates (correlation 1 inside a pair):
     the finding is reported and σ_eff is multiplied by √(1 − ρ²) ≈ 0 for the sound side."""
-    from privacy_audit.audit.dp_check import dp_check
+    from privacy_audit.audit.epsilon.dp_check import dp_check
 
     def fn(g):
         out = {}
@@ -464,7 +464,7 @@ def test_the_state_across_steps_bound_applies_only_when_its_assumptions_were_che
     Poisson sampling; the response used is the smaller of the two insertions'."""
     from types import SimpleNamespace
 
-    from privacy_audit.audit.dp_check.verdict import persistence_conditions
+    from privacy_audit.audit.epsilon.dp_check.verdict import persistence_conditions
 
     fresh = {"rho": 0.01, "lo": -0.03, "hi": 0.05}
     same = SimpleNamespace(exact=True, response=[1.0, 0.5, 0.25])

@@ -24,7 +24,7 @@ from privacy_audit.audit.benchmarks.dp_check import (
     suite_dp_sgd_setup,
     suite_lm_engine_setup,
 )
-from privacy_audit.audit.dp_check import dp_check
+from privacy_audit.audit.epsilon.dp_check import dp_check
 
 ROOT = Path(__file__).resolve().parents[1]
 SETUPS = setups_dir()

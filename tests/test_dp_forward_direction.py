@@ -25,8 +25,8 @@ from privacy_audit.attacks.base import run_leakage_attack
 from privacy_audit.audit.data import load_audit_data
 from privacy_audit.defenses.dp_forward import DPForward
 from privacy_audit.defenses.none import NonPrivate
-from privacy_audit.defenses.targets.classifier import TrainingConfig
-from privacy_audit.defenses.targets.loading import Target, TargetSpec
+from privacy_audit.targets.classifier import TrainingConfig
+from privacy_audit.targets.loading import Target, TargetSpec
 
 N = 400
 

@@ -1,5 +1,5 @@
 """The DP-Forward paper-setting experiment's learning-rate selection and its claims row
-(reports/claims.py reading docs/dp-forward-paper-setting.json)."""
+(experiments/claims.py reading docs/dp-forward-paper-setting.json)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import json
 
 import pytest
 
+from experiments.claims import NOT_COMPARABLE, SETTING_DIFFERS, build_claims, follow
 from experiments.dp_forward_paper_setting import select_learning_rate
-from privacy_audit.reports.claims import NOT_COMPARABLE, SETTING_DIFFERS, build_claims, follow
 
 SOURCE = "docs/dp-forward-paper-setting.json"
 

@@ -34,7 +34,7 @@ def _independent_clipped_sum(records, k: int, present: bool, bug: bool, clip: fl
     (biased) variance, written out here. Flat over the trainable parameters."""
     from torch.func import functional_call
 
-    from privacy_audit.defenses.targets.classifier import encode
+    from privacy_audit.targets.classifier import encode
 
     target, x_d, y_d, x_s, y_s = records
     model, tok = target.build(0)
@@ -172,7 +172,7 @@ def test_a_mechanism_at_exactly_the_claim_is_flagged_in_at_most_5_percent(monkey
     ε(σ) = 2 (δ = 10⁻⁵, no subsampling), audited against the claim 2 with the whole
     pipeline (pilot direction and threshold, evaluation counts, Clopper–Pearson), 200
     audits of 100 runs per side: at most 5% violations (it is ~0 by the bound's slack)."""
-    from privacy_audit.attacks.epsilon import gaussian_mechanism_epsilon
+    from privacy_audit.stats.epsilon_bounds import gaussian_mechanism_epsilon
 
     lo, hi = 0.1, 10.0
     for _ in range(60):  # σ with ε_Gaussian(1/σ) = 2
@@ -212,7 +212,7 @@ def test_duplicate_record_cli_end_to_end_and_bad_input(tmp_path, capsys):
 
 
 def test_the_violated_diagnosis_points_cross_example_layers_to_this_audit():
-    from privacy_audit.audit.epsilon.audit import diagnose
+    from privacy_audit.audit.epsilon.claimed_vs_audited import diagnose
 
     d = diagnose([{"name": "one-run white-box", "status": "ok", "exceeds_claim": True}], None)
     assert "duplicate-record" in d["not_seen_by_these_audits"]
@@ -285,7 +285,7 @@ def test_the_crafted_record_is_the_farthest_candidate(monkeypatch):
 
 
 def test_bound_passes_false_positives_with_the_runs_without_x_star():
-    from privacy_audit.attacks.epsilon import epsilon_lower_bound_from_counts
+    from privacy_audit.stats.epsilon_bounds import epsilon_lower_bound_from_counts
 
     # 50 runs with x*, all above t; 100 without, 5 at or above t (unequal sides, so the
     # order of (fp, runs without) and (fn, runs with) matters)

@@ -142,7 +142,7 @@ def family(name: str):
 
 def _release(name: str, batch_size: int, **enc):
     from privacy_audit.defenses.base import PrivacyClaim
-    from privacy_audit.defenses.targets.scoring import HFLMRelease, HFTokenizer
+    from privacy_audit.targets.scoring import HFLMRelease, HFTokenizer
 
     hf, model = family(name)
     return HFLMRelease(model, HFTokenizer(hf, **enc), L, PrivacyClaim.none(), batch_size=batch_size)
@@ -159,7 +159,7 @@ def _plain_log_probs(model, ids: list[int]) -> tuple[np.ndarray, np.ndarray]:
 
 @pytest.mark.parametrize("name", FAMILIES)
 def test_encoding_is_tokenizer_of_text_cut_as_hf_truncation(name):
-    from privacy_audit.defenses.targets.scoring import HFTokenizer
+    from privacy_audit.targets.scoring import HFTokenizer
 
     hf, _ = family(name)
     tok = HFTokenizer(hf)
@@ -261,7 +261,7 @@ def test_add_bos_add_eos_override_the_tokenizer(name, add_bos, add_eos):
 
 
 def test_bad_add_bos_is_refused():
-    from privacy_audit.defenses.targets.scoring import HFTokenizer
+    from privacy_audit.targets.scoring import HFTokenizer
 
     hf, _ = family("gpt2")
     with pytest.raises(ValueError, match="add_bos"):

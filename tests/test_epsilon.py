@@ -1,4 +1,4 @@
-"""Known-answer tests for privacy_audit.attacks.epsilon against the Gaussian mechanism."""
+"""Known-answer tests for privacy_audit.stats.epsilon_bounds against the Gaussian mechanism."""
 
 from __future__ import annotations
 
@@ -9,13 +9,13 @@ import pytest
 from scipy.optimize import brentq
 from scipy.stats import beta, binom, norm
 
-from privacy_audit.attacks.epsilon import (
+from privacy_audit.stats.epsilon_bounds import (
     epsilon_ceiling,
     epsilon_lower_bound,
     epsilon_point_estimate,
     gaussian_mechanism_epsilon,
 )
-from privacy_audit.attacks.metrics import _stratified_split
+from privacy_audit.stats.metrics import _stratified_split
 
 DELTA = 1e-5
 COMBOS = [
@@ -97,7 +97,7 @@ def test_gaussian_epsilon_edge_cases_and_classical_bound():
 
 
 def test_cp_upper_bound_formula_and_zero_counts():
-    from privacy_audit.attacks.epsilon import _cp_upper
+    from privacy_audit.stats.epsilon_bounds import _cp_upper
 
     n, q = 200, 0.975
     ks = np.array([0, 1, 7, 100, 199, 200])
@@ -113,7 +113,7 @@ def test_cp_upper_bound_formula_and_zero_counts():
 def test_cp_upper_bound_exact_coverage(n):
     # Exact coverage P(rate <= upper bound) over Binomial(n, p) counts, for many p:
     # never below 1 - alpha/2, and close to it somewhere (not needlessly loose).
-    from privacy_audit.attacks.epsilon import _cp_upper
+    from privacy_audit.stats.epsilon_bounds import _cp_upper
 
     k = np.arange(n + 1)
     upper = _cp_upper(k, n, 0.975)
@@ -125,7 +125,7 @@ def test_cp_upper_bound_exact_coverage(n):
 
 
 def test_epsilon_from_rate_bounds_by_hand():
-    from privacy_audit.attacks.epsilon import _eps_from_rate_bounds
+    from privacy_audit.stats.epsilon_bounds import _eps_from_rate_bounds
 
     assert _eps_from_rate_bounds(0.01, 0.5, 0.0) == pytest.approx(math.log(50))
     assert _eps_from_rate_bounds(0.5, 0.01, 0.0) == pytest.approx(math.log(50))
@@ -389,7 +389,7 @@ def test_validation_errors():
 def test_split_selection_candidates_keep_the_exhaustive_choice():
     # Above SPLIT_CANDIDATES thresholds, half A's exact bound is computed only for the
     # best candidates by a Wilson-limit ranking (power only; counting stays on half B).
-    from privacy_audit.attacks import epsilon as E
+    from privacy_audit.stats import epsilon_bounds as E
 
     scores, members = gaussian_scores(2.0, 3000, 3000, seed=11)
     fast = epsilon_lower_bound(scores, members, DELTA, seed=4)

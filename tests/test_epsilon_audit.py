@@ -1,4 +1,4 @@
-"""Soundness, tightness and known-answer tests for the audit statistics in privacy_audit.attacks.epsilon.
+"""Soundness, tightness and known-answer tests for the audit statistics in privacy_audit.stats.epsilon_bounds.
 
 Covers the one-run audit (Steinke, Nasr & Jagielski 2023), the (eps, delta)-DP
 trade-off ceiling and its ROC test, the count-only Clopper-Pearson bound, and a
@@ -20,7 +20,7 @@ import pytest
 from scipy.optimize import brentq
 from scipy.stats import beta, binom, norm
 
-from privacy_audit.attacks.epsilon import (
+from privacy_audit.stats.epsilon_bounds import (
     _one_run_p_value,
     dp_tradeoff_max_tpr,
     epsilon_ceiling,

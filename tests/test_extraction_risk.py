@@ -15,7 +15,7 @@ import torch
 from own_models import build_causal_lm, random_texts, word_tokenizer
 
 from privacy_audit.attacks.extraction_risk import log1mexp, median_interval, risk_within
-from privacy_audit.defenses.targets.decoding import Decoding, ExtractionSpec
+from privacy_audit.targets.decoding import Decoding, ExtractionSpec
 
 
 def _softmax(x):
@@ -143,7 +143,7 @@ def tiny():
     3-word prefix with the model's most likely words (p from 0.03 to 1 across the
     settings below) and four random records (p ~ 0)."""
     from privacy_audit.defenses.base import PrivacyClaim
-    from privacy_audit.defenses.targets.scoring import HFLMRelease, HFTokenizer
+    from privacy_audit.targets.scoring import HFLMRelease, HFTokenizer
 
     hf = word_tokenizer()
     model = build_causal_lm("gpt2", len(hf), seed=0, d=32)
@@ -172,7 +172,7 @@ def _closed_form(rel, texts, dec):
 
 
 def _prompt_and_suffix(rel, text):
-    from privacy_audit.defenses.targets.scoring import suffix_span
+    from privacy_audit.targets.scoring import suffix_span
 
     row = rel.tokenizer.encode([text], rel.max_length)[0][0].tolist()
     s, e = suffix_span(row, rel.tokenizer.token_ids(text), PREFIX, SUFFIX)
@@ -244,7 +244,7 @@ def test_top_k_one_risk_is_one_exactly_when_greedy_reproduces_the_suffix(tiny):
 def test_a_new_decoding_spec_never_reuses_another_specs_values(tiny):
     from privacy_audit.attacks.extraction_risk import sequence_log_prob
     from privacy_audit.defenses.base import PrivacyClaim
-    from privacy_audit.defenses.targets.scoring import HFLMRelease
+    from privacy_audit.targets.scoring import HFLMRelease
 
     rel, likely, _ = tiny
     a = ExtractionSpec(Decoding(1.0, 0, 1.0), PREFIX, SUFFIX)
@@ -268,7 +268,7 @@ def test_ray_sharded_scoring_gives_the_local_suffix_probabilities(tmp_path):
     from privacy_audit.audit.own_model import prefill_token_stats
     from privacy_audit.audit.scale.executors import ExecutorSpec
     from privacy_audit.defenses.base import PrivacyClaim
-    from privacy_audit.defenses.targets.loading import load_audit_target, load_causal_lm_release
+    from privacy_audit.targets.loading import load_audit_target, load_causal_lm_release
 
     tok = word_tokenizer()
     save(build_causal_lm("gpt2", len(tok), seed=2, d=32), tok, tmp_path / "m")
@@ -300,7 +300,7 @@ def test_a_nan_distribution_is_an_error_not_a_risk(tiny):
     from privacy_audit.attacks.base import AttackContext, MetricSettings, run_leakage_attack
     from privacy_audit.attacks.extraction_risk import ExtractionRisk
     from privacy_audit.defenses.base import Examples, PrivacyClaim
-    from privacy_audit.defenses.targets.scoring import HFLMRelease
+    from privacy_audit.targets.scoring import HFLMRelease
 
     rel, likely, _ = tiny
     broken = build_causal_lm("gpt2", rel.tokenizer.vocab_size, seed=0, d=32)

@@ -12,13 +12,13 @@ import numpy as np
 import pytest
 from scipy import integrate, optimize, stats
 
-from privacy_audit.attacks.canary_bounds import (
+from privacy_audit.attacks.shadow import lira_scores, rmia_scores
+from privacy_audit.stats.canary_bounds import (
     gaussian_mu_lower,
     gaussian_one_run_epsilon,
     one_run_group_epsilon,
 )
-from privacy_audit.attacks.epsilon import tradeoff_violations
-from privacy_audit.attacks.shadow import lira_scores, rmia_scores
+from privacy_audit.stats.epsilon_bounds import tradeoff_violations
 
 # --------------------------------------------------------------------------- LiRA / RMIA
 
@@ -213,7 +213,7 @@ def test_noncentral_t_lower_is_never_above_the_exact_bound_for_t_up_to_1e4(df):
     """μ_lo's noncentrality at every t in [0, 10⁴]: the exact tail there (mpmath) is at or
     below α (never anti-conservative), and within 1e-5 of it (not needlessly loose); the
     split bound used when scipy fails is below the exact one too."""
-    from privacy_audit.attacks.canary_bounds import (
+    from privacy_audit.stats.canary_bounds import (
         noncentral_t_lower,
         noncentral_t_split_lower,
     )
@@ -236,7 +236,7 @@ def test_noncentral_t_lower_is_never_above_the_exact_bound_for_t_up_to_1e4(df):
 def test_gaussian_one_run_epsilon_is_at_most_the_exact_bound_far_out():
     """End to end through the scores: at t ≈ 120 and 1,000 the ε bound is at most the ε of
     the exact noncentral-t root (mpmath), where the old normal branch was above it."""
-    from privacy_audit.attacks.epsilon import gaussian_mechanism_epsilon
+    from privacy_audit.stats.epsilon_bounds import gaussian_mechanism_epsilon
 
     n = 200
     df, scale = 2 * n - 2, math.sqrt(2.0 / n)

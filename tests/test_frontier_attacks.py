@@ -165,7 +165,7 @@ def tiny_lm(tmp_path_factory):
 
 
 def _release(model, tok, max_length=64):
-    from privacy_audit.defenses.targets.scoring import HFLMRelease, HFTokenizer
+    from privacy_audit.targets.scoring import HFLMRelease, HFTokenizer
 
     return HFLMRelease(model, HFTokenizer(tok), max_length, PrivacyClaim.none("t"), batch_size=4)
 
@@ -201,9 +201,9 @@ def test_con_recall_equals_plain_transformers(tiny_lm):
         unconditional.append(unc)
         expect.append((ll["non"] - 0.5 * ll["mem"]) / unc)
     # the float32 model's log p is within b = u (2 + K + log V) of float64
-    # (defenses/targets/logit_stats.py), so is each mean; the ratio (a - b / 2) / c then
+    # (targets/logit_stats.py), so is each mean; the ratio (a - b / 2) / c then
     # within (1.5 b + |ratio| b) / |c| to first order
-    from privacy_audit.defenses.targets.logit_stats import U32, summed_terms
+    from privacy_audit.targets.logit_stats import U32, summed_terms
 
     b = U32 * (2 + summed_terms(len(tok), torch.float32) - 1 + np.log(len(tok)))
     expect, unconditional = np.array(expect), np.abs(unconditional)
@@ -231,7 +231,7 @@ class _FakeGenerator:
     def __init__(self, outputs):
         from own_models import word_tokenizer
 
-        from privacy_audit.defenses.targets.scoring import HFTokenizer
+        from privacy_audit.targets.scoring import HFTokenizer
 
         self.tokenizer = HFTokenizer(word_tokenizer())
         self.outputs = outputs

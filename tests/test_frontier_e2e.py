@@ -120,12 +120,12 @@ def test_given_base_reference_attacks_equal_plain_transformers(models, tmp_path,
 
     got, _, _ = _scores(run, "ez-mia")
     # both models are float32: each log p is within b = u (2 + K + log V) of float64
-    # (defenses/targets/logit_stats.py), so each error-zone difference d within 2b, and P / N
+    # (targets/logit_stats.py), so each error-zone difference d within 2b, and P / N
     # (P, N: the sums of d > 0 and of -d over d < 0, m error-zone positions; a d within 2b
     # of 0 may change sides) within 2 b m (1 + P / N) / N to first order
     from transformers import AutoConfig
 
-    from privacy_audit.defenses.targets.logit_stats import U32, summed_terms
+    from privacy_audit.targets.logit_stats import U32, summed_terms
 
     vocab = AutoConfig.from_pretrained(root / "target").vocab_size
     b = U32 * (2 + summed_terms(vocab, torch.float32) - 1 + np.log(vocab))

@@ -35,14 +35,14 @@ from privacy_audit.audit.config import (
     load_config,
 )
 from privacy_audit.audit.data import read_table
-from privacy_audit.audit.epsilon.canaries import CANARY_KINDS
+from privacy_audit.audit.epsilon.input_canaries import CANARY_KINDS
 from privacy_audit.audit.runner import score_file
 from privacy_audit.defenses import DEFENSES
 from privacy_audit.defenses.base import NOTIONS, UNITS
 from privacy_audit.defenses.dp_sgd import DPSGD
-from privacy_audit.defenses.targets.loading import PRESETS
 from privacy_audit.ground.errors import AuditError, ConfigError, DataError
 from privacy_audit.ground.io import dumps_json
+from privacy_audit.targets.loading import PRESETS
 
 FUZZ = settings(
     max_examples=500,
@@ -953,7 +953,7 @@ def test_a_20_mb_line_is_cut_before_tokenizing(tmp_path):
 
     from privacy_audit import fixtures
     from privacy_audit.audit.textcap import CHARS_PER_TOKEN, cap_text
-    from privacy_audit.defenses.targets.lm import build_tokenizer
+    from privacy_audit.targets.lm import build_tokenizer
 
     bert = fixtures.load_tokenizer()
     word = build_tokenizer("word")

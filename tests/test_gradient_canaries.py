@@ -1,5 +1,5 @@
 """White-box Dirac gradient canaries recorded inside real DP-SGD training runs
-(defenses/gradient_canaries.py) and the one-run audits read from them."""
+(defenses/dp_sgd_with_canaries.py) and the one-run audits read from them."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ import torch
 from scipy import stats
 from transformers import GPT2Config, GPT2LMHeadModel
 
-from privacy_audit.attacks.gradient_canary import OneRunWhiteBoxAudit
+from privacy_audit.audit.epsilon.gradient_canary_audit import OneRunWhiteBoxAudit
 from privacy_audit.defenses.dp_engine import DPSGDEngine, gradient_canaries_for
-from privacy_audit.defenses.gradient_canaries import GradientCanaries
-from privacy_audit.defenses.targets.classifier import TrainingConfig
+from privacy_audit.defenses.dp_sgd_with_canaries import GradientCanaries
+from privacy_audit.targets.classifier import TrainingConfig
 
 DELTA = 1e-5
 
@@ -78,8 +78,8 @@ def test_gaussian_audit_in_its_regime_on_signals_recorded_in_training():
     """A real training loop (tiny GPT-2, DPSGDEngine, σ = 1, q = 0.1, T = 150) with 400
     recorded canaries: the diagnostics accept the Gaussian regime, the Gaussian bound
     stays below the accountant's ε and above the thresholded bound on the same signals."""
-    from privacy_audit.attacks.canary_bounds import gaussian_one_run_epsilon, one_run_group_best
     from privacy_audit.defenses.dp_engine import epsilon_pld
+    from privacy_audit.stats.canary_bounds import gaussian_one_run_epsilon, one_run_group_best
 
     sigma, q, steps = 1.0, 0.1, 150
     rec = _run(sigma=sigma, steps=steps, m=400, q=q).record()
@@ -118,7 +118,7 @@ def test_coordinates_come_from_the_pilot_not_from_training_data():
     The pilot of a real GPT-2 (random tokens, no training data) finds coordinates no
     input moves; the first real step plays no part in the choice (the same canaries come
     out whatever is injected later), and the model's gradients are left as they were."""
-    from privacy_audit.defenses.gradient_canaries import pilot_gradient
+    from privacy_audit.defenses.dp_sgd_with_canaries import pilot_gradient
 
     model = _tiny_lm()
     params = [p for p in model.parameters() if p.requires_grad]
@@ -291,7 +291,7 @@ def test_report_row_states_the_gaussian_audits_sampling_level():
 
 
 def test_pilot_leaves_the_global_rng_and_training_mode_alone():
-    from privacy_audit.defenses.gradient_canaries import pilot_gradient
+    from privacy_audit.defenses.dp_sgd_with_canaries import pilot_gradient
 
     model = _tiny_lm()
     model.train()

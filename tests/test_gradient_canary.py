@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from privacy_audit.attacks.gradient_canary import GradientCanaryAudit
+from privacy_audit.audit.epsilon.gradient_canary_audit import GradientCanaryAudit
 from privacy_audit.defenses.base import Surface
 from privacy_audit.defenses.dp_sgd import dp_accounting_epsilon
 from privacy_audit.defenses.gradient_mechanism import GaussianGradientMechanism, SamplingSchedule
@@ -64,7 +64,7 @@ def test_non_private_release_hits_the_ceiling():
 def test_soundness_over_seeds_for_a_mechanism_with_known_epsilon():
     # One step, q = 1: the canary transcript is a plain Gaussian mechanism with μ = 1/σ,
     # whose exact ε is known; the 95% bound must stay below it in nearly all trials.
-    from privacy_audit.attacks.epsilon import gaussian_mechanism_epsilon
+    from privacy_audit.stats.epsilon_bounds import gaussian_mechanism_epsilon
 
     sigma = 0.5
     true_eps = gaussian_mechanism_epsilon(1 / sigma, DELTA)

@@ -15,8 +15,8 @@ from privacy_audit.attacks.gradient_inversion import (
 )
 from privacy_audit.defenses.base import Examples, PrivacyClaim
 from privacy_audit.defenses.gradient_mechanism import GaussianGradientMechanism
-from privacy_audit.defenses.targets.classifier import ClassifierRelease
-from privacy_audit.defenses.targets.loading import TargetSpec
+from privacy_audit.targets.classifier import ClassifierRelease
+from privacy_audit.targets.loading import TargetSpec
 
 
 @pytest.fixture(scope="module")
@@ -130,7 +130,7 @@ def test_memory_budget_and_bad_options(trained):
 def test_language_model_releases_are_inverted_too():
     """The LM target's releases (none, dp-blogs, phantom-dp-sgd on the LM): the causal
     loss's gradient gives the order too, so whole sequences come back without privacy."""
-    from privacy_audit.defenses.targets.lm import LMRelease, build_lm_target
+    from privacy_audit.targets.lm import LMRelease, build_lm_target
 
     rows = fixtures.load_corpus("private")[:60]
     ex = Examples([r["id"] for r in rows], [r["text"] for r in rows], [0] * len(rows))

@@ -14,9 +14,9 @@ from scipy.special import ndtr, ndtri
 from sklearn.metrics import roc_curve
 
 from experiments.statistics import percentile_bootstrap_coverage
-from privacy_audit.attacks.canary_bounds import tpr_at_1pct_fpr
-from privacy_audit.attacks.metrics import bootstrap_ci, membership_metrics
-from privacy_audit.attacks.scores import _POISSON
+from privacy_audit.stats.canary_bounds import tpr_at_1pct_fpr
+from privacy_audit.stats.metrics import bootstrap_ci, membership_metrics
+from privacy_audit.stats.scores import _POISSON
 
 
 @pytest.mark.parametrize("name", ["advantage", "tpr_at_fpr_0.01", "tpr_at_fpr_0.001"])

@@ -77,7 +77,7 @@ def aggregate(cli, byo, tmp_path_factory):
 def _scored_row(tok, text) -> tuple[list[int], int]:
     """The row the suite scores ``text`` as (its encoding convention, whatever special
     tokens it adds) and where the text's own tokens start in it."""
-    from privacy_audit.defenses.targets.scoring import HFTokenizer
+    from privacy_audit.targets.scoring import HFTokenizer
 
     row = HFTokenizer(tok).encode([text], 32)[0][0].tolist()
     own = tok(text, add_special_tokens=False)["input_ids"]

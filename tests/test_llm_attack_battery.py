@@ -14,7 +14,7 @@ from privacy_audit.attacks.base import AttackContext, MetricSettings, run_attack
 from privacy_audit.attacks.extraction_untargeted import UntargetedExtraction
 from privacy_audit.attacks.pii_extraction import PIIExtraction, find_pii, normalise
 from privacy_audit.defenses.base import Examples, PrivacyClaim
-from privacy_audit.defenses.targets.lm import LMRelease, build_lm_target, train_lm
+from privacy_audit.targets.lm import LMRelease, build_lm_target, train_lm
 
 pytestmark = pytest.mark.slow
 

@@ -21,7 +21,7 @@ from privacy_audit.attacks.llm_membership import (
 )
 from privacy_audit.attacks.stacked import StackedAttack, splits_are_disjoint
 from privacy_audit.defenses.base import Examples, PrivacyClaim
-from privacy_audit.defenses.targets.lm import LMRelease, build_lm_target, build_tokenizer, train_lm
+from privacy_audit.targets.lm import LMRelease, build_lm_target, build_tokenizer, train_lm
 
 pytestmark = pytest.mark.filterwarnings("ignore::privacy_audit.defenses.dp_blogs.AccountantWarning")
 
@@ -157,10 +157,10 @@ def test_prompt_extraction_and_context_errors(memorising, data):
 
 
 def test_dp_blogs_defense_claim_and_violated_audit(data):
-    from privacy_audit.audit.epsilon.audit import EpsilonAuditSettings, epsilon_audit
+    from privacy_audit.audit.epsilon.claimed_vs_audited import EpsilonAuditSettings, epsilon_audit
     from privacy_audit.defenses import DEFENSES
-    from privacy_audit.defenses.targets.classifier import TrainingConfig
-    from privacy_audit.defenses.targets.loading import Target, TargetSpec
+    from privacy_audit.targets.classifier import TrainingConfig
+    from privacy_audit.targets.loading import Target, TargetSpec
 
     mem, _, _ = data
     target = Target(TargetSpec("tiny-gpt2-word", None, MAX_LEN, 0), ("x",), None, "cpu", False)
@@ -200,7 +200,7 @@ def test_defense_bad_inputs():
     for bad, msg in (({"epsilon": 0.0}, "epsilon"), ({"clip_value": -1.0}, "clip value")):
         with pytest.raises(ConfigError, match=msg):
             parse_config({"defenses": [{"name": "dp-blogs", **bad}]})
-    from privacy_audit.defenses.targets.loading import Target, TargetSpec
+    from privacy_audit.targets.loading import Target, TargetSpec
 
     bert = Target(TargetSpec("tiny", None, 32, 0), ("a", "b"), None, "cpu", False)
     with pytest.raises(ConfigError, match="causal LM target"):

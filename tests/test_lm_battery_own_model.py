@@ -24,7 +24,7 @@ def _ex(texts, m):
 
 @pytest.fixture(scope="module")
 def release():
-    from privacy_audit.defenses.targets.scoring import HFLMRelease, HFTokenizer
+    from privacy_audit.targets.scoring import HFLMRelease, HFTokenizer
 
     hf = word_tokenizer()
     model = build_causal_lm("llama", len(hf), seed=0)

@@ -11,8 +11,8 @@ from privacy_audit.audit.config import load_config, parse_config
 from privacy_audit.audit.runner import run_audit
 from privacy_audit.defenses.base import Examples
 from privacy_audit.defenses.phantom_dp_sgd import PhantomDPSGD
-from privacy_audit.defenses.targets.classifier import TrainingConfig
 from privacy_audit.ground.errors import AuditError
+from privacy_audit.targets.classifier import TrainingConfig
 
 
 def test_bundled_lm_config_lists_the_four_runs():
@@ -59,7 +59,7 @@ def test_small_lm_audit_attacks_every_defense(tmp_path):
 
 
 def test_phantom_defense_refuses_a_classifier_target():
-    from privacy_audit.defenses.targets.loading import Target, TargetSpec
+    from privacy_audit.targets.loading import Target, TargetSpec
 
     target = Target(TargetSpec("tiny", None, 32, 0), ("a", "b"), None, "cpu", False)
     ex = Examples(["0"], ["hello"], [0])

@@ -26,10 +26,10 @@ from privacy_audit.attacks.llm_membership import (
 from privacy_audit.attacks.lowercase import lowercase_ratio
 from privacy_audit.attacks.min_k_pp import min_k_pp_scores
 from privacy_audit.attacks.neighbourhood import embedding_neighbour_table, neighbourhood_scores
-from privacy_audit.attacks.recall import recall_ratio
+from privacy_audit.attacks.recall_mia import recall_ratio
 from privacy_audit.attacks.shadow import lira_scores, rmia_scores
 from privacy_audit.defenses.base import TokenStats
-from privacy_audit.defenses.targets.lm import token_statistics
+from privacy_audit.targets.lm import token_statistics
 
 # three positions over a 5-token vocabulary; targets x_1..x_3 = 2, 0, 2 (token 2 repeats)
 LOGITS = [[2.0, 1.0, 0.0, -1.0, 0.5], [0.0, 0.0, 3.0, 0.0, 0.0], [1.0, 2.0, 1.5, -0.5, 0.0]]

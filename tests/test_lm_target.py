@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from privacy_audit.defenses.base import Examples, PrivacyClaim, Surface
-from privacy_audit.defenses.targets.lm import (
+from privacy_audit.targets.lm import (
     LMRelease,
     build_lm,
     build_lm_target,
@@ -21,7 +21,7 @@ from privacy_audit.defenses.targets.lm import (
     train_lm,
     word_tokenizer,
 )
-from privacy_audit.defenses.targets.loading import Target, TargetSpec
+from privacy_audit.targets.loading import Target, TargetSpec
 
 TEXTS = [
     "my secret access code is 983690",
@@ -130,8 +130,8 @@ def test_token_statistics_match_the_explicit_distribution():
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    from privacy_audit.defenses.targets.lm import token_statistics
-    from privacy_audit.defenses.targets.logit_stats import U32
+    from privacy_audit.targets.lm import token_statistics
+    from privacy_audit.targets.logit_stats import U32
 
     torch.manual_seed(0)
     model32 = GPT2LMHeadModel(

@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 import torch
 
-from privacy_audit.defenses.targets.lm import token_statistics_from_logits
-from privacy_audit.defenses.targets.logit_stats import (
+from privacy_audit.targets.lm import token_statistics_from_logits
+from privacy_audit.targets.logit_stats import (
     CHUNK,
     U32,
     position_statistics,
@@ -194,7 +194,7 @@ def test_vocabulary_sums_accumulate_chunks_in_float64():
 def test_the_numbers_do_not_depend_on_the_block_size(monkeypatch):
     """One position per block, the default (10 at V = 50,257) and one block for all: the same
     statistics; an accelerator gets larger blocks (fewer kernel launches)."""
-    from privacy_audit.defenses.targets import logit_stats
+    from privacy_audit.targets import logit_stats
 
     rows = _cases()["N(0,3)"]
     targets = torch.arange(T) * 7

@@ -1,4 +1,4 @@
-"""Known-answer tests for privacy_audit.attacks.metrics (sklearn is used only as a cross-check)."""
+"""Known-answer tests for privacy_audit.stats.metrics (sklearn is used only as a cross-check)."""
 
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ from scipy.stats import norm
 from sklearn.metrics import roc_auc_score
 from sklearn.metrics import roc_curve as sk_roc_curve
 
-from privacy_audit.attacks.epsilon import (
+from privacy_audit.stats.epsilon_bounds import (
     epsilon_ceiling,
     epsilon_lower_bound,
     epsilon_point_estimate,
 )
-from privacy_audit.attacks.metrics import (
+from privacy_audit.stats.metrics import (
     CI_METHODS,
     advantage,
     auc,
@@ -26,7 +26,7 @@ from privacy_audit.attacks.metrics import (
     roc_curve,
     tpr_at_fpr,
 )
-from privacy_audit.attacks.scores import _POISSON, SortedScores, poisson_bootstrap
+from privacy_audit.stats.scores import _POISSON, SortedScores, poisson_bootstrap
 
 
 def gaussian_scores(mu: float, n_in: int, n_out: int, seed: int):
@@ -409,7 +409,7 @@ def test_membership_metrics_n2000_nboot1000():
 
 
 def test_advantage_bootstrap_on_runs_equals_the_general_path():
-    from privacy_audit.attacks.scores import advantage_bootstrap
+    from privacy_audit.stats.scores import advantage_bootstrap
 
     scores, members = gaussian_scores(0.7, 300, 500, seed=12)
     ss = SortedScores(scores, members)
@@ -421,7 +421,7 @@ def test_advantage_bootstrap_on_runs_equals_the_general_path():
 @pytest.mark.parametrize("decimals", [0, 1, 2])
 def test_advantage_bootstrap_with_ties_equals_the_general_path(decimals):
     # float32-like ties (few), and coarse grids where tie groups span many blocks
-    from privacy_audit.attacks.scores import advantage_bootstrap
+    from privacy_audit.stats.scores import advantage_bootstrap
 
     scores, members = gaussian_scores(0.7, 300, 500, seed=13)
     scores = np.round(scores, decimals)

@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 from scipy.stats import norm
 
-from privacy_audit.attacks.metrics import membership_metrics, tpr_at_fpr, tpr_interval_exact
 from privacy_audit.reports.verdict import verdict_for_run
+from privacy_audit.stats.metrics import membership_metrics, tpr_at_fpr, tpr_interval_exact
 
 
 def _run_from(metrics: dict) -> dict:
@@ -24,7 +24,7 @@ def test_all_tied_scores_give_a_wide_interval_holding_the_value_and_no_high_verd
     t = out["tpr_at_fpr_0.01"]
     # every resolution of the tie is possible, from "no member first" to "all members
     # first": the exact interval is [0, 1], so the TPR is stored as not resolvable
-    from privacy_audit.attacks.metrics import tpr_interval_exact
+    from privacy_audit.stats.metrics import tpr_interval_exact
 
     lo, hi = tpr_interval_exact(
         np.sort(scores[members == 1])[::-1][None],

@@ -29,7 +29,7 @@ BEFORE = textwrap.dedent(
     import fixtures
     import attacks as atk, os
     from audit.config import X  # see audit.config
-    from defenses.targets.lm import (
+    from targets.lm import (
         LMRelease,
     )
 
@@ -43,7 +43,7 @@ BEFORE = textwrap.dedent(
     rows = fixtures.load_corpus("private")
     k = cfg.audit.get("resolved"), "attacks.names", "out/reports.html"
     S = "import fixtures"
-    """Docs: :mod:`attacks.epsilon`, :data:`attacks.ATTACKS`, :class:`~defenses.base.X`.
+    """Docs: :mod:`stats.epsilon_bounds`, :data:`attacks.ATTACKS`, :class:`~defenses.base.X`.
 
         >>> from attacks.base import AttackResult
     """
@@ -56,7 +56,7 @@ AFTER = textwrap.dedent(
     import os
     from privacy_audit import attacks as atk
     from privacy_audit.audit.config import X  # see privacy_audit.audit.config
-    from privacy_audit.defenses.targets.lm import (
+    from privacy_audit.targets.lm import (
         LMRelease,
     )
 
@@ -70,7 +70,7 @@ AFTER = textwrap.dedent(
     rows = fixtures.load_corpus("private")
     k = cfg.audit.get("resolved"), "attacks.names", "out/reports.html"
     S = "from privacy_audit import fixtures"
-    """Docs: :mod:`privacy_audit.attacks.epsilon`, :data:`privacy_audit.attacks.ATTACKS`, :class:`~privacy_audit.defenses.base.X`.
+    """Docs: :mod:`privacy_audit.stats.epsilon_bounds`, :data:`privacy_audit.attacks.ATTACKS`, :class:`~privacy_audit.defenses.base.X`.
 
         >>> from privacy_audit.attacks.base import AttackResult
     """

@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from privacy_audit.attacks import split_check
-from privacy_audit.attacks.split_check import (
+from privacy_audit.stats import split_check
+from privacy_audit.stats.split_check import (
     duplicate_groups,
     near_duplicates,
     normalise,

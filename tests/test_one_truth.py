@@ -13,7 +13,7 @@ import re
 import numpy as np
 import pytest
 
-from privacy_audit.attacks.metrics import MIN_FALSE_POSITIVES
+from privacy_audit.stats.metrics import MIN_FALSE_POSITIVES
 
 WORDS = (
     "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi rho "
@@ -116,7 +116,7 @@ def test_the_readme_schema_names_every_metric_membership_metrics_stores():
     record (the TPR ladder included) are the ones membership_metrics writes."""
     from pathlib import Path
 
-    from privacy_audit.attacks.metrics import membership_metrics
+    from privacy_audit.stats.metrics import membership_metrics
 
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text("utf-8")
     start = readme.index('"metrics": {                   # only when status == "ok"')

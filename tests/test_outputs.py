@@ -194,7 +194,7 @@ def test_compare_claims_canaries_and_experiment_refuse_too(run_dir, files, tmp_p
     (out / "compare.json").symlink_to(res)
     _refused(cli(["compare", str(run_dir), str(run_dir), "--out", str(out)]), "compare.json")
     # claims: --markdown over a recorded result it reads
-    from privacy_audit.reports.claims import default_docs, recorded_inputs
+    from experiments.claims import default_docs, recorded_inputs
 
     (what, rec), *_ = recorded_inputs(default_docs())
     docs = tmp_path / "docs"

@@ -196,8 +196,8 @@ def test_architectures_load_and_score_like_one_text_at_a_time(arch, tmp_path):
     """Any AutoModelForCausalLM directory: batched, EOS-padded scoring equals scoring each
     text alone; left-padded batched generation equals generating each prompt alone."""
     from privacy_audit.defenses.base import PrivacyClaim, Surface
-    from privacy_audit.defenses.targets.lm import token_statistics
-    from privacy_audit.defenses.targets.loading import load_audit_target, load_causal_lm_release
+    from privacy_audit.targets.lm import token_statistics
+    from privacy_audit.targets.loading import load_audit_target, load_causal_lm_release
 
     tok = word_tokenizer()
     save(build_causal_lm(arch, len(tok), seed=3, d=32), tok, tmp_path / arch)
@@ -233,7 +233,7 @@ def test_architectures_load_and_score_like_one_text_at_a_time(arch, tmp_path):
 
 
 def test_texts_are_cut_before_tokenizing_the_whole_text():
-    from privacy_audit.defenses.targets.scoring import HFTokenizer
+    from privacy_audit.targets.scoring import HFTokenizer
 
     tok = HFTokenizer(word_tokenizer())
     long = " ".join(["w1"] * 200_000)  # 600 kB
@@ -255,7 +255,7 @@ def test_texts_are_cut_before_tokenizing_the_whole_text():
 def test_oom_backoff_halves_the_batch_and_keeps_the_numbers(monkeypatch):
     """A CUDA out-of-memory error (simulated on the CPU) halves the batch; the statistics
     are those of an unbatched run."""
-    from privacy_audit.defenses.targets import scoring
+    from privacy_audit.targets import scoring
 
     tok = word_tokenizer()
     model = build_causal_lm("gpt2", len(tok), seed=1, d=32).eval()
@@ -286,8 +286,8 @@ def test_oom_backoff_halves_the_batch_and_keeps_the_numbers(monkeypatch):
 
 def test_device_and_dtype_resolution(monkeypatch):
     from privacy_audit.audit.config import parse_config, resolve_device
-    from privacy_audit.defenses.targets.loading import resolve_dtype
     from privacy_audit.ground.errors import ConfigError
+    from privacy_audit.targets.loading import resolve_dtype
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert parse_config({}).device == "cpu"  # auto
@@ -309,7 +309,7 @@ def test_ray_sharded_scoring_equals_local(tmp_path):
     from privacy_audit.audit.own_model import prefill_token_stats
     from privacy_audit.audit.scale.executors import ExecutorSpec
     from privacy_audit.defenses.base import PrivacyClaim
-    from privacy_audit.defenses.targets.loading import load_audit_target, load_causal_lm_release
+    from privacy_audit.targets.loading import load_audit_target, load_causal_lm_release
 
     tok = word_tokenizer()
     save(build_causal_lm("gpt2", len(tok), seed=2, d=32), tok, tmp_path / "m")
@@ -409,7 +409,7 @@ def _run_classifier(cli, root, model_key, model_dir, extra=""):
 
 def test_base_encoder_as_a_classifier_is_refused(tmp_path, cli):
     """MiniLM's base encoder has no classification head: exit 2, naming the weights."""
-    from privacy_audit.defenses.targets.loading import minilm_path
+    from privacy_audit.targets.loading import minilm_path
 
     outcome, out = _run_classifier(cli, tmp_path, "classifier_dir", minilm_path())
     line = _one_line_error(outcome, "classifier.weight", "classifier.bias", "allow_uninitialized")
@@ -445,7 +445,7 @@ def test_gpt2_base_with_a_fresh_classification_head(tmp_path, cli):
     html = (out / "report.html").read_text(encoding="utf-8")
     assert 'id="uninitialized-weights"' in html and "UNTRAINED WEIGHTS" in html
     # the LM head of the same directory loads fully as a causal LM (tied to the embedding)
-    from privacy_audit.defenses.targets.loading import load_audit_target
+    from privacy_audit.targets.loading import load_audit_target
 
     assert load_audit_target(tmp_path / "gpt2").uninitialized == []
 
@@ -454,8 +454,8 @@ def test_model_dir_causal_lm_under_the_defenses(tmp_path, cli):
     """``model_dir`` at a local causal LM is fine-tuned by the LM defenses; a defense that
     cannot handle the architecture stops at config load with the reason."""
     from privacy_audit.audit.config import load_config, resolve_targets
-    from privacy_audit.defenses.targets.loading import check_lm_defense
     from privacy_audit.ground.errors import ConfigError
+    from privacy_audit.targets.loading import check_lm_defense
 
     tok = word_tokenizer()
     save(build_causal_lm("gpt2", len(tok), d=32), tok, tmp_path / "gpt2")
@@ -516,7 +516,7 @@ def test_inversion_and_attribute_inference_run_on_a_users_lm(tmp_path):
         run_leakage_attack,
     )
     from privacy_audit.defenses.base import Examples, PrivacyClaim
-    from privacy_audit.defenses.targets.loading import load_audit_target, load_causal_lm_release
+    from privacy_audit.targets.loading import load_audit_target, load_causal_lm_release
 
     tok = word_tokenizer()
     save(build_causal_lm("llama", len(tok), seed=4, d=32), tok, tmp_path / "m")

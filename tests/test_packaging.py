@@ -31,7 +31,7 @@ except ModuleNotFoundError:  # Python 3.10
 
 REPO = Path(__file__).resolve().parents[1]
 ROOT = "privacy_audit"
-FOLDERS = ("audit", "attacks", "defenses", "reports", "fixtures")
+FOLDERS = ("audit", "attacks", "defenses", "reports", "fixtures", "stats", "targets")
 HEAVY = ("torch", "transformers", "numpy", "scipy", "sklearn", "pandas", "matplotlib")
 SKIP_DIRS = {".git", ".venv", "venv", "build", "dist", "__pycache__", ".pytest_cache"}
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from privacy_audit.defenses.targets.lm import build_lm
+from privacy_audit.targets.lm import build_lm
 
 
 # --------------------------------------------------------------------------- #
@@ -180,7 +180,7 @@ def test_recsys_study_runs_and_resumes(tmp_path, monkeypatch):
 # --------------------------------------------------------------------------- #
 def test_unigram_perplexity_known_answer():
     from privacy_audit.defenses.lm_baselines import beats_floor, unigram_perplexity
-    from privacy_audit.defenses.targets.lm import LMTokenizer
+    from privacy_audit.targets.lm import LMTokenizer
 
     tok = LMTokenizer(["a", "b"], "word")
     v = tok.vocab_size

@@ -23,7 +23,7 @@ from privacy_audit.defenses.phantom import (
     phantom_embedding_sq_norms,
     phantom_sq_norms_dense,
 )
-from privacy_audit.defenses.targets.lm import build_lm, sequence_loss
+from privacy_audit.targets.lm import build_lm, sequence_loss
 
 
 def _model(seed=0, tie=True, n_positions=32):

@@ -48,7 +48,7 @@ def test_extraction_default_top_k_is_50_and_cuts_like_transformers_top_k_warper(
     from transformers.generation.logits_process import TopKLogitsWarper
 
     from privacy_audit.attacks.extraction_risk import ExtractionRisk
-    from privacy_audit.defenses.targets.decoding import Decoding
+    from privacy_audit.targets.decoding import Decoding
 
     default_k = 50
     spec = ExtractionRisk().spec()
@@ -70,7 +70,7 @@ def test_tpr_interval_exact_allocates_alpha_over_four_quarters(alpha):
     limits are one-sided Clopper-Pearson bounds at alpha/4 (scipy's beta quantiles) on
     the members strictly above the k1-th and at or above the (k2+1)-th largest
     non-member score."""
-    from privacy_audit.attacks.metrics import tpr_interval_exact
+    from privacy_audit.stats.metrics import tpr_interval_exact
 
     rng = np.random.default_rng(0)
     n_in, n_out, fpr = 300, 400, 0.05
@@ -91,10 +91,10 @@ def test_tpr_interval_exact_allocates_alpha_over_four_quarters(alpha):
 
 
 # --------------------------------------------------------------------------- #
-# reports/claims.py: an arm learned only when its CI clears the baseline's CI
+# experiments/claims.py: an arm learned only when its CI clears the baseline's CI
 # --------------------------------------------------------------------------- #
 def test_utility_floor_is_the_baselines_interval_end_not_its_point():
-    from privacy_audit.reports.claims import Arm, Baseline, clears
+    from privacy_audit.reports.utility_floor import Arm, Baseline, clears
 
     floor = Baseline("majority class", 0.30, 0.27, 0.33)
     # lower end 0.31: above the baseline's point 0.30, inside its interval (upper 0.33)
@@ -109,7 +109,7 @@ def test_utility_floor_is_the_baselines_interval_end_not_its_point():
 
 
 def test_an_arm_without_a_recorded_baseline_is_not_shown_to_learn():
-    from privacy_audit.reports.claims import NOT_COMPARABLE, REPRODUCED, Arm, Baseline, judge
+    from experiments.claims import NOT_COMPARABLE, REPRODUCED, Arm, Baseline, judge
 
     learned = Arm("a", 0.9, 0.88, 0.92, True, [Baseline("majority class", 0.3, 0.28, 0.32)])
     nobase = Arm("b", 0.9, 0.88, 0.92, True, [])

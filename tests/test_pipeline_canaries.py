@@ -277,7 +277,7 @@ def test_tampered_inclusion_record_is_refused(tmp_path):
 
 
 def test_a_violated_canary_audit_says_where_to_look_and_untestable_what_would_help():
-    from privacy_audit.audit.epsilon.canaries import CanarySet
+    from privacy_audit.audit.epsilon.input_canaries import CanarySet
     from privacy_audit.audit.epsilon.pipeline import audit_scores
     from privacy_audit.defenses.base import Examples
 

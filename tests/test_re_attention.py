@@ -19,7 +19,7 @@ from privacy_audit.defenses.re_attention import (
     simulate_distraction,
     token_inclusion_probs,
 )
-from privacy_audit.defenses.targets.lm import build_lm, char_tokenizer
+from privacy_audit.targets.lm import build_lm, char_tokenizer
 
 
 def test_relu_moments_match_monte_carlo_and_printed_formula_is_wrong():

@@ -35,10 +35,10 @@ def default_run():
     included canaries, the loader, and the (q, T) the trainer passes to its calibration."""
     import privacy_audit.defenses.calibration as calibration
     from privacy_audit.audit.config import load_config
-    from privacy_audit.audit.epsilon.canaries import make_canaries, with_canaries
+    from privacy_audit.audit.epsilon.input_canaries import make_canaries, with_canaries
     from privacy_audit.audit.evaluate import epsilon_settings
     from privacy_audit.audit.scale import tasks
-    from privacy_audit.defenses.targets.classifier import make_loader
+    from privacy_audit.targets.classifier import make_loader
 
     cfg = load_config(None)
     data = tasks._data(cfg)
@@ -137,7 +137,7 @@ def test_the_readmes_gradient_canary_figures_are_the_audits(default_run):
     """The bound, ceiling and the 10x-less-noise case the README quotes, by the ε audit's
     own gradient-canary code on the calibrated mechanism (no training needed: the audit
     reads only the mechanism and the schedule)."""
-    from privacy_audit.attacks.gradient_canary import GradientCanaryAudit
+    from privacy_audit.audit.epsilon.gradient_canary_audit import GradientCanaryAudit
     from privacy_audit.defenses.base import Surface
     from privacy_audit.defenses.gradient_mechanism import (
         GaussianGradientMechanism,

@@ -107,7 +107,7 @@ def test_lira_offline_equals_an_independent_computation(models, tmp_path, cli):
     a = _attack(_results(out), "lira-offline")
     texts = [t for f in ("members.txt", "nonmembers.txt") for t in _lines(root / f)]
     from privacy_audit.defenses.base import PrivacyClaim
-    from privacy_audit.defenses.targets.loading import load_audit_target, load_causal_lm_release
+    from privacy_audit.targets.loading import load_audit_target, load_causal_lm_release
 
     # the token ids the suite scores (its encoding convention); the losses are plain HF
     enc = load_causal_lm_release(

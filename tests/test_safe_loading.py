@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from privacy_audit.defenses.targets.loading import TargetSpec, load_trained_classifier
 from privacy_audit.ground.errors import AuditError
 from privacy_audit.ground.safe_load import verify_weights_only
+from privacy_audit.targets.loading import TargetSpec, load_trained_classifier
 
 LABELS = ["account", "billing", "shipping", "technical"]
 REFUSED = "is a pickle with code or non-tensor objects; refusing to load it"

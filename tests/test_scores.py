@@ -1,4 +1,4 @@
-"""The balanced-accuracy threshold of attacks/scores.py (``_best_threshold``), by hand:
+"""The balanced-accuracy threshold of stats/scores.py (``_best_threshold``), by hand:
 the midpoint below the tie group with the largest TPR − FPR, and +inf ("nobody is a
 member") when no group beats the starting point (0, 0) (gain exactly 0 does not)."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from privacy_audit.attacks.scores import _best_threshold
+from privacy_audit.stats.scores import _best_threshold
 
 
 def test_best_threshold_known_answers():
@@ -26,7 +26,7 @@ def test_best_threshold_known_answers():
 def test_confidence_zero_and_one_are_refused():
     import pytest
 
-    from privacy_audit.attacks.scores import _check_confidence
+    from privacy_audit.stats.scores import _check_confidence
 
     for c in (0.0, 1.0):
         with pytest.raises(ValueError, match="confidence"):
@@ -35,7 +35,7 @@ def test_confidence_zero_and_one_are_refused():
 
 
 def test_stratified_split_gives_half_a_the_floor_of_each_class():
-    from privacy_audit.attacks.scores import _stratified_split
+    from privacy_audit.stats.scores import _stratified_split
 
     members = np.array([1, 1, 1, 1, 1, 0, 0, 0], dtype=bool)  # 5 members, 3 non-members
     a, b = _stratified_split(members, 0)
@@ -45,7 +45,7 @@ def test_stratified_split_gives_half_a_the_floor_of_each_class():
 
 
 def test_a_resample_without_a_non_member_is_nan_in_every_statistic():
-    from privacy_audit.attacks.scores import poisson_bootstrap
+    from privacy_audit.stats.scores import poisson_bootstrap
 
     # one non-member: it gets Poisson weight 0 in about e^-1 of the resamples, which then
     # have no FPR at all; TPR there must be NaN like the AUC, not a number over 0 negatives

@@ -8,13 +8,13 @@ import json
 import numpy as np
 import pytest
 
-from privacy_audit.attacks.metrics import auc, tpr_at_fpr
 from privacy_audit.attacks.shadow import (
     inclusion_design,
     lira_scores,
     logit_confidence_from_loss,
     rmia_scores,
 )
+from privacy_audit.stats.metrics import auc, tpr_at_fpr
 
 
 def test_inclusion_design_puts_every_example_in_exactly_half_the_models():

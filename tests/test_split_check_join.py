@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-import privacy_audit.attacks.split_check as sc
+import privacy_audit.stats.split_check as sc
 
 
 def _texts(seed: int) -> tuple[list[str], list[str]]:

@@ -1,4 +1,4 @@
-"""The split check with users as the units (attacks/split_check.py, ``users=``): folds
+"""The split check with users as the units (stats/split_check.py, ``users=``): folds
 never split a user, relabellings keep users whole and keep the number of member users,
 the sub-sample draws whole users, the record states the unit, bad user lists are refused,
 ``users=None`` gives the results of the text-unit check bit for bit, and random user
@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import beta, chisquare
 
-from privacy_audit.attacks.split_check import (
+from privacy_audit.stats.split_check import (
     SplitCheck,
     auc_rows,
     cross_fit,
@@ -343,7 +343,7 @@ def test_random_module_splits_of_stdlib_docstrings_are_not_called_shifted():
 def test_blind_scores_with_users_fold_by_user_clusters():
     """``blind_scores(..., users=)`` scores with the folds of the user clusters: the
     same scores as a cross-fit on those folds, and not those of the text folds."""
-    from privacy_audit.attacks.split_check import blind_scores
+    from privacy_audit.stats.split_check import blind_scores
 
     texts, users = _prose(12, 3, 9)
     y = np.r_[np.ones(18, int), np.zeros(18, int)]
@@ -359,7 +359,7 @@ def test_blind_scores_with_users_fold_by_user_clusters():
 def test_the_check_reads_whole_users_when_it_sub_samples(monkeypatch):
     """Above twice the cap the blind classifier reads n* whole users a side: every user's
     texts are all scored or all left out (``nan``), n* = floor(cap U / T) a side."""
-    import privacy_audit.attacks.split_check as sc
+    import privacy_audit.stats.split_check as sc
 
     monkeypatch.setattr(sc, "MAX_BLIND_PER_CLASS", 20)
     texts, users = _prose(30, 3, 10)  # T = 90 > 2 x 20: n* = floor(20 x 30 / 90) = 6

@@ -20,9 +20,9 @@ from privacy_audit.defenses.split_n_denoise import (
     SplitEncoder,
     SplitNDenoise,
 )
-from privacy_audit.defenses.targets.classifier import TrainingConfig
-from privacy_audit.defenses.targets.loading import Target, TargetSpec, minilm_path
 from privacy_audit.ground.errors import ConfigError
+from privacy_audit.targets.classifier import TrainingConfig
+from privacy_audit.targets.loading import Target, TargetSpec, minilm_path
 
 ROWS = fixtures.load_corpus("private")
 PUBLIC = fixtures.load_corpus("public")

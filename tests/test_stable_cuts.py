@@ -1,5 +1,5 @@
 """A text cut between two pre-tokens of a byte-level BPE is not re-encoded to check the cut
-(defenses/targets/scoring.py ``HFTokenizer.stable_cuts``, issue 38 item 2).
+(targets/scoring.py ``HFTokenizer.stable_cuts``, issue 38 item 2).
 
 The claim is a property of the GPT-2 regex pre-tokenizer, so it is tested on real text of
 several kinds (Python's documentation topics, installed packages' descriptions with
@@ -19,7 +19,7 @@ import pytest
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
 
-from privacy_audit.defenses.targets.scoring import HFTokenizer, _byte_level_alphabet
+from privacy_audit.targets.scoring import HFTokenizer, _byte_level_alphabet
 
 
 def _corpora() -> dict[str, list[str]]:

@@ -104,7 +104,7 @@ def test_registries_load_a_mechanism_when_a_config_names_it(tmp_path):
                                   "options": {"inversion-nn": {"n_sequences": 4}}}})
         print(sorted(DEFENSES.loaded()), sorted(ATTACKS.loaded()), LEAKAGE_ATTACKS.loaded())
         print("privacy_audit.defenses.dp_forward" in sys.modules,
-              "privacy_audit.attacks.recall" in sys.modules)
+              "privacy_audit.attacks.recall_mia" in sys.modules)
         """
     )
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}

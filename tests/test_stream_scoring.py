@@ -13,7 +13,7 @@ import pytest
 from own_models import build_causal_lm, random_texts, save, word_tokenizer, write_lines
 
 from privacy_audit.audit.scale import stream
-from privacy_audit.defenses.targets import scoring
+from privacy_audit.targets import scoring
 
 FIELDS = ("token_ids", "log_probs", "mean_log_prob", "var_log_prob", "top1_ids")
 
@@ -32,7 +32,7 @@ def model_dir(tmp_path_factory):
 
 def _release(path):
     from privacy_audit.defenses.base import PrivacyClaim
-    from privacy_audit.defenses.targets.loading import load_audit_target, load_causal_lm_release
+    from privacy_audit.targets.loading import load_audit_target, load_causal_lm_release
 
     return load_causal_lm_release(
         load_audit_target(path), 32, PrivacyClaim.none(), "cpu", batch_size=4

@@ -6,14 +6,14 @@ import pytest
 import torch
 
 from privacy_audit.defenses.base import Examples, PrivacyClaim
-from privacy_audit.defenses.targets.classifier import ClassifierRelease
-from privacy_audit.defenses.targets.loading import (
+from privacy_audit.ground.errors import AuditError
+from privacy_audit.targets.classifier import ClassifierRelease
+from privacy_audit.targets.loading import (
     Target,
     TargetSpec,
     load_trained_classifier,
     minilm_path,
 )
-from privacy_audit.ground.errors import AuditError
 
 LABELS = ["account", "billing", "shipping", "technical"]
 

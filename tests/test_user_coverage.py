@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from experiments import user_coverage as uc
-from privacy_audit.attacks import user_level as ul
+from privacy_audit.stats import by_user as ul
 
 BAR = 0.88
 SPLITS = 150

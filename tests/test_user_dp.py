@@ -150,7 +150,7 @@ def test_claim_is_user_level_and_matches_dp_accounting():
 
 def test_canary_users_go_through_the_trainers_clipping():
     """k rows of C·e_j per canary user: a per-user clip keeps C, a per-row clip k·C."""
-    from privacy_audit.defenses.gradient_canaries import CanaryUsers
+    from privacy_audit.defenses.dp_sgd_with_canaries import CanaryUsers
 
     cu = CanaryUsers(50, 10, 6, 1.0, seed=0)
     present = cu.present_count
@@ -166,7 +166,7 @@ def test_canary_users_go_through_the_trainers_clipping():
 
 
 def test_canary_user_scores_are_the_likelihood_ratio():
-    from privacy_audit.defenses.gradient_canaries import CanaryUsers
+    from privacy_audit.defenses.dp_sgd_with_canaries import CanaryUsers
 
     cu = CanaryUsers(20, 4, 2, 1.0, seed=1)
     obs = np.array([[0.3, 1.2, -0.5, 2.0], [1.0, 0.0, 0.1, -1.0]])
@@ -181,8 +181,8 @@ def test_canary_user_scores_are_the_likelihood_ratio():
 
 def _audit_seed(clip_unit, seed, m=200, k=8):
     from privacy_audit.audit.benchmarks.user_dp import synthetic_users
-    from privacy_audit.audit.epsilon.user_level import one_run_user_audit
-    from privacy_audit.defenses.gradient_canaries import CanaryUsers
+    from privacy_audit.audit.epsilon.canary_users import one_run_user_audit
+    from privacy_audit.defenses.dp_sgd_with_canaries import CanaryUsers
 
     x, y, users = synthetic_users(60, seed=0)
     x = x[:, :64].contiguous()
@@ -207,7 +207,7 @@ def test_one_run_canary_users_pass_correct_trainer_and_catch_per_example_clip():
 
 
 def test_audit_refuses_a_claim_on_another_unit():
-    from privacy_audit.audit.epsilon.user_level import one_run_user_audit
+    from privacy_audit.audit.epsilon.canary_users import one_run_user_audit
 
     rng = np.random.default_rng(0)
     inc = rng.integers(0, 2, 100)
@@ -222,7 +222,7 @@ def test_example_claim_is_tested_through_group_privacy():
     states (kε, δ Σ_{i<k} e^{iε}) for a user."""
     import math
 
-    from privacy_audit.audit.epsilon.user_level import one_run_user_audit
+    from privacy_audit.audit.epsilon.canary_users import one_run_user_audit
 
     rng = np.random.default_rng(0)
     inc = rng.integers(0, 2, 500)
@@ -246,8 +246,8 @@ def test_per_example_clipping_is_sound_for_an_example_claim():
     import dataclasses
 
     from privacy_audit.audit.benchmarks.user_dp import synthetic_users
-    from privacy_audit.audit.epsilon.user_level import one_run_user_audit
-    from privacy_audit.defenses.gradient_canaries import CanaryUsers
+    from privacy_audit.audit.epsilon.canary_users import one_run_user_audit
+    from privacy_audit.defenses.dp_sgd_with_canaries import CanaryUsers
 
     x, y, users = synthetic_users(60, seed=0)
     x = x[:, :64].contiguous()
@@ -276,7 +276,7 @@ def test_bad_parameters_are_rejected():
 def _classifier_target(seq_len=16):
     from privacy_audit import fixtures
     from privacy_audit.defenses.base import Examples
-    from privacy_audit.defenses.targets.loading import Target, TargetSpec
+    from privacy_audit.targets.loading import Target, TargetSpec
 
     rows = fixtures.load_corpus("private")[:48]
     labels = sorted({r["label"] for r in rows})
@@ -294,7 +294,7 @@ def test_dp_sgd_unit_user_trains_the_classifier_with_a_user_claim():
     q over users, the claim per user and equal to the accountant over users."""
     from privacy_audit.defenses.dp_engine import epsilon_opacus, epsilon_pld
     from privacy_audit.defenses.dp_sgd import DPSGD
-    from privacy_audit.defenses.targets.classifier import TrainingConfig
+    from privacy_audit.targets.classifier import TrainingConfig
 
     target, ex = _classifier_target()
     ex.groups = [f"user{i // 4}" for i in range(len(ex.texts))]  # 12 users x 4 texts
@@ -313,7 +313,7 @@ def test_dp_sgd_unit_user_trains_the_classifier_with_a_user_claim():
 
 def test_dp_sgd_unit_user_without_groups_is_refused():
     from privacy_audit.defenses.dp_sgd import DPSGD
-    from privacy_audit.defenses.targets.classifier import TrainingConfig
+    from privacy_audit.targets.classifier import TrainingConfig
 
     target, ex = _classifier_target()
     with pytest.raises(ValueError, match=r"\[data\] group"):
@@ -324,7 +324,7 @@ def test_dp_sgd_unit_user_without_groups_is_refused():
 
 def test_input_canaries_join_grouped_training_data_as_canary_users():
     """Text canaries in grouped data: each canary (all its copies) is one user of its own."""
-    from privacy_audit.audit.epsilon.canaries import CanarySet, with_canaries
+    from privacy_audit.audit.epsilon.input_canaries import CanarySet, with_canaries
     from privacy_audit.defenses.base import Examples
 
     train = Examples(["a", "b", "c"], ["x y", "y z", "z x"], np.array([0, 1, 0]))

@@ -1,4 +1,4 @@
-"""User-level statistics (attacks/user_level.py): known answers against independent
+"""User-level statistics (stats/by_user.py): known answers against independent
 computations (pandas groupby, sklearn, a brute-force Obuchowski variance, scipy's BH,
 hand examples), the refusals, and a guard that fails when the user bootstrap resamples
 texts instead of users."""
@@ -15,9 +15,9 @@ from scipy.stats import false_discovery_control
 from scipy.stats import t as student_t
 from sklearn.metrics import roc_auc_score, roc_curve
 
-from privacy_audit.attacks import user_level as ul
-from privacy_audit.attacks.epsilon import epsilon_lower_bound
-from privacy_audit.attacks.metrics import membership_metrics
+from privacy_audit.stats import by_user as ul
+from privacy_audit.stats.epsilon_bounds import epsilon_lower_bound
+from privacy_audit.stats.metrics import membership_metrics
 
 
 def _clustered(seed=0, users=60, max_texts=9, shift=0.4, ties=False):
@@ -417,7 +417,7 @@ def test_grouped_balanced_accuracy_by_hand_on_user_halves():
 def test_the_user_bootstrap_tpr_needs_ten_expected_false_positive_users():
     """The floor measured in docs/users.md: at 150 non-member users TPR at 5% FPR (7.5
     expected false-positive users) undercovered, so it is not reported; 10% (15) is."""
-    from privacy_audit.attacks.user_level import grouped_text_metrics
+    from privacy_audit.stats.by_user import grouped_text_metrics
 
     rng = np.random.default_rng(1)
     users = np.repeat(np.arange(300), 3)

@@ -7,10 +7,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from privacy_audit.attacks.metrics import membership_metrics
 from privacy_audit.audit.results import battery_chance_test, pick_strongest
 from privacy_audit.reports.user_verdict import combine_unit_verdicts, user_view
 from privacy_audit.reports.verdict import verdict_for_run
+from privacy_audit.stats.metrics import membership_metrics
 
 
 def _attack(name: str, separation: float, n: int, seed: int, **extra) -> dict:
@@ -106,9 +106,9 @@ def test_a_shifted_split_stands_whatever_the_users_show():
 def test_what_a_per_example_claim_implies_for_a_person():
     import math
 
-    from privacy_audit.attacks.user_level import texts_per_user
     from privacy_audit.audit.users import group_privacy_note
     from privacy_audit.reports.users_view import group_privacy_line
+    from privacy_audit.stats.by_user import texts_per_user
 
     counts = texts_per_user(["a", "a", "a", "b", "c", "d"], [1, 1, 1, 1, 0, 0])
     claim = {"epsilon": 0.5, "delta": 1e-6, "unit": "example"}
@@ -142,8 +142,8 @@ def test_unequal_texts_per_user_inflate_the_tail_without_any_leak():
     """Why the counts check exists: no training, one text per member user and twenty per
     non-member user; the per-user mean of the members varies more, and its tail crosses
     the non-members' 1% threshold far more often than 1%."""
-    from privacy_audit.attacks.user_level import user_scores
     from privacy_audit.audit.users import counts_check
+    from privacy_audit.stats.by_user import user_scores
 
     rng = np.random.default_rng(0)
     groups, members, scores = [], [], []

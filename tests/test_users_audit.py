@@ -105,7 +105,7 @@ def test_counts_and_every_aggregate_equal_pandas(audited):
 
 
 def test_per_text_intervals_resample_users(audited):
-    from privacy_audit.attacks.metrics import membership_metrics
+    from privacy_audit.stats.metrics import membership_metrics
 
     run = audited["run"]
     att = next(a for a in run["attacks"] if a["attack"] == "lm-loss")

@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 from sklearn.metrics import roc_auc_score
 
-import privacy_audit.attacks.split_check as split_check
-from privacy_audit.attacks.metrics import membership_metrics
+import privacy_audit.stats.split_check as split_check
 from privacy_audit.reports.html import render_html
 from privacy_audit.reports.verdict import split_resolution, verdict_for_run, verdict_level
+from privacy_audit.stats.metrics import membership_metrics
 from tests.test_split_check import prose
 
 # The 100,000-per-side x 256-token bench scale run of session 12 (docs/scale.md), as

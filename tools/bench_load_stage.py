@@ -27,7 +27,7 @@ def parts(model_dir: Path, work: Path, n: int, tokens: int, loaded) -> dict[str,
     from privacy_audit.audit.own_model import cut_to_max_length, drop_unscored
     from privacy_audit.audit.textcap import cap_audit_data
     from privacy_audit.defenses.base import PrivacyClaim
-    from privacy_audit.defenses.targets.loading import load_causal_lm_release
+    from privacy_audit.targets.loading import load_causal_lm_release
 
     d = work / f"n{n}"
     d.mkdir(exist_ok=True)
@@ -62,7 +62,7 @@ def parts(model_dir: Path, work: Path, n: int, tokens: int, loaded) -> dict[str,
 def main(argv: list[str]) -> int:
     import torch
 
-    from privacy_audit.defenses.targets.loading import load_audit_target
+    from privacy_audit.targets.loading import load_audit_target
 
     model_dir, n1, n2, tokens, rounds = Path(argv[0]), *map(int, argv[1:5])
     torch.set_num_threads(1)

@@ -10,7 +10,7 @@ and ``make_texts``). Each round runs both arms over the same 2N texts, alternati
 goes first: the plain loop (``tokenizer(batch)`` + ``model(...)`` in batches of 32) and
 the suite's chunked streaming scorer exactly as ``run --model`` calls it
 (:func:`~privacy_audit.audit.scale.stream.stream_token_stats` with chunk checkpoints, on the
-release :func:`~privacy_audit.defenses.targets.loading.load_causal_lm_release` builds). The
+release :func:`~privacy_audit.targets.loading.load_causal_lm_release` builds). The
 suite's arm is broken down by wrapping its parts (encoding, the model's forward, the
 statistics, the checkpoint write; the rest of ``forward_stats`` is the pooled hidden
 state and the batch assembly). ``--mallopt`` applies
@@ -80,8 +80,8 @@ def main(argv: list[str]) -> int:
 
     from privacy_audit.audit.benchmarks.scale import _plain, build_model, make_texts
     from privacy_audit.audit.scale import stream
-    from privacy_audit.defenses.targets import scoring
-    from privacy_audit.defenses.targets.loading import (
+    from privacy_audit.targets import scoring
+    from privacy_audit.targets.loading import (
         load_audit_target,
         load_causal_lm_release,
     )

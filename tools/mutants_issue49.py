@@ -87,11 +87,11 @@ T_DIAG = [
 T_EZ = ["tests/test_ez_mia.py", "tests/test_frontier_attacks.py"]
 
 V, R = "reports/verdict.py", "reports/resolution.py"
-CB, FPR = "attacks/canary_bounds.py", "audit/scale/fingerprint.py"
+CB, FPR = "stats/canary_bounds.py", "audit/scale/fingerprint.py"
 OUT, LOCK = "audit/outputs.py", "privacy_audit/ground/lock.py"
-CR, MK, SC = "attacks/con_recall.py", "attacks/min_k_pp.py", "attacks/scores.py"
-DUP, SPL = "audit/epsilon/duplicate_record.py", "attacks/split_check.py"
-AUD, EZ = "audit/epsilon/audit.py", "attacks/ez_mia.py"
+CR, MK, SC = "attacks/con_recall.py", "attacks/min_k_pp.py", "stats/scores.py"
+DUP, SPL = "audit/epsilon/duplicate_record.py", "stats/split_check.py"
+AUD, EZ = "audit/epsilon/claimed_vs_audited.py", "attacks/ez_mia.py"
 
 # fmt: off
 MUTANTS = [
@@ -136,7 +136,7 @@ MUTANTS = [
     ("R06", R, "as_finite(m.get(\"ci_low\")), as_finite(m.get(\"ci_high\"))", "as_finite(m.get(\"ci_high\")), as_finite(m.get(\"ci_low\"))", T_RES, "interval width sign: ci_high - ci_low"),
     ("R07", R, "return f\"{100 * fpr:g}%\"", "return f\"{fpr:g}%\"", T_RES, "label 'TPR @ 1% FPR'"),
     ("R08", R, "if m.get(\"below_resolution\") is True:", "if m.get(\"below_resolution\") is False:", T_RES, "a stored unresolved flag wins"),
-    # ---- attacks/canary_bounds.py -------------------------------------------------------
+    # ---- stats/canary_bounds.py -------------------------------------------------------
     ("C01", CB, "        return r * delta\n", "        return (r - 1) * delta\n", T_CB_FAST, "δ_r at ε = 0 is r δ"),
     ("C02", CB, "log_sum = r * epsilon + math.log(", "log_sum = (r - 1) * epsilon + math.log(", T_CB_FAST, "δ_r = δ (e^{rε} - 1)/(e^ε - 1)"),
     ("C03", CB, "return min(1.0, delta * math.exp(log_sum))", "return max(1.0, delta * math.exp(log_sum))", T_CB_FAST, "δ_r capped at 1"),
@@ -213,7 +213,7 @@ MUTANTS = [
     ("MK05", MK, "    if not 0 < k <= 1:\n        raise ValueError(f\"min-k++ fraction", "    if not 0 < k < 1:\n        raise ValueError(f\"min-k++ fraction", T_MK, "k = 1 (all tokens) allowed"),
     ("MK06", MK, "            out.append(0.0)\n", "            out.append(-1.0)\n", T_MK, "an empty sequence scores 0"),
     ("MK07", MK, "(np.asarray(stats.log_probs) - np.asarray(stats.mean_log_prob))", "(np.asarray(stats.log_probs) + np.asarray(stats.mean_log_prob))", T_MK, "z_t centres on μ_t"),
-    # ---- attacks/scores.py --------------------------------------------------------------
+    # ---- stats/scores.py --------------------------------------------------------------
     ("S01", SC, "if n_in == 0 or n_in == mb.shape[0]:", "if n_in == 0:", T_SC, "refuse members-only input"),
     ("S02", SC, "if not (0.0 < c < 1.0):", "if not (0.0 <= c < 1.0):", T_SC, "confidence 0 refused"),
     ("S03", SC, "int(n_boot) != n_boot or int(n_boot) < 1:", "int(n_boot) != n_boot or int(n_boot) < 0:", T_SC, "n_boot = 0 refused"),
@@ -242,7 +242,7 @@ MUTANTS = [
     ("D08", DUP, "t = 0.5 * float(sums[True] @ u + sums[False] @ u)", "t = float(sums[True] @ u + sums[False] @ u)", T_DUP, "threshold at the midpoint"),
     ("D09", DUP, "return int(torch.argmax((h[1:] - h[0]).norm(dim=1)))", "return int(torch.argmin((h[1:] - h[0]).norm(dim=1)))", T_DUP, "x* farthest from x_d"),
     ("D10", DUP, "epsilon_lower_bound_from_counts(fp, len(s_out), fn, len(s_in), delta, confidence)", "epsilon_lower_bound_from_counts(fn, len(s_out), fp, len(s_in), delta, confidence)", T_DUP, "fp and fn in their places"),
-    # ---- attacks/split_check.py: DeLong, SE, power, permutation ---------------------------
+    # ---- stats/split_check.py: DeLong, SE, power, permutation ---------------------------
     ("SC01", SPL, "se = float(np.sqrt(np.var(v10, ddof=1) / v10.size", "se = float(np.sqrt(np.var(v10, ddof=0) / v10.size", T_SPLIT, "DeLong SE uses sample variances"),
     ("SC02", SPL, "    z = float(ndtri(0.5 + confidence / 2))\n    return {\n        \"value\": auc,", "    z = float(ndtri(confidence))\n    return {\n        \"value\": auc,", T_SPLIT, "two-sided DeLong z"),
     ("SC03", SPL, "\"ci_low\": max(0.0, auc - z * se),", "\"ci_low\": max(0.0, auc - se),", T_SPLIT, "DeLong interval half-width z SE"),
@@ -262,7 +262,7 @@ MUTANTS = [
     ("SC17", SPL, "q_hi = float(srt[n_perm - k]) if k >= 1 else np.inf", "q_hi = float(srt[n_perm - k - 1]) if k >= 1 else np.inf", T_SPLIT, "k-th largest null AUC"),
     ("SC18", SPL, "if self.permutations < 19:", "if self.permutations < 20:", T_SPLIT, "19 relabellings allowed"),
     ("SC19", SPL, "if len(keep_m) < 2 or len(keep_n) < 2:", "if len(keep_m) < 1 or len(keep_n) < 2:", T_SPLIT, "not-measured with < 2 members left"),
-    # ---- attacks/split_check.py: near-duplicate joins -------------------------------------
+    # ---- stats/split_check.py: near-duplicate joins -------------------------------------
     ("SJ01", SPL, "    ok = jac >= jaccard\n", "    ok = jac > jaccard\n", T_JOIN, "a pair at exactly the threshold is a near-duplicate"),
     ("SJ02", SPL, "jac = inter / (size[u] + size[v] - inter)", "jac = inter / (size[u] + size[v])", T_JOIN, "Jaccard = |A&B| / |A|B|"),
     ("SJ03", SPL, "a_list = [np.flatnonzero(has_m & has_n & nonempty)]", "a_list = [np.flatnonzero(has_m & has_n)]", T_JOIN, "an empty text duplicates nothing"),
@@ -275,7 +275,7 @@ MUTANTS = [
     ("SJ10", SPL, "j = n_pos[np.repeat(n_off[b], rep) + k % cn_r]", "j = n_pos[np.repeat(n_off[b], rep) + k // cn_r]", T_JOIN, "expand unique pairs to every copy"),
     ("SJ11", SPL, "if join.jaccard != jaccard or join.uid.size != nm + len(nonmembers):", "if join.uid.size != nm + len(nonmembers):", T_JOIN, "a join at another threshold is refused"),
     ("SJ12", SPL, "    if which.size < 2:\n        return empty, empty, np.zeros(0)", "    if which.size < 1:\n        return empty, empty, np.zeros(0)", T_JOIN, "no pairs among < 2 texts"),
-    # ---- audit/epsilon/audit.py: VIOLATED and its diagnosis -------------------------------
+    # ---- audit/epsilon/claimed_vs_audited.py: VIOLATED and its diagnosis -------------------------------
     ("A01", AUD, "if a.get(\"status\") == \"ok\" and a.get(\"exceeds_claim\") and not a.get(\"asymptotic\"):", "if a.get(\"status\") == \"ok\" and a.get(\"exceeds_claim\"):", T_DIAG, "asymptotic bounds are never evidence"),
     ("A02", AUD, "        if a.get(\"status\") == \"ok\" and a.get(\"exceeds_claim\") and not a.get(\"asymptotic\")\n    ]", "        if a.get(\"status\") == \"ok\" and a.get(\"exceeds_claim\")\n    ]", T_DIAG, "diagnosis: asymptotic audits do not 'catch'"),
     ("A03", AUD, "or a[\"ceiling\"] <= claimed for a in audits", "or a[\"ceiling\"] < claimed for a in audits", T_DIAG, "untestable when every ceiling is at or below the claim"),

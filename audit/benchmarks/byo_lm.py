@@ -95,7 +95,7 @@ def _model(quick: bool, vocab: int):
 def run(settings: BenchSettings) -> BenchResult:
     from privacy_audit.attacks.llm_membership import loss_scores, min_k_scores, zlib_scores
     from privacy_audit.defenses.base import PrivacyClaim
-    from privacy_audit.defenses.targets.scoring import HFLMRelease, HFTokenizer
+    from privacy_audit.targets.scoring import HFLMRelease, HFTokenizer
 
     extra = dict(settings.extra or {})
     extraction = bool(extra.pop("extraction", False))
@@ -184,7 +184,7 @@ def run(settings: BenchSettings) -> BenchResult:
     spec = None
     if extraction:
         from privacy_audit.attacks.extraction_risk import risk_within, sequence_log_prob
-        from privacy_audit.defenses.targets.decoding import Decoding, ExtractionSpec
+        from privacy_audit.targets.decoding import Decoding, ExtractionSpec
 
         prefix = min(50, max(1, (seq_len - 2) // 2))
         spec = ExtractionSpec(Decoding(0.7, 50, 0.9), prefix, min(50, seq_len - 2 - prefix))

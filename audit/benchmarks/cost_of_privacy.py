@@ -126,7 +126,7 @@ def _cases(
 
     from privacy_audit.defenses.dp_engine import DPSGDEngine, OpacusGhostStep, clip_weights
     from privacy_audit.defenses.phantom import per_sample_token_loss
-    from privacy_audit.defenses.targets.lm import build_lm
+    from privacy_audit.targets.lm import build_lm
 
     g = torch.Generator().manual_seed(seed)
     ids = torch.randint(4, vocab, (batch, seq), generator=g)

@@ -21,7 +21,7 @@ def run(settings: BenchSettings) -> BenchResult:
 
     from privacy_audit import fixtures
     from privacy_audit.defenses.dp_blogs import AccountantWarning, BloGSGenerator, BloGSOptimizer
-    from privacy_audit.defenses.targets.lm import build_lm_target, sequence_loss, trim
+    from privacy_audit.targets.lm import build_lm_target, sequence_loss, trim
 
     micro, ga, seq = (5, 2, 64) if settings.quick else (5, 10, 128)
     model, tok = build_lm_target("tiny-gpt2-word", seed=settings.seed)

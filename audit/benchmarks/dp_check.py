@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from .timing import BenchResult, BenchSettings
+from privacy_audit.audit.benchmarks.timing import BenchResult, BenchSettings
 
 #: bug setup -> (class, how its true ε follows from the code, end-to-end audit recorded in
 #: docs/dp-bugs.md for the same bug: (audit, detected, CPU per seed))
@@ -103,7 +103,7 @@ def setups_dir() -> Path:
 
 def _true_epsilon(name: str, claim: dict, record: dict) -> float | None:
     """The ε of what the bug's code releases, from its mechanism (module docstring)."""
-    from privacy_audit.audit.dp_check import accounting
+    from privacy_audit.audit.epsilon.dp_check import accounting
 
     s, q, d = claim["noise_multiplier"], claim["sample_rate"], claim["delta"]
     t = claim.get("steps") or int(claim.get("epochs", 1) / q)
@@ -160,13 +160,13 @@ def suite_dp_sgd_setup(n: int = 256, epochs: int = 2, batch: int = 32, epsilon: 
 
     from privacy_audit import fixtures
     from privacy_audit.defenses.dp_sgd import DPSGD
-    from privacy_audit.defenses.targets.classifier import (
+    from privacy_audit.targets.classifier import (
         TrainingConfig,
         encode,
         forward_kwargs,
         supervised_step,
     )
-    from privacy_audit.defenses.targets.loading import Target, TargetSpec
+    from privacy_audit.targets.loading import Target, TargetSpec
 
     rows = fixtures.load_corpus("private")[:n]
     names = sorted({r["label"] for r in rows})
@@ -323,8 +323,8 @@ def _cases(quick: bool) -> list[tuple[str, str, Any]]:
 
 
 def run(settings: BenchSettings) -> BenchResult:
-    from privacy_audit.audit.dp_check.contract import as_setup
-    from privacy_audit.audit.dp_check.run import check
+    from privacy_audit.audit.epsilon.dp_check.contract import as_setup
+    from privacy_audit.audit.epsilon.dp_check.run import check
 
     seeds = int(settings.extra.get("seeds") or (3 if settings.quick else 20))
     budget = float(settings.extra.get("budget") or 180.0)

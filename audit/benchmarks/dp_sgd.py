@@ -14,8 +14,8 @@ from privacy_audit.audit.benchmarks.timing import BenchResult, BenchSettings, ra
 def classifier_batch(batch_size: int, seq_len: int, seed: int, preset: str = "tiny"):
     """A classifier target (``preset``) and one fixed batch of fixture text."""
     from privacy_audit import fixtures
-    from privacy_audit.defenses.targets.classifier import encode
-    from privacy_audit.defenses.targets.loading import Target, TargetSpec
+    from privacy_audit.targets.classifier import encode
+    from privacy_audit.targets.loading import Target, TargetSpec
 
     rows = fixtures.load_corpus("private")
     labels = sorted({r["label"] for r in rows})
@@ -29,7 +29,7 @@ def classifier_batch(batch_size: int, seq_len: int, seed: int, preset: str = "ti
 
 def plain_step(model, ids, mask, y):
     """One SGD step of ``model`` (trained in place) on the batch, cross-entropy loss."""
-    from privacy_audit.defenses.targets.classifier import forward_kwargs
+    from privacy_audit.targets.classifier import forward_kwargs
 
     loss_fn = torch.nn.CrossEntropyLoss()
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
@@ -47,7 +47,7 @@ def opacus_dp_sgd_step(model, ids, mask, y, seed: int):
     add N(0, σ²C²) with σ = 1, average, SGD."""
     from opacus import GradSampleModule
 
-    from privacy_audit.defenses.targets.classifier import forward_kwargs
+    from privacy_audit.targets.classifier import forward_kwargs
 
     loss_fn = torch.nn.CrossEntropyLoss()
     private = GradSampleModule(copy.deepcopy(model).train())

@@ -18,7 +18,7 @@ The user's usual case, built from real text that ships with Python and its packa
    (the CLI's ``reference_attacks`` code); offline RMIA also at a ∈ {0, 0.3, 0.5, 0.7,
    0.9, 1} (the measurement behind :data:`~privacy_audit.audit.references.LM_RMIA_OFFLINE_A`).
    Each with AUC and TPR at 1% and 0.1% FPR and their intervals
-   (:func:`~privacy_audit.attacks.metrics.membership_metrics`), and EZ-MIA's TPR at 1% FPR
+   (:func:`~privacy_audit.stats.metrics.membership_metrics`), and EZ-MIA's TPR at 1% FPR
    over lm-loss's and the reference attack's, with a 95% stratified-bootstrap interval.
 
 Sizes (default): 1,000 members and 1,000 non-members (1% FPR resolved by 10 non-members,
@@ -206,8 +206,8 @@ def build_model(kind: str, vocab: int, d: int, layers: int, n_ctx: int, seed: in
 
 
 def _train(model, tok, texts, epochs, lr, max_length, seed, batch=32):
-    from privacy_audit.defenses.targets.lm import train_lm
-    from privacy_audit.defenses.targets.scoring import HFTokenizer
+    from privacy_audit.targets.lm import train_lm
+    from privacy_audit.targets.scoring import HFTokenizer
 
     return train_lm(model, HFTokenizer(tok), texts, epochs, batch, lr, max_length, seed=seed)
 
@@ -217,7 +217,7 @@ def tpr_ratio_interval(
 ) -> dict[str, Any]:
     """TPR_a / TPR_b at ``fpr`` with a 95% percentile interval from a bootstrap that
     resamples members and non-members separately (the pair of scores of a text together)."""
-    from privacy_audit.attacks.metrics import tpr_at_fpr
+    from privacy_audit.stats.metrics import tpr_at_fpr
 
     m = np.asarray(members).astype(bool)
     ta, tb = tpr_at_fpr(a, m, fpr), tpr_at_fpr(b, m, fpr)
@@ -321,7 +321,7 @@ def run(settings: BenchSettings) -> BenchResult:
 
     from privacy_audit.attacks import MetricSettings
     from privacy_audit.defenses.base import Examples, PrivacyClaim
-    from privacy_audit.defenses.targets.scoring import HFLMRelease, HFTokenizer
+    from privacy_audit.targets.scoring import HFLMRelease, HFTokenizer
 
     sizes = {**(QUICK if settings.quick else DEFAULTS), **dict(settings.extra or {})}
     seed = settings.seed

@@ -4,14 +4,14 @@ Cases, all on the same 10^6 Gaussian scores (5·10^5 members ~ N(0.5, 1), 5·10^
 non-members ~ N(0, 1)), timed side by side in one run:
 
 * ``sklearn-auc`` (reference): one ``sklearn.metrics.roc_auc_score`` call;
-* ``membership_metrics``: :func:`privacy_audit.attacks.metrics.membership_metrics` with 1,000
+* ``membership_metrics``: :func:`privacy_audit.stats.metrics.membership_metrics` with 1,000
   bootstrap resamples (every value, interval and the ε bound); target <= 30x the
   reference;
 * ``sklearn-auc-float32`` / ``membership_metrics-float32``: the same two on the scores
   cast to float32 (as torch produces them; ~0.7 % of them then tie), so the tie-aware
   fast path is timed against its own reference; target <= 30x;
 * ``one-sort``: ``numpy.argsort`` of the scores (reference for the ε bound);
-* ``epsilon-split``: :func:`privacy_audit.attacks.epsilon.epsilon_lower_bound` (Clopper-Pearson,
+* ``epsilon-split``: :func:`privacy_audit.stats.epsilon_bounds.epsilon_lower_bound` (Clopper-Pearson,
   split threshold), reported against ``one-sort``.
 
 Times are process CPU time (``time.process_time``), which other load on a shared machine
@@ -31,8 +31,8 @@ from privacy_audit.audit.benchmarks.timing import BenchResult, BenchSettings, ti
 def run(settings: BenchSettings) -> BenchResult:
     from sklearn.metrics import roc_auc_score
 
-    from privacy_audit.attacks.epsilon import epsilon_lower_bound
-    from privacy_audit.attacks.metrics import membership_metrics
+    from privacy_audit.stats.epsilon_bounds import epsilon_lower_bound
+    from privacy_audit.stats.metrics import membership_metrics
 
     n_side, n_boot = (10_000, 100) if settings.quick else (500_000, 1000)
     rng = np.random.default_rng(settings.seed)

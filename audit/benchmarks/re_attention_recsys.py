@@ -67,7 +67,7 @@ METRICS = ("ndcg@10", "hit@10")
 def _train_nonprivate(model, ids, mask, settings, seed):
     import torch
 
-    from privacy_audit.defenses.targets.lm import sequence_loss
+    from privacy_audit.targets.lm import sequence_loss
 
     opt = torch.optim.AdamW(
         model.parameters(),

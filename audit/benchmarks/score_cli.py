@@ -97,8 +97,8 @@ def write_scores_csv(path: Path, n_rows: int, seed: int, text, prose=None) -> np
 
 
 def run(settings: BenchSettings) -> BenchResult:
-    from privacy_audit.attacks import split_check
     from privacy_audit.audit.integrations.cli import main
+    from privacy_audit.stats import split_check
 
     rows = int(settings.extra.get("sequences", 10_000 if settings.quick else 1_000_000))
     sizes = sorted({max(rows // d, 200) for d in (1, 10, 100)}, reverse=True)

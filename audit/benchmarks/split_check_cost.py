@@ -10,7 +10,7 @@ inflate.
 - ``split-check n+n``: :meth:`SplitCheck.run` alone (near-duplicates, the cross-fitted
   blind classifier and its 999-permutation test), timed at the full sizes: ``--sequences``
   texts per side (default 1,000) and ten times that (where it reads a seeded sample of
-  ``MAX_BLIND_PER_CLASS`` texts per class, attacks/split_check.py);
+  ``MAX_BLIND_PER_CLASS`` texts per class, stats/split_check.py);
 - ``audit k+k``: ``privacy-audit run --model DIR --members M --nonmembers N`` in process,
   every default (lm-loss, zlib, min-k from one forward pass, their bootstrap intervals,
   the split check itself, results.json and the HTML report) on a GPT-2-small-shaped model
@@ -126,8 +126,8 @@ def _save_model(texts: list[str], root: Path, quick: bool, seed: int) -> Path:
 
 
 def run(settings: BenchSettings) -> BenchResult:
-    from privacy_audit.attacks.split_check import MAX_BLIND_PER_CLASS, SplitCheck
     from privacy_audit.audit.integrations.cli import main as cli_main
+    from privacy_audit.stats.split_check import MAX_BLIND_PER_CLASS, SplitCheck
 
     per_side = int(settings.extra.get("sequences", 30 if settings.quick else 1000))
     small = min(per_side, 10 if settings.quick else AUDIT_TEXTS)

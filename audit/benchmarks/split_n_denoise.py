@@ -22,7 +22,7 @@ def run(settings: BenchSettings) -> BenchResult:
     from privacy_audit import fixtures
     from privacy_audit.defenses.snd_noise import privatize
     from privacy_audit.defenses.split_n_denoise import Denoiser, SplitEncoder
-    from privacy_audit.defenses.targets.loading import minilm_path
+    from privacy_audit.targets.loading import minilm_path
 
     batch, seq = (4, 16) if settings.quick else (32, 64)
     path = str(minilm_path())

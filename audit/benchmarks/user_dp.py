@@ -14,7 +14,7 @@ Two trainers, the same claim (user-level ε from the accountant over users):
 
 Per seed, one run of each trainer with ``canaries`` white-box canary users of ``records``
 records each (inserted with probability ½) and the one-run user-level audit
-(:func:`privacy_audit.audit.epsilon.user_level.one_run_user_audit`). Reported: VIOLATED k/n
+(:func:`privacy_audit.audit.epsilon.canary_users.one_run_user_audit`). Reported: VIOLATED k/n
 with the two-sided Clopper–Pearson 95 % interval, the bounds' median and the ceiling.
 Also the many-runs audit: per seed, 100 runs with and 100 without ONE canary user on a
 crafted 40-user dataset. Sizes: 100 seeds (one-run) and 10 (many runs); ``--quick``: 3 and
@@ -120,8 +120,8 @@ def loss_fn(logits, y):
 
 def one_seed(x, y, users, clip_unit: str, seed: int, config, canaries: int, records: int):
     """One run of the trainer (``clip_unit``) with canary users and its one-run audit."""
-    from privacy_audit.audit.epsilon.user_level import one_run_user_audit
-    from privacy_audit.defenses.gradient_canaries import CanaryUsers
+    from privacy_audit.audit.epsilon.canary_users import one_run_user_audit
+    from privacy_audit.defenses.dp_sgd_with_canaries import CanaryUsers
     from privacy_audit.defenses.user_dp_sgd import train_user_dp
 
     torch.manual_seed(seed)
@@ -147,8 +147,8 @@ def many_run_seed(
     ``seed``), independent seeds. Each run is scored by the canary user's likelihood ratio
     for a shift of c = k·C per draw (the per-record clipping the audit looks for; fixed
     before any run, so the bound is valid for either trainer)."""
-    from privacy_audit.audit.epsilon.user_level import many_run_user_audit
-    from privacy_audit.defenses.gradient_canaries import CanaryUsers
+    from privacy_audit.audit.epsilon.canary_users import many_run_user_audit
+    from privacy_audit.defenses.dp_sgd_with_canaries import CanaryUsers
     from privacy_audit.defenses.user_dp_sgd import train_user_dp
 
     keep = np.isin(users, np.unique(users)[:n_users])
@@ -280,7 +280,7 @@ def run(settings: BenchSettings) -> BenchResult:
             "one-run bound (Steinke et al. 2023) over canary users, Bonferroni over the "
             "guess-count grid, 95% confidence; intervals: two-sided Clopper-Pearson 95%",
             "canary users: white-box, k records of gradient C·e_j each, drawn by the "
-            "trainer's user sampler and clipped by its code (defenses/gradient_canaries.py)",
+            "trainer's user sampler and clipped by its code (defenses/dp_sgd_with_canaries.py)",
             "many runs: R runs with and R without one canary user on a crafted 40-user "
             "dataset, threshold fixed on half, Clopper-Pearson on the other half",
         ],

@@ -28,7 +28,7 @@ non-member texts of threat model (a).
 
 Target (:func:`train_models`): a word-level tokenizer built from the reference users'
 texts only (words seen at least twice; so the vocabulary reveals nothing about members or
-non-members), a small GPT-2 (:func:`privacy_audit.defenses.targets.lm.build_lm`) trained
+non-members), a small GPT-2 (:func:`privacy_audit.targets.lm.build_lm`) trained
 from scratch on the reference users' texts (the REFERENCE model), then fine-tuned on the
 member users' training texts (the TARGET), scored at each of ``epochs`` (cumulative; a
 lightly and a strongly fit target from one run). No download; CPU only.
@@ -39,7 +39,7 @@ reference: ReferenceAttack with the reference model), and ``seq-lr``: the SEQUEN
 log-likelihood ratio log p_target(x) − log p_ref(x) (the per-text term of Kandpal et al.
 2023's user-inference statistic), from the same token log-probabilities.
 
-Threat models, both at the user level with :mod:`privacy_audit.attacks.user_level`:
+Threat models, both at the user level with :mod:`privacy_audit.stats.by_user`:
 
 * (a) aggregation: each user's training (member) / non-member texts, aggregated per user
   by each of ``user_level.AGGREGATORS``;
@@ -62,7 +62,7 @@ assumes a text's score does not depend on its author's text count) and changes i
 variance, while the (a) lr-sum grows with the count. :func:`ratio_bootstrap` gives the
 user-level over example-level TPR at 1 % with a user-bootstrap interval.
 
-Resolution: TPR at FPR f needs at least 3/f non-members (``attacks.metrics.tpr_resolution``):
+Resolution: TPR at FPR f needs at least 3/f non-members (``stats.metrics.tpr_resolution``):
 300 non-member USERS for 1 %. This machine's changelogs have 330 users with three or more
 texts, so with 100 member users and a reference group (design ``disjoint-reference``) the
 user-level TPR at 1 % is reported as not resolvable; TPR at 5 % and 10 % are reported beside
@@ -89,9 +89,8 @@ from typing import Any
 
 import numpy as np
 
+from privacy_audit.audit.benchmarks.timing import BenchResult, BenchSettings
 from privacy_audit.ground.errors import DataError
-
-from .timing import BenchResult, BenchSettings
 
 CHANGELOGS = "/usr/share/doc/*/changelog.Debian.gz"
 #: the maintainer signature line of a Debian changelog entry
@@ -316,7 +315,7 @@ def prose_texts(n: int, seed: int, exclude: set[str] = frozenset()) -> list[str]
     import pydoc_data.topics as topics
     import warnings
 
-    from .split_check_cost import _paras
+    from privacy_audit.audit.benchmarks.split_check_cost import _paras
 
     paras = [p for v in topics.topics.values() for p in _paras(v)]
     with warnings.catch_warnings():
@@ -338,12 +337,12 @@ def prose_texts(n: int, seed: int, exclude: set[str] = frozenset()) -> list[str]
 
 # --------------------------------------------------------------------------- models
 def reference_tokenizer(texts: list[str], min_count: int):
-    """Word-level :class:`~privacy_audit.defenses.targets.lm.LMTokenizer` over the words
+    """Word-level :class:`~privacy_audit.targets.lm.LMTokenizer` over the words
     of ``texts`` seen at least ``min_count`` times (first-seen order, deterministic),
     plus every digit and punctuation mark."""
     import string
 
-    from privacy_audit.defenses.targets.lm import _WORD_RE, LMTokenizer
+    from privacy_audit.targets.lm import _WORD_RE, LMTokenizer
 
     counts: Counter = Counter()
     order: dict[str, None] = {c: None for c in string.digits + string.punctuation}
@@ -365,7 +364,7 @@ def train_models(ref_texts, member_texts, cfg: UsersConfig, seed: int) -> dict[s
     import copy
 
     from privacy_audit.defenses.base import PrivacyClaim
-    from privacy_audit.defenses.targets.lm import LMRelease, build_lm, train_lm
+    from privacy_audit.targets.lm import LMRelease, build_lm, train_lm
 
     tok = reference_tokenizer(ref_texts, cfg.min_word_count)
     ref = build_lm(
@@ -467,8 +466,8 @@ def texts_table(split: UserSplit, k_max: int) -> list[dict]:
 def evaluate(df, cfg: UsersConfig, seed: int) -> dict[str, Any]:
     """Every metric of the benchmark from the per-text table ``df`` (pandas, one row per
     text with the :data:`SCORES` columns)."""
-    from privacy_audit.attacks import user_level
-    from privacy_audit.attacks.metrics import membership_metrics
+    from privacy_audit.stats import by_user as user_level
+    from privacy_audit.stats.metrics import membership_metrics
 
     out: dict[str, Any] = {"a": [], "b": [], "example": []}
     a = df[df["set"] != "fresh"]
@@ -565,8 +564,8 @@ def ratio_bootstrap(df, n_boot: int, seed: int, fpr: float = 0.01) -> dict[str, 
     A replicate whose example-level TPR is 0 has ratio +inf (0/0: dropped and counted).
     ``p_at_least_target``: the share of replicates with ratio >= :data:`TARGET_RATIO`.
     ``df``: the per-text table of :func:`evaluate`."""
-    from privacy_audit.attacks import user_level
-    from privacy_audit.attacks.metrics import tpr_at_fpr
+    from privacy_audit.stats import by_user as user_level
+    from privacy_audit.stats.metrics import tpr_at_fpr
 
     a = df[df["set"] != "fresh"]
     users = sorted(a["user"].unique())
@@ -818,7 +817,7 @@ def run(settings: BenchSettings) -> BenchResult:
         ]
     else:
         design_notes = [
-            "TPR at 1% FPR needs >= 300 non-members to be resolvable (attacks.metrics."
+            "TPR at 1% FPR needs >= 300 non-members to be resolvable (stats.metrics."
             "tpr_resolution); this corpus has "
             f"{split.n_eligible} users with >= {cfg.min_rest + 1} texts, so with "
             f"{cfg.n_members} member users and a reference group at most "

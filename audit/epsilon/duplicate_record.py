@@ -49,7 +49,7 @@ Separation of roles, by construction:
 2. **Evaluation runs** (R with x*, R without, a disjoint seed stream) return only their
    score ⟨release, u⟩; they never see the clipped sums.
 3. Every evaluation run is counted at t: the Clopper–Pearson bound of
-   :func:`privacy_audit.attacks.epsilon.epsilon_lower_bound_from_counts` (Jagielski et
+   :func:`privacy_audit.stats.epsilon_bounds.epsilon_lower_bound_from_counts` (Jagielski et
    al. 2020), valid for any (ε, δ)-DP mechanism because u and t are fixed before these
    independent runs. At perfect separation the bound is its ceiling,
    ln((1 − δ − p)/p) with p = 1 − (α/2)^(1/R): 2.57 at R = 50, 3.28 at R = 100.
@@ -135,7 +135,7 @@ class FixedInitTarget:
 
 def _head_input(target: FixedInitTarget, texts: list[str], max_length: int) -> torch.Tensor:
     """The classifier head's input (BERT's pooled output) at the initial weights, no dropout."""
-    from privacy_audit.defenses.targets.classifier import encode, forward_kwargs
+    from privacy_audit.targets.classifier import encode, forward_kwargs
 
     model, tok = target.build(0)
     model.eval()
@@ -157,7 +157,7 @@ def crafted_records(setup: DuplicateRecordSetup, seed: int):
     """(target, x_d, its label, x*, its label): x_d a fixture row, x* the fixture row of
     another label farthest from it in the head's input space at the fixed initial weights."""
     from privacy_audit import fixtures
-    from privacy_audit.defenses.targets.loading import TargetSpec
+    from privacy_audit.targets.loading import TargetSpec
 
     rows = fixtures.load_corpus("private")
     names = sorted({r["label"] for r in rows})
@@ -192,7 +192,7 @@ def _train(present: bool, trainer_seed: int, setup, records) -> dict[str, Any]:
     """One run of ``DPSGD.fit`` on D or D'; the first step's released noisy sum and
     clipped sum (flat), and the run's claim."""
     from privacy_audit.defenses.dp_sgd import DPSGD, released_gradients
-    from privacy_audit.defenses.targets.classifier import TrainingConfig
+    from privacy_audit.targets.classifier import TrainingConfig
 
     first: dict[str, torch.Tensor] = {}
 
@@ -272,7 +272,7 @@ def bound(
     """Clopper–Pearson lower bound on ε at a threshold fixed before these runs: runs with
     x* (positives) scoring below t are false negatives, runs without scoring at or above
     t false positives."""
-    from privacy_audit.attacks.epsilon import epsilon_lower_bound_from_counts
+    from privacy_audit.stats.epsilon_bounds import epsilon_lower_bound_from_counts
 
     s_in, s_out = np.asarray(scores_in, float), np.asarray(scores_out, float)
     fp, fn = int((s_out >= threshold).sum()), int((s_in < threshold).sum())

@@ -18,7 +18,7 @@ when no text is given) followed by a *secret* of ``secret_tokens`` tokens:
 
 The score of a canary is the mean log-probability of its secret tokens given the prefix
 (higher = member); the prefix is never scored. Canaries may be repeated ``repeat`` times
-in training; the one-run bound then uses group privacy (``privacy_audit.attacks.canary_bounds``).
+in training; the one-run bound then uses group privacy (``privacy_audit.stats.canary_bounds``).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from privacy_audit.audit.epsilon.canaries import LM_CANARY_DESIGNS, CanarySet
+from privacy_audit.audit.epsilon.input_canaries import LM_CANARY_DESIGNS, CanarySet
 from privacy_audit.defenses.base import Examples
 from privacy_audit.ground.errors import AuditError
 
@@ -52,7 +52,7 @@ class TokenView:
         if lead is None and self.builtin:
             lead = [tokenizer.bos_id]  # the suite's LMs: <bos> tokens <eos>
         elif lead is None:  # a Hugging Face tokenizer: as tokenizer(text) encodes
-            from privacy_audit.defenses.targets.scoring import HFTokenizer
+            from privacy_audit.targets.scoring import HFTokenizer
 
             try:
                 lead = list(HFTokenizer(tokenizer).prefix)
@@ -331,14 +331,12 @@ def extend_builtin(model, tokenizer, new_tokens, seed: int = 0, init: str = "ran
     (``init``: the mean of the existing rows, or a draw seeded by ``seed``), so the model
     before training is reproducible. Works for the word-level LMTokenizer and for a user's
     base LM (``HFTokenizer``)."""
-    from privacy_audit.defenses.targets.lm import LMTokenizer
+    from privacy_audit.targets.lm import LMTokenizer
 
     if not new_tokens:
         return model, tokenizer
-    if (
-        getattr(tokenizer, "kind", None) == "hf"
-    ):  # a user's base LM (privacy_audit.defenses.targets)
-        from privacy_audit.defenses.targets.scoring import HFTokenizer
+    if getattr(tokenizer, "kind", None) == "hf":  # a user's base LM (privacy_audit.targets)
+        from privacy_audit.targets.scoring import HFTokenizer
 
         tokenizer.hf.add_tokens(list(new_tokens))
         model.resize_token_embeddings(len(tokenizer.hf), mean_resizing=False)
@@ -504,13 +502,13 @@ def load_user_lm(model_dir: str | Path, tokenizer_dir: str | Path | None = None)
     """``(model, tokenizer)`` of a local Hugging Face causal LM directory, offline.
 
     The one place ``canaries make | audit`` load a user's LM: through the own-model loader
-    :func:`privacy_audit.defenses.targets.loading.load_audit_target` (safe checkpoints only; weights the
+    :func:`privacy_audit.targets.loading.load_audit_target` (safe checkpoints only; weights the
     checkpoint lacks stop the audit, so random weights are never scored). ``tokenizer_dir``
     overrides the model's tokenizer (e.g. ``canaries/tokenizer`` for new-token canaries).
     A missing directory or a hub-style name is an AuditError (one line, exit 2)."""
     from transformers import AutoTokenizer
 
-    from privacy_audit.defenses.targets.loading import load_audit_target
+    from privacy_audit.targets.loading import load_audit_target
 
     try:
         loaded = load_audit_target(model_dir, "causal-lm", dtype="float32")

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from privacy_audit.audit.epsilon.canaries import LM_CANARY_DESIGNS, CanarySet
+from privacy_audit.audit.epsilon.input_canaries import LM_CANARY_DESIGNS, CanarySet
 from privacy_audit.defenses.base import Examples
 from privacy_audit.ground.errors import AuditError
 
@@ -251,8 +251,8 @@ def _status_guidance(status: str, ceiling: float, n: int) -> str:
 
 
 def audit_scores(scores, cs: CanarySet, delta: float, confidence: float, claimed, seed=0) -> dict:
-    from privacy_audit.attacks.canary_bounds import one_run_group_best, tpr_at_1pct_fpr
-    from privacy_audit.attacks.metrics import auc
+    from privacy_audit.stats.canary_bounds import one_run_group_best, tpr_at_1pct_fpr
+    from privacy_audit.stats.metrics import auc
 
     b = one_run_group_best(scores, cs.included, delta, cs.repeat, confidence)
     t = tpr_at_1pct_fpr(scores, cs.included, confidence=confidence, seed=seed)

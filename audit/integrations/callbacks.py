@@ -7,8 +7,8 @@ monitor, which logs into ``trainer.state.log_history`` and can stop training whe
 attack gets stronger than a threshold.
 
 Each evaluation wraps the *live* model in a release (no copy of the weights): a
-:class:`privacy_audit.defenses.targets.classifier.ClassifierRelease` for a classifier, a
-:class:`privacy_audit.defenses.targets.scoring.HFLMRelease` for a causal LM (``*ForCausalLM`` /
+:class:`privacy_audit.targets.classifier.ClassifierRelease` for a classifier, a
+:class:`privacy_audit.targets.scoring.HFLMRelease` for a causal LM (``*ForCausalLM`` /
 ``*LMHeadModel``, PEFT-wrapped or not; its attacks -- ``lm-loss``, ``zlib``, ``min-k`` by
 default -- share one forward pass per text, and no labels are needed: members and
 non-members may be plain lists of texts). It switches the model to eval mode, runs the attacks without gradients
@@ -43,7 +43,7 @@ from privacy_audit.attacks import ATTACKS
 from privacy_audit.attacks.base import AttackResult, MetricSettings, run_attack
 from privacy_audit.audit.integrations.gate import GATED
 from privacy_audit.defenses.base import Examples, PrivacyClaim, Surface
-from privacy_audit.defenses.targets.classifier import ClassifierRelease
+from privacy_audit.targets.classifier import ClassifierRelease
 
 __all__ = [
     "DEFAULT_MONITOR_ATTACKS",
@@ -311,7 +311,7 @@ class PrivacyMonitor:
         """A release over the live model: classifier or causal LM."""
         claim = PrivacyClaim.none("Monitored during training.")
         if self._kind_of(model) == "causal-lm":
-            from privacy_audit.defenses.targets.scoring import HFLMRelease, HFTokenizer
+            from privacy_audit.targets.scoring import HFLMRelease, HFTokenizer
 
             tok = self.tokenizer
             if isinstance(tok, PreTrainedTokenizerBase):  # encoded as tokenizer(text)

@@ -517,7 +517,7 @@ def build_parser() -> argparse.ArgumentParser:
     from privacy_audit.audit.epsilon.pipeline import add_parser as _canaries_parser
 
     _canaries_parser(sub)
-    from privacy_audit.audit.dp_check.command import add_parser as _dp_check_parser
+    from privacy_audit.audit.epsilon.dp_check.command import add_parser as _dp_check_parser
 
     _dp_check_parser(sub)
     return p
@@ -1161,9 +1161,9 @@ def _cmd_compare(args) -> int:
 
 
 def _cmd_score(args) -> int:
-    from privacy_audit.attacks.scores import MAX_BOOTSTRAP
     from privacy_audit.audit.results import check_output_dir, write_outputs
     from privacy_audit.audit.runner import score_file
+    from privacy_audit.stats.scores import MAX_BOOTSTRAP
 
     _check_seed(args.seed)
     if not 100 <= args.bootstrap <= MAX_BOOTSTRAP:
@@ -1772,7 +1772,15 @@ def _cmd_experiment(args) -> int:
 
 
 def _cmd_claims(args) -> int:
-    from privacy_audit.reports.claims import build_claims, format_table, to_markdown
+    _checkout_experiments()  # one line and exit 2 from an installed wheel
+    import importlib
+
+    claims = importlib.import_module("experiments.claims")  # the checkout's, not installed
+    build_claims, format_table, to_markdown = (
+        claims.build_claims,
+        claims.format_table,
+        claims.to_markdown,
+    )
 
     docs = Path(args.docs) if args.docs else None
     if docs is not None and not docs.is_dir():
@@ -1780,9 +1788,10 @@ def _cmd_claims(args) -> int:
     if docs is None and checkout_root() is None:
         raise AuditError(NO_CHECKOUT + " (or give --docs FOLDER of recorded results)")
     from privacy_audit.audit.outputs import check_outputs
-    from privacy_audit.reports.claims import recorded_inputs
 
-    check_outputs([("--json", args.json), ("--markdown", args.markdown)], recorded_inputs(docs))
+    check_outputs(
+        [("--json", args.json), ("--markdown", args.markdown)], claims.recorded_inputs(docs)
+    )
     if args.json:
         _check_writable(args.json, "--json")
     if args.markdown:
@@ -1808,7 +1817,7 @@ def _cmd_attacks(args) -> int:
 
 
 def _cmd_dp_check(args) -> int:
-    from privacy_audit.audit.dp_check.command import run
+    from privacy_audit.audit.epsilon.dp_check.command import run
 
     return run(args)
 

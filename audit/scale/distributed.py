@@ -3,7 +3,7 @@
 Data parallelism with Ray's own machinery: a :class:`ray.util.ActorPool` of scoring
 actors, each loading the model once (from the same local directory and options as the
 driver; one GPU per actor when the cluster has GPUs). The driver plans the length-bucketed
-batches exactly as a local run does (:func:`~privacy_audit.defenses.targets.scoring.length_batches`) and
+batches exactly as a local run does (:func:`~privacy_audit.targets.scoring.length_batches`) and
 the pool maps them over the actors in order, so each batch is the same forward pass as in
 a local run and the results are the same.
 """
@@ -25,7 +25,7 @@ class _Scorer:
 
         torch.set_num_threads(threads)  # same summation order as the driver's local run
         from privacy_audit.defenses.base import PrivacyClaim
-        from privacy_audit.defenses.targets.loading import load_audit_target, load_causal_lm_release
+        from privacy_audit.targets.loading import load_audit_target, load_causal_lm_release
 
         device = recipe["device"]
         if torch.cuda.is_available() and recipe["device"] == "cuda":
@@ -49,7 +49,7 @@ class _Scorer:
         )
 
     def score(self, texts: list[str], extraction=None) -> list[tuple]:
-        from privacy_audit.defenses.targets.scoring import (
+        from privacy_audit.targets.scoring import (
             encode_lengths,
             extraction_spans,
             score_batch,
@@ -76,13 +76,13 @@ class _Scorer:
 
 def ray_token_stats(release, texts: list[str], executor) -> tuple[list[TokenStats], list]:
     """Token statistics and pooled hidden states of ``texts`` for ``release`` (an
-    :class:`~privacy_audit.defenses.targets.scoring.HFLMRelease` built by ``load_causal_lm_release``),
+    :class:`~privacy_audit.targets.scoring.HFLMRelease` built by ``load_causal_lm_release``),
     computed on Ray actors. ``executor`` is an ``privacy_audit.audit.scale.executors.ExecutorSpec``."""
     import torch
 
     from privacy_audit.audit.scale.executors import RayExecutor
-    from privacy_audit.defenses.targets.scoring import encode_lengths, length_batches
     from privacy_audit.ground.errors import AuditError
+    from privacy_audit.targets.scoring import encode_lengths, length_batches
 
     recipe = getattr(release, "recipe", None)
     if recipe is None:

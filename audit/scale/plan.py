@@ -381,8 +381,8 @@ def pretrained_only_utility(cfg, data=None) -> dict | None:
     avoids loading it again."""
     from privacy_audit.audit.data import load_audit_data
     from privacy_audit.defenses.base import PrivacyClaim
-    from privacy_audit.defenses.targets.lm import LMRelease
-    from privacy_audit.defenses.targets.loading import Target
+    from privacy_audit.targets.lm import LMRelease
+    from privacy_audit.targets.loading import Target
 
     if cfg.target.public_epochs <= 0:
         return None
@@ -403,7 +403,7 @@ def pretrained_only_utility(cfg, data=None) -> dict | None:
 def _lm_utility_floor(cfg, data, out: dict) -> None:
     """For an LM target the suite trains: the unigram perplexity floor on the test texts
     (defenses/lm_baselines.py) and, per run, whether its perplexity CI is below it."""
-    from privacy_audit.defenses.targets.lm import LM_PRESETS, build_lm_target
+    from privacy_audit.targets.lm import LM_PRESETS, build_lm_target
 
     if cfg.target.preset not in LM_PRESETS or cfg.target.model_dir:
         return

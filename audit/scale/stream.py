@@ -6,7 +6,7 @@ of its scored tokens (O(tokens) numbers, never the V-sized logits) and its poole
 state (d numbers). What is *not* kept across the run: the encodings (token rows), the
 extraction spans and the batch tensors. The distinct texts are cut into chunks of
 :data:`CHUNK_TEXTS` in input order; each chunk is encoded, scored in length-bucketed batches
-(:func:`~privacy_audit.defenses.targets.scoring.score_texts`, the same forward pass and
+(:func:`~privacy_audit.targets.scoring.score_texts`, the same forward pass and
 statistics as the whole-set path: for n <= :data:`CHUNK_TEXTS` it *is* the whole-set path)
 and dropped, so the transient memory is one chunk's encodings plus one batch's logits,
 whatever n is.
@@ -196,14 +196,14 @@ def stream_token_stats(
     progress: bool = False,
 ) -> dict[str, Any]:
     """Fill ``release``'s per-text caches (token statistics and pooled hidden states, what
-    :meth:`~privacy_audit.defenses.targets.scoring.HFLMRelease.token_stats` and ``hidden`` read) for
+    :meth:`~privacy_audit.targets.scoring.HFLMRelease.token_stats` and ``hidden`` read) for
     the distinct ``texts``, one chunk of ``chunk_texts`` (default :data:`CHUNK_TEXTS`) at a
     time; with ``store``, each scored chunk is
     checkpointed and (``resume``) a finished one is loaded instead of scored.
 
     Returns ``{"chunks", "chunk_texts", "reused", "scored"}``."""
     from privacy_audit.audit.scale.malloc import release_free_memory, tune_malloc
-    from privacy_audit.defenses.targets.scoring import score_texts
+    from privacy_audit.targets.scoring import score_texts
 
     # once per process: the batches' large buffers from a kept heap, not fresh mmaps (the
     # forward's page faults); and every TRIM_TEXTS scored texts the heap's free pages go

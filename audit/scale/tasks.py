@@ -65,7 +65,7 @@ def _config(payload: dict[str, Any]):
 
 def _target(cfg, data):
     """A Target whose public pretraining (when configured) runs once per process."""
-    from privacy_audit.defenses.targets.loading import Target
+    from privacy_audit.targets.loading import Target
 
     target = Target(cfg.target, tuple(data.label_names), data.public, cfg.device, SHOW_PROGRESS)
     return target
@@ -112,7 +112,7 @@ def _defense(cfg, payload):
 
 
 def _training(cfg, dcfg):
-    from privacy_audit.defenses.targets.classifier import TrainingConfig
+    from privacy_audit.targets.classifier import TrainingConfig
 
     return TrainingConfig(
         **{**cfg.train, **dcfg.train_overrides},
@@ -147,8 +147,8 @@ def _lm_canaries(target, data, eps_settings, seed: int):
     """Designed LM canaries made from the target before training (its init at the audit's
     seed, or the public-pretrained model), and the target that adds new tokens if any."""
     from privacy_audit.audit.epsilon.lm_canaries import CanaryTarget, make_lm_canaries
-    from privacy_audit.defenses.targets.lm import is_lm_target
     from privacy_audit.ground.errors import ConfigError
+    from privacy_audit.targets.lm import is_lm_target
 
     if not is_lm_target(target):
         raise ConfigError(
@@ -169,8 +169,12 @@ def _lm_canaries(target, data, eps_settings, seed: int):
 
 
 def audit_trial(payload: dict[str, Any], deps: list[dict]) -> dict[str, Any]:
-    from privacy_audit.audit.epsilon.audit import epsilon_audit
-    from privacy_audit.audit.epsilon.canaries import CANARY_KINDS, make_canaries, with_canaries
+    from privacy_audit.audit.epsilon.claimed_vs_audited import epsilon_audit
+    from privacy_audit.audit.epsilon.input_canaries import (
+        CANARY_KINDS,
+        make_canaries,
+        with_canaries,
+    )
     from privacy_audit.audit.evaluate import epsilon_settings, evaluate_release, metric_settings
     from privacy_audit.defenses.base import Surface
 

@@ -33,14 +33,14 @@ import numpy as np
 import torch
 
 from privacy_audit.defenses.base import PrivacyClaim, Surface, TokenStats
-from privacy_audit.defenses.targets.lm import LMRelease, token_statistics_from_logits
+from privacy_audit.targets.lm import LMRelease, token_statistics_from_logits
 
 #: The batch size a CUDA out-of-memory error halves down to before giving up.
 MIN_BATCH = 1
 
 
 class HFTokenizer:
-    """A Hugging Face tokenizer with the interface of :class:`privacy_audit.defenses.targets.lm.LMTokenizer`.
+    """A Hugging Face tokenizer with the interface of :class:`privacy_audit.targets.lm.LMTokenizer`.
 
     A text is encoded exactly as ``tokenizer(text)`` encodes it (the tokenizer's own
     ``add_special_tokens``: GPT-2 and GPT-NeoX add nothing, Llama adds ``<s>``, OPT adds
@@ -495,7 +495,7 @@ def forward_stats(
 ):
     """One forward pass -> (TokenStats per row, mean-pooled last hidden state [B, d]).
 
-    With ``decoding`` (a :class:`~privacy_audit.defenses.targets.decoding.Decoding`) and per-row target
+    With ``decoding`` (a :class:`~privacy_audit.targets.decoding.Decoding`) and per-row target
     ``spans``, the same logits also give ``TokenStats.decoding_log_probs``: each span
     token's probability under the product's sampling distribution (temperature, top-k,
     top-p applied as generation applies them), which needs the full distribution at those
@@ -575,7 +575,7 @@ def score_texts(
     """TokenStats and pooled hidden states for ``texts``, one forward pass each, batched
     by length with CUDA out-of-memory backoff. Returns ``(stats, hidden or None, batch)``
     with ``batch`` the batch size that was finally used. With ``extraction`` (an
-    :class:`~privacy_audit.defenses.targets.decoding.ExtractionSpec`) each text's stats also carry its
+    :class:`~privacy_audit.targets.decoding.ExtractionSpec`) each text's stats also carry its
     suffix's decoding log-probabilities, from the same pass."""
     texts = list(texts)
     rows, lengths = encode_lengths(tokenizer, texts, max_length)
@@ -640,8 +640,8 @@ class HFLMRelease(LMRelease):
         place_model: bool = True,
     ) -> None:
         from privacy_audit.defenses.gradient_mechanism import GaussianGradientMechanism
-        from privacy_audit.defenses.targets.classifier import resolve_device
-        from privacy_audit.defenses.targets.lm import context_length
+        from privacy_audit.targets.classifier import resolve_device
+        from privacy_audit.targets.lm import context_length
 
         self.model = model
         self.tokenizer = tokenizer
@@ -793,7 +793,7 @@ class HFLMRelease(LMRelease):
         """Continuation token ids per prompt (stopping at EOS), batched with left padding."""
         if max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
-        from privacy_audit.defenses.targets.lm import context_length
+        from privacy_audit.targets.lm import context_length
 
         n_ctx = context_length(self.model)
         room = n_ctx - max_new_tokens

@@ -4,8 +4,8 @@ and many-runs (one canary user, training repeated with and without it).
 One run (Steinke, Nasr & Jagielski 2023, with users as the units): m canary users, each
 with k records, each user included with probability ½ independently of everything else;
 after ONE training run each canary user gets a score from the release (here the white-box
-likelihood ratio of :class:`privacy_audit.defenses.gradient_canaries.CanaryUsers`), and
-the one-run bound of :func:`privacy_audit.attacks.canary_bounds.one_run_group_best`
+likelihood ratio of :class:`privacy_audit.defenses.dp_sgd_with_canaries.CanaryUsers`), and
+the one-run bound of :func:`privacy_audit.stats.canary_bounds.one_run_group_best`
 (group = 1: a canary user is ONE unit of a user-level claim) is a lower confidence bound
 on the user-level ε. It contradicts a claim whose unit is ``"user"``.
 
@@ -13,7 +13,7 @@ Many runs (Jagielski et al. 2020, with a user as the unit): R runs of the traine
 R on D ∪ {canary user} (independent seeds), each scored by the same likelihood ratio of
 the canary user's coordinate; the threshold is fixed on half the runs and the
 Clopper–Pearson bound counted on the other half
-(:func:`privacy_audit.attacks.epsilon.epsilon_lower_bound`, ``threshold="split"``).
+(:func:`privacy_audit.stats.epsilon_bounds.epsilon_lower_bound`, ``threshold="split"``).
 
 A claim whose unit is ``"example"`` says nothing directly about a user with k records;
 group privacy (Dwork & Roth 2014) turns it into (kε, δ_k) for the user, δ_k =
@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from privacy_audit.attacks.canary_bounds import group_delta, one_run_group_best
+from privacy_audit.stats.canary_bounds import group_delta, one_run_group_best
 
 
 def _comparable(claim, units=("user",)) -> tuple[bool, str | None]:
@@ -100,7 +100,7 @@ def many_run_user_audit(
 ) -> dict[str, Any]:
     """The many-runs user-level audit from the canary user's score in each run with it
     (``scores_with``) and without it (``scores_without``); runs independent."""
-    from privacy_audit.attacks.epsilon import epsilon_ceiling, epsilon_lower_bound
+    from privacy_audit.stats.epsilon_bounds import epsilon_ceiling, epsilon_lower_bound
 
     s_in, s_out = np.asarray(scores_with, float), np.asarray(scores_without, float)
     scores = np.concatenate([s_in, s_out])

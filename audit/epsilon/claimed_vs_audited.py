@@ -2,7 +2,7 @@
 
 Three audits, each a statistically valid lower bound on ε at the run's δ:
 - ``gradient-canary``: white-box Dirac gradient canaries on the released updates
-  (``privacy_audit.attacks.gradient_canary``), one independent training run per trial;
+  (``privacy_audit.audit.epsilon.gradient_canary_audit``), one independent training run per trial;
 - ``input-canaries (one-run)``: canaries inserted into the training data with
   probability 1/2 and scored by their loss; the larger of the one-run bounds of
   Steinke, Nasr & Jagielski (2023) and the f-DP audit of Mahloujifar, Melis & Chaudhuri
@@ -23,11 +23,14 @@ from typing import Any
 
 import numpy as np
 
-from privacy_audit.attacks.canary_bounds import one_run_group_best, tpr_at_1pct_fpr
-from privacy_audit.attacks.epsilon import tradeoff_violations
-from privacy_audit.attacks.gradient_canary import GradientCanaryAudit, OneRunWhiteBoxAudit
-from privacy_audit.audit.epsilon.canaries import CanarySet
+from privacy_audit.audit.epsilon.gradient_canary_audit import (
+    GradientCanaryAudit,
+    OneRunWhiteBoxAudit,
+)
+from privacy_audit.audit.epsilon.input_canaries import CanarySet
 from privacy_audit.defenses.base import ReleasedModel, Surface
+from privacy_audit.stats.canary_bounds import one_run_group_best, tpr_at_1pct_fpr
+from privacy_audit.stats.epsilon_bounds import tradeoff_violations
 
 COMPARABLE_UNITS = ("example", "sequence", "user")
 COMPARABLE_NOTIONS = ("central-dp", "local-dp")

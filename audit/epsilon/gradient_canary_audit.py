@@ -36,12 +36,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from privacy_audit.attacks.epsilon import (
+from privacy_audit.defenses.base import ReleasedModel, Surface
+from privacy_audit.stats.epsilon_bounds import (
     epsilon_ceiling,
     epsilon_lower_bound,
     epsilon_point_estimate,
 )
-from privacy_audit.defenses.base import ReleasedModel, Surface
 
 
 @dataclass(frozen=True)
@@ -168,7 +168,7 @@ class OneRunWhiteBoxAudit:
     Agrawal et al. 2026 on the same run).
 
     **Recorded** (the suite's DP-SGD trainers, ``release.gradient_canary_record``): the
-    canaries are records of the real run (:mod:`privacy_audit.defenses.gradient_canaries`). Each present
+    canaries are records of the real run (:mod:`privacy_audit.defenses.dp_sgd_with_canaries`). Each present
     canary is Poisson-sampled like any record and adds C·e_j to the clipped sum; the
     signal is the sum over the run's released updates of coordinate j, read out of the
     training loop, real examples' gradients at j included.
@@ -224,7 +224,7 @@ class OneRunWhiteBoxAudit:
         confidence: float = 0.95,
         claimed_epsilon: float | None = None,
     ) -> list[dict[str, Any]]:
-        from privacy_audit.attacks.canary_bounds import gaussian_one_run_epsilon, one_run_group_best
+        from privacy_audit.stats.canary_bounds import gaussian_one_run_epsilon, one_run_group_best
 
         scores, included = self.signals(release)
         recorded = getattr(release, "gradient_canary_record", None)

@@ -40,7 +40,7 @@ import numpy as np
 from scipy.optimize import brentq
 from scipy.special import betaincinv, gammaln, log_ndtr, ndtr, ndtri
 
-from .scores import (
+from privacy_audit.stats.scores import (
     _best_threshold,
     _check_confidence,
     _check_split_sizes,

@@ -34,7 +34,7 @@ import numpy as np
 from scipy import stats
 from scipy.optimize import brentq
 
-from privacy_audit.attacks.epsilon import (
+from privacy_audit.stats.epsilon_bounds import (
     _check_count,
     _check_delta,
     _one_run_counts,
@@ -45,7 +45,7 @@ from privacy_audit.attacks.epsilon import (
     one_run_ceiling,
     one_run_fdp_epsilon,
 )
-from privacy_audit.attacks.metrics import (
+from privacy_audit.stats.metrics import (
     CI_METHODS,
     _check_confidence,
     tpr_at_fpr,
@@ -111,7 +111,7 @@ def one_run_group_epsilon(
 ) -> float:
     """Per-example ε lower bound from one run whose canaries are each repeated ``group`` times.
 
-    Assumptions: those of :func:`privacy_audit.attacks.epsilon.one_run_epsilon` for the m groups (each
+    Assumptions: those of :func:`privacy_audit.stats.epsilon_bounds.one_run_epsilon` for the m groups (each
     group's inclusion an independent fair coin, all r copies in or all out), and that the
     mechanism's (ε, δ) guarantee is per example, so a group enjoys (group·ε, δ_group) by
     group privacy (module docstring). ``group = 1`` is Steinke et al.'s bound.
@@ -136,7 +136,7 @@ def one_run_group_best(
     k_grid=None,
     seed=0,
 ) -> dict:
-    """:func:`privacy_audit.attacks.epsilon.one_run_best` with repetition, plus the design's ceiling.
+    """:func:`privacy_audit.stats.epsilon_bounds.one_run_best` with repetition, plus the design's ceiling.
 
     ``group = 1``: exactly ``one_run_best`` (the larger of Steinke et al.'s and the f-DP
     one-run bound, ties ordered by seeded jitter), and ``ceiling`` is the larger of the
@@ -312,7 +312,7 @@ def gaussian_one_run_epsilon(
 ) -> dict:
     """ε lower bound of the Gaussian one-run audit (Agrawal et al. 2026).
 
-    ε_LB = the ε at ``delta`` of μ_lo-GDP (:func:`privacy_audit.attacks.epsilon.gaussian_mechanism_epsilon`),
+    ε_LB = the ε at ``delta`` of μ_lo-GDP (:func:`privacy_audit.stats.epsilon_bounds.gaussian_mechanism_epsilon`),
     μ_lo from :func:`gaussian_mu_lower`.
 
     **Asymptotic**: valid only when the canary signals are Gaussian with a common variance
@@ -348,9 +348,9 @@ def gaussian_one_run_epsilon(
 def tpr_at_1pct_fpr(scores, included, n_boot: int = 1000, confidence: float = 0.95, seed=0):
     """TPR at 1% FPR of the canary scores with the exact, distribution-free interval.
 
-    The value is :func:`privacy_audit.attacks.metrics.tpr_at_fpr` (largest TPR with empirical FPR
+    The value is :func:`privacy_audit.stats.metrics.tpr_at_fpr` (largest TPR with empirical FPR
     <= 1 %; with fewer than 100 absent canaries, the TPR at zero false positives). The
-    interval is :func:`privacy_audit.attacks.metrics.tpr_interval_exact` at ``confidence``: valid for
+    interval is :func:`privacy_audit.stats.metrics.tpr_interval_exact` at ``confidence``: valid for
     any score distribution, tied scores included, with coverage >= ``confidence``
     (conservative; the percentile bootstrap it replaces covered well below 95 % at 100
     canaries per side, measured in docs/statistics.md). ``n_boot`` and ``seed`` are accepted for

@@ -81,7 +81,7 @@ def _accepted(text: str) -> tuple[str, ...]:
 
 
 def _fmt_eps(e: dict | None) -> str:
-    from .verdict import fmt_eps
+    from privacy_audit.audit.epsilon.dp_check.verdict import fmt_eps
 
     return fmt_eps(e)
 
@@ -142,18 +142,17 @@ def _n(x) -> str:
 
 
 def run(args) -> int:
+    from privacy_audit.audit.epsilon.dp_check.contract import load_setup
+    from privacy_audit.audit.epsilon.dp_check.run import DEFAULT_BUDGET, check
     from privacy_audit.audit.outputs import check_outputs, dir_outputs
     from privacy_audit.ground.io import dumps_json, publish_together, remove_stale_temporaries
     from privacy_audit.reports.dp_check_view import render_dp_check
-
-    from .contract import load_setup
-    from .run import DEFAULT_BUDGET, check
 
     budget = DEFAULT_BUDGET if args.budget is None else args.budget
     if not (math.isfinite(budget) and budget > 0):
         raise AuditError(f"--budget must be a number of seconds > 0, got {args.budget!r}")
     accepted = _accepted(args.accept_untested)
-    from .contract import check_seed
+    from privacy_audit.audit.epsilon.dp_check.contract import check_seed
 
     check_seed(args.seed)
     out = Path(args.out)

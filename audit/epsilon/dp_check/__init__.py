@@ -67,7 +67,7 @@ class DPCheckResult:
         raise KeyError(name)
 
     def summary(self) -> str:
-        from .command import summary
+        from privacy_audit.audit.epsilon.dp_check.command import summary
 
         return summary(self.record)
 
@@ -96,7 +96,7 @@ def dp_check(
     """Run every check on ``setup``: a SETUP.py path, an imported module, or any object
     with the contract's names (``make_dataset``, ``make_private``, ``CLAIM`` ...).
     ``end_to_end`` also runs the many-run audits with the budget left."""
-    from .run import DEFAULT_BUDGET, check
+    from privacy_audit.audit.epsilon.dp_check.run import DEFAULT_BUDGET, check
 
     return DPCheckResult(
         check(

@@ -1,6 +1,6 @@
 """Scores sorted once: the ROC counts every metric, CI and eps bound reads.
 
-Conventions (shared by :mod:`privacy_audit.attacks.metrics` and :mod:`privacy_audit.attacks.epsilon`): ``scores``
+Conventions (shared by :mod:`privacy_audit.stats.metrics` and :mod:`privacy_audit.stats.epsilon_bounds`): ``scores``
 is a 1-D array of finite reals, HIGHER = more likely a member; ``members`` holds 0/1 or
 booleans, 1 / ``True`` = member (the positive class); a threshold ``t`` predicts
 "member" iff ``score >= t``.

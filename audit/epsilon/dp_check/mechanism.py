@@ -37,7 +37,13 @@ import numpy as np
 import torch
 from scipy import stats
 
-from .harness import Coupler, Instance, Rows, crafted_step, zero_rows
+from privacy_audit.audit.epsilon.dp_check.harness import (
+    Coupler,
+    Instance,
+    Rows,
+    crafted_step,
+    zero_rows,
+)
 
 #: relative size of a float difference treated as exactly zero (float32 rounding of the
 #: shared noise: |noise| · 2^-24 per coordinate, far below one clipped example)
@@ -740,7 +746,7 @@ def schedule_effect(
     """Drive both instances through the same physical batches (the user's sampler, with
     its gradient-accumulation signals replayed), every example zero except one crafted
     example added to A's first batch; compare every release."""
-    from .harness import replay_signals
+    from privacy_audit.audit.epsilon.dp_check.harness import replay_signals
 
     mus: list[float] = []
     response: list[float] = []

@@ -31,9 +31,9 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from .contract import Claim, SetupError
-from .harness import Instance
-from .mechanism import DECISION_ALPHA
+from privacy_audit.audit.epsilon.dp_check.contract import Claim, SetupError
+from privacy_audit.audit.epsilon.dp_check.harness import Instance
+from privacy_audit.audit.epsilon.dp_check.mechanism import DECISION_ALPHA
 
 #: p-value below which a dispersion test calls a scheme non-Poisson
 POISSON_P = 1e-6

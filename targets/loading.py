@@ -19,8 +19,8 @@ from typing import Any
 
 import torch
 
-from privacy_audit.defenses.targets.lm import LM_PRESETS
 from privacy_audit.ground.errors import AuditError
+from privacy_audit.targets.lm import LM_PRESETS
 
 PRESETS = ("tiny", "minilm", *LM_PRESETS)
 
@@ -162,7 +162,7 @@ class TargetSpec:
         torch.manual_seed(seed)
         if self.preset in LM_PRESETS and not self.model_dir:
             # causal LM target (defenses/lm.py): (GPT2LMHeadModel, LMTokenizer); no labels
-            from privacy_audit.defenses.targets.lm import build_lm_target
+            from privacy_audit.targets.lm import build_lm_target
 
             return build_lm_target(self.preset, seed)
         num_labels = len(label_names)
@@ -243,7 +243,7 @@ class Target:
         import copy
 
         if self.is_lm:
-            from privacy_audit.defenses.targets.lm import train_lm
+            from privacy_audit.targets.lm import train_lm
 
             torch.manual_seed(seed)
             train_lm(
@@ -262,7 +262,7 @@ class Target:
             model.cpu()
             return copy.deepcopy(model.state_dict())
 
-        from privacy_audit.defenses.targets.classifier import (
+        from privacy_audit.targets.classifier import (
             TrainingConfig,
             make_loader,
             train_loop,
@@ -428,8 +428,8 @@ def load_audit_target(
     from safetensors import SafetensorError
     from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification, AutoTokenizer
 
-    from privacy_audit.defenses.targets.classifier import resolve_device
     from privacy_audit.ground.safe_load import checkpoint_kwargs
+    from privacy_audit.targets.classifier import resolve_device
 
     if audit_dir is None and adapter_dir is None:
         raise AuditError("set target.audit_dir (or target.adapter_dir)")
@@ -547,10 +547,10 @@ def load_causal_lm_release(
     add_eos: bool = False,
     **kw,
 ):
-    """An :class:`~privacy_audit.defenses.targets.scoring.HFLMRelease` over a loaded causal LM, its texts
+    """An :class:`~privacy_audit.targets.scoring.HFLMRelease` over a loaded causal LM, its texts
     encoded as its tokenizer encodes them (``add_bos`` / ``add_eos``: see
-    :class:`~privacy_audit.defenses.targets.scoring.HFTokenizer`)."""
-    from privacy_audit.defenses.targets.scoring import HFLMRelease, HFTokenizer
+    :class:`~privacy_audit.targets.scoring.HFTokenizer`)."""
+    from privacy_audit.targets.scoring import HFLMRelease, HFTokenizer
 
     try:
         tok = HFTokenizer(loaded.tokenizer, add_bos=add_bos, add_eos=add_eos)
@@ -577,8 +577,8 @@ def load_causal_lm_release(
 def load_base_lm(model_dir: str | Path):
     """``(model, tokenizer)`` of a local causal LM to fine-tune under a defense: the model
     in float32 on the CPU (the defense moves it), the tokenizer behind the suite's LM
-    tokenizer interface (:class:`~privacy_audit.defenses.targets.scoring.HFTokenizer`)."""
-    from privacy_audit.defenses.targets.scoring import HFTokenizer
+    tokenizer interface (:class:`~privacy_audit.targets.scoring.HFTokenizer`)."""
+    from privacy_audit.targets.scoring import HFTokenizer
 
     loaded = load_audit_target(model_dir, "causal-lm", allow_uninitialized=True, dtype="float32")
     try:

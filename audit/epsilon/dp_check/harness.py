@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .contract import Setup, SetupError, call_user
+from privacy_audit.audit.epsilon.dp_check.contract import Setup, SetupError, call_user
 
 Rows = dict[str, torch.Tensor]  # name -> (B, *shape) per-example gradients
 Release = dict[str, torch.Tensor]  # name -> released tensor

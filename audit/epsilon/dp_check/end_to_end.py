@@ -5,7 +5,7 @@ noise and a release linear in the clipped gradients. Where those assumptions fai
 confirm a finding without them, these audits run the user's optimizer many times on two
 crafted datasets that differ in one example and bound ε from how often a fixed test tells
 them apart (Clopper–Pearson at a threshold chosen on a disjoint half of the runs:
-:func:`privacy_audit.attacks.epsilon.epsilon_lower_bound`). Each run is a fresh instance
+:func:`privacy_audit.stats.epsilon_bounds.epsilon_lower_bound`). Each run is a fresh instance
 (``make_private`` again), so runs are independent as the bound needs.
 
 - :func:`lone_canary` — the dataset is one example whose gradient is a large Dirac on one
@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .harness import Instance, crafted_step, zero_rows
+from privacy_audit.audit.epsilon.dp_check.harness import Instance, crafted_step, zero_rows
 
 
 @dataclass
@@ -68,7 +68,7 @@ CONFIDENCE = 0.999
 
 
 def _bound(scores_in: list[float], scores_out: list[float], delta: float, seed: int) -> float:
-    from privacy_audit.attacks.epsilon import epsilon_lower_bound
+    from privacy_audit.stats.epsilon_bounds import epsilon_lower_bound
 
     n = min(len(scores_in), len(scores_out))
     if n < 4:

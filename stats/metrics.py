@@ -25,13 +25,13 @@ import numpy as np
 from scipy.special import betaincinv, ndtri
 from scipy.stats import binom
 
-from .epsilon import (
+from privacy_audit.stats.epsilon_bounds import (
     _check_delta,
     _point_estimate_from_counts,
     epsilon_ceiling,
     epsilon_lower_bound,
 )
-from .scores import (  # noqa: F401  (re-exported: tests and older callers import them here)
+from privacy_audit.stats.scores import (  # noqa: F401  (re-exported: tests and older callers import them here)
     _CHUNK_ELEMENTS,
     SortedScores,
     _advantage_from_counts,
@@ -302,7 +302,7 @@ def _balanced_accuracy_bootstrap(s: np.ndarray, m: np.ndarray, n_boot: int, seed
 
 
 def _poisson_weights(rng, shape):
-    from .scores import _POISSON
+    from privacy_audit.stats.scores import _POISSON
 
     return _POISSON[rng.integers(0, _POISSON.size, size=shape, dtype=np.uint16)]
 
@@ -350,7 +350,7 @@ def bootstrap_ci(
     are refused with a ``ValueError`` naming the interval to use: their percentile
     intervals cover well below the nominal level (measured in docs/statistics.md).
 
-    * Names: Poisson bootstrap on the order sorted once (:func:`privacy_audit.attacks.scores.poisson_bootstrap`):
+    * Names: Poisson bootstrap on the order sorted once (:func:`privacy_audit.stats.scores.poisson_bootstrap`):
       every example gets an independent Poisson(1) weight per resample, the ROC counts
       are cumulative weight sums, rates use the resample's own class totals; no sort
       per resample.  ``"balanced_accuracy"`` keeps the halves of
@@ -557,7 +557,7 @@ def membership_metrics(
     * ``"epsilon_lower_bound"``: ``{"value", "ci_low", "ci_high", "delta",
       "confidence", "method", "threshold", "ceiling", "point_estimate",
       "point_estimate_note"}``.  ``value`` is
-      :func:`privacy_audit.attacks.epsilon.epsilon_lower_bound` with Clopper-Pearson and a split
+      :func:`privacy_audit.stats.epsilon_bounds.epsilon_lower_bound` with Clopper-Pearson and a split
       threshold: a one-sided lower confidence bound at ``confidence`` (valid for any
       (eps, delta)-DP mechanism if the trials are independent), so ``ci_low`` equals
       ``value`` and ``ci_high`` is ``None``.  ``ceiling`` is the largest value a

@@ -1,6 +1,6 @@
 """User-level membership statistics: the user, not the text, is the independent unit.
 
-Conventions (as in :mod:`privacy_audit.attacks.metrics`): ``scores`` are finite reals,
+Conventions (as in :mod:`privacy_audit.stats.metrics`): ``scores`` are finite reals,
 HIGHER = more likely a member; ``members`` holds 0/1 or booleans, 1 = member (the
 positive class); ``groups`` names each text's user (any hashable values; they are
 compared as strings).  Every user is on exactly one side: a member user had all of their
@@ -27,14 +27,14 @@ import numpy as np
 from scipy.special import ndtr, ndtri
 from scipy.stats import t as student_t
 
-from .epsilon import _check_delta, epsilon_lower_bound
-from .metrics import (
+from privacy_audit.stats.epsilon_bounds import _check_delta, epsilon_lower_bound
+from privacy_audit.stats.metrics import (
     REPORTED_FPRS,
     membership_metrics,
     tpr_resolution,
     unresolved_text,
 )
-from .scores import (
+from privacy_audit.stats.scores import (
     _CHUNK_ELEMENTS,
     SortedScores,
     _advantage_from_counts,
@@ -235,11 +235,11 @@ def user_metrics(
     confidence: float = 0.95,
     seed=0,
 ) -> dict:
-    """:func:`~privacy_audit.attacks.metrics.membership_metrics` on the per-user scores.
+    """:func:`~privacy_audit.stats.metrics.membership_metrics` on the per-user scores.
 
     The users are the independent trials, so its intervals (DeLong, exact TPR bracket,
     split advantage, Clopper-Pearson ε bound) and the one resolvability rule
-    (:func:`~privacy_audit.attacks.metrics.tpr_resolution`) apply at the user level:
+    (:func:`~privacy_audit.stats.metrics.tpr_resolution`) apply at the user level:
     ``n_members`` / ``n_nonmembers`` count users.  Adds ``"unit": "user"``,
     ``"aggregator"``, ``"n_member_users"``, ``"n_nonmember_users"``,
     ``"n_member_texts"``, ``"n_nonmember_texts"``.  Needs at least two users per side.
@@ -289,7 +289,7 @@ def _placements(s: np.ndarray, m: np.ndarray):
 
 def _logit_interval(a: float, se: float, z: float, k: int) -> tuple[float, float]:
     """``logit(a) +- z se / (a (1 - a))`` mapped back (as
-    :func:`~privacy_audit.attacks.metrics.delong_logit_interval`); at a = 0 or 1 the exact
+    :func:`~privacy_audit.stats.metrics.delong_logit_interval`); at a = 0 or 1 the exact
     end point of a rate with ``k`` trials."""
     if 0.0 < a < 1.0:
         lg = math.log(a / (1.0 - a))
@@ -340,7 +340,7 @@ def clustered_auc(scores, members, groups, confidence: float = 0.95) -> dict:
     ``S = I/(I-1) sum_i (V_i - n_i A)^2 / N`` (I users, N texts on that side) and
     ``Var(A) = S10 / N_members + S01 / N_nonmembers``; no user has texts on both sides,
     so the covariance term is 0.  With one text per user this is DeLong's variance.
-    Interval on the logit scale, as :func:`~privacy_audit.attacks.metrics.delong_logit_interval`.
+    Interval on the logit scale, as :func:`~privacy_audit.stats.metrics.delong_logit_interval`.
     Assumes independent users; texts within a user may be arbitrarily dependent.
     Returns ``{"value", "ci_low", "ci_high", "se", "method"}``.
     """
@@ -537,7 +537,7 @@ def grouped_text_metrics(
 ) -> dict:
     """Text-level metrics whose intervals treat users as the independent unit.
 
-    Same keys and conventions as :func:`~privacy_audit.attacks.metrics.membership_metrics`
+    Same keys and conventions as :func:`~privacy_audit.stats.metrics.membership_metrics`
     (values are text-level: every text is one trial of the score):
 
     * ``"auc"``: :func:`clustered_auc` (cluster-robust DeLong, logit scale), plus ``"se"``.
@@ -545,7 +545,7 @@ def grouped_text_metrics(
       text FPR <= x; interval = user-bootstrap expanded percentile (Hesterberg 2015:
       percentiles at ``Phi(-sqrt(G/(G-1)) t_{G-1})``, G the fewer users per side; the
       plain percentile covered 92.2 % [90.4, 93.8] at TPR@5 %, 150 users per side).  The resolvability rule
-      :func:`~privacy_audit.attacks.metrics.tpr_resolution` is applied with the number
+      :func:`~privacy_audit.stats.metrics.tpr_resolution` is applied with the number
       of NON-MEMBER USERS (the independent trials that set the threshold), so
       ``needs_nonmembers`` counts users; unresolved entries are null as in
       ``membership_metrics``.
@@ -555,7 +555,7 @@ def grouped_text_metrics(
       maximum); upper limit = user-bootstrap percentile of the plug-in maximum.
     * ``"balanced_accuracy"``: half B's balanced accuracy at half A's threshold
       (``"threshold"``), with the cluster-robust Wald interval mapped to (1 + d) / 2.
-    * ``"epsilon_lower_bound"``: :func:`~privacy_audit.attacks.epsilon.epsilon_lower_bound`
+    * ``"epsilon_lower_bound"``: :func:`~privacy_audit.stats.epsilon_bounds.epsilon_lower_bound`
       (Clopper-Pearson, split threshold) on ONE seeded text per user, so that its
       trials are independent; ``"texts_used": "one per user"``.
 

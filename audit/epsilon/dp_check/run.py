@@ -19,9 +19,15 @@ from typing import Any
 import numpy as np
 import torch
 
-from . import accounting, end_to_end, mechanism, model_checks, sampling
-from .contract import Setup, SetupError, as_setup, call_user
-from .harness import (
+from privacy_audit.audit.epsilon.dp_check import (
+    accounting,
+    end_to_end,
+    mechanism,
+    model_checks,
+    sampling,
+)
+from privacy_audit.audit.epsilon.dp_check.contract import Setup, SetupError, as_setup, call_user
+from privacy_audit.audit.epsilon.dp_check.harness import (
     Coupler,
     Instance,
     build,
@@ -458,8 +464,8 @@ def check(
     contract's names) and return the results record (the schema of docs/dp-check.md)."""
     import warnings
 
-    from . import verdict
-    from .contract import check_seed
+    from privacy_audit.audit.epsilon.dp_check import verdict
+    from privacy_audit.audit.epsilon.dp_check.contract import check_seed
 
     check_seed(seed)
     s = as_setup(setup)

@@ -40,6 +40,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from privacy_audit.reports.utility_floor import Arm, Baseline, floor_checks
+
 REPRODUCED, REFUTED, INCONCLUSIVE = "reproduced", "refuted", "inconclusive"
 NOT_TESTABLE, NOT_MEASURED = "not testable here", "not yet measured"
 #: Measured in an adapted setting (other hardware or implementation of the baseline) where the
@@ -103,61 +105,6 @@ def find_key(doc: Any, key: str, path: list | None = None) -> list:
             except Missing:
                 continue
     raise Missing(f"no key {key!r}")
-
-
-@dataclass(frozen=True)
-class Baseline:
-    """A trivial baseline an arm must clear (majority class, unigram LM, public start...)."""
-
-    name: str
-    value: float
-    ci_low: float | None = None
-    ci_high: float | None = None
-
-
-@dataclass
-class Arm:
-    """One arm of a comparison with its utility CI and the baselines it must clear."""
-
-    name: str
-    value: float
-    ci_low: float | None
-    ci_high: float | None
-    higher_is_better: bool
-    floors: list[Baseline]
-
-
-def clears(arm: Arm, floor: Baseline) -> bool:
-    """True when the arm's CI lies entirely on the better side of the baseline's CI (of its
-    value when it has none). An arm without a finite CI never clears: not shown to learn."""
-    lo, hi = arm.ci_low, arm.ci_high
-    if lo is None or hi is None or not (math.isfinite(lo) and math.isfinite(hi)):
-        return False
-    if arm.higher_is_better:
-        ref = floor.ci_high if floor.ci_high is not None else floor.value
-        return lo > ref
-    ref = floor.ci_low if floor.ci_low is not None else floor.value
-    return hi < ref
-
-
-def floor_checks(arms: list[Arm]) -> list[dict[str, Any]]:
-    """One record per (arm, baseline): both intervals and whether the arm cleared it."""
-    return [
-        {
-            "arm": a.name,
-            "value": a.value,
-            "ci_low": a.ci_low,
-            "ci_high": a.ci_high,
-            "higher_is_better": a.higher_is_better,
-            "baseline": f.name,
-            "baseline_value": f.value,
-            "baseline_ci_low": f.ci_low,
-            "baseline_ci_high": f.ci_high,
-            "cleared": clears(a, f),
-        }
-        for a in arms
-        for f in a.floors
-    ]
 
 
 def _ci_text(v: float, lo: float | None, hi: float | None) -> str:
@@ -1335,7 +1282,7 @@ def to_markdown(rows: list[dict[str, Any]]) -> str:
         "unigram perplexity, the public-only start, chance AUC) with its CI; "
         "\"setting differs\" names how the measurement's setting differs from the paper's; "
         '"unstable" marks a timing claim that flips between separate process runs '
-        "(reports/claims.py, `judge`).",
+        "(experiments/claims.py, `judge`).",
         "",
         "| paper | claim | paper | ours [interval] | verdict | detail | command |",
         "|---|---|---|---|---|---|---|",

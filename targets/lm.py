@@ -37,7 +37,7 @@ from privacy_audit.defenses.base import Examples, PrivacyClaim, ReleasedModel, S
 SPECIALS = ("<pad>", "<bos>", "<eos>", "<unk>")
 PAD, BOS, EOS, UNK = range(4)
 
-from privacy_audit.defenses.targets.presets import LM_PRESETS  # noqa: E402 - torch-free
+from privacy_audit.targets.presets import LM_PRESETS  # noqa: E402 - torch-free
 
 _WORD_RE = re.compile(r"[a-z]+|[0-9]|[^\sa-z0-9]")
 
@@ -188,7 +188,7 @@ def is_tied(model) -> bool:
 
 
 def is_lm_target(target) -> bool:
-    """Whether a defense's ``target`` (``privacy_audit.defenses.targets.loading.Target``) is an LM preset."""
+    """Whether a defense's ``target`` (``privacy_audit.targets.loading.Target``) is an LM preset."""
     spec = getattr(target, "spec", None)
     if hasattr(spec, "is_causal_lm"):
         return bool(spec.is_causal_lm)  # an LM preset or a user's local causal LM
@@ -258,13 +258,13 @@ def token_statistics_from_logits(
     also wants hidden states from the same pass need not run the model again).
 
     Row by row, valid positions only, through
-    :func:`~privacy_audit.defenses.targets.logit_stats.position_statistics`: log p, the
+    :func:`~privacy_audit.targets.logit_stats.position_statistics`: log p, the
     mean and variance of log p over the vocabulary and the top-1 token in one blocked sweep
     in the logits' dtype (float32; bf16 / fp16 upcast to float32 per block; float64 stays
     float64), sums over the vocabulary as float32 sums of 64 entries added in float64, T
     values kept per text. Its module states the error bound against float64 (log p within
     u (65 + log V), u = 2^-24)."""
-    from privacy_audit.defenses.targets.logit_stats import position_statistics
+    from privacy_audit.targets.logit_stats import position_statistics
 
     targets = input_ids[:, 1:]
     valid = attention_mask[:, 1:].bool()
@@ -303,7 +303,7 @@ def training_tensors(model, tokenizer, texts: list[str], max_length: int, device
     moved to the resolved device in train mode, the texts encoded to at most ``max_length``
     tokens and never past the model's context length. Private and non-private training
     share it so that both see exactly the same sequences."""
-    from privacy_audit.defenses.targets.classifier import resolve_device
+    from privacy_audit.targets.classifier import resolve_device
 
     dev = resolve_device(device)
     model.to(dev).train()
@@ -397,7 +397,7 @@ class LMRelease(ReleasedModel):
         label_names: list[str] | None = None,
     ) -> None:
         from privacy_audit.defenses.gradient_mechanism import GaussianGradientMechanism
-        from privacy_audit.defenses.targets.classifier import resolve_device
+        from privacy_audit.targets.classifier import resolve_device
 
         self.model = model
         self.tokenizer = tokenizer

@@ -189,8 +189,8 @@ def rdp_epsilon(sigma: float, q: float, steps: int, delta: float) -> float:
 def gaussian_composition_epsilon(sigma: float, releases: int, delta: float) -> float:
     """Exact ε at ``delta`` of ``releases`` Gaussian releases of one record with noise
     multiplier σ and no subsampling: μ-GDP with μ = √E/σ (Dong, Roth & Su), solved by
-    :func:`privacy_audit.attacks.epsilon.gaussian_mechanism_epsilon`."""
-    from privacy_audit.attacks.epsilon import gaussian_mechanism_epsilon
+    :func:`privacy_audit.stats.epsilon_bounds.gaussian_mechanism_epsilon`."""
+    from privacy_audit.stats.epsilon_bounds import gaussian_mechanism_epsilon
 
     _check(sigma, 1.0, releases, delta)
     return float(gaussian_mechanism_epsilon(math.sqrt(int(releases)) / float(sigma), delta))

@@ -27,9 +27,9 @@ from typing import Any
 
 import numpy as np
 
-from . import accounting
-from .contract import Claim, Setup
-from .mechanism import Effect, NoiseStats
+from privacy_audit.audit.epsilon.dp_check import accounting
+from privacy_audit.audit.epsilon.dp_check.contract import Claim, Setup
+from privacy_audit.audit.epsilon.dp_check.mechanism import Effect, NoiseStats
 
 #: effective noise multipliers below this are clamped up to it before the accountant
 #: runs (ε decreases in σ, so the clamped value is still a lower bound, and fast)
@@ -725,7 +725,7 @@ def assemble(setup: Setup, raw: dict[str, Any], runner, accept_untested=()) -> d
     # ---------------------------------------------------------------- effective σ
     # a correlation between coordinates lets a one-coordinate effect be read against a
     # neighbour's noise (μ / √(1 − ρ²)); it is applied to those designs only
-    from .mechanism import ONE_DIRECTION
+    from privacy_audit.audit.epsilon.dp_check.mechanism import ONE_DIRECTION
 
     def corr_adjusted(attr: str) -> float:
         return max(
@@ -857,7 +857,7 @@ def assemble(setup: Setup, raw: dict[str, Any], runner, accept_untested=()) -> d
     if rate:
         measured["q"] = rate
         if claim.sampling == "poisson" and scheme == "poisson" and not standin:
-            from .sampling import clopper_pearson
+            from privacy_audit.audit.epsilon.dp_check.sampling import clopper_pearson
 
             lo_w, hi_w = clopper_pearson(samp["inclusions"], rate["trials"], 5e-4)
             measured["q"]["consistent_interval"] = [lo_w, hi_w]

@@ -201,7 +201,7 @@ def pilot_gradient(model, params, vocab_size: int, length: int, kind: str, seed:
                     reduction="sum",
                 )
             else:
-                from privacy_audit.defenses.targets.classifier import forward_kwargs
+                from privacy_audit.targets.classifier import forward_kwargs
 
                 logits = model(**forward_kwargs(model, ids, mask)).logits
                 labels = torch.randint(0, logits.shape[-1], (len(ids),), generator=gen).to(dev)

@@ -28,9 +28,9 @@ from typing import Any
 
 import torch
 
-from .contract import Setup, SetupError, call_user
-from .harness import Capture, Coupler, Instance, _strip
-from .mechanism import NoiseStats, exact_tolerance
+from privacy_audit.audit.epsilon.dp_check.contract import Setup, SetupError, call_user
+from privacy_audit.audit.epsilon.dp_check.harness import Capture, Coupler, Instance, _strip
+from privacy_audit.audit.epsilon.dp_check.mechanism import NoiseStats, exact_tolerance
 
 #: relative change of a per-sample gradient treated as exactly zero (float rounding of
 #: the same arithmetic on a batch of the same shape)
@@ -435,7 +435,7 @@ def state_outside_release(
             return OutsideRelease(
                 False, "no loss for this batch form: define loss_fn or train_step"
             )
-    from .harness import seed_everything
+    from privacy_audit.audit.epsilon.dp_check.harness import seed_everything
 
     seed_everything(0x5EED + steps)  # C: the same model and batch, other random draws
     for _ in range(steps):
