@@ -3,8 +3,10 @@
 One import root for the suite. The subpackages are the repository's top-level folders,
 mapped here by ``[tool.setuptools] package-dir`` in pyproject.toml:
 
+- :mod:`privacy_audit.targets`: build the suite's targets or load the user's own model;
 - :mod:`privacy_audit.defenses`: train or wrap a target and release its surfaces;
-- :mod:`privacy_audit.attacks`: turn surfaces into per-example scores, metrics and ε bounds;
+- :mod:`privacy_audit.attacks`: turn surfaces into per-example scores;
+- :mod:`privacy_audit.stats`: metrics, intervals and ε bounds from scores and counts;
 - :mod:`privacy_audit.reports`: verdicts, plots and the HTML report;
 - :mod:`privacy_audit.audit`: config, data, runner, results.json, CLI, gate, pytest plugin;
 - :mod:`privacy_audit.fixtures`: the bundled synthetic corpus;
@@ -49,7 +51,7 @@ _API = {
     "assert_dp": "privacy_audit.audit.epsilon.dp_check",
     "DPCheckResult": "privacy_audit.audit.epsilon.dp_check",
 }
-_SUBPACKAGES = ("audit", "attacks", "defenses", "reports", "fixtures", "ground")
+_SUBPACKAGES = ("audit", "attacks", "defenses", "reports", "fixtures", "ground", "stats", "targets")
 
 __all__ = [
     "AttackResult",
