@@ -50,7 +50,7 @@ audit: install
 	@echo "[$(NOW)] make: step 3/3: the default audit (trains 2 small BERT classifiers, runs 4 attacks and the ε audits on each; stages below)"
 	$(BIN)/privacy-audit run --out $(OUT)
 
-# The report's browser tests (tests/test_browser.py) need Chromium. Install it from
+# The report's browser tests (tests/end_to_end/test_browser.py) need Chromium. Install it from
 # Debian's packages when it is missing and we are root; otherwise say so and go on: the
 # browser tests then fail (they are never skipped), so a missing browser is not missed.
 # CHROMIUM=/path/to/chrome (environment or make's command line) uses that binary instead.
@@ -63,10 +63,10 @@ browser:
 			"browser tests need it). Set CHROMIUM=/path/to/chrome to use another, or install it" \
 			"yourself first to skip this step."; \
 		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } \
-		|| echo "make test: could not install chromium; tests/test_browser.py will FAIL" >&2; \
+		|| echo "make test: could not install chromium; tests/end_to_end/test_browser.py will FAIL" >&2; \
 	else \
 		echo "make test: Chromium is not installed and cannot be installed here (needs root" \
-			"and apt-get); tests/test_browser.py will FAIL. Install it with:" \
+			"and apt-get); tests/end_to_end/test_browser.py will FAIL. Install it with:" \
 			"sudo apt-get install chromium (or set CHROMIUM=/path/to/chrome)" >&2; \
 	fi
 
@@ -75,7 +75,7 @@ browser:
 # Collection (every worker imports every test file before the first dot) measured with
 # `pytest --collect-only -q` on an idle 2-core machine, one run each: 15.4 s from a fresh
 # clone (assertion rewriting compiles every test file) and 10.3 s with bytecode cached,
-# before tests/test_sentences.py stopped building its 192 runs at import; 12.3 s and 7.1 s
+# before tests/reports/test_sentences.py stopped building its 192 runs at import; 12.3 s and 7.1 s
 # after. Under load it is several times longer, hence the line printed before it.
 TEST_WORKERS ?= 2
 test: install-test browser

@@ -13,7 +13,7 @@ before any work or write. An output is refused (exit 2, one line) when it
 - is an output directory that holds an input (``canaries make`` rewrites ``--out/tokenizer``);
 - names the same file as another output.
 
-``tests/test_outputs.py`` enumerates the command line's commands: a new command with an
+``tests/end_to_end/test_outputs.py`` enumerates the command line's commands: a new command with an
 output option fails that test until it calls this helper.
 """
 

@@ -47,7 +47,7 @@ from privacy_audit.defenses.base import Defense, Examples, PrivacyClaim, Trainin
 #: (1 − γ)-quantile of the error is √(2·χ²_{n(n+1)/2}(1 − γ)/k). Its largest ratio to
 #: √((n² + ln 1/γ)/k) over n ≤ 128 and γ ∈ [1e-9, 0.1] is 1.905 (n = 2, γ = 1e-9; 1.62 at
 #: γ = 0.01); finite k measures below the limit. 2.0 covers it with a margin; the
-#: empirical quantiles are checked against it in ``tests/test_dp_attention.py``.
+#: empirical quantiles are checked against it in ``tests/defenses/test_dp_attention.py``.
 RHO_CONSTANT = 2.0
 
 #: The theorem's open range for r, ε and δ (Theorem 4.1: r, ε, δ ∈ (0, 0.1)).

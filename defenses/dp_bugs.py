@@ -5,7 +5,7 @@ trainer (:mod:`privacy_audit.defenses.dp_engine`: the clip-and-noise step, the s
 loop and the accountant's inputs) or, for ``trainer="classifier"``, in the Opacus
 classifier trainer (:mod:`privacy_audit.defenses.dp_sgd`: a cross-example layer). It is switched on ONLY inside :func:`planted`, a
 context manager that benchmarks and tests call; no config key, CLI flag, defense
-parameter or environment variable reaches it (``tests/test_dp_bugs.py`` checks), so the
+parameter or environment variable reaches it (``tests/defenses/test_dp_bugs.py`` checks), so the
 trainer users get is always the correct one.
 
 For every bug, ``mechanism`` says what the code then releases (checked by known-answer

@@ -9,5 +9,5 @@ from a source checkout, at the repository root:
 ``privacy-audit experiment NAME`` runs ``experiments.run`` from a checkout; from an
 installed wheel it says, in one line, that the experiments are not installed. These
 modules may import the product (``privacy_audit``); nothing in the product imports them
-(tests/test_layout.py), and the wheel holds none of them (tests/test_packaging.py).
+(tests/project/test_layout.py), and the wheel holds none of them (tests/project/test_packaging.py).
 """

@@ -1061,7 +1061,7 @@ CLAIMS: tuple[Claim, ...] = (
         "theorem; no experiments",
         "privacy-audit run dp-attention",
         not_testable="the paper is theory only (no experiments or numbers); the bound and "
-        "sampler are checked by unit tests (tests/test_dp_attention.py), the audit reports "
+        "sampler are checked by unit tests (tests/defenses/test_dp_attention.py), the audit reports "
         "leakage but there is no paper number to compare with",
     ),
     Claim(

@@ -1122,7 +1122,7 @@ def ideal_anchor_pair(
     w.p. 1 − (1 − q)^K) releases −1, else 0; plus N(0, σ²). ``bug=False``: the correct
     trainer's mechanism on the same dataset, 1[canary drawn] − K_t + N(0, σ²) with
     K_t ~ Binomial(K, q). Same score, same bound: what the audit reaches at this many
-    runs when the trainer is exactly the derived mechanism (``tests/test_dp_bugs.py``
+    runs when the trainer is exactly the derived mechanism (``tests/defenses/test_dp_bugs.py``
     checks the trainer releases these values at σ = 0)."""
     from privacy_audit.stats.epsilon_bounds import epsilon_lower_bound
 

@@ -124,7 +124,7 @@ def auc_estimate(probs, labels, n_boot: int = 1000, seed: int = 0) -> dict[str, 
     """Macro AUC with a percentile-bootstrap CI over test examples (resamples lacking a
     class are dropped). Assumes the test examples are independent. Simulated coverage of
     the nominal 95 % interval: 0.915 at n = 200, binormal scores (percentile intervals run
-    slightly short at small n); tests/test_dp_forward.py checks it stays ≥ 0.85."""
+    slightly short at small n); tests/defenses/test_dp_forward.py checks it stays ≥ 0.85."""
     labels = np.asarray(labels)
     probs = np.asarray(probs, dtype=np.float64)
     rng = np.random.default_rng(seed)

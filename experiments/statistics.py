@@ -357,7 +357,7 @@ def main(argv=None) -> int:
         json.dump(
             {
                 "what": "coverage of 95% percentile-bootstrap intervals (refused or replaced) "
-                "and of the exact TPR interval (tests/test_interval_coverage.py)",
+                "and of the exact TPR interval (tests/stats/test_interval_coverage.py)",
                 "settings": boot,
                 "seconds": time.time() - t0,
             },
@@ -372,7 +372,7 @@ def main(argv=None) -> int:
         coverage_simulation(mu, n, confidence=0.90, advantage=False) for mu, n in COVERAGE_SETTINGS
     ]
     payload = {
-        "what": "coverage of the 95% intervals of membership_metrics (tests/test_coverage.py)",
+        "what": "coverage of the 95% intervals of membership_metrics (tests/stats/test_metrics_coverage.py)",
         "settings": cov,
         "a 90% interval labelled 95% (the mutation the test must catch)": mutated,
         "seconds": time.time() - t0,
@@ -384,7 +384,7 @@ def main(argv=None) -> int:
         r.pop("bounds")
     with open(args.one_run_out, "w", encoding="utf-8") as fh:
         json.dump(
-            {"what": "one-run estimators (tests/test_one_run_fdp.py)", "settings": runs},
+            {"what": "one-run estimators (tests/stats/test_one_run_fdp.py)", "settings": runs},
             fh,
             indent=1,
         )

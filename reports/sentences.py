@@ -11,7 +11,7 @@ the call, not a sentence.
 Fragments (a clause a sentence may or may not hold) start with their own separator
 (``" and "``, ``"; "``): the sentence pattern then reads ``...{auc}{tpr_clause}.``.
 
-``tests/test_sentences.py`` renders every template here with sample slots and through
+``tests/reports/test_sentences.py`` renders every template here with sample slots and through
 the rule branches of the verdict, and lints the result (doubled words, empty slots,
 leftovers of formatting, contradictions).
 """

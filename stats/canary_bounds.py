@@ -190,7 +190,7 @@ def one_run_group_best(
 
 #: relative margin on the tail level when inverting scipy's noncentral t: its survival
 #: function agrees with a 30-digit mpmath quadrature to ~1e-13 relative for t ≤ 10⁴
-#: (tests/test_formula_pins.py), so inverting at α(1 − 1e-6) cannot land above the
+#: (tests/stats/test_formula_pins.py), so inverting at α(1 − 1e-6) cannot land above the
 #: exact root through that error
 NCT_LEVEL_MARGIN = 1e-6
 

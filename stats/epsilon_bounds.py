@@ -345,7 +345,7 @@ def epsilon_lower_bound(
       mechanisms with a Gaussian trade-off curve.  For the Laplace mechanism
       (scores Laplace(Delta, 1) vs Laplace(0, 1), true eps ~ Delta) it
       reports bounds far above the true eps in most trials (pinned by
-      ``tests/test_epsilon_audit.py::test_gdp_is_unsound_on_laplace``).
+      ``tests/stats/test_epsilon_bounds_soundness.py::test_gdp_is_unsound_on_laplace``).
 
     Threshold strategies:
 

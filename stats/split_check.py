@@ -47,7 +47,7 @@ classifier that never sees the model tell the two sets apart?
     that keep users whole would lift the relabelled AUCs as much) but for the blind AUC's
     meaning: with a user's texts in the training folds the classifier recognises the
     user, and a random user split of user-styled text showed AUC 0.75 around a null mean
-    of 0.75 (tests/test_split_check_users.py).
+    of 0.75 (tests/stats/test_split_check_users.py).
   - *Relabellings* (:func:`user_permutations`): the clusters' labels are permuted among
     the clusters holding the same number of users (among all users where no
     near-duplicate joins two), whatever their numbers of texts: the number of member
@@ -113,7 +113,7 @@ classifier that never sees the model tell the two sets apart?
   400)^2``; only above 1,000 texts and at thresholds >= 0.75) the candidates come from
   MinHash LSH instead: 6 rows x 46 bands at 0.8, so a pair at Jaccard >= 0.8 is missed
   with probability <= (1 - 0.8^6)^46 = 8.4e-7 (Broder 1997; the model measured in
-  tests/test_near_duplicates.py), and every candidate is still verified (no false
+  tests/stats/test_near_duplicates.py), and every candidate is still verified (no false
   pair). Which join ran, with its bound, is stated in the record (``duplicates.join``,
   ``criterion``). Long texts of shared rare words make the exact join verify a fixed
   share of all pairs (40% of them on the scale benchmark's 256-token texts: n^2); LSH
@@ -499,7 +499,7 @@ def lsh_bands(jaccard: float, rows: int = _LSH_ROWS, miss: float = _LSH_MISS) ->
 def lsh_miss_bound(jaccard: float, rows: int, bands: int) -> float:
     """``(1 - t^r)^b``: the probability that a pair at Jaccard ``>= t`` shares no band
     (it decreases in J, so the pair at exactly t is the worst); assumes min-wise
-    independent hashes (measured against it in tests/test_near_duplicates.py)."""
+    independent hashes (measured against it in tests/stats/test_near_duplicates.py)."""
     return float((1.0 - float(jaccard) ** rows) ** bands)
 
 

@@ -48,7 +48,7 @@ through its numerator and S). Since x <= 0 and S >= 1, E|x| = H(p) - log S <= lo
 for GPT-2's V = 50,257 (log V = 10.8) log p is within 4.5e-6 of the float64 value in the
 worst case (observed: below 1e-7; the per-term errors average out), and mu within about
 1e-4 in the worst case (observed: below 1e-6). A vocabulary of fewer than 64 entries is
-summed in float64 throughout (K = 0 there). ``tests/test_logit_stats_precision.py`` checks
+summed in float64 throughout (K = 0 there). ``tests/targets/test_logit_stats.py`` checks
 every bound, position by position, against a float64 computation on random logits (V =
 50,257, logits of scale 1 to 100 and offsets up to 10^4, peaked and bimodal rows).
 """

@@ -55,7 +55,7 @@ TEXT_NAMES = {"Makefile", "run", "Dockerfile"}
 SKIP_PARTS = {".git", ".venv", "venv", "build", "dist", "__pycache__", ".ruff_cache",
               ".pytest_cache", NEW, "node_modules"}  # fmt: skip
 # the mapping itself, this script and its test (which quote the old names on purpose)
-SKIP_FILES = {"pyproject.toml", "tools/migrate_imports.py", "tests/test_migrate_imports.py"}
+SKIP_FILES = {"pyproject.toml", "tools/migrate_imports.py", "tests/project/test_migrate_imports.py"}
 SKIP_SUFFIX_DIRS = (".egg-info",)
 
 _R = "|".join(ROOTS)

@@ -25,14 +25,14 @@ PY = "/work/main/.venv/bin/python"
 
 # test selections shared by several mutants
 T_VERDICT = [
-    "tests/test_verdict.py",
-    "tests/test_verdict_edges.py",
-    "tests/test_verdict_inconclusive.py",
-    "tests/test_verdict_split_resolution.py",
+    "tests/reports/test_verdict.py",
+    "tests/end_to_end/test_verdict_edges.py",
+    "tests/reports/test_verdict_inconclusive.py",
+    "tests/reports/test_verdict_split_resolution.py",
 ]
-T_RES = ["tests/test_resolution.py", "tests/test_one_truth.py", "tests/test_frontier_attacks.py"]
-T_CB = "tests/test_canary_bounds.py"
-T_FP = "tests/test_formula_pins.py"
+T_RES = ["tests/reports/test_resolution.py", "tests/end_to_end/test_one_truth.py", "tests/attacks/test_frontier_attacks.py"]
+T_CB = "tests/stats/test_canary_bounds.py"
+T_FP = "tests/stats/test_formula_pins.py"
 T_CB_FAST = [
     f"{T_CB}::test_more_correct_guesses_than_guesses_is_refused",
     f"{T_CB}::test_group_ceiling_is_the_largest_perfect_guess_bound_over_the_grid",
@@ -50,41 +50,41 @@ T_GAUSS = [
     f"{T_CB}::test_gaussian_mu_bound_coverage_is_nominal",
     f"{T_CB}::test_gaussian_audit_fails_outside_its_regime_randomized_response",
 ]
-T_FPRINT = ["tests/test_fingerprint.py", "tests/test_stale_inputs.py"]
-T_FPRINT_NEW = ["tests/test_fingerprint.py"]
-T_OUT = ["tests/test_outputs.py"]
-T_LOCK = ["tests/test_lock.py"]
-T_CR = ["tests/test_con_recall.py", "tests/test_frontier_attacks.py"]
-T_MK = ["tests/test_min_k_pp.py", "tests/test_lm_score_formulas.py"]
-T_SC = ["tests/test_scores.py", "tests/test_metrics.py", "tests/test_metrics_ties.py"]
+T_FPRINT = ["tests/audit/test_fingerprint.py", "tests/audit/test_stale_inputs.py"]
+T_FPRINT_NEW = ["tests/audit/test_fingerprint.py"]
+T_OUT = ["tests/end_to_end/test_outputs.py"]
+T_LOCK = ["tests/ground/test_lock.py"]
+T_CR = ["tests/attacks/test_con_recall.py", "tests/attacks/test_frontier_attacks.py"]
+T_MK = ["tests/attacks/test_min_k_pp.py", "tests/attacks/test_lm_score_formulas.py"]
+T_SC = ["tests/stats/test_scores.py", "tests/stats/test_metrics.py", "tests/stats/test_metrics_ties.py"]
 T_DUP = [
-    "tests/test_duplicate_record.py::test_run_indices_stop_where_the_pilot_stream_begins",
-    "tests/test_duplicate_record.py::test_a_bound_equal_to_the_claim_is_not_a_violation",
-    "tests/test_duplicate_record.py::test_the_crafted_record_is_the_farthest_candidate",
-    "tests/test_duplicate_record.py::test_bound_passes_false_positives_with_the_runs_without_x_star",
-    "tests/test_duplicate_record.py",
+    "tests/audit/epsilon/test_duplicate_record.py::test_run_indices_stop_where_the_pilot_stream_begins",
+    "tests/audit/epsilon/test_duplicate_record.py::test_a_bound_equal_to_the_claim_is_not_a_violation",
+    "tests/audit/epsilon/test_duplicate_record.py::test_the_crafted_record_is_the_farthest_candidate",
+    "tests/audit/epsilon/test_duplicate_record.py::test_bound_passes_false_positives_with_the_runs_without_x_star",
+    "tests/audit/epsilon/test_duplicate_record.py",
 ]
 T_SPLIT = [
-    "tests/test_split_check.py::test_delong_se_with_member_non_member_ties_by_brute_force",
-    "tests/test_split_check.py::test_a_relabelling_tied_with_the_observed_auc_counts_against_it",
-    "tests/test_split_check.py::test_one_member_left_after_removing_duplicates_is_not_measured",
-    "tests/test_split_check.py",
-    "tests/test_verdict_split_resolution.py",
+    "tests/stats/test_split_check.py::test_delong_se_with_member_non_member_ties_by_brute_force",
+    "tests/stats/test_split_check.py::test_a_relabelling_tied_with_the_observed_auc_counts_against_it",
+    "tests/stats/test_split_check.py::test_one_member_left_after_removing_duplicates_is_not_measured",
+    "tests/stats/test_split_check.py",
+    "tests/reports/test_verdict_split_resolution.py",
 ]
 T_JOIN = [
-    "tests/test_split_check.py::test_a_member_near_duplicate_of_a_text_in_both_sets_is_paired_with_its_non_member",
-    "tests/test_split_check.py::test_a_join_at_another_threshold_is_refused",
-    "tests/test_split_check_join.py",
-    "tests/test_near_duplicates.py",
-    "tests/test_split_check.py",
+    "tests/stats/test_split_check.py::test_a_member_near_duplicate_of_a_text_in_both_sets_is_paired_with_its_non_member",
+    "tests/stats/test_split_check.py::test_a_join_at_another_threshold_is_refused",
+    "tests/stats/test_split_check_join.py",
+    "tests/stats/test_near_duplicates.py",
+    "tests/stats/test_split_check.py",
 ]
 T_DIAG = [
-    "tests/test_audit.py",
-    "tests/test_dp_bugs.py::test_diagnosis_names_the_audit_threat_model_and_bug_classes",
-    "tests/test_duplicate_record.py::test_the_violated_diagnosis_points_cross_example_layers_to_this_audit",
-    "tests/test_epsilon_audit.py",
+    "tests/audit/epsilon/test_claimed_vs_audited.py",
+    "tests/defenses/test_dp_bugs.py::test_diagnosis_names_the_audit_threat_model_and_bug_classes",
+    "tests/audit/epsilon/test_duplicate_record.py::test_the_violated_diagnosis_points_cross_example_layers_to_this_audit",
+    "tests/stats/test_epsilon_bounds_soundness.py",
 ]
-T_EZ = ["tests/test_ez_mia.py", "tests/test_frontier_attacks.py"]
+T_EZ = ["tests/attacks/test_ez_mia.py", "tests/attacks/test_frontier_attacks.py"]
 
 V, R = "reports/verdict.py", "reports/resolution.py"
 CB, FPR = "stats/canary_bounds.py", "audit/scale/fingerprint.py"
@@ -123,8 +123,8 @@ MUTANTS = [
     ("V25", V, "at_least = max(at_least, 100)", "at_least = max(at_least, 10)", T_VERDICT, "the named 100 non-members needed for 1% FPR"),
     ("V26", V, "return max(candidates, key=lambda a: metric_value(a, \"auc\") or 0.0)", "return min(candidates, key=lambda a: metric_value(a, \"auc\") or 0.0)", T_VERDICT, "strongest attack fallback = highest AUC"),
     ("V27", V, "if blind.get(\"subsampled\") is not True or det is None:", "if det is None:", T_VERDICT, "split resolution rule applies only to a sub-sampled check"),
-    ("V28", V, "overlap = o_auc[1] <= b_auc[2] and b_auc[1] <= o_auc[2]", "overlap = o_auc[1] < b_auc[2] and b_auc[1] <= o_auc[2]", T_VERDICT + ["tests/test_report.py"], "compare: touching CIs count as overlapping"),
-    ("V29", V, "if o_auc[0] > b_auc[0]:", "if o_auc[0] >= b_auc[0]:", T_VERDICT + ["tests/test_report.py"], "compare: equal AUCs name no more-vulnerable run"),
+    ("V28", V, "overlap = o_auc[1] <= b_auc[2] and b_auc[1] <= o_auc[2]", "overlap = o_auc[1] < b_auc[2] and b_auc[1] <= o_auc[2]", T_VERDICT + ["tests/reports/test_html.py"], "compare: touching CIs count as overlapping"),
+    ("V29", V, "if o_auc[0] > b_auc[0]:", "if o_auc[0] >= b_auc[0]:", T_VERDICT + ["tests/reports/test_html.py"], "compare: equal AUCs name no more-vulnerable run"),
     ("V30", V, "if split.get(\"shifted\") is True:", "if split.get(\"shifted\") is False:", T_VERDICT, "attack bounds are not evidence under a shifted split"),
     ("V31", V, "status = \"unmeasured\" if claimed_epsilon(run) else \"no-claim\"", "status = \"no-claim\" if claimed_epsilon(run) else \"unmeasured\"", T_VERDICT, "claim status of a split-shifted verdict"),
     # ---- reports/resolution.py ----------------------------------------------------------
@@ -192,7 +192,7 @@ MUTANTS = [
     ("L04", LOCK, "FRESH_SECONDS = 10.0", "FRESH_SECONDS = 0.0", T_LOCK, "fresh-lock window"),
     ("L05", LOCK, "if taken != text:", "if taken == text:", T_LOCK, "a stale lock is taken over, a fresh one put back"),
     ("L06", LOCK, "if any((self.dir / \"tasks\").glob(\"*.json\")):", "if any((self.dir / \"tasks\").glob(\"*.jsonl\")):", T_LOCK, "a directory with finished tasks is kept"),
-    ("L07", LOCK, "if not self.created_dir or not self.dir.is_dir():", "if not self.dir.is_dir():", T_LOCK + ["tests/test_layout.py"], "a directory the run did not create is never removed"),
+    ("L07", LOCK, "if not self.created_dir or not self.dir.is_dir():", "if not self.dir.is_dir():", T_LOCK + ["tests/project/test_layout.py"], "a directory the run did not create is never removed"),
     ("L08", LOCK, "return fields[19] if len(fields) > 19 else \"\"", "return fields[18] if len(fields) > 19 else \"\"", T_LOCK, "process start time identifies a reused PID"),
     ("L09", LOCK, "same = os.fstat(fd).st_ino == os.stat(self.file).st_ino", "same = True", T_LOCK, "retry on a lock file unlinked by its releasing holder"),
     ("L10", LOCK, "    if started and _start_time(pid) and _start_time(pid) != started:\n        return None  # the PID", "    if started and _start_time(pid) != started:\n        return None  # the PID", T_LOCK, "no start time available: the PID is trusted"),
@@ -217,7 +217,7 @@ MUTANTS = [
     ("S01", SC, "if n_in == 0 or n_in == mb.shape[0]:", "if n_in == 0:", T_SC, "refuse members-only input"),
     ("S02", SC, "if not (0.0 < c < 1.0):", "if not (0.0 <= c < 1.0):", T_SC, "confidence 0 refused"),
     ("S03", SC, "int(n_boot) != n_boot or int(n_boot) < 1:", "int(n_boot) != n_boot or int(n_boot) < 0:", T_SC, "n_boot = 0 refused"),
-    ("S04", SC, "h_in, h_out = idx_in.size // 2, idx_out.size // 2", "h_in, h_out = (idx_in.size + 1) // 2, idx_out.size // 2", T_SC + ["tests/test_dp_check_known_answers.py"], "half B (counting) never the smaller"),
+    ("S04", SC, "h_in, h_out = idx_in.size // 2, idx_out.size // 2", "h_in, h_out = (idx_in.size + 1) // 2, idx_out.size // 2", T_SC + ["tests/audit/epsilon/test_dp_check_known_answers.py"], "half B (counting) never the smaller"),
     ("S05", SC, "nxt = np.minimum.accumulate(pos[:, ::-1], axis=1)[:, ::-1]", "nxt = np.maximum.accumulate(pos[:, ::-1], axis=1)[:, ::-1]", T_SC, "tied scores share their group end's counts"),
     ("S06", SC, "(tp0[:, 1:] + tp0[:, :-1])", "(tp0[:, 1:] + tp0[:, 1:])", T_SC, "trapezoid rule: ties count half"),
     ("S07", SC, "max_fpr * n_out[i] * (1 + 1e-12), side=\"right\"))", "max_fpr * n_out[i] * (1 + 1e-12), side=\"left\"))", T_SC, "FPR exactly at max_fpr allowed"),

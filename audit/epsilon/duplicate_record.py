@@ -14,7 +14,7 @@ datasets, so the auditor may choose this one:
   representation at the fixed initial weights, :func:`farthest_record`), so that under
   batch statistics it moves the batch mean and variance, and with them all K duplicates'
   clipped gradients: the release moves by about 1.3·K·C, against at most C under correct
-  per-example clipping (``tests/test_duplicate_record.py`` measures both with plain
+  per-example clipping (``tests/audit/epsilon/test_duplicate_record.py`` measures both with plain
   autograd per example).
 
 The trainer. Every run is the REAL trainer, ``DPSGD.fit`` (the code path of

@@ -9,5 +9,5 @@
 Nothing here imports any other part of the suite (only the standard library, and numpy,
 torch or tqdm inside the functions that need them), so ``defenses``, ``attacks``,
 ``reports`` and ``audit`` may all import it without an import running up a floor;
-tests/test_layout.py checks the floor order from the import graph.
+tests/project/test_layout.py checks the floor order from the import graph.
 """

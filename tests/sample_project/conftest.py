@@ -2,7 +2,7 @@
 
 The suite's own run (``pytest`` from the repository root, rootdir = the repository) would
 otherwise collect ``test_privacy.py`` a second time, outside the sample's own config. The
-sample's test is run on purpose by ``tests/test_pytest_plugin.py`` (in a copy, through
+sample's test is run on purpose by ``tests/audit/test_pytest_plugin.py`` (in a copy, through
 pytester), or directly with ``pytest tests/sample_project``, which makes this directory the
 rootdir (it holds ``pytest.ini``). So: collect here only when this directory is the rootdir.
 
