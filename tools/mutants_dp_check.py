@@ -99,7 +99,9 @@ MUTANTS = [
         "audit/epsilon/dp_check/mechanism.py",
         "rows = zero_rows(a, n_rows + (1 if first else 0))",
         "rows = zero_rows(a, n_rows)",
-        ["tests/audit/epsilon/test_dp_check_setups.py::test_bug_is_violated_by_its_check[bug_summed_grad_kept]"],
+        [
+            "tests/audit/epsilon/test_dp_check_setups.py::test_bug_is_violated_by_its_check[bug_summed_grad_kept]"
+        ],
         "schedule probe dropped",
     ),
     (
@@ -171,14 +173,18 @@ MUTANTS = [
         "audit/epsilon/dp_check/verdict.py",
         'q_lo = rate["decision_lower"] if rate and not standin else q_d',
         'q_lo = rate["upper"] if rate and not standin else q_d',
-        ["tests/audit/epsilon/test_dp_check_setups.py::test_cli_end_to_end_results_json_against_dp_accounting"],
+        [
+            "tests/audit/epsilon/test_dp_check_setups.py::test_cli_end_to_end_results_json_against_dp_accounting"
+        ],
         "q's upper end in the lower bound",
     ),
     (
         "audit/epsilon/dp_check/verdict.py",
         'if claim.sampling == "poisson" and dec.lower > claim.epsilon:',
         'if claim.sampling == "poisson" and dec.lower > 10 * claim.epsilon:',
-        ["tests/audit/epsilon/test_dp_check_setups.py::test_bug_is_violated_by_its_check[bug_replace_one_claim]"],
+        [
+            "tests/audit/epsilon/test_dp_check_setups.py::test_bug_is_violated_by_its_check[bug_replace_one_claim]"
+        ],
         "declared-ε check",
     ),
     (
@@ -201,7 +207,9 @@ MUTANTS = [
         "audit/epsilon/dp_check/verdict.py",
         "            if ce.rows_moved > 0:",
         "            if ce.rows_moved > 100:",
-        ["tests/audit/epsilon/test_dp_check_setups.py::test_bug_is_violated_by_its_check[bug_batch_norm]"],
+        [
+            "tests/audit/epsilon/test_dp_check_setups.py::test_bug_is_violated_by_its_check[bug_batch_norm]"
+        ],
         "cross-example ignored",
     ),
     (
@@ -215,28 +223,36 @@ MUTANTS = [
         "audit/epsilon/dp_check/verdict.py",
         '    elif untested or any(f.severity == "inconclusive" for f in findings):',
         '    elif any(f.severity == "inconclusive" for f in findings):',
-        ["tests/audit/epsilon/test_dp_check_known_answers.py::test_an_untested_check_is_never_consistent"],
+        [
+            "tests/audit/epsilon/test_dp_check_known_answers.py::test_an_untested_check_is_never_consistent"
+        ],
         "untested checks ignored",
     ),
     (
         "audit/epsilon/dp_check/model_checks.py",
         "ROW_TOL = 1e-4",
         "ROW_TOL = 1e3",
-        ["tests/audit/epsilon/test_dp_check_setups.py::test_bug_is_violated_by_its_check[bug_batch_norm]"],
+        [
+            "tests/audit/epsilon/test_dp_check_setups.py::test_bug_is_violated_by_its_check[bug_batch_norm]"
+        ],
         "cross-example tolerance",
     ),
     (
         "audit/epsilon/dp_check/model_checks.py",
         "        det = torch.equal(sa[k], sc[k])",
         "        det = False",
-        ["tests/audit/epsilon/test_dp_check_setups.py::test_bug_is_violated_by_its_check[bug_lora_head_outside]"],
+        [
+            "tests/audit/epsilon/test_dp_check_setups.py::test_bug_is_violated_by_its_check[bug_lora_head_outside]"
+        ],
         "determinism test",
     ),
     (
         "audit/epsilon/dp_check/model_checks.py",
         "        dep = not torch.equal(sa[k], sb[k])",
         "        dep = False",
-        ["tests/audit/epsilon/test_dp_check_setups.py::test_bug_is_violated_by_its_check[bug_lora_head_outside]"],
+        [
+            "tests/audit/epsilon/test_dp_check_setups.py::test_bug_is_violated_by_its_check[bug_lora_head_outside]"
+        ],
         "dependence test",
     ),
     (
@@ -284,7 +300,9 @@ MUTANTS = [
         "audit/epsilon/dp_check/verdict.py",
         "        elif sched.mu_later > 0:",
         "        elif sched.mu_later > 1e9:",
-        ["tests/audit/epsilon/test_dp_check_setups.py::test_bug_is_violated_by_its_check[bug_summed_grad_kept]"],
+        [
+            "tests/audit/epsilon/test_dp_check_setups.py::test_bug_is_violated_by_its_check[bug_summed_grad_kept]"
+        ],
         "state across steps ignored",
     ),
     (
@@ -300,7 +318,9 @@ MUTANTS = [
         "audit/epsilon/dp_check/harness.py",
         "            if inst.ghost:",
         "            if False:",
-        ["tests/audit/epsilon/test_dp_check_setups.py::test_correct_setup_is_consistent[opacus_ghost]"],
+        [
+            "tests/audit/epsilon/test_dp_check_setups.py::test_correct_setup_is_consistent[opacus_ghost]"
+        ],
         "ghost release path",
     ),
     (
@@ -314,21 +334,30 @@ MUTANTS = [
         "audit/epsilon/dp_check/harness.py",
         "if not torch.equal(x[0], y[0]) or x[2] != y[2]:",
         "if not torch.equal(x[0], y[0]):",
-        ["tests/audit/epsilon/test_dp_check_false_alarms.py", "tests/audit/epsilon/test_dp_check_known_answers.py"],
+        [
+            "tests/audit/epsilon/test_dp_check_false_alarms.py",
+            "tests/audit/epsilon/test_dp_check_known_answers.py",
+        ],
         "python random state not compared",
     ),
     (
         "audit/epsilon/dp_check/harness.py",
         "if n1 != n2 or not np.array_equal(k1, k2) or (p1, h1, c1) != (p2, h2, c2):",
         "if False:",
-        ["tests/audit/epsilon/test_dp_check_false_alarms.py", "tests/audit/epsilon/test_dp_check_known_answers.py"],
+        [
+            "tests/audit/epsilon/test_dp_check_false_alarms.py",
+            "tests/audit/epsilon/test_dp_check_known_answers.py",
+        ],
         "numpy state not compared",
     ),
     (
         "audit/epsilon/dp_check/harness.py",
         "        self.last_replayed = same",
         "        self.last_replayed = True",
-        ["tests/audit/epsilon/test_dp_check_false_alarms.py", "tests/audit/epsilon/test_dp_check_known_answers.py"],
+        [
+            "tests/audit/epsilon/test_dp_check_false_alarms.py",
+            "tests/audit/epsilon/test_dp_check_known_answers.py",
+        ],
         "replay never doubted",
     ),
     (
@@ -346,7 +375,10 @@ MUTANTS = [
         "audit/epsilon/dp_check/mechanism.py",
         "    return resid2 > tol2",
         "    return False",
-        ["tests/audit/epsilon/test_dp_check_false_alarms.py", "tests/audit/epsilon/test_dp_check_known_answers.py"],
+        [
+            "tests/audit/epsilon/test_dp_check_false_alarms.py",
+            "tests/audit/epsilon/test_dp_check_known_answers.py",
+        ],
         "off-direction check removed",
     ),
     (
@@ -388,35 +420,50 @@ MUTANTS = [
         "audit/epsilon/dp_check/mechanism.py",
         "                coef[n] = float((diff[n].reshape(-1) * un).sum()) / nn",
         "                coef[n] = 0.0",
-        ["tests/audit/epsilon/test_dp_check_known_answers.py", "tests/audit/epsilon/test_dp_check_false_alarms.py"],
+        [
+            "tests/audit/epsilon/test_dp_check_known_answers.py",
+            "tests/audit/epsilon/test_dp_check_false_alarms.py",
+        ],
         "spread pair never exact",
     ),
     (
         "audit/epsilon/dp_check/sampling.py",
         "decisive = sizes_e and log_p_pattern < math.log(1e-6)",
         "decisive = True",
-        ["tests/audit/epsilon/test_dp_check_false_alarms.py", "tests/audit/epsilon/test_dp_check_known_answers.py"],
+        [
+            "tests/audit/epsilon/test_dp_check_false_alarms.py",
+            "tests/audit/epsilon/test_dp_check_known_answers.py",
+        ],
         "small Poisson traces decide the scheme",
     ),
     (
         "audit/epsilon/dp_check/sampling.py",
         "decisive = sizes_e and log_p_pattern < math.log(1e-6)",
         "decisive = sizes_e and log_p_pattern < math.log(0.5)",
-        ["tests/audit/epsilon/test_dp_check_false_alarms.py", "tests/audit/epsilon/test_dp_check_known_answers.py"],
+        [
+            "tests/audit/epsilon/test_dp_check_false_alarms.py",
+            "tests/audit/epsilon/test_dp_check_known_answers.py",
+        ],
         "decisive at 50%",
     ),
     (
         "audit/epsilon/dp_check/model_checks.py",
         "    seen: dict[str, Any] = {}\n    opt = inst.optimizer",
         "    seen: dict[str, Any] = {}\n    inst.model.train()\n    opt = inst.optimizer",
-        ["tests/audit/epsilon/test_dp_check_false_alarms.py", "tests/audit/epsilon/test_dp_check_setups.py"],
+        [
+            "tests/audit/epsilon/test_dp_check_false_alarms.py",
+            "tests/audit/epsilon/test_dp_check_setups.py",
+        ],
         "training flags forced",
     ),
     (
         "audit/epsilon/dp_check/model_checks.py",
         "        if k in released or k in tied or k not in sa:",
         "        if k in released or k not in sa:",
-        ["tests/audit/epsilon/test_dp_check_false_alarms.py", "tests/audit/epsilon/test_dp_check_setups.py"],
+        [
+            "tests/audit/epsilon/test_dp_check_false_alarms.py",
+            "tests/audit/epsilon/test_dp_check_setups.py",
+        ],
         "tied weights seen as outside",
     ),
     (
@@ -446,7 +493,10 @@ MUTANTS = [
         "    standin = claim.dataset_size is not None and n_data is not None and claim.dataset_size != "
         "n_data",
         "    standin = False",
-        ["tests/audit/epsilon/test_dp_check_false_alarms.py", "tests/audit/epsilon/test_dp_check_setups.py"],
+        [
+            "tests/audit/epsilon/test_dp_check_false_alarms.py",
+            "tests/audit/epsilon/test_dp_check_setups.py",
+        ],
         "stand-in dataset ignored",
     ),
     (

@@ -30,7 +30,11 @@ T_VERDICT = [
     "tests/reports/test_verdict_inconclusive.py",
     "tests/reports/test_verdict_split_resolution.py",
 ]
-T_RES = ["tests/reports/test_resolution.py", "tests/end_to_end/test_one_truth.py", "tests/attacks/test_frontier_attacks.py"]
+T_RES = [
+    "tests/reports/test_resolution.py",
+    "tests/end_to_end/test_one_truth.py",
+    "tests/attacks/test_frontier_attacks.py",
+]
 T_CB = "tests/stats/test_canary_bounds.py"
 T_FP = "tests/stats/test_formula_pins.py"
 T_CB_FAST = [
@@ -56,7 +60,11 @@ T_OUT = ["tests/end_to_end/test_outputs.py"]
 T_LOCK = ["tests/ground/test_lock.py"]
 T_CR = ["tests/attacks/test_con_recall.py", "tests/attacks/test_frontier_attacks.py"]
 T_MK = ["tests/attacks/test_min_k_pp.py", "tests/attacks/test_lm_score_formulas.py"]
-T_SC = ["tests/stats/test_scores.py", "tests/stats/test_metrics.py", "tests/stats/test_metrics_ties.py"]
+T_SC = [
+    "tests/stats/test_scores.py",
+    "tests/stats/test_metrics.py",
+    "tests/stats/test_metrics_ties.py",
+]
 T_DUP = [
     "tests/audit/epsilon/test_duplicate_record.py::test_run_indices_stop_where_the_pilot_stream_begins",
     "tests/audit/epsilon/test_duplicate_record.py::test_a_bound_equal_to_the_claim_is_not_a_violation",

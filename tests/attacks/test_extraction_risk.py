@@ -12,10 +12,10 @@ import math
 import numpy as np
 import pytest
 import torch
-from tests.own_models import build_causal_lm, random_texts, word_tokenizer
 
 from privacy_audit.attacks.extraction_risk import log1mexp, median_interval, risk_within
 from privacy_audit.targets.decoding import Decoding, ExtractionSpec
+from tests.own_models import build_causal_lm, random_texts, word_tokenizer
 
 
 def _softmax(x):
@@ -263,12 +263,11 @@ def test_a_new_decoding_spec_never_reuses_another_specs_values(tiny):
 def test_ray_sharded_scoring_gives_the_local_suffix_probabilities(tmp_path):
     """``--executor ray``: the scoring replicas compute the decoding log-probabilities in
     the same pass, equal to the local ones."""
-    from tests.own_models import save
-
     from privacy_audit.audit.own_model import prefill_token_stats
     from privacy_audit.audit.scale.executors import ExecutorSpec
     from privacy_audit.defenses.base import PrivacyClaim
     from privacy_audit.targets.loading import load_audit_target, load_causal_lm_release
+    from tests.own_models import save
 
     tok = word_tokenizer()
     save(build_causal_lm("gpt2", len(tok), seed=2, d=32), tok, tmp_path / "m")

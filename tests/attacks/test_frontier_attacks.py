@@ -229,9 +229,8 @@ class _FakeGenerator:
     """A release that 'generates' fixed continuations: the test knows every sample."""
 
     def __init__(self, outputs):
-        from tests.own_models import word_tokenizer
-
         from privacy_audit.targets.scoring import HFTokenizer
+        from tests.own_models import word_tokenizer
 
         self.tokenizer = HFTokenizer(word_tokenizer())
         self.outputs = outputs
@@ -243,9 +242,8 @@ class _FakeGenerator:
 
 
 def test_samia_known_answer_with_fixed_samples():
-    from tests.own_models import WORDS
-
     from privacy_audit.attacks.samia import SaMIAAttack
+    from tests.own_models import WORDS
 
     w = WORDS
     texts = [" ".join(w[0:4]), " ".join(w[4:8])]

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from tests.own_models import build_causal_lm, random_texts, word_tokenizer
 
 from privacy_audit.attacks import ATTACKS
 from privacy_audit.attacks.base import AttackContext, MetricSettings, run_attack, run_leakage_attack
 from privacy_audit.attacks.extraction_untargeted import UntargetedExtraction
 from privacy_audit.defenses.base import Examples, PrivacyClaim
+from tests.own_models import build_causal_lm, random_texts, word_tokenizer
 
 SETTINGS = MetricSettings(n_boot=100)
 

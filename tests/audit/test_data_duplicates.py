@@ -6,9 +6,16 @@ from __future__ import annotations
 import json
 
 import pytest
-from tests.own_models import build_causal_lm, fine_tune, random_texts, save, word_tokenizer, write_lines
 
 from privacy_audit.audit.data import distinct_records
+from tests.own_models import (
+    build_causal_lm,
+    fine_tune,
+    random_texts,
+    save,
+    word_tokenizer,
+    write_lines,
+)
 
 
 def test_distinct_records_keeps_the_first_of_each_group_and_counts():

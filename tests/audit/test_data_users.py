@@ -10,10 +10,10 @@ import json
 
 import numpy as np
 import pytest
-from tests.own_models import build_causal_lm, random_texts, save, word_tokenizer
 
 from privacy_audit.audit.data import distinct_records, read_table
 from privacy_audit.ground.errors import DataError
+from tests.own_models import build_causal_lm, random_texts, save, word_tokenizer
 
 
 def _write_csv(path, rows, fields=("text", "author")):

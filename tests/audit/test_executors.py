@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from tests.own_models import build_causal_lm, random_texts, save, word_tokenizer, write_lines
 
 

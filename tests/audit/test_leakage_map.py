@@ -16,6 +16,7 @@ import math
 import numpy as np
 import pytest
 import torch
+
 from tests.own_models import build_causal_lm, random_texts, save, word_tokenizer, write_lines
 
 PREFIX, SUFFIX = 3, 3

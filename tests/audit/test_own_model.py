@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+
 from tests.own_models import (
     build_causal_lm,
     fine_tune,

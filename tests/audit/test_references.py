@@ -10,7 +10,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from tests.own_models import build_causal_lm, fine_tune, random_texts, save, word_tokenizer, write_lines
+
+from tests.own_models import (
+    build_causal_lm,
+    fine_tune,
+    random_texts,
+    save,
+    word_tokenizer,
+    write_lines,
+)
 
 N = 24  # members and non-members each
 

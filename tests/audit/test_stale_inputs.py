@@ -15,9 +15,16 @@ import shutil
 from pathlib import Path
 
 import pytest
-from tests.own_models import build_causal_lm, fine_tune, random_texts, save, word_tokenizer, write_lines
 
 from privacy_audit.audit.scale import fingerprint as fp
+from tests.own_models import (
+    build_causal_lm,
+    fine_tune,
+    random_texts,
+    save,
+    word_tokenizer,
+    write_lines,
+)
 
 N = 20
 

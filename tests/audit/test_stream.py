@@ -10,10 +10,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from tests.own_models import build_causal_lm, random_texts, save, word_tokenizer, write_lines
 
 from privacy_audit.audit.scale import stream
 from privacy_audit.targets import scoring
+from tests.own_models import build_causal_lm, random_texts, save, word_tokenizer, write_lines
 
 FIELDS = ("token_ids", "log_probs", "mean_log_prob", "var_log_prob", "top1_ids")
 

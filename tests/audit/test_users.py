@@ -13,8 +13,9 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from tests.own_models import WORDS, build_causal_lm, fine_tune, save, word_tokenizer
 from sklearn.metrics import roc_auc_score
+
+from tests.own_models import WORDS, build_causal_lm, fine_tune, save, word_tokenizer
 
 N_USERS, PER_USER, FRESH = 24, 6, 3
 

@@ -12,8 +12,9 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-from tests.own_models import random_texts
 from sklearn.metrics import roc_auc_score
+
+from tests.own_models import random_texts
 
 N_USERS = 20  # per side
 

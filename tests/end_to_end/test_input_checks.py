@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from tests.own_models import WORDS, build_causal_lm, random_texts, save, word_tokenizer, write_lines
 
 

@@ -18,11 +18,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from tests.own_models import build_causal_lm, random_texts, save, word_tokenizer, write_lines
 
 from privacy_audit.audit import outputs
 from privacy_audit.audit.integrations.cli import build_parser
 from privacy_audit.ground.errors import AuditError
+from tests.own_models import build_causal_lm, random_texts, save, word_tokenizer, write_lines
 
 #: options through which a command writes files
 OUTPUT_DESTS = {"out", "json", "markdown", "junit", "summary", "run_dir", "checkpoint_dir"}

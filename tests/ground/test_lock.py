@@ -12,11 +12,11 @@ import os
 import socket
 
 import pytest
-from tests.lock_stress import stress
 
 from privacy_audit.ground import lock as lock_mod
 from privacy_audit.ground.errors import AuditError
 from privacy_audit.ground.lock import LOCK_NAME, DirLock
+from tests.lock_stress import stress
 
 
 @pytest.mark.parametrize("flock", [True, False], ids=["flock", "fallback"])

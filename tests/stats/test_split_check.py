@@ -669,9 +669,8 @@ def test_shifted_split_end_to_end_is_split_shifted_and_gate_exits_1(untrained_lm
 
 
 def test_same_distribution_split_end_to_end_keeps_the_verdict(untrained_lm, cli):
-    from tests.own_models import random_texts
-
     from privacy_audit.reports.verdict import verdict_for_run
+    from tests.own_models import random_texts
 
     # two texts that differ only after 64 tokens: identical as scored (cut to max_length)
     head = random_texts(1, 9, length=70)[0]
@@ -723,9 +722,8 @@ def test_score_with_a_text_column_runs_the_split_check(tmp_path, cli):
 def test_split_section_and_level_render_in_headless_chromium(tmp_path):
     import subprocess
 
-    from tests.end_to_end.test_browser import CHROMIUM_FLAGS, PAYLOADS, _DomScan, chromium_binary
-
     from privacy_audit.reports import write_report
+    from tests.end_to_end.test_browser import CHROMIUM_FLAGS, PAYLOADS, _DomScan, chromium_binary
 
     split = _split(True)
     split["duplicates"]["examples"][0]["member"] = PAYLOADS["script"]

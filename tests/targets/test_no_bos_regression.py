@@ -14,6 +14,7 @@ import json
 
 import numpy as np
 import torch
+
 from tests.own_models import random_texts, save, word_tokenizer, write_lines
 
 N = 60  # members and non-members each
