@@ -1,7 +1,7 @@
 """The paper-claims table: one row per headline claim of each of the five seed papers.
 
 Every row carries the paper's number (quoted from the paper), our measurement with its CI
-read from a recorded JSON under ``docs/`` (never typed here), a verdict and the exact
+read from a recorded JSON under ``docs/records/`` (never typed here), a verdict and the exact
 command that writes that JSON. A row whose file is missing, or lacks the measured key, is
 "not yet measured" (never "reproduced"); a claim that cannot be tested on this suite's
 CPU setting is "not testable here" with the reason.
@@ -73,7 +73,7 @@ class Missing(Exception):
 
 
 def default_docs() -> Path:
-    return Path(__file__).resolve().parent.parent / "docs"
+    return Path(__file__).resolve().parent.parent / "docs" / "records"
 
 
 def follow(doc: Any, pointer: list) -> Any:
@@ -950,7 +950,7 @@ class Claim:
     claim: str
     paper_value: str
     command: str
-    source: str | None = None  # file under docs/
+    source: str | None = None  # file under docs/records/
     extract: Callable[[Any], Measure] | None = None
     not_testable: str | None = None  # reason
 
@@ -965,7 +965,7 @@ DPF, DPA, SND, BLOGS, DING = (
 
 _COST_RUNS_CMD = (
     "python -m experiments.process_runs --runs 3 "
-    "--out docs/bench-cost-of-privacy-runs.json -- privacy-audit bench cost-of-privacy "
+    "--out docs/records/bench-cost-of-privacy-runs.json -- privacy-audit bench cost-of-privacy "
     "--threads 1 --largest-only --cost-cases phantom,ghost --memory-budget-gb 2 "
     "--repeats 5 --warmup 1"
 )
@@ -975,7 +975,7 @@ CLAIMS: tuple[Claim, ...] = (
         DPF,
         "central ε after shuffling at SST-2 (N = 67,349, 3 epochs, z = 0.460), PLD",
         "≈ 1 (PRV)",
-        "privacy-audit experiment dp-forward-accounting --out docs/dp-forward-accounting.json",
+        "privacy-audit experiment dp-forward-accounting --out docs/records/dp-forward-accounting.json",
         "dp-forward-accounting.json",
         _dpf_sst2_accounting,
     ),
@@ -983,7 +983,7 @@ CLAIMS: tuple[Claim, ...] = (
         DPF,
         "DP-Forward beats DP-SGD at matched central ε ≈ 8 (Output position, frozen encoder)",
         ".9055 vs .8759 (SST-2, +2.96 pp)",
-        "privacy-audit experiment dp-forward-matched-eps --out docs/dp-forward-matched-eps.json",
+        "privacy-audit experiment dp-forward-matched-eps --out docs/records/dp-forward-matched-eps.json",
         "dp-forward-matched-eps.json",
         _dpf_matched(8.0),
     ),
@@ -991,7 +991,7 @@ CLAIMS: tuple[Claim, ...] = (
         DPF,
         "DP-Forward beats DP-SGD at matched central ε ≈ 1 (Output position, frozen encoder)",
         ".8865 vs .8650 (SST-2, +2.15 pp)",
-        "privacy-audit experiment dp-forward-matched-eps --out docs/dp-forward-matched-eps.json",
+        "privacy-audit experiment dp-forward-matched-eps --out docs/records/dp-forward-matched-eps.json",
         "dp-forward-matched-eps.json",
         _dpf_matched(1.0),
     ),
@@ -1000,7 +1000,7 @@ CLAIMS: tuple[Claim, ...] = (
         "same, full fine-tuning (f updated, paper's setting), central ε ≈ 8",
         ".9055 vs .8759 (SST-2)",
         "privacy-audit experiment dp-forward-paper-setting --seeds 1 --n-train 1500 "
-        "--out docs/dp-forward-paper-setting.json",
+        "--out docs/records/dp-forward-paper-setting.json",
         "dp-forward-paper-setting.json",
         _dpf_paper_setting,
     ),
@@ -1008,7 +1008,7 @@ CLAIMS: tuple[Claim, ...] = (
         DPF,
         "aMGM beats classical GM at equal local ε = 1 (Table 4)",
         ".6021 vs .5757 (SST-2)",
-        "privacy-audit experiment dp-forward-table4 --out docs/dp-forward-table4.json",
+        "privacy-audit experiment dp-forward-table4 --out docs/records/dp-forward-table4.json",
         "dp-forward-table4.json",
         _dpf_table4(1.0),
     ),
@@ -1016,7 +1016,7 @@ CLAIMS: tuple[Claim, ...] = (
         DPF,
         "aMGM beats classical GM at equal local ε = 8 (Table 4)",
         ".8739 vs .8624 (SST-2)",
-        "privacy-audit experiment dp-forward-table4 --out docs/dp-forward-table4.json",
+        "privacy-audit experiment dp-forward-table4 --out docs/records/dp-forward-table4.json",
         "dp-forward-table4.json",
         _dpf_table4(8.0),
     ),
@@ -1024,7 +1024,7 @@ CLAIMS: tuple[Claim, ...] = (
         DPF,
         "MVG noise leaves accuracy at chance at every ε (Table 4)",
         "≈ 0.5 (binary)",
-        "privacy-audit experiment dp-forward-table4 --out docs/dp-forward-table4.json",
+        "privacy-audit experiment dp-forward-table4 --out docs/records/dp-forward-table4.json",
         "dp-forward-table4.json",
         _dpf_mvg,
     ),
@@ -1032,7 +1032,7 @@ CLAIMS: tuple[Claim, ...] = (
         DPF,
         "training time ≈ non-private (Fig. 4)",
         "≈ 1× (figure only)",
-        "python -m experiments.process_runs --runs 3 --out docs/bench-dp-forward-runs.json "
+        "python -m experiments.process_runs --runs 3 --out docs/records/bench-dp-forward-runs.json "
         "-- privacy-audit bench dp-forward --threads 1",
         "bench-dp-forward-runs.json",
         _dpf_bench("time"),
@@ -1041,7 +1041,7 @@ CLAIMS: tuple[Claim, ...] = (
         DPF,
         "≈ 3× faster than DP-SGD (Opacus) (Fig. 4)",
         "≈ 3× (figure only)",
-        "python -m experiments.process_runs --runs 3 --out docs/bench-dp-forward-runs.json "
+        "python -m experiments.process_runs --runs 3 --out docs/records/bench-dp-forward-runs.json "
         "-- privacy-audit bench dp-forward --threads 1",
         "bench-dp-forward-runs.json",
         _dpf_bench("speedup"),
@@ -1051,7 +1051,7 @@ CLAIMS: tuple[Claim, ...] = (
         "≈ 3× less memory than DP-SGD (Opacus) (Fig. 4)",
         "≈ 3× (figure only)",
         "privacy-audit bench dp-forward --threads 1 --repeats 3 --warmup 1 "
-        "--out docs/bench-dp-forward-memory.json",
+        "--out docs/records/bench-dp-forward-memory.json",
         "bench-dp-forward-memory.json",
         _dpf_bench("memory"),
     ),
@@ -1068,7 +1068,7 @@ CLAIMS: tuple[Claim, ...] = (
         SND,
         "SnD's downstream AUC ≥ 10% (relative) above TokEmbPriv at equal η",
         "+10–22% AUC",
-        "privacy-audit experiment snd-auc --out docs/snd-auc.json",
+        "privacy-audit experiment snd-auc --out docs/records/snd-auc.json",
         "snd-auc.json",
         _snd_gain("tokembpriv", 100.0),
     ),
@@ -1076,7 +1076,7 @@ CLAIMS: tuple[Claim, ...] = (
         SND,
         "SnD's downstream AUC ≥ 10% (relative) above Text2Text at equal η",
         "+10–22% AUC",
-        "privacy-audit experiment snd-auc --out docs/snd-auc.json",
+        "privacy-audit experiment snd-auc --out docs/records/snd-auc.json",
         "snd-auc.json",
         _snd_gain("text2text", 100.0),
     ),
@@ -1084,7 +1084,7 @@ CLAIMS: tuple[Claim, ...] = (
         SND,
         "SnD's downstream AUC ≥ 10% (relative) above RAPT",
         "+10–22% AUC",
-        "privacy-audit experiment snd-auc --out docs/snd-auc.json",
+        "privacy-audit experiment snd-auc --out docs/records/snd-auc.json",
         not_testable="RAPT prompt-tunes the server LM and pre-trains a privatised-token "
         "reconstruction head; the SnD setting keeps the server frozen and that training "
         "does not fit the CPU budget (its sanitiser is the Text2Text baseline's)",
@@ -1093,7 +1093,7 @@ CLAIMS: tuple[Claim, ...] = (
         BLOGS,
         "block-wise gradient shuffle is (ε, δ)-DP at the accountant's ε",
         "ε ≤ 1 claimed for the run (accountant)",
-        "privacy-audit experiment dp-blogs-audit --out docs/dp-blogs-audit.json",
+        "privacy-audit experiment dp-blogs-audit --out docs/records/dp-blogs-audit.json",
         "dp-blogs-audit.json",
         _blogs_audit,
     ),
@@ -1102,7 +1102,7 @@ CLAIMS: tuple[Claim, ...] = (
         "perplexity comparable to DP-SGD; extraction lower (p = 0.002)",
         "norm. PPL diff −0.023 (p = 0.55); EXT p = 0.002",
         "python -m experiments.lm_lr_grid --config dp-blogs --lrs 3e-4,1e-3,3e-3,1e-2 "
-        "--arms none,dp-sgd,dp-blogs --batch-size 1000 --epochs 10 --out docs/dp-blogs-utility.json",
+        "--arms none,dp-sgd,dp-blogs --batch-size 1000 --epochs 10 --out docs/records/dp-blogs-utility.json",
         "dp-blogs-utility.json",
         _blogs_perplexity,
     ),
@@ -1136,7 +1136,7 @@ CLAIMS: tuple[Claim, ...] = (
         "paper; perplexity, private fine-tuning after public pretraining)",
         "no LM number in the paper (its tasks are recommendation)",
         "python -m experiments.lm_lr_grid --config lm --lrs 3e-4,1e-3,3e-3,1e-2 "
-        "--batch-size 1000 --epochs 10 --out docs/lm-utility-lr-grid.json",
+        "--batch-size 1000 --epochs 10 --out docs/records/lm-utility-lr-grid.json",
         "lm-utility-lr-grid.json",
         _lm_grid,
     ),
@@ -1168,7 +1168,7 @@ def build_claims(docs: Path | None = None) -> list[dict[str, Any]]:
             "claim": c.claim,
             "paper_value": c.paper_value,
             "command": c.command,
-            "source": None if c.source is None else f"docs/{c.source}",
+            "source": None if c.source is None else f"docs/records/{c.source}",
             "ours": None,
             "ci_low": None,
             "ci_high": None,
@@ -1183,7 +1183,7 @@ def build_claims(docs: Path | None = None) -> list[dict[str, Any]]:
         if c.not_testable:
             row.update(verdict=NOT_TESTABLE, detail=c.not_testable)
         elif c.source is None or not (docs / c.source).is_file():
-            row.update(verdict=NOT_MEASURED, detail=f"docs/{c.source} is not recorded yet")
+            row.update(verdict=NOT_MEASURED, detail=f"docs/records/{c.source} is not recorded yet")
         else:
             try:
                 doc = json.loads((docs / c.source).read_text(encoding="utf-8"))
@@ -1196,13 +1196,13 @@ def build_claims(docs: Path | None = None) -> list[dict[str, Any]]:
                 TypeError,
                 ValueError,
             ) as exc:
-                row.update(verdict=NOT_MEASURED, detail=f"docs/{c.source}: {exc}")
+                row.update(verdict=NOT_MEASURED, detail=f"docs/records/{c.source}: {exc}")
             else:
                 recorded = doc.get("command") if isinstance(doc, dict) else None
                 if isinstance(recorded, str) and recorded.strip():
                     row["command"] = recorded.strip()
                     if "--out" not in recorded and recorded.startswith("privacy-audit"):
-                        row["command"] += f" --out docs/{c.source}"
+                        row["command"] += f" --out docs/records/{c.source}"
                 verdict, reason, extra = judge(m.verdict, m.arms, m.differences, m.run_verdicts)
                 if verdict == m.verdict and m.qualifier:
                     reason = m.qualifier
@@ -1274,7 +1274,7 @@ def to_markdown(rows: list[dict[str, Any]]) -> str:
         "# Paper claims: what the suite reproduces",
         "",
         "Generated by `privacy-audit claims --markdown docs/claims.md` from the recorded JSON "
-        "under docs/ (do not edit by hand). One row per headline claim of the five seed "
+        "under docs/records/ (do not edit by hand). One row per headline claim of the five seed "
         "papers: the paper's number, ours with its interval, the verdict and the command "
         'that records the measurement. "not yet measured" means the JSON is not recorded '
         "(or lacks the figure); it is never counted as reproduced. "

@@ -1,7 +1,7 @@
 """The worked example of docs/deciding-before-release.md: extraction risk at a product's
 decoding settings on a memorising causal LM.
 
-``privacy-audit experiment deciding-before-release --out docs/deciding-before-release.json``
+``privacy-audit experiment deciding-before-release --out docs/records/deciding-before-release.json``
 
 A GPT-2 from config (word-level tokenizer built in memory, d = 64, 2 blocks) is fine-tuned
 without privacy on ``n_train`` member records of random words (so anything it emits from

@@ -31,7 +31,7 @@ respect to each canary).
 Reproduce (about 25 CPU-minutes at the default sizes, one core)::
 
     nice -n 10 python -m experiments.dp_bugs --seeds 20 --pool 5 \
-        --out docs/dp-bugs.json
+        --out docs/records/dp-bugs.json
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ lower bound with its ceiling (95 %, δ of the config):
 
 Reproduce (writes JSON and prints a table)::
 
-    python -m experiments.lm_canaries --out docs/lm-canaries.json
+    python -m experiments.lm_canaries --out docs/records/lm-canaries.json
 
 This is not registered in ``privacy-audit bench`` (which measures time, not power).
 """

@@ -2,7 +2,7 @@
 phantom-dp-sgd, re-attention, dp-blogs) gets the same grid of learning rates and the same
 training budget (epochs) from the same public-pretrained start.
 
-    python -m experiments.lm_lr_grid --config lm --out docs/lm-utility-lr-grid.json
+    python -m experiments.lm_lr_grid --config lm --out docs/records/lm-utility-lr-grid.json
 
 Selection is honest: each arm's learning rate is the one with the lowest perplexity on the
 config's non-member texts (a validation split never trained on and disjoint from the test
@@ -231,7 +231,7 @@ def to_markdown(res: dict[str, Any]) -> str:
     lines = [
         "# LM utility at a matched budget (per-arm learning rate)",
         "",
-        f"Generated from `{res.get('json', 'docs/lm-utility-lr-grid.json')}` by "
+        f"Generated from `{res.get('json', 'docs/records/lm-utility-lr-grid.json')}` by "
         f"`{res['command']}`.",
         "",
         f"Config `{res.get('config_name', 'lm')}` (tiny word-level GPT-2 after public "

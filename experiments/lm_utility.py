@@ -2,7 +2,7 @@
 model with its 95% bootstrap CI over test sequences, the unigram floor every model must
 beat, and the public-pretrained starting point, recorded for the docs.
 
-    python -m experiments.lm_utility --out docs/lm-utility.json
+    python -m experiments.lm_utility --out docs/records/lm-utility.json
 
 It runs the bundled ``lm`` config (or ``--config FILE``) through the ordinary runner,
 keeping finished training tasks in ``<out>.rundir`` so an interrupted run resumes, or

@@ -1,6 +1,6 @@
 """Run one ``privacy-audit bench`` command in several separate processes and keep every run.
 
-    python -m experiments.process_runs --runs 3 --out docs/bench-dp-forward.json -- \
+    python -m experiments.process_runs --runs 3 --out docs/records/bench-dp-forward-runs.json -- \
         privacy-audit bench dp-forward --threads 1
 
 A timing interval from one process hides the run-to-run spread (load, frequency scaling,

@@ -24,7 +24,7 @@ references (2 + 4 + 8 fine-tunings).
 
 Reproduce (a few minutes on one CPU thread; writes JSON and prints a table)::
 
-    OMP_NUM_THREADS=1 python -m experiments.references_k --out docs/references-k.json
+    OMP_NUM_THREADS=1 python -m experiments.references_k --out docs/records/references-k.json
 
 Not registered in ``privacy-audit bench`` (which measures time, not attack power).
 """

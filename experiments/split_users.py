@@ -4,7 +4,7 @@ with the users given (``SplitCheck.run(..., users=...)``: folds never split a us
 permutation test permutes users) and, on the same splits, without them (texts treated as
 independent).
 
-    OMP_NUM_THREADS=1 python -m experiments.split_users --out docs/split-check-users.json
+    OMP_NUM_THREADS=1 python -m experiments.split_users --out docs/records/split-check-users.json
 
 Corpora (real text on this machine, no download):
 

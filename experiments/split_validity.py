@@ -3,7 +3,7 @@ on real, clustered text, its power on shifted pairs, dataset inference's null re
 rate and its power.
 
     privacy-audit experiment split-validity [--quick] [--checkpoint-dir DIR]
-    OMP_NUM_THREADS=1 python -m experiments.split_validity --out docs/split-validity.json
+    OMP_NUM_THREADS=1 python -m experiments.split_validity --out docs/records/split-validity.json
 
 Everything is seeded; every rate carries its count and a Clopper-Pearson 95% interval.
 Real text only, all of it shipped with Python, the installed packages or Debian (no

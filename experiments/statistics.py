@@ -6,7 +6,7 @@
   so ties are broken by the seeded jitter of :func:`privacy_audit.stats.epsilon_bounds.one_run_best`) and
   Gaussian scores (the Gaussian mechanism).
 
-``python -m experiments.statistics --out docs/one-run-fdp.json`` records the tables
+``python -m experiments.statistics --out docs/records/one-run-fdp.json`` records the tables
 quoted in docs/statistics.md; the tests assert on the same functions with the same seeds.
 """
 
@@ -340,11 +340,11 @@ def main(argv=None) -> int:
     import time
 
     p = argparse.ArgumentParser(prog="python -m experiments.statistics")
-    p.add_argument("--coverage-out", default="docs/coverage.json")
-    p.add_argument("--one-run-out", default="docs/one-run-fdp.json")
+    p.add_argument("--coverage-out", default="docs/records/interval-coverage.json")
+    p.add_argument("--one-run-out", default="docs/records/one-run-fdp.json")
     p.add_argument(
         "--bootstrap-out",
-        default="docs/bootstrap-coverage.json",
+        default="docs/records/bootstrap-coverage.json",
         help="coverage of the percentile bootstrap (advantage, TPR@1%%) and the exact TPR",
     )
     p.add_argument(

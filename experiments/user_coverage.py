@@ -29,7 +29,7 @@ Plus the user-level dataset-inference null: the rate at which a true non-member 
 gets a conformal p-value <= 0.05, and the behaviour of Benjamini-Hochberg.
 
 Run: ``python -m privacy_audit.experiments.user_coverage --splits 1000`` (minutes on one
-core); writes docs/users-coverage.json.
+core); writes docs/records/users-coverage.json.
 """
 
 from __future__ import annotations
@@ -516,7 +516,7 @@ def main(argv=None) -> int:
     ap.add_argument("--splits", type=int, default=1000)
     ap.add_argument("--n-boot", type=int, default=400)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", default="docs/users-coverage.json")
+    ap.add_argument("--out", default="docs/records/users-coverage.json")
     ap.add_argument(
         "--markdown", metavar="JSON", help="print the docs/users.md tables of a written JSON"
     )

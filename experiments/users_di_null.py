@@ -1,7 +1,7 @@
 """The null calibration of user-level dataset inference on real grouped text (docs/users.md,
-"User-level dataset inference"; figures in docs/users-di-null.json).
+"User-level dataset inference"; figures in docs/records/users-di-null.json).
 
-    OMP_NUM_THREADS=1 python -m experiments.users_di_null --out docs/users-di-null.json
+    OMP_NUM_THREADS=1 python -m experiments.users_di_null --out docs/records/users-di-null.json
 
 Corpus: Debian changelog entries on this machine (``/usr/share/doc/*/changelog.Debian.gz``),
 each entry's bullet text (no header, no signature line), grouped by the person in its
@@ -228,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--splits", type=int, default=1000)
     ap.add_argument("--permutations", type=int, default=9999)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", default="docs/users-di-null.json")
+    ap.add_argument("--out", default="docs/records/users-di-null.json")
     args = ap.parse_args(argv)
     t0 = time.time()
     texts, users = debian_user_corpus(seed=args.seed)

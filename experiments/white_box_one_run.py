@@ -8,7 +8,7 @@ the audit used before canaries were recorded) and the accountant's ε.
 
 Reproduce::
 
-    python -m experiments.white_box_one_run --out docs/white-box-one-run.json
+    python -m experiments.white_box_one_run --out docs/records/white-box-one-run.json
 """
 
 from __future__ import annotations

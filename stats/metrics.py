@@ -530,7 +530,7 @@ def membership_metrics(
     The scores are sorted once; every value, interval and bootstrap replicate reads
     that order.  Each interval's method was chosen because its coverage, measured by
     simulation from closed-form truths (``tests/stats/test_metrics_coverage.py``, recorded in
-    docs/coverage.json and docs/statistics.md), is at least 93 % for a 95 % interval
+    docs/records/interval-coverage.json and docs/statistics.md), is at least 93 % for a 95 % interval
     at 200 and 1,000 examples per side:
 
     * ``"auc"``: value = area under the empirical ROC; interval = DeLong's variance on

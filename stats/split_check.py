@@ -117,7 +117,7 @@ classifier that never sees the model tell the two sets apart?
   pair). Which join ran, with its bound, is stated in the record (``duplicates.join``,
   ``criterion``). Long texts of shared rare words make the exact join verify a fixed
   share of all pairs (40% of them on the scale benchmark's 256-token texts: n^2); LSH
-  keeps it linear (docs/scale.md). Both texts of
+  keeps it linear (docs/large-inputs-one-machine.md). Both texts of
   each pair are removed from the attack set (a text counted as member and non-member
   measures nothing) and counted; a few pairs are kept as examples, except in
   aggregate-only mode.

@@ -8,7 +8,7 @@ barrier, each trying ``DirLock(dir).acquire()`` once. A process that gets the lo
 a marker with ``O_CREAT | O_EXCL``, holds the lock for a few milliseconds, then removes the
 marker and releases; a marker that already exists means two processes held the lock at once.
 ``--module`` names another implementation (e.g. a copy of an older ``lock.py``) for the
-before/after figure in docs/scale-out.md. Used by tests/ground/test_lock.py with fewer trials.
+before/after figure in docs/executors-and-resumable-runs.md. Used by tests/ground/test_lock.py with fewer trials.
 """
 
 from __future__ import annotations

@@ -40,6 +40,8 @@ from __future__ import annotations
 import math
 import statistics
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -92,11 +94,21 @@ def _model(quick: bool, vocab: int):
     return GPT2LMHeadModel(cfg).eval()
 
 
-def run(settings: BenchSettings) -> BenchResult:
-    from privacy_audit.attacks.llm_membership import loss_scores, min_k_scores, zlib_scores
-    from privacy_audit.defenses.base import PrivacyClaim
-    from privacy_audit.targets.scoring import HFLMRelease, HFTokenizer
+@dataclass(frozen=True)
+class _Options:
+    """What one run measures: which cases, how many texts of how many tokens, in batches of
+    how many, over how many rounds."""
 
+    extraction: bool
+    with_reference: bool
+    reference_only: bool
+    n: int
+    seq_len: int
+    batch: int
+    rounds: int
+
+
+def _run_options(settings: BenchSettings) -> _Options:
     extra = dict(settings.extra or {})
     extraction = bool(extra.pop("extraction", False))
     with_reference = bool(extra.pop("reference", False))
@@ -104,24 +116,28 @@ def run(settings: BenchSettings) -> BenchResult:
     reference_only = bool(extra.pop("reference_only", False))
     with_reference = with_reference or reference_only
     sizes = {**(QUICK if settings.quick else DEFAULTS), **extra}
-    n, seq_len, batch = int(sizes["sequences"]), int(sizes["seq_len"]), int(sizes["batch_size"])
-    rounds = int(sizes["rounds"])  # passes over all the texts, the cases side by side
-    vocab = 500 if settings.quick else 50257
-    torch.manual_seed(settings.seed)
-    model = _model(settings.quick, vocab)
-    ref_model = None
-    if with_reference:
-        torch.manual_seed(settings.seed + 1)
-        ref_model = _model(settings.quick, vocab)
-    hf_tok = _word_tokenizer(vocab)
-    tok = HFTokenizer(hf_tok)
-    rng = np.random.default_rng(settings.seed)
-    # seq_len tokens as tokenizer(text) encodes them (this GPT-2-like tokenizer adds no
-    # special token; the suite scores exactly that encoding)
-    words = seq_len - tok.specials
-    texts = [" ".join(f"w{int(i)}" for i in rng.integers(2, vocab, size=words)) for _ in range(n)]
-    single = torch.get_num_threads() == 1
-    clock = time.process_time if single else time.perf_counter
+    return _Options(
+        extraction=extraction,
+        with_reference=with_reference,
+        reference_only=reference_only,
+        n=int(sizes["sequences"]),
+        seq_len=int(sizes["seq_len"]),
+        batch=int(sizes["batch_size"]),
+        rounds=int(sizes["rounds"]),  # passes over all the texts, the cases side by side
+    )
+
+
+def _case_functions(model, ref_model, tok, o: _Options) -> dict[str, Callable]:
+    """The timed work of each case on one chunk: ``plain`` and ``plain x2`` take the chunk's
+    pre-encoded batches, ``suite`` (optionally with an extraction spec) and
+    ``suite+reference`` its texts."""
+    from privacy_audit.attacks.llm_membership import loss_scores, min_k_scores, zlib_scores
+    from privacy_audit.defenses.base import PrivacyClaim
+    from privacy_audit.targets.scoring import HFLMRelease
+
+    if o.extraction:
+        from privacy_audit.attacks.extraction_risk import risk_within, sequence_log_prob
+    seq_len, batch = o.seq_len, o.batch
     claim = PrivacyClaim.none("bench")
 
     def plain(chunk_ids):
@@ -181,49 +197,76 @@ def run(settings: BenchSettings) -> BenchResult:
             np.exp(-t_loss), np.exp(-r_loss[None]), keep, np.arange(len(chunk_texts)), False, 1.0
         )
 
-    spec = None
-    if extraction:
-        from privacy_audit.attacks.extraction_risk import risk_within, sequence_log_prob
-        from privacy_audit.targets.decoding import Decoding, ExtractionSpec
+    return {"plain": plain, "suite": suite, "plain x2": plain2, "suite+reference": suite_reference}
 
-        prefix = min(50, max(1, (seq_len - 2) // 2))
-        spec = ExtractionSpec(Decoding(0.7, 50, 0.9), prefix, min(50, seq_len - 2 - prefix))
 
-    chunk = batch * 4
-    chunks = [texts[i : i + chunk] for i in range(0, n, chunk)]
+def _extraction_spec(o: _Options):
+    """Hayes et al.'s 50-token prefix and suffix (shorter when the texts are) at the
+    costliest decoding settings: temperature 0.7, top-k 50, top-p 0.9."""
+    if not o.extraction:
+        return None
+    from privacy_audit.targets.decoding import Decoding, ExtractionSpec
+
+    prefix = min(50, max(1, (o.seq_len - 2) // 2))
+    return ExtractionSpec(Decoding(0.7, 50, 0.9), prefix, min(50, o.seq_len - 2 - prefix))
+
+
+def _chunks(texts: list[str], tok, o: _Options) -> tuple[list, list]:
+    """The texts in chunks of four batches, and each chunk encoded and cut into batches for
+    the plain loops (which get their tensors for free: outside the clock)."""
+    chunk = o.batch * 4
+    chunks = [texts[i : i + chunk] for i in range(0, o.n, chunk)]
     encoded = []
     for c in chunks:  # the plain loop gets its tensors for free (outside the clock)
-        ids, mask = tok.encode(c, seq_len)
-        encoded.append([(ids[i : i + batch], mask[i : i + batch]) for i in range(0, len(c), batch)])
-    assert encoded[0][0][0].shape[1] == seq_len
+        ids, mask = tok.encode(c, o.seq_len)
+        encoded.append(
+            [(ids[i : i + o.batch], mask[i : i + o.batch]) for i in range(0, len(c), o.batch)]
+        )
+    assert encoded[0][0][0].shape[1] == o.seq_len
+    return chunks, encoded
+
+
+def _warm_up(fns: dict, o: _Options, spec, chunks: list, encoded: list) -> list[str]:
+    """Run each case once on the first batch, untimed; return the cases' names in order."""
     names = []
-    if not reference_only:
-        plain(encoded[0][:1]), suite(chunks[0][:batch])  # warm-up, untimed
+    if not o.reference_only:
+        fns["plain"](encoded[0][:1]), fns["suite"](chunks[0][: o.batch])  # warm-up, untimed
         names += ["plain", "suite"]
     if spec is not None:
-        suite(chunks[0][:batch], spec)
+        fns["suite"](chunks[0][: o.batch], spec)
         names.append("suite+extraction")
-    if with_reference:
-        plain2(encoded[0][:1]), suite_reference(chunks[0][:batch])
+    if o.with_reference:
+        fns["plain x2"](encoded[0][:1]), fns["suite+reference"](chunks[0][: o.batch])
         names += ["plain x2", "suite+reference"]
+    return names
+
+
+def _chunk_order(fns: dict, o: _Options, spec, c: list, e: list) -> list[tuple[str, Callable]]:
+    order = []
+    if not o.reference_only:
+        order.append(("plain", lambda: fns["plain"](e)))
+        order.append(("suite", lambda: fns["suite"](c)))
+    if spec is not None:
+        order.append(("suite+extraction", lambda: fns["suite"](c, spec)))
+    if o.with_reference:
+        order.append(("plain x2", lambda: fns["plain x2"](e)))
+        order.append(("suite+reference", lambda: fns["suite+reference"](c)))
+    return order
+
+
+def _timed_rounds(fns, o: _Options, spec, names, chunks, encoded, clock):
+    """The cases chunk by chunk, side by side, the first case rotating from chunk to chunk so
+    load drifts hit all alike: each case's timings, wall seconds and CPU seconds per round."""
     times = {k: CaseTiming(k, []) for k in names}
     wall = dict.fromkeys(names, 0.0)
     # per round (one pass over every chunk): each case's CPU seconds, for the spread of the
     # per-round ratios on a loaded machine (the totals alone hide it)
     per_round = {k: [] for k in names}
     step = 0
-    for _ in range(rounds):
+    for _ in range(o.rounds):
         round_s = dict.fromkeys(names, 0.0)
         for c, e in zip(chunks, encoded, strict=True):
-            order = []
-            if not reference_only:
-                order.append(("plain", lambda e=e: plain(e)))
-                order.append(("suite", lambda c=c: suite(c)))
-            if spec is not None:
-                order.append(("suite+extraction", lambda c=c: suite(c, spec)))
-            if with_reference:
-                order.append(("plain x2", lambda e=e: plain2(e)))
-                order.append(("suite+reference", lambda c=c: suite_reference(c)))
+            order = _chunk_order(fns, o, spec, c, e)
             shift = step % len(order)
             step += 1
             for name, fn in order[shift:] + order[:shift]:
@@ -235,34 +278,14 @@ def run(settings: BenchSettings) -> BenchResult:
                 wall[name] += time.perf_counter() - w0
         for k in names:
             per_round[k].append(round_s[k])
-    tokens = n * seq_len * rounds
-    total = {k: sum(t.times_s) for k, t in times.items()}
-    tps = {k: tokens / v for k, v in total.items()}
-    base = "plain x2" if reference_only else "plain"
-    top = "suite+reference" if reference_only else "suite"
-    ratio = tps[top] / tps[base]
-    params = sum(p.numel() for p in model.parameters())
-    setup = {
-        "model": "GPT-2 small shape from GPT2Config (random weights)"
-        if not settings.quick
-        else "tiny GPT-2",
-        "parameters": int(params),
-        "sequences": n,
-        "seq_len": seq_len,
-        "batch_size": batch,
-        "rounds": rounds,
-        "tokens": tokens,
-        "clock": "process CPU time (1 thread)" if single else "wall time",
-        "threads": torch.get_num_threads(),
-        "seconds": total,
-        "wall_seconds": wall,
-        "tokens_per_second": tps,
-        "signals": ["lm-loss", "zlib", "min-k"],
-        "full_size": (n, seq_len) == (DEFAULTS["sequences"], DEFAULTS["seq_len"]),
-    }
+    return times, wall, per_round
+
+
+def _ratios_and_targets(o: _Options, spec, setup: dict, total: dict, per_round: dict, base):
+    """Each case's time over the baseline's, with the per-round spread and the targets; the
+    setup gains the headline ratios of the cases that ran."""
     ratios, targets = {}, {}
-    if not reference_only:
-        setup["throughput_ratio_suite_over_plain"] = ratio
+    if not o.reference_only:
         ratios = {"suite": total["suite"] / total["plain"], "plain": 1.0}
         setup["suite_round_ratios"] = round_ratios(per_round["suite"], per_round["plain"])
         targets = {"suite": f"throughput >= {TARGET_RATIO}x plain"}
@@ -271,7 +294,7 @@ def run(settings: BenchSettings) -> BenchResult:
         setup["extraction"] = spec.to_dict() | {"queries": [1, 10, 100, 1000]}
         setup["extraction_time_over_suite"] = total["suite+extraction"] / total["suite"]
         targets["suite+extraction"] = f"time <= {EXTRACTION_TARGET}x suite"
-    if with_reference:
+    if o.with_reference:
         ratios["plain x2"] = total["plain x2"] / total[base]
         ratios["suite+reference"] = total["suite+reference"] / total[base]
         setup["reference_time_over_plain_x2"] = total["suite+reference"] / total["plain x2"]
@@ -290,6 +313,10 @@ def run(settings: BenchSettings) -> BenchResult:
             "rmia-offline",
         ]
         targets["suite+reference"] = f"time <= {REFERENCE_TARGET}x plain x2"
+    return ratios, targets
+
+
+def _notes(o: _Options, full_size: bool) -> list[str]:
     notes = [
         "suite: tokenize + one forward pass per text giving TokenStats (log p, mean and "
         "variance of log p over the vocabulary and the top-1 token, computed in the logits' "
@@ -297,11 +324,68 @@ def run(settings: BenchSettings) -> BenchResult:
         "plain: model(**batch) on pre-tokenized tensors, no statistics.",
         "Ratio = suite tokens/s over plain tokens/s (>= 0.9 is the target).",
     ]
-    if not setup["full_size"]:
+    if not full_size:
         notes.append(
-            f"REDUCED SIZE: {n} x {seq_len} tokens instead of the issue's "
+            f"REDUCED SIZE: {o.n} x {o.seq_len} tokens instead of the issue's "
             f"{DEFAULTS['sequences']} x {DEFAULTS['seq_len']}."
         )
+    return notes
+
+
+def run(settings: BenchSettings) -> BenchResult:
+    from privacy_audit.targets.scoring import HFTokenizer
+
+    o = _run_options(settings)
+    n, seq_len = o.n, o.seq_len
+    vocab = 500 if settings.quick else 50257
+    torch.manual_seed(settings.seed)
+    model = _model(settings.quick, vocab)
+    ref_model = None
+    if o.with_reference:
+        torch.manual_seed(settings.seed + 1)
+        ref_model = _model(settings.quick, vocab)
+    tok = HFTokenizer(_word_tokenizer(vocab))
+    rng = np.random.default_rng(settings.seed)
+    # seq_len tokens as tokenizer(text) encodes them (this GPT-2-like tokenizer adds no
+    # special token; the suite scores exactly that encoding)
+    words = seq_len - tok.specials
+    texts = [" ".join(f"w{int(i)}" for i in rng.integers(2, vocab, size=words)) for _ in range(n)]
+    single = torch.get_num_threads() == 1
+    clock = time.process_time if single else time.perf_counter
+    fns = _case_functions(model, ref_model, tok, o)
+    spec = _extraction_spec(o)
+    chunks, encoded = _chunks(texts, tok, o)
+    names = _warm_up(fns, o, spec, chunks, encoded)
+    times, wall, per_round = _timed_rounds(fns, o, spec, names, chunks, encoded, clock)
+    tokens = n * seq_len * o.rounds
+    total = {k: sum(t.times_s) for k, t in times.items()}
+    tps = {k: tokens / v for k, v in total.items()}
+    base = "plain x2" if o.reference_only else "plain"
+    top = "suite+reference" if o.reference_only else "suite"
+    ratio = tps[top] / tps[base]
+    params = sum(p.numel() for p in model.parameters())
+    setup = {
+        "model": "GPT-2 small shape from GPT2Config (random weights)"
+        if not settings.quick
+        else "tiny GPT-2",
+        "parameters": int(params),
+        "sequences": n,
+        "seq_len": seq_len,
+        "batch_size": o.batch,
+        "rounds": o.rounds,
+        "tokens": tokens,
+        "clock": "process CPU time (1 thread)" if single else "wall time",
+        "threads": torch.get_num_threads(),
+        "seconds": total,
+        "wall_seconds": wall,
+        "tokens_per_second": tps,
+        "signals": ["lm-loss", "zlib", "min-k"],
+        "full_size": (n, seq_len) == (DEFAULTS["sequences"], DEFAULTS["seq_len"]),
+    }
+    if not o.reference_only:
+        setup["throughput_ratio_suite_over_plain"] = ratio
+    ratios, targets = _ratios_and_targets(o, spec, setup, total, per_round, base)
+    notes = _notes(o, setup["full_size"])
     return BenchResult(
         name="byo-lm",
         reference=base,

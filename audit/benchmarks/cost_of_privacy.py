@@ -304,18 +304,9 @@ def _measure(label, vocab, batch, seq, dims, settings, include=CASES, clock=None
     return cases, ratios, memory, row
 
 
-def run(settings: BenchSettings) -> BenchResult:
-    """Options in ``settings.extra``: ``cases`` (the private cases, default all),
-    ``largest_only`` (only the GPT-2-small-shaped, largest-vocabulary case),
-    ``memory_budget_gb`` (add the largest-batch-in-budget search, :mod:`memory_budget`)
-    and ``memory_max_batch`` (its cap). With one thread, steps are timed in this process's
-    CPU time (``process_time``), which other load on a shared machine inflates far less
-    than wall time; otherwise in wall time."""
-    import time
-
-    libc = _libc()
-    if libc is not None:
-        libc.mallopt(-3, 1 << 16)  # M_MMAP_THRESHOLD: big tensors on mmap, returned on free
+def _run_options(settings: BenchSettings) -> tuple[tuple, bool, dict, dict, dict]:
+    """The private cases to run (phantom always among them), whether only the
+    GPT-2-small-shaped case runs, and the vocabularies, shapes and large case of this size."""
     extra = settings.extra or {}
     include = tuple(extra.get("cases") or CASES)
     unknown = [c for c in include if c not in CASES]
@@ -325,9 +316,12 @@ def run(settings: BenchSettings) -> BenchResult:
     vocabs = {"2k": 512, "16k": 2048} if settings.quick else VOCABS
     shapes = {} if largest_only else ({"T=8": (4, 8)} if settings.quick else SHAPES)
     big = GPT2_SMALL_QUICK if settings.quick else GPT2_SMALL
-    single = settings.threads == 1
-    clock = time.process_time if single else time.perf_counter
-    load_before = _loadavg()
+    return include, largest_only, vocabs, shapes, big
+
+
+def _measure_all(settings, include, vocabs, shapes, big, clock) -> tuple[dict, dict, dict, list]:
+    """Every tiny-model case (each shape at each vocabulary), then the GPT-2-small-shaped
+    case: the cases' timings, ratios and memory, and one cost-table row per case."""
     cases: dict[str, Any] = {}
     ratios: dict[str, float] = {}
     memory: dict[str, Any] = {}
@@ -357,6 +351,80 @@ def run(settings: BenchSettings) -> BenchResult:
     memory |= m
     row["case"] = "gpt2-small-shaped"
     table.append(row)
+    return cases, ratios, memory, table
+
+
+def _run_setup(include, largest_only, vocabs, shapes, big, single, loads) -> dict:
+    """The record's ``setup``: what was measured, with which clock, under which load."""
+    return {
+        "model": "GPT2LMHeadModel from config, d=64, 2 blocks, 2 heads, tied "
+        "(Opacus and Opacus ghost: untied)",
+        "gpt2_small_shaped": {
+            "vocab": big["vocab"],
+            **big["dims"],
+            "batch_size": big["batch_size"],
+            "seq_len": big["seq_len"],
+            "cases": list(big["cases"]),
+            "note": "GPT-2-small's vocabulary and width with fewer blocks (GPT-2 small has "
+            "12), the largest that ran in minutes on a shared 2-core CPU",
+        },
+        "shapes": {k: {"batch_size": b, "seq_len": t} for k, (b, t) in shapes.items()},
+        "cases": ["non-private", *include],
+        "largest_only": largest_only,
+        "clock": "process CPU time (1 thread)" if single else "wall time",
+        "vocab_sizes": list(vocabs.values()),
+        "optimizer": "SGD",
+        "explicit": "torch.func vmap(grad) over the whole batch",
+        "ghost": GHOST_NOTE,
+        "device": "cpu (no GPU in this run)",
+        "threads": torch.get_num_threads(),
+        "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
+        "load_average_before": loads[0],
+        "load_average_after": loads[1],
+    }
+
+
+def _run_notes(table: list) -> list[str]:
+    """One line per cost-table row (time and memory against non-private and phantom),
+    then why Opacus is untied, then the paper's setting."""
+    return [
+        "cost of privacy: "
+        + "; ".join(
+            f"M={r['vocab']} d={r['model']['n_embd']} B={r['batch_size']} T={r['seq_len']}: "
+            f"phantom {r['phantom_time_x_nonprivate']:.2f}x time, "
+            f"{_fmt(r['phantom_memory_x_nonprivate'])} memory; "
+            + ", ".join(
+                f"{k}/phantom {r[f'{k}_over_phantom_time']:.2f}x time "
+                f"{_fmt(r.get(f'{k}_over_phantom_memory'))} memory"
+                for k in ("ghost", "explicit", "opacus")
+                if f"{k}_over_phantom_time" in r
+            )
+            for r in table
+        ),
+        "Opacus (standard and ghost) runs an untied output embedding (one more M x d "
+        "matrix): Opacus cannot clip a weight used twice.",
+        PAPER_NOTE,
+    ]
+
+
+def run(settings: BenchSettings) -> BenchResult:
+    """Options in ``settings.extra``: ``cases`` (the private cases, default all),
+    ``largest_only`` (only the GPT-2-small-shaped, largest-vocabulary case),
+    ``memory_budget_gb`` (add the largest-batch-in-budget search, :mod:`memory_budget`)
+    and ``memory_max_batch`` (its cap). With one thread, steps are timed in this process's
+    CPU time (``process_time``), which other load on a shared machine inflates far less
+    than wall time; otherwise in wall time."""
+    import time
+
+    libc = _libc()
+    if libc is not None:
+        libc.mallopt(-3, 1 << 16)  # M_MMAP_THRESHOLD: big tensors on mmap, returned on free
+    extra = settings.extra or {}
+    include, largest_only, vocabs, shapes, big = _run_options(settings)
+    single = settings.threads == 1
+    clock = time.process_time if single else time.perf_counter
+    load_before = _loadavg()
+    cases, ratios, memory, table = _measure_all(settings, include, vocabs, shapes, big, clock)
     budget = None
     if extra.get("memory_budget_gb"):
         budget = largest_batch_in_budget(
@@ -374,53 +442,13 @@ def run(settings: BenchSettings) -> BenchResult:
         reference="non-private (same vocabulary and shape)",
         cases=cases,
         ratios=ratios,
-        setup={
-            "model": "GPT2LMHeadModel from config, d=64, 2 blocks, 2 heads, tied "
-            "(Opacus and Opacus ghost: untied)",
-            "gpt2_small_shaped": {
-                "vocab": big["vocab"],
-                **big["dims"],
-                "batch_size": big["batch_size"],
-                "seq_len": big["seq_len"],
-                "cases": list(big["cases"]),
-                "note": "GPT-2-small's vocabulary and width with fewer blocks (GPT-2 small has "
-                "12), the largest that ran in minutes on a shared 2-core CPU",
-            },
-            "shapes": {k: {"batch_size": b, "seq_len": t} for k, (b, t) in shapes.items()},
-            "cases": ["non-private", *include],
-            "largest_only": largest_only,
-            "clock": "process CPU time (1 thread)" if single else "wall time",
-            "vocab_sizes": list(vocabs.values()),
-            "optimizer": "SGD",
-            "explicit": "torch.func vmap(grad) over the whole batch",
-            "ghost": GHOST_NOTE,
-            "device": "cpu (no GPU in this run)",
-            "threads": torch.get_num_threads(),
-            "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
-            "load_average_before": load_before,
-            "load_average_after": load_after,
-        },
+        setup=_run_setup(
+            include, largest_only, vocabs, shapes, big, single, (load_before, load_after)
+        ),
         memory=memory,
         targets={f"phantom @16k {s}": TARGETS["phantom"] for s in shapes}
         | {f"explicit @16k {s}": TARGETS["explicit"] for s in shapes},
-        notes=[
-            "cost of privacy: "
-            + "; ".join(
-                f"M={r['vocab']} d={r['model']['n_embd']} B={r['batch_size']} T={r['seq_len']}: "
-                f"phantom {r['phantom_time_x_nonprivate']:.2f}x time, "
-                f"{_fmt(r['phantom_memory_x_nonprivate'])} memory; "
-                + ", ".join(
-                    f"{k}/phantom {r[f'{k}_over_phantom_time']:.2f}x time "
-                    f"{_fmt(r.get(f'{k}_over_phantom_memory'))} memory"
-                    for k in ("ghost", "explicit", "opacus")
-                    if f"{k}_over_phantom_time" in r
-                )
-                for r in table
-            ),
-            "Opacus (standard and ghost) runs an untied output embedding (one more M x d "
-            "matrix): Opacus cannot clip a weight used twice.",
-            PAPER_NOTE,
-        ],
+        notes=_run_notes(table),
     )
     result.setup["cost_of_privacy_table"] = table
     if budget is not None:

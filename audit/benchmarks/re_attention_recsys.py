@@ -1,7 +1,7 @@
 """``privacy-audit bench re-attention-recsys``: Re-Attention on sequential recommendation,
 the task of its paper (Ding et al. 2024, Tables 2-3), on a synthetic stand-in.
 
-    python -m privacy_audit.audit.benchmarks.re_attention_recsys --out docs/re-attention-recsys.json
+    python -m privacy_audit.audit.benchmarks.re_attention_recsys --out docs/records/re-attention-recsys.json
 
 Data: :class:`privacy_audit.defenses.recsys.SyntheticSequences` (seeded; Zipf item popularity, user topic
 preferences, item-to-item successor chains), one sequence per user, so the DP guarantee is

@@ -679,29 +679,46 @@ def side_path(out: str | Path) -> Path:
     return p.with_name(p.name.removesuffix(".json") + ".texts.csv.gz")
 
 
-def run(settings: BenchSettings) -> BenchResult:
-    import dataclasses
+@dataclass
+class _RunData:
+    """The cleaned corpus of one run and its split into member, non-member and reference
+    users, with the texts each model trains on."""
 
-    import pandas as pd
-    import torch
+    entries: list
+    texts: dict
+    dropped: Any
+    split: Any
+    n_non: int
+    ref_users: list
+    ref_texts: list
+    members: list
+    train: list
+
+
+def _run_config(settings: BenchSettings) -> UsersConfig:
+    """The quick or full configuration with the design asked for (an unknown one refused)."""
+    import dataclasses
 
     cfg = UsersConfig.quick() if settings.quick else UsersConfig()
     design = settings.extra.get("design", cfg.design)
     if design not in DESIGNS:
         raise DataError(f"bench users: unknown design {design!r}; one of {', '.join(DESIGNS)}")
-    cfg = dataclasses.replace(cfg, design=design)
-    seed = settings.seed
-    t0 = time.perf_counter()
+    return dataclasses.replace(cfg, design=design)
+
+
+def _run_data(settings: BenchSettings, cfg: UsersConfig, seed: int) -> _RunData:
+    """Read and clean the changelogs, split the users (a DataError before any training)
+    and choose the reference model's texts: prose for all-users, else the reference users'."""
     entries = changelog_entries(settings.extra.get("changelogs", CHANGELOGS))
     texts, dropped = user_texts(entries, cfg.min_words)
     split = split_users(texts, cfg, seed)  # DataError before any training
     n_non = sum(s == "nonmember" for s in split.side.values())
     _log(
         f"{len(entries)} entries, {len(texts)} users, {split.n_eligible} eligible; "
-        f"design {design}: {cfg.n_members} member / {n_non} non-member users"
+        f"design {cfg.design}: {cfg.n_members} member / {n_non} non-member users"
     )
     ref_users = [u for u, s in split.side.items() if s == "reference"]
-    if design == "all-users":
+    if cfg.design == "all-users":
         # no changelog text in the reference model or its tokenizer
         keys = {_key(t) for v in texts.values() for t in v}
         ref_texts = prose_texts(cfg.prose_texts, seed, exclude=keys)
@@ -709,66 +726,65 @@ def run(settings: BenchSettings) -> BenchResult:
         ref_texts = [t for u in ref_users for t in split.fresh[u] + split.rest[u]]
     members = [u for u, s in split.side.items() if s == "member"]
     train = [t for u in members for t in split.rest[u]]
-    torch.manual_seed(seed)
-    models = train_models(ref_texts, train, cfg, seed)
-    df = pd.DataFrame(texts_table(split, cfg.max_fresh))
-    stages = []
-    for ck in models["checkpoints"]:
-        e = ck["epochs"]
-        _log(f"scoring {len(df)} texts under the target at {e} epochs and the reference")
-        view = df[["user", "side", "set", "order"]].copy()
-        for k, v in text_scores(ck["target"], models["reference"], df["text"].tolist()).items():
-            view[k] = v
-            df[f"{k}@{e}"] = v
-        losses = {
-            f"{name}_{model}": float(view.loc[sel, f"nll_{model}"].mean())
-            for name, sel in (
-                ("member_train", view["set"] == "train"),
-                ("member_fresh", (view["side"] == "member") & (view["set"] == "fresh")),
-                ("nonmember", view["set"] == "nonmember"),
-                ("nonmember_fresh", (view["side"] == "nonmember") & (view["set"] == "fresh")),
-            )
-            for model in ("target", "reference")
-        }
-        _log(f"metrics at {e} epochs (user level and example level)")
-        ev = evaluate(view, cfg, seed)
-        ratio = ratio_bootstrap(view, cfg.n_boot, seed)
-        ex_row = next(r for r in ev["example"] if r["score"] == HEADLINE["example"][0])
-        for threat in ("a", "b"):
-            score, how, k = HEADLINE[threat]
-            row = next(
-                (
-                    r
-                    for r in ev[threat]
-                    if r.get("score") == score and r.get("aggregator") == how and r.get("k") == k
-                ),
-                None,
-            )
-            ratio[threat]["verdict"] = ratio_verdict(ratio[threat], row, ex_row["independent"])
-        stages.append(
-            {
-                "epochs": e,
-                "training": ck["training"],
-                "loss": losses,
-                "metrics": ev,
-                "headline": headline(ev),
-                "ratio_at_1pct": ratio,
-            }
+    return _RunData(entries, texts, dropped, split, n_non, ref_users, ref_texts, members, train)
+
+
+def _score_stage(ck: dict, df, reference, cfg: UsersConfig, seed: int) -> dict:
+    """Score every text under one checkpoint of the target and the reference (the scores
+    also go into ``df`` as ``score@epochs`` columns), then the user- and example-level
+    metrics and the user/example TPR ratio with its verdict per threat model."""
+    e = ck["epochs"]
+    _log(f"scoring {len(df)} texts under the target at {e} epochs and the reference")
+    view = df[["user", "side", "set", "order"]].copy()
+    for k, v in text_scores(ck["target"], reference, df["text"].tolist()).items():
+        view[k] = v
+        df[f"{k}@{e}"] = v
+    losses = {
+        f"{name}_{model}": float(view.loc[sel, f"nll_{model}"].mean())
+        for name, sel in (
+            ("member_train", view["set"] == "train"),
+            ("member_fresh", (view["side"] == "member") & (view["set"] == "fresh")),
+            ("nonmember", view["set"] == "nonmember"),
+            ("nonmember_fresh", (view["side"] == "nonmember") & (view["set"] == "fresh")),
         )
-    out = settings.extra.get("out")
-    side = None
-    if out:
-        side = side_path(out)
-        _write_side(side, df)
-    wall = time.perf_counter() - t0
-    counts = {
-        "entries": len(entries),
-        "dropped": dropped,
-        "users_after_cleaning": len(texts),
-        "texts_after_cleaning": sum(len(v) for v in texts.values()),
+        for model in ("target", "reference")
+    }
+    _log(f"metrics at {e} epochs (user level and example level)")
+    ev = evaluate(view, cfg, seed)
+    ratio = ratio_bootstrap(view, cfg.n_boot, seed)
+    ex_row = next(r for r in ev["example"] if r["score"] == HEADLINE["example"][0])
+    for threat in ("a", "b"):
+        score, how, k = HEADLINE[threat]
+        row = next(
+            (
+                r
+                for r in ev[threat]
+                if r.get("score") == score and r.get("aggregator") == how and r.get("k") == k
+            ),
+            None,
+        )
+        ratio[threat]["verdict"] = ratio_verdict(ratio[threat], row, ex_row["independent"])
+    return {
+        "epochs": e,
+        "training": ck["training"],
+        "loss": losses,
+        "metrics": ev,
+        "headline": headline(ev),
+        "ratio_at_1pct": ratio,
+    }
+
+
+def _run_counts(d: _RunData, df) -> dict:
+    """How many entries, users and texts survived each step, per side."""
+    split = d.split
+    return {
+        "entries": len(d.entries),
+        "dropped": d.dropped,
+        "users_after_cleaning": len(d.texts),
+        "texts_after_cleaning": sum(len(v) for v in d.texts.values()),
         "eligible_users": split.n_eligible,
-        "member_users": len(members),
-        "nonmember_users": n_non,
+        "member_users": len(d.members),
+        "nonmember_users": d.n_non,
         "users_by_texts_after_cap": {
             side: dict(
                 sorted(
@@ -781,22 +797,28 @@ def run(settings: BenchSettings) -> BenchResult:
             )
             for side in ("member", "nonmember")
         },
-        "reference_users": len(ref_users),
-        "reference_texts": len(ref_texts),
-        "member_training_texts": len(train),
+        "reference_users": len(d.ref_users),
+        "reference_texts": len(d.ref_texts),
+        "member_training_texts": len(d.train),
         "nonmember_texts": int((df["set"] == "nonmember").sum()),
         "member_fresh_texts": int(((df["side"] == "member") & (df["set"] == "fresh")).sum()),
         "nonmember_fresh_texts": int(((df["side"] == "nonmember") & (df["set"] == "fresh")).sum()),
     }
+
+
+def _run_notes(d: _RunData, cfg: UsersConfig, stages: list) -> list[str]:
+    """What the design implies for reading the figures, how the ratio is computed, and the
+    target's fit at each checkpoint."""
+    split, n_non = d.split, d.n_non
     fit = "; ".join(
         f"{st['epochs']} epochs: {st['loss']['member_train_target']:.3f} on member training "
         f"texts vs {st['loss']['nonmember_target']:.3f} on non-member texts"
         for st in stages
     )
-    if design == "all-users":
+    if cfg.design == "all-users":
         design_notes = [
             "design all-users: the REFERENCE model and its tokenizer are trained on "
-            f"{len(ref_texts)} paragraphs of generic English prose (pydoc_data.topics and "
+            f"{len(d.ref_texts)} paragraphs of generic English prose (pydoc_data.topics and "
             "stdlib docstrings; no changelog text: a paragraph with a changelog text's "
             "near-duplicate key is dropped), the stand-in for a public base model "
             "(Kandpal et al. 2023); "
@@ -824,7 +846,7 @@ def run(settings: BenchSettings) -> BenchResult:
             f"{split.n_eligible - cfg.n_members} non-member users exist: the user-level TPR "
             "at 1% is reported as not resolvable and TPR at 5% and 10% are reported beside it",
         ]
-    notes = [
+    return [
         *design_notes,
         "ratio_at_1pct: user-level TPR@1% (headline rows) / example-level TPR@1% (texts "
         "independent), 95% percentile interval from a stratified user bootstrap; verdict "
@@ -833,6 +855,27 @@ def run(settings: BenchSettings) -> BenchResult:
         "score columns of the scores file are named score@epochs",
         "headline rows fixed before the run: " + str(HEADLINE),
     ]
+
+
+def run(settings: BenchSettings) -> BenchResult:
+    import pandas as pd
+    import torch
+
+    cfg = _run_config(settings)
+    design = cfg.design
+    seed = settings.seed
+    t0 = time.perf_counter()
+    d = _run_data(settings, cfg, seed)
+    torch.manual_seed(seed)
+    models = train_models(d.ref_texts, d.train, cfg, seed)
+    df = pd.DataFrame(texts_table(d.split, cfg.max_fresh))
+    stages = [_score_stage(ck, df, models["reference"], cfg, seed) for ck in models["checkpoints"]]
+    out = settings.extra.get("out")
+    side = None
+    if out:
+        side = side_path(out)
+        _write_side(side, df)
+    wall = time.perf_counter() - t0
     return BenchResult(
         name="users",
         reference="example-level metrics on the same model (membership_metrics)",
@@ -856,14 +899,14 @@ def run(settings: BenchSettings) -> BenchResult:
                 "within_user": "first text of each key kept",
                 "across_users": "a key under >= 2 users dropped from all",
             },
-            "counts": counts,
+            "counts": _run_counts(d, df),
             "vocabulary": models["tokenizer"].vocab_size,
             "reference_training": models["reference_training"],
             "targets": stages,
             "scores_file": None if side is None else side.name,
         },
         targets={"user_vs_example": "user-level TPR at 1% FPR >= 3x the example-level figure"},
-        notes=notes,
+        notes=_run_notes(d, cfg, stages),
     )
 
 

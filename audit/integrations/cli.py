@@ -628,7 +628,7 @@ def _checkout_experiments():
 
 def _add_experiment_and_claims(sub) -> None:
     """``experiment`` (long utility runs behind the paper-claims table, resumable; from a
-    checkout) and ``claims`` (the table itself, read from recorded JSON under docs/)."""
+    checkout) and ``claims`` (the table itself, read from recorded JSON under docs/records/)."""
     e = sub.add_parser(
         "experiment",
         help="train and evaluate one paper-claim experiment (resumable per cell); writes JSON "
@@ -649,9 +649,11 @@ def _add_experiment_and_claims(sub) -> None:
     c = sub.add_parser(
         "claims",
         help="print the paper-claims table (paper's number, ours with CI, verdict, command) "
-        "from the recorded results under docs/",
+        "from the recorded results under docs/records/",
     )
-    c.add_argument("--docs", default=None, help="folder of recorded results (default: docs/)")
+    c.add_argument(
+        "--docs", default=None, help="folder of recorded results (default: docs/records/)"
+    )
     c.add_argument("--json", metavar="FILE", help="also write the rows as JSON")
     c.add_argument("--markdown", metavar="FILE", help="also write the table as Markdown")
 

@@ -21,7 +21,7 @@ changed less than :data:`RACY_SECONDS` before it was hashed is not cached (git's
 clean" rule: an edit within the same timestamp tick would keep both times). The hash
 streams the file in 8 MiB reads; a file over 64 MiB is hashed as 64 MiB segments on several
 threads (SHA-256 of the segments' SHA-256s), so that hashing keeps up with the disk
-(``privacy-audit bench input-hash``; docs/scale-out.md gives the measured throughput).
+(``privacy-audit bench input-hash``; docs/executors-and-resumable-runs.md gives the measured throughput).
 
 mtime alone is not trusted (a copy keeps it, an edit within one tick may not change it),
 size alone misses same-length edits; the content hash decides. mtime is kept so that the
@@ -134,7 +134,7 @@ def _sha256_range(p: Path, start: int, length: int) -> bytes:
 def _sha256_file(p: Path) -> str:
     """SHA-256 of the file's bytes; a file over one :data:`SEGMENT` is hashed as SHA-256
     of its segments' SHA-256 digests (a hash tree of one level), segments read and hashed
-    on :data:`HASH_THREADS` threads, so the hash keeps up with a fast disk (docs/scale-out.md)."""
+    on :data:`HASH_THREADS` threads, so the hash keeps up with a fast disk (docs/executors-and-resumable-runs.md)."""
     for hook in HASH_HOOKS:
         hook(p)
     size = p.stat().st_size

@@ -5,7 +5,7 @@ mmap threshold (the logits alone are 32 x 256 x V float32: 128 MiB at V = 4,096;
 threshold adapts only up to 32 MiB). Each such buffer is mapped with ``mmap`` and
 unmapped on free, so every batch touches fresh pages: measured on a plain batched
 ``transformers`` loop over 400 texts, a third of its CPU time was system time spent on
-minor page faults (docs/scale.md). Raising ``M_MMAP_THRESHOLD`` to 1 GiB serves those
+minor page faults (docs/large-inputs-one-machine.md). Raising ``M_MMAP_THRESHOLD`` to 1 GiB serves those
 buffers from the heap, and raising ``M_TRIM_THRESHOLD`` to 2 GiB keeps the freed top of
 the heap mapped, so the next batch reuses the same, already faulted pages.
 
@@ -13,7 +13,7 @@ What it costs: freed memory stays in the process instead of going back to the sy
 Small results kept between the freed buffers would then make the resident memory grow
 with the number of texts (it did under glibc's defaults too), so the scorer also calls
 :func:`release_free_memory` every few hundred texts; what is measured (CPU, faults and
-peak RSS at 400 and 1,200 texts per side) is in docs/scale.md.
+peak RSS at 400 and 1,200 texts per side) is in docs/large-inputs-one-machine.md.
 
 :func:`tune_malloc` is called once per process at the start of scoring; off glibc (macOS,
 musl, Windows) it does nothing and says so on the debug log.
@@ -87,7 +87,7 @@ def release_free_memory() -> bool:
     scoring chunk's end: the per-text results the scorer keeps are small allocations that
     land between the batches' freed buffers, so without it the freed pages between them
     stay resident and the process's RSS grows with the number of texts (measured in
-    docs/scale.md); with it the resident memory returns to what is live once per chunk.
+    docs/large-inputs-one-machine.md); with it the resident memory returns to what is live once per chunk.
     Returns whether anything was released; off glibc a no-op (False)."""
     libc = _libc()
     if libc is None or not hasattr(libc, "malloc_trim"):

@@ -48,7 +48,7 @@ CHUNK_TEXTS = 1024
 #: Scored texts between two returns of the heap's free pages to the system
 #: (:func:`~privacy_audit.audit.scale.malloc.release_free_memory`): the resident memory
 #: then grows by at most this many texts' fragmentation between two returns (measured in
-#: docs/scale.md), and the batches' pages are faulted in again once per this many texts.
+#: docs/large-inputs-one-machine.md), and the batches' pages are faulted in again once per this many texts.
 TRIM_TEXTS = 256
 #: Checkpoint layout version (part of every digest: a new layout never reads an old one).
 FORMAT = 1
@@ -208,7 +208,7 @@ def stream_token_stats(
     # once per process: the batches' large buffers from a kept heap, not fresh mmaps (the
     # forward's page faults); and every TRIM_TEXTS scored texts the heap's free pages go
     # back, so that the small per-text results kept between the freed batch buffers do
-    # not make the resident memory grow with n (audit/scale/malloc.py, docs/scale.md)
+    # not make the resident memory grow with n (audit/scale/malloc.py, docs/large-inputs-one-machine.md)
     tune_malloc()
     since_trim = [0]
 

@@ -61,17 +61,17 @@ def test_one_row_per_claim_of_every_paper_with_a_command_that_parses():
 
 
 def test_every_measured_row_carries_the_number_of_its_recorded_file():
-    docs = default_docs()
+    root = default_docs().parents[1]  # sources are named from the checkout root
     rows = build_claims()
     checked = 0
     for r in rows:
-        if r["source"] is None or not (docs.parent / r["source"]).is_file():
+        if r["source"] is None or not (root / r["source"]).is_file():
             assert r["verdict"] in (NOT_MEASURED, NOT_TESTABLE)
             continue
         if r["ours"] is None:
             assert r["verdict"] in (NOT_MEASURED, NOT_TESTABLE)
             continue
-        doc = json.loads((docs.parent / r["source"]).read_text(encoding="utf-8"))
+        doc = json.loads((root / r["source"]).read_text(encoding="utf-8"))
         assert follow(doc, r["pointer"]) == pytest.approx(r["ours"], rel=0, abs=0)
         checked += 1
     assert checked >= 1  # the DP-Forward bench figures are recorded on main
@@ -135,7 +135,7 @@ def test_claims_command_prints_every_row_and_writes_markdown(tmp_path, capsys):
 
 
 def test_docs_claims_md_is_generated_from_the_same_rows():
-    text = (Path(default_docs()) / "claims.md").read_text(encoding="utf-8")
+    text = (Path(default_docs()).parent / "claims.md").read_text(encoding="utf-8")
     assert "privacy-audit claims --markdown docs/claims.md" in text
     for c in CLAIMS:
         assert c.claim.replace("|", "\\|") in text
@@ -153,7 +153,9 @@ def test_an_experiment_run_feeds_its_claim_row_and_resumes(tmp_path, capsys):
     again = json.loads(out.read_text())
     assert again["cells_reused_from_checkpoint"] == 2
     assert again["summary"] == first["summary"]
-    row = next(r for r in build_claims(tmp_path) if r["source"] == "docs/dp-blogs-audit.json")
+    row = next(
+        r for r in build_claims(tmp_path) if r["source"] == "docs/records/dp-blogs-audit.json"
+    )
     assert row["ours"] == follow(again, row["pointer"]) == again["summary"]["epsilon_lb_min"]
     assert row["verdict"] == "refuted"  # a valid lower bound far above the claimed ε ≤ 1
     assert main(["experiment", "dp-blogs-audit", "--seeds", "0", "--out", str(out)]) == 2
@@ -176,9 +178,9 @@ def test_the_smallest_claims_command_regenerates_its_recorded_json(tmp_path):
 
     repo = Path(__file__).resolve().parents[2]
     md = (repo / "docs" / "claims.md").read_text(encoding="utf-8")
-    cmd = "privacy-audit experiment dp-forward-accounting --out docs/dp-forward-accounting.json"
+    cmd = "privacy-audit experiment dp-forward-accounting --out docs/records/dp-forward-accounting.json"
     assert f"`{cmd}`" in md
-    recorded = json.loads((repo / "docs" / "dp-forward-accounting.json").read_text())
+    recorded = json.loads((repo / "docs" / "records" / "dp-forward-accounting.json").read_text())
     out = tmp_path / "acc.json"
     threads = str(recorded["settings"]["threads"])
     r = subprocess.run(
@@ -204,19 +206,23 @@ def test_the_smallest_claims_command_regenerates_its_recorded_json(tmp_path):
 
 def test_experiment_and_claims_without_a_checkout_say_so_in_one_line(tmp_path, capsys, monkeypatch):
     """From an installed wheel (no experiments/ beside the package) both commands stop
-    with one line and exit 2, writing nothing; ``claims --docs`` still reads a folder."""
+    with one line and exit 2, writing nothing: the paper-claims table is an experiment (it
+    lives in experiments/claims.py), so ``claims --docs`` needs the checkout too."""
     from privacy_audit.audit.integrations import cli
 
     monkeypatch.setattr(cli, "checkout_root", lambda: None)
     out = tmp_path / "e.json"
-    for argv in (["claims"], ["experiment", "dp-blogs-audit", "--out", str(out)]):
+    docs = Path(__file__).resolve().parents[2] / "docs" / "records"
+    for argv in (
+        ["claims"],
+        ["claims", "--docs", str(docs)],
+        ["experiment", "dp-blogs-audit", "--out", str(out)],
+    ):
         capsys.readouterr()
         assert main(argv) == 2
         err = capsys.readouterr().err.strip()
         assert "source checkout" in err and len(err.splitlines()) == 1, err
     assert not out.exists()
-    docs = Path(__file__).resolve().parents[2] / "docs"
-    assert main(["claims", "--docs", str(docs)]) == 0
 
 
 # --------------------------------------------------------------------------------------
@@ -385,7 +391,7 @@ def test_recorded_rows_state_what_they_rest_on():
     assert "Opacus" in mem["verdict_reason"] and "largest batch" in mem["verdict_reason"]
     # the DP-BloGS perplexity row reads the recorded run and checks both arms' floors
     blogs = next(r for c, r in rows.items() if c.startswith("perplexity comparable to DP-SGD"))
-    assert blogs["source"] == "docs/dp-blogs-utility.json"
+    assert blogs["source"] == "docs/records/dp-blogs-utility.json"
     assert {c["arm"] for c in blogs["floor_checks"]} == {"dp-blogs", "DP-SGD"}
     assert blogs["verdict"] not in (NOT_MEASURED, NOT_TESTABLE)
     # every measured comparison row checks its arms against a baseline

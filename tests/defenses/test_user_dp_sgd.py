@@ -198,7 +198,7 @@ def _audit_seed(clip_unit, seed, m=200, k=8):
 def test_one_run_canary_users_pass_correct_trainer_and_catch_per_example_clip():
     """Small end to end: the correct trainer is not VIOLATED in 3 seeds; the trainer that
     clips per example while claiming per user is VIOLATED in each of them (in the
-    benchmark: 0/100 and 100/100, docs/bench-user-dp.json)."""
+    benchmark: 0/100 and 100/100, docs/records/bench-user-dp.json)."""
     good = [_audit_seed("user", s) for s in range(3)]
     bad = [_audit_seed("example", s) for s in range(3)]
     assert all(a["status"] == "consistent" for a in good), [a["epsilon_lb"] for a in good]

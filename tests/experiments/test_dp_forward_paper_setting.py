@@ -1,5 +1,5 @@
 """The DP-Forward paper-setting experiment's learning-rate selection and its claims row
-(experiments/claims.py reading docs/dp-forward-paper-setting.json)."""
+(experiments/claims.py reading docs/records/dp-forward-paper-setting.json)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from experiments.claims import NOT_COMPARABLE, SETTING_DIFFERS, build_claims, follow
 from experiments.dp_forward_paper_setting import select_learning_rate
 
-SOURCE = "docs/dp-forward-paper-setting.json"
+SOURCE = "docs/records/dp-forward-paper-setting.json"
 
 
 def _cell(val: float, test: tuple[float, float, float]) -> dict:
@@ -120,7 +120,7 @@ def test_paper_setting_row_names_what_still_differs_and_its_assumptions(tmp_path
     assert r["ours"] == pytest.approx(0.10) == follow(doc, r["pointer"])
     assert (r["ci_low"], r["ci_high"]) == pytest.approx((0.67 - 0.63, 0.73 - 0.57))
     assert r["command"].startswith("privacy-audit experiment dp-forward-paper-setting")
-    assert "--out docs/dp-forward-paper-setting.json" in r["command"]
+    assert "--out docs/records/dp-forward-paper-setting.json" in r["command"]
 
 
 def test_far_end_difference_of_two_paired_exact_cis_covers_at_least_90_percent():

@@ -1,7 +1,7 @@
 """The run-directory lock without a race (issue 35, item 4).
 
 The full figure (200 trials x 16 processes, flock and fallback, and the old lock for the
-before column) is in docs/scale-out.md, from ``python tests/lock_stress.py``; CI runs a
+before column) is in docs/executors-and-resumable-runs.md, from ``python tests/lock_stress.py``; CI runs a
 few trials of the same harness.
 """
 

@@ -18,7 +18,7 @@ from privacy_audit.reports.verdict import split_resolution, verdict_for_run, ver
 from privacy_audit.stats.metrics import membership_metrics
 from tests.stats.test_split_check import prose
 
-# The 100,000-per-side x 256-token bench scale run of session 12 (docs/scale.md), as
+# The 100,000-per-side x 256-token bench scale run of session 12 (docs/large-inputs-one-machine.md), as
 # its results.json stored them: a randomly initialised model on i.i.d. random prose.
 BENCH_100K_BLIND = {
     "n_members": 1000,

@@ -1,5 +1,5 @@
 """Coverage of the user-level intervals on real grouped text, small version of
-experiments/user_coverage.py (docs/users.md, docs/users-coverage.json).
+experiments/user_coverage.py (docs/users.md, docs/records/users-coverage.json).
 
 Debian changelog entries grouped by maintainer, score = zlib ratio (it clusters by
 maintainer: ICC ~0.2), 150 random user splits of 150 + 150 users with no effect, so the

@@ -2,7 +2,7 @@
 
 Members ~ N(mu, 1), non-members ~ N(0, 1); 1,000 seeded trials per setting, so a
 coverage estimate has a standard error of ~0.7 %: a true 95 % interval passes the 93 %
-bar, a 90 % interval labelled 95 % fails it (checked below). Numbers: docs/coverage.json
+bar, a 90 % interval labelled 95 % fails it (checked below). Numbers: docs/records/interval-coverage.json
 (``python -m experiments.statistics``) and docs/statistics.md.
 """
 

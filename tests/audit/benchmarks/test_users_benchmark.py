@@ -235,10 +235,10 @@ def _check_ratio(stage: dict, df: pd.DataFrame) -> None:
 
 @pytest.mark.parametrize("record", ["bench-users.json", "bench-users-all.json"])
 def test_recorded_benchmark_matches_its_scores_file(record):
-    """docs/bench-users*.json: every recorded number recomputed from the scores it stores."""
+    """docs/records/bench-users*.json: every recorded number recomputed from the scores it stores."""
     from pathlib import Path
 
-    docs = Path(__file__).resolve().parents[3] / "docs"
+    docs = Path(__file__).resolve().parents[3] / "docs" / "records"
     (res,) = json.loads((docs / record).read_text())["benchmarks"]
     setup = res["setup"]
     assert setup["counts"]["member_users"] >= 100 and setup["counts"]["nonmember_users"] >= 100
