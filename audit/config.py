@@ -332,9 +332,10 @@ class AuditConfig:
     shadow: dict[str, Any] | None = None
     sweep: dict[str, Any] | None = None
     executor: dict[str, Any] = field(default_factory=dict)
-    # [target] options of auditing a model as it is: kind (resolved), adapter_dir,
-    # reference_dir, allow_uninitialized, dtype, device_map, batch_size
-    audit: dict[str, Any] = field(default_factory=dict)
+    # the [target] options of auditing the user's own model as it is: kind (resolved),
+    # adapter_dir, reference_dir(s), allow_uninitialized, dtype, device_map, batch_size,
+    # add_bos, add_eos (empty when the suite trains the model; {"resolved": True} once checked)
+    own_model: dict[str, Any] = field(default_factory=dict)
     # [report] leakage_top / per_token (the per-record leakage table and per-token values)
     leakage_map: dict[str, Any] = field(
         default_factory=lambda: {"leakage_top": 10, "per_token": False}
@@ -360,7 +361,11 @@ class AuditConfig:
                 "max_length": self.target.max_length,
                 "public_epochs": self.target.public_epochs,
                 **({"kind": self.target.kind} if self.target.kind != "auto" else {}),
-                **{k: v for k, v in self.audit.items() if k not in ("resolved", "_fallback_kind")},
+                **{
+                    k: v
+                    for k, v in self.own_model.items()
+                    if k not in ("resolved", "_fallback_kind")
+                },
             },
             "train": self.train,
             "defenses": [
@@ -690,7 +695,7 @@ def parse_config(
         shadow=shadow,
         sweep=_check_sweep(sweep, defenses, top["seed"]) if sweep is not None else None,
         executor=executor,
-        audit=audit_opts,
+        own_model=audit_opts,
         leakage_map={"leakage_top": report["leakage_top"], "per_token": report["per_token"]},
     )
     if cfg.sweep is not None:
@@ -1178,7 +1183,7 @@ def resolve_targets(cfg: AuditConfig) -> AuditConfig:
         looks_like_hub_name,
     )
 
-    if cfg.audit.get("resolved"):
+    if cfg.own_model.get("resolved"):
         return cfg
     raw_target = cfg.raw.get("target") if isinstance(cfg.raw.get("target"), dict) else {}
 
@@ -1198,8 +1203,8 @@ def resolve_targets(cfg: AuditConfig) -> AuditConfig:
         return check(path, what)
 
     try:
-        if cfg.audit:
-            opts = dict(cfg.audit)
+        if cfg.own_model:
+            opts = dict(cfg.own_model)
             adapter, reference = opts["adapter_dir"], opts["reference_dir"]
             if cfg.classifier_dir is not None:
                 what = (
@@ -1292,7 +1297,7 @@ def resolve_targets(cfg: AuditConfig) -> AuditConfig:
                 attacks = tuple(default_lm_attacks(bool(refs)))
                 if "extraction-risk" in cfg.attacks:  # [extraction] given
                     attacks = (*attacks, "extraction-risk")
-            return dataclasses.replace(cfg, classifier_dir=base, audit=opts, attacks=attacks)
+            return dataclasses.replace(cfg, classifier_dir=base, own_model=opts, attacks=attacks)
         spec = cfg.target
         if spec.model_dir is not None:
             check_local_dir(spec.model_dir, "target.model_dir", "model_dir")
@@ -1310,7 +1315,7 @@ def resolve_targets(cfg: AuditConfig) -> AuditConfig:
                             "classifier targets only, and 'target.model_dir' holds a causal LM "
                             "(its DP-SGD is per sequence)"
                         )
-        return dataclasses.replace(cfg, audit={"resolved": True})
+        return dataclasses.replace(cfg, own_model={"resolved": True})
     except ConfigError:
         raise
     except AuditError as exc:

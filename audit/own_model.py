@@ -144,7 +144,7 @@ def load_reference(cfg, target_tokenizer, max_length: int, path: str | None = No
     from privacy_audit.targets.loading import load_audit_target, load_causal_lm_release
     from privacy_audit.targets.scoring import same_tokenizer
 
-    opts = cfg.audit
+    opts = cfg.own_model
     path = path or opts["reference_dir"]
     ref = load_audit_target(
         path,
@@ -187,7 +187,7 @@ def check_shadow_base(cfg, release) -> None:
     from privacy_audit.targets.loading import _tokenizer_dir
     from privacy_audit.targets.scoring import HFTokenizer, same_tokenizer
 
-    opts = cfg.audit
+    opts = cfg.own_model
     try:
         hf = AutoTokenizer.from_pretrained(
             str(_tokenizer_dir([Path(sb)])), local_files_only=True, trust_remote_code=False
@@ -232,7 +232,7 @@ def _audit_own_model(cfg, settings, progress, id_salt, executor, run_dir, resume
     from privacy_audit.targets.loading import load_audit_target, load_causal_lm_release
 
     phase("load", "model and data")
-    opts = cfg.audit
+    opts = cfg.own_model
     kind = opts.get("kind", "classifier")
     loaded = load_audit_target(
         cfg.audit_dir,
@@ -371,7 +371,7 @@ def _audit_own_model(cfg, settings, progress, id_salt, executor, run_dir, resume
         cfg.attack_options,
         attack_kwargs=attack_kwargs,
     )
-    if (refs and cfg.audit.get("reference_attacks", True)) or (
+    if (refs and cfg.own_model.get("reference_attacks", True)) or (
         cfg.shadow is not None and cfg.shadow.get("base_dir")
     ):
         phase("reference attacks", "RMIA and LiRA")
@@ -451,8 +451,8 @@ def _reference_attacks(
             "attacks": ["reference"] if "reference" in cfg.attacks else [],
         }
         named += [f"{p} ({s})" for p, s, _ in refs]
-    elif refs and cfg.audit.get("reference_attacks", OFFLINE):  # --attacks may name none
-        wanted = tuple(cfg.audit.get("reference_attacks", OFFLINE))
+    elif refs and cfg.own_model.get("reference_attacks", OFFLINE):  # --attacks may name none
+        wanted = tuple(cfg.own_model.get("reference_attacks", OFFLINE))
         _log(f"  {', '.join(wanted)} against {len(refs)} reference model(s)", progress)
         results, info = given_reference_attacks(
             cfg, release, refs, data, settings, executor, progress, wanted

@@ -226,8 +226,8 @@ def reference_tasks(cfg, pool: list[str], keep: np.ndarray, max_length: int):
             "seed": int(cfg.seed) * 1000 + i,
             "max_length": int(max_length),
             "device": cfg.device,
-            "dtype": cfg.audit.get("dtype", "auto"),
-            "batch_size": int(cfg.audit.get("batch_size", 32)),
+            "dtype": cfg.own_model.get("dtype", "auto"),
+            "batch_size": int(cfg.own_model.get("batch_size", 32)),
         }
         label = f"reference {i + 1}/{keep.shape[0]} ({recipe['finetune']})"
         tasks.append(

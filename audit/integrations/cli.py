@@ -835,7 +835,7 @@ def _with_attacks(args, cfg):
 
     if args.model is None and args.adapter is None:
         raise AuditError("--attacks applies to run --model; in a config use [attacks] names")
-    opts = cfg.audit or {}
+    opts = cfg.own_model or {}
     kind = opts.get("kind", "classifier")
     have = set()
     if opts.get("reference_dirs") or opts.get("reference_dir"):
@@ -854,7 +854,7 @@ def _with_attacks(args, cfg):
             "(lira-offline / rmia-offline run beside one, e.g. --attacks lm-loss,rmia-offline)"
         )
     cfg = resolve_targets(_one_line_config(args, names))
-    return dataclasses.replace(cfg, audit={**cfg.audit, "reference_attacks": refs})
+    return dataclasses.replace(cfg, own_model={**cfg.own_model, "reference_attacks": refs})
 
 
 def one_line_text(text: str) -> str:
