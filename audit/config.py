@@ -927,7 +927,7 @@ def model_layers(spec: TargetSpec) -> int | None:
 def _check_bench(path: str) -> None:
     """``[report] bench``: an existing ``privacy-audit bench`` JSON with a cost-of-privacy
     result (read as the report will read it, after a depth- and type-guarded parse)."""
-    from privacy_audit.audit.benchmarks.cost_of_privacy import cost_table_from_bench_json
+    from privacy_audit.audit.cost_of_privacy_table import cost_table_from_bench_json
     from privacy_audit.ground.errors import AuditError
     from privacy_audit.ground.io import read_json
 
