@@ -178,7 +178,7 @@ def check_shadow_base(cfg, release) -> None:
     whose losses are over other token sequences: LiRA / RMIA numbers that mean nothing).
     Missing weights stop the first reference task when it loads the base, before it trains;
     a base that is the audited model itself, or a population file that is an audited data
-    file, is refused by :func:`privacy_audit.audit.config.resolve_targets`."""
+    file, is refused by :func:`privacy_audit.audit.target_resolution.resolve_targets`."""
     sb = (cfg.shadow or {}).get("base_dir")
     if not sb:
         return

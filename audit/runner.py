@@ -38,8 +38,8 @@ def run_audit(
     (default: the config's ``epsilon.enabled``). ``executor`` (an
     ``privacy_audit.audit.scale.executors.ExecutorSpec``; default: the config's ``[executor]``) runs the
     training tasks; ``run_dir`` keeps each finished task, and ``resume`` reuses them."""
-    from privacy_audit.audit.config import resolve_targets
     from privacy_audit.audit.epsilon.claimed_vs_audited import epsilon_audit
+    from privacy_audit.audit.target_resolution import resolve_targets
 
     cfg = resolve_targets(cfg)
     do_epsilon = cfg.epsilon.get("enabled", False) if epsilon is None else epsilon

@@ -696,7 +696,7 @@ def _add_dataset_inference(sub) -> None:
 
 
 def _cmd_dataset_inference(args) -> int:
-    from privacy_audit.audit.config import parse_config, resolve_targets
+    from privacy_audit.audit.config import parse_config
     from privacy_audit.audit.dataset_inference_command import (
         load_di_config,
         parse_section,
@@ -705,6 +705,7 @@ def _cmd_dataset_inference(args) -> int:
     )
     from privacy_audit.audit.results import check_output_dir
     from privacy_audit.audit.scale.executors import ExecutorSpec
+    from privacy_audit.audit.target_resolution import resolve_targets
     from privacy_audit.ground.io import dumps_json, publish_together
 
     flags = ("model", "suspect", "validation", "reference", "adapter", "max_length", "dtype")
@@ -831,7 +832,7 @@ def _with_attacks(args, cfg):
     inputs given (--reference, --public); the offline reference attacks (LiRA, RMIA) run
     only when named (or with ``all``)."""
     from privacy_audit.attacks.catalog import expand
-    from privacy_audit.audit.config import resolve_targets
+    from privacy_audit.audit.target_resolution import resolve_targets
 
     if args.model is None and args.adapter is None:
         raise AuditError("--attacks applies to run --model; in a config use [attacks] names")
@@ -894,7 +895,7 @@ def _cmd_run(args, epsilon: bool | None = None) -> int:
         if quick and bundled is None:
             raise AuditError(f"--quick applies to the bundled configs only, not to {args.config!r}")
         cfg = load_quick(bundled) if quick else load_config(args.config)
-    from privacy_audit.audit.config import resolve_targets
+    from privacy_audit.audit.target_resolution import resolve_targets
 
     cfg = resolve_targets(cfg)  # model directories checked before any work or output
     if getattr(args, "attacks", None) is not None:
