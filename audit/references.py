@@ -66,7 +66,7 @@ def shadow_params(
     """LiRA / RMIA settings (``[shadow]`` or the defaults) for ``n_models`` references;
     ``a_given = False`` (the user set no ``rmia_offline_a``) takes the LM default
     :data:`LM_RMIA_OFFLINE_A`."""
-    from privacy_audit.audit.config import SCHEMA
+    from privacy_audit.audit.config_schema import SCHEMA
     from privacy_audit.audit.scale.plan import lira_fixed_variance
 
     d = {k: v[1] for k, v in SCHEMA["shadow"].items()}
