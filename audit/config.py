@@ -1,12 +1,14 @@
 """TOML audit configs, validated at load: an error names the bad key and the allowed values.
 
-See the README's "Config reference" for every key. ``load_config(None)`` returns the
-bundled default audit (non-private vs DP-SGD on the fixture corpus).
+See the README's "Config reference" for every key (their types, defaults and allowed
+values are in audit/config_schema.py). ``load_config(None)`` returns the bundled default
+audit (non-private vs DP-SGD on the fixture corpus). The model directories a config names
+are checked and read afterwards, by audit/target_resolution.py.
 """
 
 from __future__ import annotations
 
-import math
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
@@ -17,286 +19,27 @@ try:
 except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
-from privacy_audit.attacks import ATTACKS, DEFAULT_ATTACKS, LEAKAGE_ATTACKS
+from privacy_audit.attacks import ATTACKS, LEAKAGE_ATTACKS
 from privacy_audit.attacks.shadow import SHADOW_ATTACKS
-from privacy_audit.audit.epsilon.input_canaries import CANARY_KINDS, LM_CANARY_DESIGNS
+from privacy_audit.audit.config_schema import (
+    NUMBER,
+    SCHEMA,
+    TOP_SECTIONS,
+    TRAIN_OVERRIDES,
+    check_integers,
+    check_value,
+    positive,
+    read_section,
+)
+from privacy_audit.audit.epsilon.input_canaries import CANARY_KINDS
 from privacy_audit.audit.textcap import MAX_LENGTH_CAP  # the default max_length, as is
 from privacy_audit.defenses import DEFENSES
-from privacy_audit.defenses.base import NOTIONS, UNITS
 from privacy_audit.ground.errors import ConfigError
-from privacy_audit.stats.scores import MAX_BOOTSTRAP  # noqa: F401 - config.MAX_BOOTSTRAP
-from privacy_audit.targets.loading import DEVICE_MAPS, DTYPES, KINDS, PRESETS, TargetSpec
+from privacy_audit.targets.loading import TargetSpec
 from privacy_audit.targets.presets import LM_PRESETS
-
-_NUM = (int, float)
-DEVICES = ("cpu", "cuda", "auto")
-EXECUTORS = ("local", "ray")
-# TOML integers are 64-bit; Python's parsers accept any size, which breaks float checks,
-# repr() of the value in error messages (> 4300 digits) and torch.manual_seed.
-_INT64 = (-(2**63), 2**63 - 1)
 
 #: The default max_length of a model the suite trains.
 TRAIN_MAX_LENGTH = 64
-
-
-def _positive(x: Any) -> bool:
-    return x > 0 and math.isfinite(x)
-
-
-# section -> key -> (accepted types, default, check or None, description of valid values)
-
-SCHEMA: dict[str, dict[str, tuple]] = {
-    "": {
-        "title": (str, "Privacy audit", None, ""),
-        "seed": (int, 0, lambda x: x >= 0, "an integer >= 0"),
-        # auto: CUDA when torch has it, else CPU (resolved at load; see resolve_device)
-        "device": (str, "auto", lambda x: x in DEVICES, f"one of {', '.join(DEVICES)}"),
-    },
-    "data": {
-        "corpus": (str, "fixtures", None, ""),
-        "members": (str, None, None, ""),
-        "nonmembers": (str, None, None, ""),
-        "test": (str, None, None, ""),
-        "public": (str, None, None, ""),
-        "text_column": (str, "text", None, ""),
-        "label_column": (str, "label", None, ""),
-        "id_column": (str, "id", None, ""),
-        # the column naming each text's user (person): user-level statistics
-        "group": (str, None, lambda x: bool(x.strip()), "a column name"),
-        # texts of the member / non-member users never trained on (user inference)
-        "fresh": (str, None, None, ""),
-        "n_members": (int, 500, lambda x: x >= 2, "an integer >= 2"),
-        "n_nonmembers": (int, 500, lambda x: x >= 2, "an integer >= 2"),
-        "n_test": (int, 500, lambda x: x >= 1, "an integer >= 1"),
-    },
-    "target": {
-        "preset": (str, "tiny", lambda x: x in PRESETS, f"one of {', '.join(PRESETS)}"),
-        "model_dir": (str, None, None, ""),
-        # the trained model audited as it is (classifier_dir: its older alias)
-        "audit_dir": (str, None, None, ""),
-        "classifier_dir": (str, None, None, ""),
-        "kind": (str, "auto", lambda x: x in KINDS, f"one of {', '.join(KINDS)}"),
-        "adapter_dir": (str, None, None, ""),
-        "reference_dir": (str, None, None, ""),
-        # several reference LMs (RMIA and offline LiRA against them; reference_dir is one more)
-        "reference_dirs": (list, None, lambda x: len(x) >= 1, "a non-empty list of directories"),
-        "allow_uninitialized": (bool, False, None, ""),
-        "dtype": (str, "auto", lambda x: x in DTYPES, f"one of {', '.join(DTYPES)}"),
-        "device_map": (str, "none", lambda x: x in DEVICE_MAPS, f"one of {', '.join(DEVICE_MAPS)}"),
-        "batch_size": (int, 32, lambda x: x >= 1, "an integer >= 1"),
-        # tokens per text; unset: 64 for a model the suite trains, the model's context
-        # length capped at MAX_LENGTH_CAP for a model audited as it is
-        "max_length": (int, None, lambda x: 8 <= x <= 512, "an integer in [8, 512]"),
-        "public_epochs": (int, 0, lambda x: x >= 0, "an integer >= 0"),
-        # how a causal LM audited as it is was trained: "auto" = tokenizer(text) as is
-        # (targets/scoring.py HFTokenizer)
-        "add_bos": (
-            (bool, str),
-            "auto",
-            lambda x: isinstance(x, bool) or x == "auto",
-            'true, false or "auto"',
-        ),
-        "add_eos": (bool, False, None, ""),
-    },
-    "train": {
-        "epochs": (int, 10, lambda x: x >= 1, "an integer >= 1"),
-        "batch_size": (int, 32, lambda x: x >= 1, "an integer >= 1"),
-        "learning_rate": (_NUM, 1e-3, _positive, "a positive number"),
-        "weight_decay": (_NUM, 0.0, lambda x: x >= 0, "a number >= 0"),
-    },
-    "attacks": {
-        "names": (list, list(DEFAULT_ATTACKS), None, ""),
-        "options": (dict, {}, None, ""),
-    },
-    "metrics": {
-        "delta": (_NUM, 1e-5, lambda x: 0 < x < 1, "a number in (0, 1)"),
-        "confidence": (_NUM, 0.95, lambda x: 0 < x < 1, "a number in (0, 1)"),
-        "bootstrap": (
-            int,
-            1000,
-            lambda x: 100 <= x <= MAX_BOOTSTRAP,
-            f"an integer in [100, {MAX_BOOTSTRAP:,}]",
-        ),
-    },
-    "claim": {
-        "epsilon": (_NUM, None, _positive, "a positive number"),
-        "delta": (_NUM, None, lambda x: 0 < x < 1, "a number in (0, 1)"),
-        "unit": (str, None, lambda x: x in UNITS, f"one of {', '.join(UNITS)}"),
-        "notion": (str, "none", lambda x: x in NOTIONS, f"one of {', '.join(NOTIONS)}"),
-        "proven": (bool, False, None, ""),
-        "note": (str, "Claim stated by the model's owner; not verified by this suite.", None, ""),
-    },
-    "report": {
-        "aggregate_only": (bool, False, None, ""),
-        # JSON written by `privacy-audit bench cost-of-privacy`: adds a "cost of privacy" table
-        "bench": (str, None, None, ""),
-        # the per-record leakage table and per-token map: how many members (0 = none)
-        "leakage_top": (int, 10, lambda x: 0 <= x <= 1000, "an integer in [0, 1000]"),
-        # results.json also gets every audited record's per-token log-probabilities
-        "per_token": (bool, False, None, ""),
-    },
-    # [extraction]: extraction risk at the product's decoding settings
-    # (attacks/extraction_risk.py); on when the section is given
-    "extraction": {
-        "decoding": (dict, {}, None, ""),
-        "queries": (list, [1, 10, 100, 1000], None, ""),
-        "prefix_tokens": (int, 32, lambda x: 1 <= x <= 4096, "an integer in [1, 4096]"),
-        "suffix_tokens": (int, 32, lambda x: 1 <= x <= 4096, "an integer in [1, 4096]"),
-    },
-    "epsilon": {
-        "enabled": (bool, False, None, ""),
-        "gradient_trials": (
-            int,
-            100_000,
-            lambda x: 1000 <= x <= 100_000_000,
-            "an integer in [1000, 100,000,000]",
-        ),
-        "canaries": (
-            int,
-            200,
-            lambda x: x == 0 or 20 <= x <= 100_000,
-            "0 (off) or an integer in [20, 100,000]",
-        ),
-        "canary_kind": (
-            str,
-            "random-token",
-            lambda x: x in (*CANARY_KINDS, *LM_CANARY_DESIGNS),
-            f"one of {', '.join(dict.fromkeys((*CANARY_KINDS, *LM_CANARY_DESIGNS)))}",
-        ),
-        # LM canary designs (audit/epsilon/lm_canaries.py): insert each included canary r times;
-        # the one-run bound accounts for the group size (stats/canary_bounds.py)
-        "canary_repeat": (int, 1, lambda x: 1 <= x <= 64, "an integer in 1..64"),
-        # LM canary designs: score = log p(secret) after training − log p(secret) under the
-        # model before training (the run's init at its seed). Off by default: on the bundled
-        # lm audit it did not raise the bound (docs/lm-canaries.md)
-        "canary_reference": (bool, False, None, ""),
-        # one-run white-box audit of the run's updates: Dirac canaries (0 = off)
-        "white_box_canaries": (
-            int,
-            1000,
-            lambda x: x == 0 or x >= 20,
-            "0 (off) or an integer >= 20",
-        ),
-        # audit of a model trained outside the suite (`privacy-audit canaries audit --config`)
-        "canaries_dir": (str, None, None, ""),
-        "model_dir": (str, None, None, ""),
-        "reference_dir": (str, None, None, ""),  # the model before training (calibration)
-    },
-    # [shadow]: shadow-model membership attacks (attacks/shadow.py); on when the section is given
-    "shadow": {
-        "n_models": (
-            int,
-            16,
-            lambda x: 2 <= x <= 1024 and x % 2 == 0,
-            "an even integer in [2, 1024]",
-        ),
-        "attacks": (list, list(SHADOW_ATTACKS), None, ""),
-        # an integer: that many public examples (data.public); with target.audit_dir also a
-        # text file of population texts the references may be trained on (audit/references.py)
-        "population": (
-            (int, str),
-            200,
-            lambda x: x >= 0 if isinstance(x, int) else bool(x),
-            "an integer >= 0 or a file of population texts",
-        ),
-        # LiRA's σ: per example, one median σ (true), or "auto" = median below 64 shadow
-        # models, where Carlini et al. (2022, §VI-A) find per-example σ too noisy
-        "fixed_variance": (
-            (bool, str),
-            "auto",
-            lambda x: isinstance(x, bool) or x == "auto",
-            'true, false or "auto"',
-        ),
-        "rmia_offline_a": (_NUM, 0.3, lambda x: 0 <= x <= 1, "a number in [0, 1]"),
-        "rmia_gamma": (_NUM, 1.0, _positive, "a positive number"),
-        # with target.audit_dir: fine-tune the n_models references from this base model
-        "base_dir": (str, None, None, ""),
-        "finetune": (str, "lora", lambda x: x in ("lora", "full"), "one of lora, full"),
-        # the references' recipe (None: 1e-3 for LoRA, 5e-5 for full fine-tuning)
-        "learning_rate": (_NUM, None, _positive, "a positive number"),
-        "epochs": (int, 3, lambda x: x >= 1, "an integer >= 1"),
-        "batch_size": (int, 8, lambda x: x >= 1, "an integer >= 1"),
-        "lora_rank": (int, 8, lambda x: x >= 1, "an integer >= 1"),
-        "lora_alpha": (_NUM, 16, _positive, "a positive number"),
-    },
-    # [sweep]: defenses x epsilon values x seeds (audit/scale/plan.py)
-    "sweep": {
-        "defenses": (list, None, None, ""),
-        "epsilons": (list, None, None, ""),
-        "seeds": (list, None, None, ""),
-    },
-    # [executor]: where tasks run (audit/scale/executors.py); never changes a number
-    "executor": {
-        "kind": (str, "local", lambda x: x in EXECUTORS, f"one of {', '.join(EXECUTORS)}"),
-        "workers": (int, None, lambda x: x >= 1, "an integer >= 1"),
-        "address": (str, None, None, ""),
-        "cpus_per_task": (int, 1, lambda x: x >= 1, "an integer >= 1"),
-        "memory_mb": (int, None, lambda x: x >= 1, "an integer >= 1"),
-    },
-}
-TRAIN_OVERRIDES = ("epochs", "batch_size", "learning_rate", "weight_decay")
-
-
-def _type_name(t) -> str:
-    if isinstance(t, tuple):
-        return "a number" if t == _NUM else " or ".join(_type_name(x) for x in t)
-    return {
-        str: "a string",
-        int: "an integer",
-        bool: "true or false",
-        list: "a list",
-        dict: "a table",
-        float: "a number",
-    }[t]
-
-
-def _check_value(path: str, value: Any, types, check, allowed: str) -> Any:
-    # bool is an int subclass in Python; a TOML true is never a valid number here.
-    if isinstance(value, bool) and not (
-        types is bool or (isinstance(types, tuple) and bool in types)
-    ):
-        raise ConfigError(f"config key '{path}' must be {_type_name(types)}, got {value!r}")
-    if not isinstance(value, types):
-        raise ConfigError(f"config key '{path}' must be {_type_name(types)}, got {value!r}")
-    if isinstance(value, float) and not math.isfinite(value):
-        raise ConfigError(f"config key '{path}' must be finite, got {value!r}")
-    if check is not None and not check(value):
-        raise ConfigError(f"config key '{path}' must be {allowed}, got {value!r}")
-    return value
-
-
-def _check_integers(raw: Any) -> None:
-    """Reject integers outside TOML's 64-bit range anywhere in the document (iteratively:
-    dotted keys can nest tables deeper than the recursion limit)."""
-    stack: list[tuple[str, Any]] = [("", raw)]
-    while stack:
-        path, value = stack.pop()
-        if isinstance(value, dict):
-            stack.extend((f"{path}.{k}" if path else str(k), v) for k, v in value.items())
-        elif isinstance(value, list):
-            stack.extend((f"{path}[{i}]", v) for i, v in enumerate(value))
-        elif isinstance(value, int) and not _INT64[0] <= value <= _INT64[1]:
-            raise ConfigError(
-                f"config key {path!r} holds an integer outside the 64-bit range TOML allows"
-            )
-
-
-def _section(raw: dict, name: str) -> dict[str, Any]:
-    schema = SCHEMA[name]
-    prefix = f"{name}." if name else ""
-    unknown = sorted(set(raw) - set(schema))
-    if unknown:
-        # repr(): a quoted TOML key may hold a newline; the error must stay one line
-        raise ConfigError(
-            f"unknown config key {prefix + unknown[0]!r}; allowed keys"
-            f"{' in [' + name + ']' if name else ' at top level'}: {', '.join(sorted(schema))}"
-        )
-    out = {}
-    for key, (types, default, check, allowed) in schema.items():
-        out[key] = (
-            _check_value(prefix + key, raw[key], types, check, allowed) if key in raw else default
-        )
-    return out
 
 
 @dataclass(frozen=True)
@@ -332,9 +75,10 @@ class AuditConfig:
     shadow: dict[str, Any] | None = None
     sweep: dict[str, Any] | None = None
     executor: dict[str, Any] = field(default_factory=dict)
-    # [target] options of auditing a model as it is: kind (resolved), adapter_dir,
-    # reference_dir, allow_uninitialized, dtype, device_map, batch_size
-    audit: dict[str, Any] = field(default_factory=dict)
+    # the [target] options of auditing the user's own model as it is: kind (resolved),
+    # adapter_dir, reference_dir(s), allow_uninitialized, dtype, device_map, batch_size,
+    # add_bos, add_eos (empty when the suite trains the model; {"resolved": True} once checked)
+    own_model: dict[str, Any] = field(default_factory=dict)
     # [report] leakage_top / per_token (the per-record leakage table and per-token values)
     leakage_map: dict[str, Any] = field(
         default_factory=lambda: {"leakage_top": 10, "per_token": False}
@@ -360,7 +104,11 @@ class AuditConfig:
                 "max_length": self.target.max_length,
                 "public_epochs": self.target.public_epochs,
                 **({"kind": self.target.kind} if self.target.kind != "auto" else {}),
-                **{k: v for k, v in self.audit.items() if k not in ("resolved", "_fallback_kind")},
+                **{
+                    k: v
+                    for k, v in self.own_model.items()
+                    if k not in ("resolved", "_fallback_kind")
+                },
             },
             "train": self.train,
             "defenses": [
@@ -383,23 +131,6 @@ class AuditConfig:
         }
 
 
-TOP_SECTIONS = (
-    "data",
-    "target",
-    "train",
-    "attacks",
-    "metrics",
-    "claim",
-    "report",
-    "epsilon",
-    "defenses",
-    "shadow",
-    "sweep",
-    "executor",
-    "extraction",
-)
-
-
 def _parse_defense(i: int, raw: Any) -> DefenseConfig:
     path = f"defenses[{i}]"
     if not isinstance(raw, dict):
@@ -419,7 +150,7 @@ def _parse_defense(i: int, raw: Any) -> DefenseConfig:
     for key in TRAIN_OVERRIDES:
         if key in raw:
             types, _, check, allowed = SCHEMA["train"][key]
-            overrides[key] = _check_value(f"{path}.{key}", raw.pop(key), types, check, allowed)
+            overrides[key] = check_value(f"{path}.{key}", raw.pop(key), types, check, allowed)
     cls = DEFENSES[name]
     unknown = sorted(set(raw) - set(cls.PARAMS))
     if unknown:
@@ -429,7 +160,7 @@ def _parse_defense(i: int, raw: Any) -> DefenseConfig:
         )
     for key, value in raw.items():
         types = cls.PARAMS[key][0]
-        _check_value(f"{path}.{key}", value, types, None, "")
+        check_value(f"{path}.{key}", value, types, None, "")
     try:
         cls(**raw)  # the defense validates its own parameter values
     except ValueError as exc:
@@ -498,7 +229,7 @@ def _attack_options(raw: dict[str, Any], names: list[str]) -> dict[str, dict[str
                     f"unknown config key {path + '.' + key!r}; allowed: "
                     f"{', '.join(sorted(cls.OPTIONS)) or 'none'}"
                 )
-            _check_value(f"{path}.{key}", value, cls.OPTIONS[key][0], None, "")
+            check_value(f"{path}.{key}", value, cls.OPTIONS[key][0], None, "")
         try:
             cls(**opts)
         except ValueError as exc:
@@ -510,27 +241,107 @@ def _attack_options(raw: dict[str, Any], names: list[str]) -> dict[str, dict[str
 def parse_config(
     raw: dict[str, Any], source: str = "<config>", base_dir: Path | None = None
 ) -> AuditConfig:
+    """Validate a parsed TOML config (``raw``) into an :class:`AuditConfig`; relative paths
+    are read against ``base_dir`` (the config file's folder). No model directory is read
+    here (:func:`privacy_audit.audit.target_resolution.resolve_targets` does that)."""
+    _check_top_level(raw)
+    top = read_section({k: v for k, v in raw.items() if k in SCHEMA[""]}, "")
+    data = read_section(raw.get("data", {}), "data")
+    target = read_section(raw.get("target", {}), "target")
+    train = read_section(raw.get("train", {}), "train")
+    attacks_sec = read_section(raw.get("attacks", {}), "attacks")
+    metrics = read_section(raw.get("metrics", {}), "metrics")
+    report = read_section(raw.get("report", {}), "report")
+    epsilon = read_section(raw.get("epsilon", {}), "epsilon")
+    executor = read_section(raw.get("executor", {}), "executor")
+    shadow = _parse_shadow(raw["shadow"]) if "shadow" in raw else None
+    sweep = read_section(raw["sweep"], "sweep") if "sweep" in raw else None
+
+    resolve = _path_resolver(base_dir)
+    _resolve_model_paths(resolve, data, target, shadow)
+    top["device"] = resolve_device(top["device"])
+    audit_dir, own_model = _audit_target(target)
+    report["bench"] = resolve(report["bench"])
+    for key in ("canaries_dir", "model_dir", "reference_dir"):
+        epsilon[key] = resolve(epsilon[key])
+    _check_canary_kind(epsilon["canary_kind"], target)
+    names, attack_options = _attack_names(raw, attacks_sec["names"], attacks_sec["options"])
+
+    as_is = bool(own_model)  # audit_dir / classifier_dir / adapter_dir: a trained model
+    key = (
+        "target.classifier_dir"
+        if target["classifier_dir"] is not None
+        else "target.audit_dir"
+        if target["audit_dir"] is not None
+        else "target.adapter_dir"
+    )
+    defenses = _parse_defenses(raw.get("defenses"), as_is, key, target, data)
+    _check_what_applies(as_is, key, data, target, defenses, shadow)
+
+    max_length = target["max_length"]
+    if max_length is None:  # audited as it is: the model's context (read when loaded)
+        max_length = MAX_LENGTH_CAP if as_is else TRAIN_MAX_LENGTH
+    if as_is:
+        own_model["max_length_auto"] = target["max_length"] is None
+
+    claim = None
+    if "claim" in raw:
+        if not as_is:
+            raise ConfigError("config key 'claim' applies only with 'target.classifier_dir'")
+        claim = read_section(raw["claim"], "claim")
+
+    cfg = AuditConfig(
+        title=top["title"],
+        seed=top["seed"],
+        device=top["device"],
+        data=data,
+        target=TargetSpec(
+            target["preset"],
+            target["model_dir"],
+            max_length,
+            target["public_epochs"],
+            target["kind"] if target["model_dir"] is not None else "auto",
+        ),
+        classifier_dir=audit_dir,
+        train=train,
+        defenses=defenses,
+        attacks=tuple(names),
+        attack_options=attack_options,
+        metrics=metrics,
+        claim=claim,
+        aggregate_only=report["aggregate_only"],
+        bench=report["bench"],
+        raw=raw,
+        source=source,
+        epsilon=epsilon,
+        shadow=shadow,
+        sweep=_check_sweep(sweep, defenses, top["seed"]) if sweep is not None else None,
+        executor=executor,
+        own_model=own_model,
+        leakage_map={"leakage_top": report["leakage_top"], "per_token": report["per_token"]},
+    )
+    if cfg.sweep is not None:
+        expand_sweep(cfg)  # a sweep that expands to zero tasks fails here, before any work
+    return cfg
+
+
+def _check_top_level(raw: dict[str, Any]) -> None:
+    """Known top-level keys, 64-bit integers throughout, and a table for each section."""
     unknown = sorted(set(raw) - set(TOP_SECTIONS) - set(SCHEMA[""]))
     if unknown:
         allowed = sorted(set(TOP_SECTIONS) | set(SCHEMA[""]))
         raise ConfigError(
             f"unknown config key {unknown[0]!r}; allowed top-level keys: {', '.join(allowed)}"
         )
-    _check_integers(raw)
+    check_integers(raw)
     for sec in TOP_SECTIONS:
         if sec in raw and sec != "defenses" and not isinstance(raw[sec], dict):
             raise ConfigError(f"config key '{sec}' must be a table ([{sec}])")
-    top = _section({k: v for k, v in raw.items() if k in SCHEMA[""]}, "")
-    data = _section(raw.get("data", {}), "data")
-    target = _section(raw.get("target", {}), "target")
-    train = _section(raw.get("train", {}), "train")
-    attacks_sec = _section(raw.get("attacks", {}), "attacks")
-    metrics = _section(raw.get("metrics", {}), "metrics")
-    report = _section(raw.get("report", {}), "report")
-    epsilon = _section(raw.get("epsilon", {}), "epsilon")
-    executor = _section(raw.get("executor", {}), "executor")
-    shadow = _parse_shadow(raw["shadow"]) if "shadow" in raw else None
-    sweep = _section(raw["sweep"], "sweep") if "sweep" in raw else None
+
+
+def _path_resolver(base_dir: Path | None) -> Callable[[str | None], str | None]:
+    """A path of the config read against ``base_dir`` (``~`` expanded); ``fixtures`` (the
+    bundled corpus) and absolute paths as they are."""
 
     def resolve(p: str | None) -> str | None:
         if p is None or base_dir is None or p == "fixtures":
@@ -538,6 +349,13 @@ def parse_config(
         q = Path(p).expanduser()
         return str(q if q.is_absolute() else (base_dir / q))
 
+    return resolve
+
+
+def _resolve_model_paths(
+    resolve: Callable[[str | None], str | None], data: dict, target: dict, shadow: dict | None
+) -> None:
+    """The data files, model directories and ``[shadow]`` paths, resolved in place."""
     for key in ("corpus", "members", "nonmembers", "test", "public", "fresh"):
         data[key] = resolve(data[key])
     for key in ("model_dir", "audit_dir", "classifier_dir", "adapter_dir", "reference_dir"):
@@ -551,12 +369,9 @@ def parse_config(
         shadow["base_dir"] = resolve(shadow["base_dir"])
         if isinstance(shadow["population"], str):
             shadow["population"] = resolve(shadow["population"])
-    top["device"] = resolve_device(top["device"])
-    audit_dir, audit_opts = _audit_target(target)
-    report["bench"] = resolve(report["bench"])
-    for key in ("canaries_dir", "model_dir", "reference_dir"):
-        epsilon[key] = resolve(epsilon[key])
-    kind = epsilon["canary_kind"]
+
+
+def _check_canary_kind(kind: str, target: dict) -> None:
     # a model_dir may be a causal LM (checked when it is loaded, before training)
     if kind not in CANARY_KINDS and target["preset"] not in LM_PRESETS and not target["model_dir"]:
         raise ConfigError(
@@ -564,7 +379,12 @@ def parse_config(
             f"('target.preset' one of {', '.join(LM_PRESETS)})"
         )
 
-    names = attacks_sec["names"]
+
+def _attack_names(
+    raw: dict[str, Any], names: list, options: dict[str, Any]
+) -> tuple[list[str], dict[str, dict[str, Any]]]:
+    """``attacks.names`` (each known, once), their ``[attacks.options]`` and, with
+    ``[extraction]``, the extraction-risk attack."""
     known = [*ATTACKS, *LEAKAGE_ATTACKS]
     if not names:
         raise ConfigError(f"config key 'attacks.names' is empty; allowed: {', '.join(known)}")
@@ -578,20 +398,17 @@ def parse_config(
             )
     if len(set(names)) != len(names):
         raise ConfigError("config key 'attacks.names' lists an attack twice")
-    attack_options = _attack_options(attacks_sec["options"], names)
+    attack_options = _attack_options(options, names)
     if "extraction" in raw:
         names, attack_options = _extraction(raw["extraction"], names, attack_options)
+    return names, attack_options
 
-    raw_defenses = raw.get("defenses")
-    classifier_dir = audit_dir
-    as_is = bool(audit_opts)  # audit_dir / classifier_dir / adapter_dir: a trained model
-    key = (
-        "target.classifier_dir"
-        if target["classifier_dir"] is not None
-        else "target.audit_dir"
-        if target["audit_dir"] is not None
-        else "target.adapter_dir"
-    )
+
+def _parse_defenses(
+    raw_defenses: Any, as_is: bool, key: str, target: dict, data: dict
+) -> tuple[DefenseConfig, ...]:
+    """The ``[[defenses]]`` the suite trains (by default one, without a defense); none when
+    a trained model is audited as it is (``key`` names how the config gives it)."""
     if as_is:
         if raw_defenses:
             raise ConfigError(
@@ -602,18 +419,25 @@ def parse_config(
             raise ConfigError(f"set either '{key}' or 'target.model_dir', not both")
         if data["members"] is None or data["nonmembers"] is None:
             raise ConfigError(f"auditing '{key}' needs 'data.members' and 'data.nonmembers' files")
-        defenses: tuple[DefenseConfig, ...] = ()
-    else:
-        if raw_defenses is None:
-            raw_defenses = [{"name": "none"}]
-        if not isinstance(raw_defenses, list) or not raw_defenses:
-            raise ConfigError(
-                f"config key 'defenses' must be a non-empty list of tables; allowed names: {', '.join(DEFENSES)}"
-            )
-        defenses = tuple(_parse_defense(i, d) for i, d in enumerate(raw_defenses))
-        labels = [d.label for d in defenses]
-        if len(set(labels)) != len(labels):
-            raise ConfigError("two defenses have the same label; give each a distinct 'label'")
+        return ()
+    if raw_defenses is None:
+        raw_defenses = [{"name": "none"}]
+    if not isinstance(raw_defenses, list) or not raw_defenses:
+        raise ConfigError(
+            f"config key 'defenses' must be a non-empty list of tables; allowed names: {', '.join(DEFENSES)}"
+        )
+    defenses = tuple(_parse_defense(i, d) for i, d in enumerate(raw_defenses))
+    labels = [d.label for d in defenses]
+    if len(set(labels)) != len(labels):
+        raise ConfigError("two defenses have the same label; give each a distinct 'label'")
+    return defenses
+
+
+def _check_what_applies(
+    as_is: bool, key: str, data: dict, target: dict, defenses, shadow: dict | None
+) -> None:
+    """Keys that apply only when the suite trains the model, or only when the user's own
+    model is audited as it is (``as_is``; ``key`` names how the config gives it)."""
     if target["public_epochs"] > 0 and as_is:
         raise ConfigError("'target.public_epochs' applies only when the suite trains the model")
     if (data["members"] is None) != (data["nonmembers"] is None):
@@ -651,52 +475,6 @@ def parse_config(
                     "('target.audit_dir'); the suite's shadow models train like its target"
                 )
 
-    max_length = target["max_length"]
-    if max_length is None:  # audited as it is: the model's context (read when loaded)
-        max_length = MAX_LENGTH_CAP if as_is else TRAIN_MAX_LENGTH
-    if as_is:
-        audit_opts["max_length_auto"] = target["max_length"] is None
-
-    claim = None
-    if "claim" in raw:
-        if not as_is:
-            raise ConfigError("config key 'claim' applies only with 'target.classifier_dir'")
-        claim = _section(raw["claim"], "claim")
-
-    cfg = AuditConfig(
-        title=top["title"],
-        seed=top["seed"],
-        device=top["device"],
-        data=data,
-        target=TargetSpec(
-            target["preset"],
-            target["model_dir"],
-            max_length,
-            target["public_epochs"],
-            target["kind"] if target["model_dir"] is not None else "auto",
-        ),
-        classifier_dir=classifier_dir,
-        train=train,
-        defenses=defenses,
-        attacks=tuple(names),
-        attack_options=attack_options,
-        metrics=metrics,
-        claim=claim,
-        aggregate_only=report["aggregate_only"],
-        bench=report["bench"],
-        raw=raw,
-        source=source,
-        epsilon=epsilon,
-        shadow=shadow,
-        sweep=_check_sweep(sweep, defenses, top["seed"]) if sweep is not None else None,
-        executor=executor,
-        audit=audit_opts,
-        leakage_map={"leakage_top": report["leakage_top"], "per_token": report["per_token"]},
-    )
-    if cfg.sweep is not None:
-        expand_sweep(cfg)  # a sweep that expands to zero tasks fails here, before any work
-    return cfg
-
 
 DECODING_KEYS = ("temperature", "top_k", "top_p")
 
@@ -707,7 +485,7 @@ def _extraction(
     """``[extraction]`` -> the ``extraction-risk`` attack and its options."""
     from privacy_audit.attacks.extraction_risk import ExtractionRisk
 
-    sec = _section(raw, "extraction")
+    sec = read_section(raw, "extraction")
     if "extraction-risk" in attack_options:
         raise ConfigError(
             "set extraction risk in '[extraction]' or in '[attacks.options.extraction-risk]', "
@@ -736,7 +514,7 @@ def _extraction(
 
 
 def _parse_shadow(raw: dict[str, Any]) -> dict[str, Any]:
-    shadow = _section(raw, "shadow")
+    shadow = read_section(raw, "shadow")
     names = shadow["attacks"]
     if not names:
         raise ConfigError(
@@ -831,7 +609,7 @@ def _check_sweep(
             )
     if out["epsilons"] is not None:
         for e in out["epsilons"]:
-            if isinstance(e, bool) or not isinstance(e, _NUM) or not _positive(e):
+            if isinstance(e, bool) or not isinstance(e, NUMBER) or not positive(e):
                 raise ConfigError(f"'sweep.epsilons' must hold positive numbers, got {e!r}")
         out["epsilons"] = [float(e) for e in out["epsilons"]]
     if out["seeds"] is None:
@@ -922,7 +700,7 @@ def model_layers(spec: TargetSpec) -> int | None:
 def _check_bench(path: str) -> None:
     """``[report] bench``: an existing ``privacy-audit bench`` JSON with a cost-of-privacy
     result (read as the report will read it, after a depth- and type-guarded parse)."""
-    from privacy_audit.audit.benchmarks.cost_of_privacy import cost_table_from_bench_json
+    from privacy_audit.audit.cost_of_privacy_table import cost_table_from_bench_json
     from privacy_audit.ground.errors import AuditError
     from privacy_audit.ground.io import read_json
 
@@ -1038,20 +816,10 @@ def resolve_device(name: str) -> str:
     return name
 
 
-def default_lm_attacks(with_reference: bool) -> list[str]:
-    """Membership attacks run on a causal LM when 'attacks.names' is not given: every
-    reference-free signal of one shared forward pass (LOSS, zlib, Min-K%, Min-K%++) and,
-    with a reference model (the base of a fine-tune), the attacks that read its one pass
-    too: reference, EZ-MIA and InfoRMIA (LiRA / RMIA offline run against it as well)."""
-    names = [n for n in ("lm-loss", "zlib", "min-k", "min-k++") if n in ATTACKS]
-    if with_reference:
-        names += [n for n in ("reference", "ez-mia", "informia") if n in ATTACKS]
-    return names
-
-
 def _audit_target(target: dict[str, Any]) -> tuple[str | None, dict[str, Any]]:
     """The directory audited as it is and its options (no file system access here:
-    :func:`resolve_targets` checks the directories and reads the model kind)."""
+    :func:`privacy_audit.audit.target_resolution.resolve_targets` checks the directories
+    and reads the model kind)."""
     if target["audit_dir"] is not None and target["classifier_dir"] is not None:
         raise ConfigError("set 'target.audit_dir' or its alias 'target.classifier_dir', not both")
     audit_dir = target["audit_dir"] or target["classifier_dir"]
@@ -1105,213 +873,3 @@ def _reference_list(one: str | None, many: list[str] | None) -> list[str]:
             raise ConfigError(f"reference model {d!r} is named twice")
         seen.add(d)
     return out
-
-
-def _same_file(a: str, b: str) -> bool:
-    """One file by path (after links), by inode (a hard link) or by content."""
-    from privacy_audit.audit.scale.fingerprint import file_sha256
-
-    pa, pb = Path(a), Path(b)
-    try:
-        if pa.resolve() == pb.resolve() or pa.samefile(pb):
-            return True
-        return pa.stat().st_size == pb.stat().st_size and file_sha256(pa) == file_sha256(pb)
-    except OSError:
-        return False
-
-
-def _same_model(a: str, b: str) -> bool:
-    """One model directory: the same directory after links, or identical contents."""
-    from privacy_audit.audit.scale.fingerprint import content_digest
-
-    try:
-        if Path(a).resolve() == Path(b).resolve() or Path(a).samefile(b):
-            return True
-    except OSError:
-        return False
-    return content_digest(a) == content_digest(b)
-
-
-def _distinct_models(refs: list[str], target: str | None) -> None:
-    """Every reference once, and none the audited model (``target``; ``None`` with an
-    adapter, whose base is the natural reference): compared after resolving links, then
-    by content (a copy of one model scores identically: LiRA's variance is 0)."""
-    from privacy_audit.audit.scale.fingerprint import content_digest
-
-    seen: dict[Path, str] = {}
-    digests: dict[str, str] = {}
-    for r in refs:
-        rp = Path(r).resolve()
-        if rp in seen:
-            raise ConfigError(
-                f"reference model {r!r} is {seen[rp]!r} (the same directory through a link); "
-                "give each reference once"
-            )
-        seen[rp] = r
-        d = content_digest(r)
-        if d in digests:
-            raise ConfigError(
-                f"reference model {r!r} holds the same files as {digests[d]!r}; give each "
-                "reference once"
-            )
-        digests[d] = r
-        if target is not None and _same_model(r, target):
-            raise ConfigError(
-                f"reference model {r!r} is the audited model (target.audit_dir {target!r}); "
-                "a reference must not have seen the audited texts"
-            )
-
-
-def resolve_targets(cfg: AuditConfig) -> AuditConfig:
-    """Check the model directories a config names and read what they are, before any
-    data, model weights or output are touched: local directories only (a hub name is
-    never downloaded), the model kind from config.json, a PEFT adapter's base, whether
-    each defense can fine-tune a local causal LM. Sets the causal-LM default attacks
-    when ``attacks.names`` is not given. Idempotent."""
-    import dataclasses
-
-    from privacy_audit.ground.errors import AuditError
-    from privacy_audit.targets.loading import (
-        adapter_base_dir,
-        check_lm_defense,
-        detect_kind,
-        looks_like_hub_name,
-    )
-
-    if cfg.audit.get("resolved"):
-        return cfg
-    raw_target = cfg.raw.get("target") if isinstance(cfg.raw.get("target"), dict) else {}
-
-    def check_local_dir(path, what, key=None):
-        """The directory, or one line; a missing path written like ``org/name`` is
-        named as a hub name (never downloaded)."""
-        from privacy_audit.targets.loading import check_local_dir as check
-
-        written = raw_target.get(key) if key else None
-        missing = not Path(path).expanduser().is_dir()
-        if missing and isinstance(written, str) and looks_like_hub_name(written):
-            raise AuditError(
-                f"{what} {written!r} is not a local directory; it looks like a Hugging Face "
-                "hub name, and hub names are not downloaded: give a local directory (e.g. "
-                "one written by save_pretrained or huggingface-cli download)"
-            )
-        return check(path, what)
-
-    try:
-        if cfg.audit:
-            opts = dict(cfg.audit)
-            adapter, reference = opts["adapter_dir"], opts["reference_dir"]
-            if cfg.classifier_dir is not None:
-                what = (
-                    "classifier directory (target.classifier_dir)"
-                    if opts.get("_fallback_kind")
-                    else "target.audit_dir"
-                )
-                key = "classifier_dir" if opts.get("_fallback_kind") else "audit_dir"
-                base = str(check_local_dir(cfg.classifier_dir, what, key))
-            else:
-                if not Path(adapter).is_dir():
-                    check_local_dir(adapter, "target.adapter_dir", "adapter_dir")
-                base = str(adapter_base_dir(adapter))
-            if adapter is not None:
-                if not Path(adapter).is_dir():
-                    check_local_dir(adapter, "target.adapter_dir", "adapter_dir")
-                adapter_base_dir(adapter)  # a PEFT adapter directory, checked now
-            try:
-                kind = detect_kind(base, opts["kind"])
-            except AuditError:
-                if not opts.get("_fallback_kind"):
-                    raise
-                kind = opts["_fallback_kind"]
-            refs = list(opts.get("reference_dirs") or [])
-            for r in refs:
-                what = "target.reference_dir" if r == reference else "reference model"
-                check_local_dir(r, what, "reference_dir" if r == reference else None)
-                if kind != "causal-lm":
-                    raise ConfigError(f"{what} {r!r}: reference models apply to causal LMs only")
-                if detect_kind(r, "auto", what) != "causal-lm":
-                    raise ConfigError(f"{what} {r!r} must hold a causal LM")
-            _distinct_models(refs, None if adapter is not None else base)
-            sources = ["given"] * len(refs)
-            if not refs and adapter is not None and kind == "causal-lm":
-                # LoRA-Leak (2025): the adapter's base model, before fine-tuning, is the
-                # natural reference for what the adapter learned
-                refs, sources = [base], ["the adapter's base model (default)"]
-            if adapter is not None and kind != "causal-lm":
-                raise ConfigError("'target.adapter_dir' is supported for causal LMs only")
-            if cfg.shadow is not None and cfg.shadow["base_dir"] is None and not refs:
-                raise ConfigError(
-                    "'shadow' without 'shadow.base_dir' sets LiRA / RMIA options for given "
-                    "reference models, and there are none"
-                )
-            if cfg.shadow is not None and cfg.shadow["base_dir"] is not None:
-                sb = cfg.shadow["base_dir"]
-                check_local_dir(sb, "shadow.base_dir")
-                if kind != "causal-lm" or detect_kind(sb, "auto", "shadow.base_dir") != "causal-lm":
-                    raise ConfigError(
-                        "'shadow.base_dir' fine-tunes reference causal LMs: the audited model "
-                        "and the base must both be causal LMs"
-                    )
-                if adapter is None and _same_model(sb, base):
-                    raise ConfigError(
-                        f"shadow.base_dir {sb!r} is the audited model itself "
-                        f"(target.audit_dir {base!r}); references are fine-tuned from the "
-                        "model before your fine-tuning (its base)"
-                    )
-                pop = cfg.shadow["population"]
-                if isinstance(pop, str) and not Path(pop).exists():
-                    raise ConfigError(f"shadow.population file {pop!r} does not exist")
-                if isinstance(pop, str):
-                    from privacy_audit.audit.data import check_input_file
-
-                    check_input_file(pop, "shadow.population")
-                    for key in ("members", "nonmembers"):
-                        d = cfg.data.get(key)
-                        if isinstance(d, str) and Path(d).is_file() and _same_file(pop, d):
-                            raise ConfigError(
-                                f"shadow.population {pop!r} is the data.{key} file {d!r}; "
-                                "the population must be texts that are not audited"
-                            )
-                if isinstance(pop, int) and pop > 0 and cfg.data.get("public") is None:
-                    raise ConfigError(
-                        f"shadow.population = {pop} draws from data.public, which is not set; "
-                        'give a file of population texts: shadow.population = "pop.txt"'
-                    )
-            for k, plain in (("add_bos", "auto"), ("add_eos", False)):
-                if opts.get(k, plain) != plain and kind != "causal-lm":
-                    raise ConfigError(f"'target.{k}' applies to causal LMs only")
-            opts.update(
-                kind=kind,
-                resolved=True,
-                reference_dirs=refs,
-                reference_dir=refs[0] if refs else None,
-                reference_sources=sources,
-            )
-            attacks = cfg.attacks
-            if kind == "causal-lm" and "names" not in (cfg.raw.get("attacks") or {}):
-                attacks = tuple(default_lm_attacks(bool(refs)))
-                if "extraction-risk" in cfg.attacks:  # [extraction] given
-                    attacks = (*attacks, "extraction-risk")
-            return dataclasses.replace(cfg, classifier_dir=base, audit=opts, attacks=attacks)
-        spec = cfg.target
-        if spec.model_dir is not None:
-            check_local_dir(spec.model_dir, "target.model_dir", "model_dir")
-            if spec.is_causal_lm:
-                for d in cfg.defenses:
-                    reason = check_lm_defense(d.name, spec.model_dir)
-                    if reason:
-                        raise ConfigError(
-                            f"defense '{d.label}' cannot fine-tune the causal LM in "
-                            f"'target.model_dir': {reason}"
-                        )
-                    if d.name == "dp-sgd" and d.params.get("unit", "example") == "user":
-                        raise ConfigError(
-                            f"defense '{d.label}' has unit = 'user': user-level DP-SGD trains "
-                            "classifier targets only, and 'target.model_dir' holds a causal LM "
-                            "(its DP-SGD is per sequence)"
-                        )
-        return dataclasses.replace(cfg, audit={"resolved": True})
-    except ConfigError:
-        raise
-    except AuditError as exc:
-        raise ConfigError(str(exc)) from None

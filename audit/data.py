@@ -200,6 +200,51 @@ def _dataset_records(p: Path) -> list[tuple[int, dict]]:
     return list(enumerate(ds.to_list()))
 
 
+def _file_records(
+    p: Path, text_column: str, label_column: str | None, label_required: bool
+) -> tuple[list[tuple[int, dict]], str]:
+    """The (position, record) pairs of a data file or a saved dataset directory, by its
+    format, and the file's suffix (``""`` for a directory). A plain text file has no label
+    column: refused when a label is required."""
+    if p.is_dir():
+        return _dataset_records(p), ""
+    if not p.is_file():
+        check_input_file(p)
+        raise DataError(f"data file {str(p)!r} cannot be read")
+    suffix = p.suffix.lower()
+    records = []
+    if suffix == ".txt":
+        if label_column is not None and label_required:
+            raise DataError(
+                f"data file {str(p)!r} is plain text (one example per line) and has no "
+                f"label column {label_column!r}; a classifier needs .jsonl, .csv or .parquet"
+            )
+        content = _read_text(p)
+        for lineno, line in enumerate(_LINE_BREAK.split(content), start=1):
+            if line.strip():
+                records.append((lineno, {text_column: line}))
+    elif suffix in (".jsonl", ".json", ".ndjson"):
+        records = _jsonl_records(p, _read_text(p))
+    elif suffix == ".csv":
+        reader = csv_rows(_read_text(p))
+        try:
+            if reader.fieldnames is None:
+                raise DataError(f"data file {str(p)!r} is empty")
+            records = list(enumerate(reader))
+        except csv.Error as exc:  # e.g. a field over the csv module's 128 KiB limit
+            raise DataError(
+                f"data file {str(p)!r} is not valid CSV (line {reader.line_num}): {exc}"
+            ) from None
+    elif suffix == ".parquet":
+        records = _parquet_records(p)
+    else:
+        raise DataError(
+            f"data file {str(p)!r} must end in {', '.join(DATA_FORMATS)} or be a directory "
+            "saved by datasets.Dataset.save_to_disk"
+        )
+    return records, suffix
+
+
 def read_table(
     path: str | Path,
     text_column: str,
@@ -236,44 +281,7 @@ def read_table(
                 f"no label column {label_column!r}; a classifier needs .jsonl, .csv or .parquet"
             )
         return _per_user_rows(p, text_column, id_prefix)
-    if p.is_dir():
-        records = _dataset_records(p)
-        suffix = ""
-    elif not p.is_file():
-        check_input_file(p)
-        raise DataError(f"data file {str(p)!r} cannot be read")
-    else:
-        suffix = p.suffix.lower()
-        records = []
-        if suffix == ".txt":
-            if label_column is not None and label_required:
-                raise DataError(
-                    f"data file {str(p)!r} is plain text (one example per line) and has no "
-                    f"label column {label_column!r}; a classifier needs .jsonl, .csv or .parquet"
-                )
-            content = _read_text(p)
-            for lineno, line in enumerate(_LINE_BREAK.split(content), start=1):
-                if line.strip():
-                    records.append((lineno, {text_column: line}))
-        elif suffix in (".jsonl", ".json", ".ndjson"):
-            records = _jsonl_records(p, _read_text(p))
-        elif suffix == ".csv":
-            reader = csv_rows(_read_text(p))
-            try:
-                if reader.fieldnames is None:
-                    raise DataError(f"data file {str(p)!r} is empty")
-                records = list(enumerate(reader))
-            except csv.Error as exc:  # e.g. a field over the csv module's 128 KiB limit
-                raise DataError(
-                    f"data file {str(p)!r} is not valid CSV (line {reader.line_num}): {exc}"
-                ) from None
-        elif suffix == ".parquet":
-            records = _parquet_records(p)
-        else:
-            raise DataError(
-                f"data file {str(p)!r} must end in {', '.join(DATA_FORMATS)} or be a directory "
-                "saved by datasets.Dataset.save_to_disk"
-            )
+    records, suffix = _file_records(p, text_column, label_column, label_required)
     if not records:
         raise DataError(f"data file {str(p)!r} has no rows")
     texts = [rec.get(text_column) for _, rec in records]
@@ -618,29 +626,7 @@ def load_audit_data(
         nonmembers = read(data_cfg["nonmembers"], *cols, id_prefix=pre_n)
         test = read(data_cfg["test"], *cols) if data_cfg["test"] else nonmembers
     else:
-        if data_cfg["corpus"] == "fixtures":
-            from privacy_audit import fixtures
-
-            pool = [
-                {
-                    "id": r["id"],
-                    "text": r["text"],
-                    "label": str(r["label"]),
-                    "attribute": str(r["attribute"]),
-                }
-                for r in fixtures.load_corpus("private")
-            ]
-        else:
-            pool = read(data_cfg["corpus"], *cols)
-        n_in, n_out, n_test = data_cfg["n_members"], data_cfg["n_nonmembers"], data_cfg["n_test"]
-        if n_in + n_out + n_test > len(pool):
-            raise DataError(
-                f"corpus has {len(pool)} rows but n_members + n_nonmembers + n_test = {n_in + n_out + n_test}"
-            )
-        order = np.random.default_rng(seed).permutation(len(pool))
-        members = [pool[i] for i in order[:n_in]]
-        nonmembers = [pool[i] for i in order[n_in : n_in + n_out]]
-        test = [pool[i] for i in order[n_in + n_out : n_in + n_out + n_test]]
+        members, nonmembers, test = _split_corpus(data_cfg, read, cols, seed)
     same_test = test is nonmembers  # the default test set: the non-members
     public: list[dict] | None = None
     if data_cfg["public"] is not None and data_cfg["public"] != "fixtures":
@@ -648,17 +634,7 @@ def load_audit_data(
     elif data_cfg["public"] == "fixtures" or (
         data_cfg["corpus"] == "fixtures" and data_cfg["members"] is None
     ):
-        from privacy_audit import fixtures
-
-        public = [
-            {
-                "id": r["id"],
-                "text": r["text"],
-                "label": str(r["label"]),
-                "attribute": str(r["attribute"]),
-            }
-            for r in fixtures.load_corpus("public")
-        ]
+        public = _fixture_rows("public")
     if not labels:  # fixture rows carry task labels; a causal LM ignores them
         members, nonmembers, test = (
             [{**r, "label": NO_LABEL} for r in rows] for rows in (members, nonmembers, test)
@@ -679,16 +655,7 @@ def load_audit_data(
     _check_sets(members, nonmembers, train, sources)
     if labels is True:  # a classifier: its task labels must describe the same classes
         _check_labels(members, nonmembers)
-    if label_names is None:
-        label_names = sorted({r["label"] for r in members + nonmembers + test})
-    index = {name: i for i, name in enumerate(label_names)}
-    unknown = sorted(
-        {r["label"] for r in members + nonmembers + test + (public or [])} - set(index)
-    )
-    if unknown:
-        raise DataError(
-            f"label {unknown[0]!r} in the data is not one of the model's labels: {', '.join(label_names)}"
-        )
+    label_names, index = _label_index(label_names, members + nonmembers + test, public)
     fresh = None
     if data_cfg.get("fresh") is not None:
         fresh = _fresh_rows(read, data_cfg["fresh"], cols, members, nonmembers, group)
@@ -702,6 +669,56 @@ def load_audit_data(
         _fresh_examples(fresh, index) if fresh else None,
         group if users_before is not None else None,
     )
+
+
+def _fixture_rows(split: str) -> list[dict]:
+    """The bundled corpus's ``private`` or ``public`` rows, with their attribute."""
+    from privacy_audit import fixtures
+
+    return [
+        {
+            "id": r["id"],
+            "text": r["text"],
+            "label": str(r["label"]),
+            "attribute": str(r["attribute"]),
+        }
+        for r in fixtures.load_corpus(split)
+    ]
+
+
+def _split_corpus(data_cfg: dict[str, Any], read, cols, seed: int):
+    """Members, non-members and test drawn from ``data.corpus`` (the bundled one:
+    ``fixtures``) by a permutation at ``seed``."""
+    if data_cfg["corpus"] == "fixtures":
+        pool = _fixture_rows("private")
+    else:
+        pool = read(data_cfg["corpus"], *cols)
+    n_in, n_out, n_test = data_cfg["n_members"], data_cfg["n_nonmembers"], data_cfg["n_test"]
+    if n_in + n_out + n_test > len(pool):
+        raise DataError(
+            f"corpus has {len(pool)} rows but n_members + n_nonmembers + n_test = {n_in + n_out + n_test}"
+        )
+    order = np.random.default_rng(seed).permutation(len(pool))
+    members = [pool[i] for i in order[:n_in]]
+    nonmembers = [pool[i] for i in order[n_in : n_in + n_out]]
+    test = [pool[i] for i in order[n_in + n_out : n_in + n_out + n_test]]
+    return members, nonmembers, test
+
+
+def _label_index(
+    label_names: list[str] | None, rows: list[dict], public: list[dict] | None
+) -> tuple[list[str], dict[str, int]]:
+    """The label names (by default those of ``rows``) and each one's index; a label of
+    ``rows`` or ``public`` that is not one of them is refused."""
+    if label_names is None:
+        label_names = sorted({r["label"] for r in rows})
+    index = {name: i for i, name in enumerate(label_names)}
+    unknown = sorted({r["label"] for r in rows + (public or [])} - set(index))
+    if unknown:
+        raise DataError(
+            f"label {unknown[0]!r} in the data is not one of the model's labels: {', '.join(label_names)}"
+        )
+    return label_names, index
 
 
 def _grouped(members: list[dict], nonmembers: list[dict], column: str | None) -> bool:

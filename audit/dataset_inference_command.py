@@ -174,7 +174,7 @@ def run_dataset_inference(
     from privacy_audit.stats.split_check import SplitCheck
     from privacy_audit.targets.loading import load_audit_target, load_causal_lm_release
 
-    opts = cfg.audit
+    opts = cfg.own_model
     if opts.get("kind", "causal-lm") != "causal-lm":
         raise AuditError("dataset inference needs a causal language model (--kind causal-lm)")
     data_cfg = dict(cfg.data)

@@ -144,7 +144,7 @@ def load_reference(cfg, target_tokenizer, max_length: int, path: str | None = No
     from privacy_audit.targets.loading import load_audit_target, load_causal_lm_release
     from privacy_audit.targets.scoring import same_tokenizer
 
-    opts = cfg.audit
+    opts = cfg.own_model
     path = path or opts["reference_dir"]
     ref = load_audit_target(
         path,
@@ -178,7 +178,7 @@ def check_shadow_base(cfg, release) -> None:
     whose losses are over other token sequences: LiRA / RMIA numbers that mean nothing).
     Missing weights stop the first reference task when it loads the base, before it trains;
     a base that is the audited model itself, or a population file that is an audited data
-    file, is refused by :func:`privacy_audit.audit.config.resolve_targets`."""
+    file, is refused by :func:`privacy_audit.audit.target_resolution.resolve_targets`."""
     sb = (cfg.shadow or {}).get("base_dir")
     if not sb:
         return
@@ -187,7 +187,7 @@ def check_shadow_base(cfg, release) -> None:
     from privacy_audit.targets.loading import _tokenizer_dir
     from privacy_audit.targets.scoring import HFTokenizer, same_tokenizer
 
-    opts = cfg.audit
+    opts = cfg.own_model
     try:
         hf = AutoTokenizer.from_pretrained(
             str(_tokenizer_dir([Path(sb)])), local_files_only=True, trust_remote_code=False
@@ -226,136 +226,41 @@ def audit_own_model(
 
 def _audit_own_model(cfg, settings, progress, id_salt, executor, run_dir, resume, phase):
     """:func:`audit_own_model`; ``phase(name)`` starts each timed stage (audit/timing.py)."""
-    from privacy_audit.attacks import ATTACKS
     from privacy_audit.audit.evaluate import evaluate_release
-    from privacy_audit.targets.classifier import ClassifierRelease
-    from privacy_audit.targets.loading import load_audit_target, load_causal_lm_release
 
     phase("load", "model and data")
-    opts = cfg.audit
-    kind = opts.get("kind", "classifier")
-    loaded = load_audit_target(
-        cfg.audit_dir,
-        kind,
-        opts.get("adapter_dir"),
-        opts.get("allow_uninitialized", False),
-        cfg.device,
-        opts.get("dtype", "auto"),
-        opts.get("device_map", "none"),
-    )
+    kind = cfg.own_model.get("kind", "classifier")
+    loaded = _load_own_model(cfg, kind)
     claim = _claim(cfg)
     name = Path(cfg.audit_dir).name or "model"
-    if opts.get("adapter_dir"):
-        name = f"{name}+{Path(opts['adapter_dir']).name}"
+    if cfg.own_model.get("adapter_dir"):
+        name = f"{name}+{Path(cfg.own_model['adapter_dir']).name}"
     attack_kwargs: dict[str, dict[str, Any]] = {}
     notes: dict[str, Any] = {}
     refs: list[tuple[str, str, Any]] = []  # (path, source, release) of reference LMs
-    if kind == "classifier":
-        tok = loaded.tokenizer
-        if tok.pad_token_id is None and tok.eos_token_id is not None:
-            tok.pad_token = tok.eos_token  # GPT-2-style classifiers have no pad token
-            loaded.model.config.pad_token_id = tok.eos_token_id
     max_length = resolve_max_length(loaded.model, cfg.target.max_length)
     if kind == "classifier":
-        label_names = _byo_label_names(loaded.model, cfg.data)
-        data = cap_audit_data(  # bounded work: never tokenize megabytes (audit/textcap.py)
-            load_audit_data(cfg.data, cfg.seed, train=False, label_names=label_names),
-            max_length,
+        data, release, n_cut, users_at_load = _classifier_release(
+            cfg, loaded, max_length, claim, notes
         )
-        users_at_load = user_sets(data)
-        release = ClassifierRelease(loaded.model, tok, max_length, claim, label_names, cfg.device)
-        n_cut = count_cut_classifier(data, tok, max_length)
-        notes["encoding"] = {
-            "encoding": "tokenizer(text, truncation=True, max_length=max_length)",
-            "max_length": max_length,
-        }
         phase("split check")
         data, split, blind = run_split_check(data, cfg, progress)
         check_users_after_cleaning(users_at_load, data)
     else:
-        data = cap_audit_data(
-            load_audit_data(cfg.data, cfg.seed, train=False, labels=False), max_length
+        data, release, n_cut, users_at_load = _causal_lm_release(
+            cfg, loaded, max_length, claim, notes, progress
         )
-        users_at_load = user_sets(data)
-        release = load_causal_lm_release(
-            loaded,
-            max_length,
-            claim,
-            cfg.device,
-            add_bos=opts.get("add_bos", "auto"),
-            add_eos=opts.get("add_eos", False),
-            batch_size=opts["batch_size"],
-        )
-        check_shadow_base(cfg, release)  # before any scoring or training
-        data, n_cut = cut_to_max_length(data, release.tokenizer, release.max_length)
-        notes["encoding"] = release.encoding()
-        _log(f"  encoding: {_encoding_line(notes['encoding'])}", progress)
-    notes["encoding"]["max_length_source"] = (
-        f"the model's context length, at most {MAX_LENGTH_CAP}"
-        if opts.get("max_length_auto")
-        else "target.max_length"
-    )
-    notes["texts_cut_to_max_length"] = n_cut
-    if n_cut:
-        _log(f"  {n_cut} text(s) cut to max_length = {max_length} tokens", progress)
+    _note_cut(cfg, notes, n_cut, max_length, progress)
     if kind != "classifier":
-        if n_cut:
-            data = drop_cross_duplicates(data)  # texts that differ only past the cut
-        data, n_empty = drop_unscored(data, release)
-        if n_empty:
-            notes["texts_without_scored_token"] = n_empty
-            _log(
-                f"  {n_empty} text(s) left out: no token is predicted in them "
-                "(a single token and no BOS)",
-                progress,
-            )
-        phase("split check")
-        data, split, blind = run_split_check(data, cfg, progress)  # on the texts as scored
-        check_users_after_cleaning(users_at_load, data)
+        data, split, blind = _drop_unscorable_and_check(
+            cfg, data, release, n_cut, users_at_load, notes, progress, phase
+        )
         phase("load", "reference models")
-        ref_dirs = opts.get("reference_dirs") or (
-            [opts["reference_dir"]] if opts.get("reference_dir") else []
+        refs = _load_references(cfg, release, progress)
+        attack_kwargs = _score_causal_lm(
+            cfg, data, release, refs, notes, executor, progress, run_dir, resume, phase
         )
-        sources = opts.get("reference_sources") or ["given"] * len(ref_dirs)
-        for path, source in zip(ref_dirs, sources, strict=True):  # all checked before scoring
-            _log(f"  reference model {path} ({source})", progress)
-            refs.append(
-                (path, source, load_reference(cfg, release.tokenizer, release.max_length, path))
-            )
-        users = [n for n in REFERENCE_USERS if n in cfg.attacks]
-        if refs and users:
-            ref = refs[0][2]  # the reference attacks calibrate by the first reference
-            for n in users:  # all read the same cached reference pass (no extra one)
-                attack_kwargs[n] = {"reference": ref}
-            texts = data.members.texts + data.nonmembers.texts
-            phase("score reference", "one forward pass per text")
-            # in chunks, checkpointed under the run directory (audit/scale/stream.py)
-            stream_prefill(ref, texts, executor, progress, run_dir, resume, "reference")
-        if "extraction-risk" in cfg.attacks:  # the same pass gives the suffix's decoding probs
-            from privacy_audit.attacks.extraction_risk import ExtractionRisk
-
-            release.extraction = ExtractionRisk(
-                **cfg.attack_options.get("extraction-risk", {})
-            ).spec()
-        texts = data.members.texts + data.nonmembers.texts + data.test.texts
-        phase("score", f"{len(set(texts))} texts, one forward pass each")
-        _log(f"  scoring {len(set(texts))} texts (one forward pass each)", progress)
-        notes["scoring"] = stream_prefill(release, texts, executor, progress, run_dir, resume)
-        notes["batch_size"] = release.batch_size
-    for attack_name in cfg.attacks:
-        cls = ATTACKS.get(attack_name)
-        wanted = "lm" if kind == "causal-lm" else "classifier"
-        if cls is not None and getattr(cls, "target_kind", "classifier") != wanted:
-            _log(f"  note: attack {attack_name} is meant for a {cls.target_kind} target", progress)
-    if loaded.uninitialized:
-        _log(
-            f"  WARNING: {len(loaded.uninitialized)} weight(s) were not in the checkpoint and are "
-            "random (allow_uninitialized = true): " + ", ".join(loaded.uninitialized[:8]),
-            progress,
-        )
-    log_duplicates(data, progress)
-    notes["texts_scored"] = len(data.members) + len(data.nonmembers)
-    _log(f"auditing {cfg.audit_dir} as it is (no training)", progress)
+    _log_before_attacks(cfg, kind, loaded, data, notes, progress)
     phase("attacks")  # each attack's statistics are their own stage (audit/evaluate.py)
     run = evaluate_release(
         name,
@@ -371,7 +276,7 @@ def _audit_own_model(cfg, settings, progress, id_salt, executor, run_dir, resume
         cfg.attack_options,
         attack_kwargs=attack_kwargs,
     )
-    if (refs and cfg.audit.get("reference_attacks", True)) or (
+    if (refs and cfg.own_model.get("reference_attacks", True)) or (
         cfg.shadow is not None and cfg.shadow.get("base_dir")
     ):
         phase("reference attacks", "RMIA and LiRA")
@@ -396,21 +301,201 @@ def _audit_own_model(cfg, settings, progress, id_salt, executor, run_dir, resume
             run.get("claim"),
         )
     if kind == "causal-lm" and cfg.leakage_map.get("leakage_top", 10) >= 0:
-        from privacy_audit.audit.leakage_map import build_leakage_map
-
         phase("leakage map")
-        ref_release = next(
-            (kw["reference"] for n, kw in attack_kwargs.items() if n in REFERENCE_USERS), None
+        _leakage_map(cfg, run, release, data, attack_kwargs)
+    _record_target(run, loaded, kind, notes)
+    if blind is not None:
+        from privacy_audit.stats.split_check import compare_attacks
+
+        phase("split check", "attacks against the blind baseline")
+        split["attacks"] = compare_attacks(split, run["attacks"], blind, data.attack_set().groups)
+    run["split_check"] = split
+    run["exact_duplicates"] = data.exact_duplicates
+    return run, release
+
+
+def _load_own_model(cfg, kind: str):
+    """The user's model (and adapter) as ``load_audit_target`` loads it; a GPT-2-style
+    classifier without a pad token pads with its EOS token."""
+    from privacy_audit.targets.loading import load_audit_target
+
+    opts = cfg.own_model
+    loaded = load_audit_target(
+        cfg.audit_dir,
+        kind,
+        opts.get("adapter_dir"),
+        opts.get("allow_uninitialized", False),
+        cfg.device,
+        opts.get("dtype", "auto"),
+        opts.get("device_map", "none"),
+    )
+    if kind == "classifier":
+        tok = loaded.tokenizer
+        if tok.pad_token_id is None and tok.eos_token_id is not None:
+            tok.pad_token = tok.eos_token  # GPT-2-style classifiers have no pad token
+            loaded.model.config.pad_token_id = tok.eos_token_id
+    return loaded
+
+
+def _classifier_release(cfg, loaded, max_length: int, claim, notes: dict):
+    """A classifier's data (labels mapped onto the model's outputs) and release; how many
+    texts its tokenizer cuts, and the users at loading."""
+    from privacy_audit.targets.classifier import ClassifierRelease
+
+    tok = loaded.tokenizer
+    label_names = _byo_label_names(loaded.model, cfg.data)
+    data = cap_audit_data(  # bounded work: never tokenize megabytes (audit/textcap.py)
+        load_audit_data(cfg.data, cfg.seed, train=False, label_names=label_names),
+        max_length,
+    )
+    users_at_load = user_sets(data)
+    release = ClassifierRelease(loaded.model, tok, max_length, claim, label_names, cfg.device)
+    n_cut = count_cut_classifier(data, tok, max_length)
+    notes["encoding"] = {
+        "encoding": "tokenizer(text, truncation=True, max_length=max_length)",
+        "max_length": max_length,
+    }
+    return data, release, n_cut, users_at_load
+
+
+def _causal_lm_release(cfg, loaded, max_length: int, claim, notes: dict, progress: bool):
+    """A causal LM's data (no labels) and release, ``[shadow] base_dir``'s tokenizer
+    checked before any scoring; every text cut to what ``max_length`` tokens cover."""
+    from privacy_audit.targets.loading import load_causal_lm_release
+
+    opts = cfg.own_model
+    data = cap_audit_data(
+        load_audit_data(cfg.data, cfg.seed, train=False, labels=False), max_length
+    )
+    users_at_load = user_sets(data)
+    release = load_causal_lm_release(
+        loaded,
+        max_length,
+        claim,
+        cfg.device,
+        add_bos=opts.get("add_bos", "auto"),
+        add_eos=opts.get("add_eos", False),
+        batch_size=opts["batch_size"],
+    )
+    check_shadow_base(cfg, release)  # before any scoring or training
+    data, n_cut = cut_to_max_length(data, release.tokenizer, release.max_length)
+    notes["encoding"] = release.encoding()
+    _log(f"  encoding: {_encoding_line(notes['encoding'])}", progress)
+    return data, release, n_cut, users_at_load
+
+
+def _note_cut(cfg, notes: dict, n_cut: int, max_length: int, progress: bool) -> None:
+    notes["encoding"]["max_length_source"] = (
+        f"the model's context length, at most {MAX_LENGTH_CAP}"
+        if cfg.own_model.get("max_length_auto")
+        else "target.max_length"
+    )
+    notes["texts_cut_to_max_length"] = n_cut
+    if n_cut:
+        _log(f"  {n_cut} text(s) cut to max_length = {max_length} tokens", progress)
+
+
+def _drop_unscorable_and_check(cfg, data, release, n_cut, users_at_load, notes, progress, phase):
+    """A causal LM's texts as scored: duplicates the cut made and texts without a
+    predicted token left out, then the split check on them."""
+    if n_cut:
+        data = drop_cross_duplicates(data)  # texts that differ only past the cut
+    data, n_empty = drop_unscored(data, release)
+    if n_empty:
+        notes["texts_without_scored_token"] = n_empty
+        _log(
+            f"  {n_empty} text(s) left out: no token is predicted in them "
+            "(a single token and no BOS)",
+            progress,
         )
-        build_leakage_map(
-            run,
-            release,
-            data.members,
-            ref_release,
-            cfg.leakage_map.get("leakage_top", 10),
-            cfg.leakage_map.get("per_token", False),
-            cfg.aggregate_only,
+    phase("split check")
+    data, split, blind = run_split_check(data, cfg, progress)  # on the texts as scored
+    check_users_after_cleaning(users_at_load, data)
+    return data, split, blind
+
+
+def _load_references(cfg, release, progress: bool) -> list[tuple[str, str, Any]]:
+    """(path, source, release) of each reference LM, all checked before any scoring."""
+    opts = cfg.own_model
+    refs = []
+    ref_dirs = opts.get("reference_dirs") or (
+        [opts["reference_dir"]] if opts.get("reference_dir") else []
+    )
+    sources = opts.get("reference_sources") or ["given"] * len(ref_dirs)
+    for path, source in zip(ref_dirs, sources, strict=True):
+        _log(f"  reference model {path} ({source})", progress)
+        refs.append(
+            (path, source, load_reference(cfg, release.tokenizer, release.max_length, path))
         )
+    return refs
+
+
+def _score_causal_lm(
+    cfg, data, release, refs, notes, executor, progress, run_dir, resume, phase
+) -> dict[str, dict[str, Any]]:
+    """One forward pass per text, of the first reference (when a reference attack runs)
+    and of the target, cached for every attack; returns the attacks' keyword arguments."""
+    attack_kwargs: dict[str, dict[str, Any]] = {}
+    users = [n for n in REFERENCE_USERS if n in cfg.attacks]
+    if refs and users:
+        ref = refs[0][2]  # the reference attacks calibrate by the first reference
+        for n in users:  # all read the same cached reference pass (no extra one)
+            attack_kwargs[n] = {"reference": ref}
+        texts = data.members.texts + data.nonmembers.texts
+        phase("score reference", "one forward pass per text")
+        # in chunks, checkpointed under the run directory (audit/scale/stream.py)
+        stream_prefill(ref, texts, executor, progress, run_dir, resume, "reference")
+    if "extraction-risk" in cfg.attacks:  # the same pass gives the suffix's decoding probs
+        from privacy_audit.attacks.extraction_risk import ExtractionRisk
+
+        release.extraction = ExtractionRisk(**cfg.attack_options.get("extraction-risk", {})).spec()
+    texts = data.members.texts + data.nonmembers.texts + data.test.texts
+    phase("score", f"{len(set(texts))} texts, one forward pass each")
+    _log(f"  scoring {len(set(texts))} texts (one forward pass each)", progress)
+    notes["scoring"] = stream_prefill(release, texts, executor, progress, run_dir, resume)
+    notes["batch_size"] = release.batch_size
+    return attack_kwargs
+
+
+def _log_before_attacks(cfg, kind: str, loaded, data, notes: dict, progress: bool) -> None:
+    """Attacks meant for the other kind of target, random weights, duplicates; the count
+    of texts scored."""
+    from privacy_audit.attacks import ATTACKS
+
+    for attack_name in cfg.attacks:
+        cls = ATTACKS.get(attack_name)
+        wanted = "lm" if kind == "causal-lm" else "classifier"
+        if cls is not None and getattr(cls, "target_kind", "classifier") != wanted:
+            _log(f"  note: attack {attack_name} is meant for a {cls.target_kind} target", progress)
+    if loaded.uninitialized:
+        _log(
+            f"  WARNING: {len(loaded.uninitialized)} weight(s) were not in the checkpoint and are "
+            "random (allow_uninitialized = true): " + ", ".join(loaded.uninitialized[:8]),
+            progress,
+        )
+    log_duplicates(data, progress)
+    notes["texts_scored"] = len(data.members) + len(data.nonmembers)
+    _log(f"auditing {cfg.audit_dir} as it is (no training)", progress)
+
+
+def _leakage_map(cfg, run, release, data, attack_kwargs) -> None:
+    from privacy_audit.audit.leakage_map import build_leakage_map
+
+    ref_release = next(
+        (kw["reference"] for n, kw in attack_kwargs.items() if n in REFERENCE_USERS), None
+    )
+    build_leakage_map(
+        run,
+        release,
+        data.members,
+        ref_release,
+        cfg.leakage_map.get("leakage_top", 10),
+        cfg.leakage_map.get("per_token", False),
+        cfg.aggregate_only,
+    )
+
+
+def _record_target(run: dict, loaded, kind: str, notes: dict) -> None:
     run["target"] = {
         "path": loaded.path,
         "kind": kind,
@@ -420,14 +505,6 @@ def _audit_own_model(cfg, settings, progress, id_salt, executor, run_dir, resume
     }
     if loaded.uninitialized:
         run["uninitialized_weights"] = list(loaded.uninitialized)
-    if blind is not None:
-        from privacy_audit.stats.split_check import compare_attacks
-
-        phase("split check", "attacks against the blind baseline")
-        split["attacks"] = compare_attacks(split, run["attacks"], blind, data.attack_set().groups)
-    run["split_check"] = split
-    run["exact_duplicates"] = data.exact_duplicates
-    return run, release
 
 
 def _reference_attacks(
@@ -451,8 +528,8 @@ def _reference_attacks(
             "attacks": ["reference"] if "reference" in cfg.attacks else [],
         }
         named += [f"{p} ({s})" for p, s, _ in refs]
-    elif refs and cfg.audit.get("reference_attacks", OFFLINE):  # --attacks may name none
-        wanted = tuple(cfg.audit.get("reference_attacks", OFFLINE))
+    elif refs and cfg.own_model.get("reference_attacks", OFFLINE):  # --attacks may name none
+        wanted = tuple(cfg.own_model.get("reference_attacks", OFFLINE))
         _log(f"  {', '.join(wanted)} against {len(refs)} reference model(s)", progress)
         results, info = given_reference_attacks(
             cfg, release, refs, data, settings, executor, progress, wanted

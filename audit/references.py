@@ -66,7 +66,7 @@ def shadow_params(
     """LiRA / RMIA settings (``[shadow]`` or the defaults) for ``n_models`` references;
     ``a_given = False`` (the user set no ``rmia_offline_a``) takes the LM default
     :data:`LM_RMIA_OFFLINE_A`."""
-    from privacy_audit.audit.config import SCHEMA
+    from privacy_audit.audit.config_schema import SCHEMA
     from privacy_audit.audit.scale.plan import lira_fixed_variance
 
     d = {k: v[1] for k, v in SCHEMA["shadow"].items()}
@@ -226,8 +226,8 @@ def reference_tasks(cfg, pool: list[str], keep: np.ndarray, max_length: int):
             "seed": int(cfg.seed) * 1000 + i,
             "max_length": int(max_length),
             "device": cfg.device,
-            "dtype": cfg.audit.get("dtype", "auto"),
-            "batch_size": int(cfg.audit.get("batch_size", 32)),
+            "dtype": cfg.own_model.get("dtype", "auto"),
+            "batch_size": int(cfg.own_model.get("batch_size", 32)),
         }
         label = f"reference {i + 1}/{keep.shape[0]} ({recipe['finetune']})"
         tasks.append(

@@ -38,8 +38,8 @@ def run_audit(
     (default: the config's ``epsilon.enabled``). ``executor`` (an
     ``privacy_audit.audit.scale.executors.ExecutorSpec``; default: the config's ``[executor]``) runs the
     training tasks; ``run_dir`` keeps each finished task, and ``resume`` reuses them."""
-    from privacy_audit.audit.config import resolve_targets
     from privacy_audit.audit.epsilon.claimed_vs_audited import epsilon_audit
+    from privacy_audit.audit.target_resolution import resolve_targets
 
     cfg = resolve_targets(cfg)
     do_epsilon = cfg.epsilon.get("enabled", False) if epsilon is None else epsilon
@@ -128,14 +128,78 @@ def score_file(
     p-values, the users most exposed). Cleaning that leaves a user with no row is refused.
 
     ``aggregate_only`` pseudonymises the ids (see the module docstring)."""
-    import csv
-
-    from privacy_audit.audit.data import check_input_file, csv_reader
+    from privacy_audit.audit.data import check_input_file
 
     p = Path(path)
     check_input_file(p, "scores file", dirs=False)
     if not 0 < delta < 1:
         raise AuditError(f"--delta must be in (0, 1), got {delta}")
+    header, rows = _read_scores_csv(p)
+    _check_scores_columns(p, header, rows, group_column)
+    column = _column_reader(header, rows)
+    score_col, member_col = column("score"), column("member")
+    ids = [v or str(i) for i, v in enumerate(column("id"))]
+    texts = column("text")
+    if "text" in header:
+        texts = _capped_texts(p, texts)
+    scores, members = _scores_and_members(p, score_col, member_col)
+    if len(set(ids)) != len(ids):
+        from collections import Counter
+
+        dup = next(i for i, c in Counter(ids).items() if c > 1)
+        raise DataError(f"scores file {str(p)!r} has duplicate id {dup!r}; ids must be unique")
+    s = np.asarray(scores)
+    if not np.all(np.isfinite(s)):
+        raise DataError(
+            f"scores file {str(p)!r} has {int((~np.isfinite(s)).sum())} NaN or infinite score(s)"
+        )
+    users = None
+    if group_column is not None:
+        users = _score_users(column(group_column), members, group_column, p)
+    duplicates = None
+    split = None
+    if "text" in header:  # optional: non-members that repeat a member's text are dropped
+        s, members, ids, texts, users, duplicates = _drop_member_copies(
+            texts, s, members, ids, p, users, group_column
+        )
+        # copies of one record inside a side (and a user) are one record
+        s, members, ids, texts, users, within = _collapse_within(texts, s, members, ids, p, users)
+        # texts given: the split check runs first (stats/split_check.py)
+        s, members, ids, split, kept = _score_split_check(
+            [t or "" for t in texts], s, members, ids, seed, aggregate_only, p, users
+        )
+        users = None if users is None else _users_kept(users, kept, group_column, p)
+        split[0]["duplicates"].update(within)
+    settings = MetricSettings(delta=delta, n_boot=n_boot, seed=seed)
+    run = _scores_run(p, s, members, ids, settings, aggregate_only, users, group_column)
+    if split is not None:
+        from privacy_audit.stats.split_check import compare_attacks
+
+        check, blind = split
+        if blind is not None:
+            check["attacks"] = compare_attacks(check, run["attacks"], blind, users)
+        run["split_check"] = check
+    if duplicates is not None:
+        run["exact_duplicates"] = duplicates
+    config = {
+        "source": str(p),
+        "command": "score",
+        "delta": delta,
+        "bootstrap": n_boot,
+        "seed": seed,
+        "aggregate_only": aggregate_only,
+        "group": group_column,
+    }
+    return assemble_results([run], f"Privacy audit of {p.name}", seed, config, aggregate_only)
+
+
+def _read_scores_csv(p: Path) -> tuple[list[str], list[list[str]]]:
+    """The header and the non-blank rows of a scores file; a repeated column name, a file
+    that is not UTF-8 or not CSV is refused."""
+    import csv
+
+    from privacy_audit.audit.data import csv_reader
+
     try:
         # newline="": str.splitlines() would also split quoted ids on \x0c, \x85, \u2028 ...
         text = p.read_bytes().decode("utf-8-sig")
@@ -160,6 +224,14 @@ def score_file(
         raise DataError(f"scores file {str(p)!r} is not UTF-8 text") from None
     except csv.Error as exc:  # e.g. a field over the csv module's 128 KiB limit
         raise DataError(f"scores file {str(p)!r} is not valid CSV: {exc}") from None
+    return header, rows
+
+
+def _check_scores_columns(
+    p: Path, header: list[str], rows: list[list[str]], group_column: str | None
+) -> None:
+    """Rows, the ``score`` and ``member`` columns (and the ``--group-by`` one), and no row
+    with more fields than the header names."""
     if not rows:
         raise DataError(f"scores file {str(p)!r} has no rows")
     for col in ("score", "member"):
@@ -181,6 +253,12 @@ def score_file(
                 f"(data row {i + 1})"
             )
 
+
+def _column_reader(header: list[str], rows: list[list[str]]):
+    """``column(name)``: that column's cells, ``None`` for a short row's missing cell (and
+    for every row when the header does not name it)."""
+    width = len(header)
+
     def column(name: str) -> list[str | None]:
         if name not in header:
             return [None] * len(rows)
@@ -189,19 +267,24 @@ def score_file(
             return [r[k] for r in rows]
         return [r[k] if len(r) > k else None for r in rows]
 
-    score_col, member_col = column("score"), column("member")
-    ids = [v or str(i) for i, v in enumerate(column("id"))]
-    texts = column("text")
-    if "text" in header:
-        from privacy_audit.audit.textcap import MAX_LENGTH_CAP, cap_text  # no torch
+    return column
 
-        if all(not (t or "").strip() for t in texts):
-            raise DataError(
-                f"scores file {str(p)!r}: column 'text' is empty in all {len(texts)} rows; "
-                "fill it in or leave the column out"
-            )
-        # cut like run cuts texts: bounded work on a multi-MB field (audit/textcap.py)
-        texts = [None if t is None else cap_text(t, MAX_LENGTH_CAP) for t in texts]
+
+def _capped_texts(p: Path, texts: list[str | None]) -> list[str | None]:
+    """The ``text`` column, refused when empty in every row, each text cut like run cuts
+    texts: bounded work on a multi-MB field (audit/textcap.py)."""
+    from privacy_audit.audit.textcap import MAX_LENGTH_CAP, cap_text  # no torch
+
+    if all(not (t or "").strip() for t in texts):
+        raise DataError(
+            f"scores file {str(p)!r}: column 'text' is empty in all {len(texts)} rows; "
+            "fill it in or leave the column out"
+        )
+    return [None if t is None else cap_text(t, MAX_LENGTH_CAP) for t in texts]
+
+
+def _scores_and_members(p: Path, score_col, member_col) -> tuple[list[float], list[int]]:
+    """Each row's score (a number) and member value (0/1); the first bad row is named."""
     try:
         scores = list(map(_score_value, score_col))
         members = [_member_value(v) for v in member_col]
@@ -220,60 +303,44 @@ def score_file(
                     f"scores file {str(p)!r} line {i}: member must be 0/1 or true/false, got {mv!r}"
                 ) from None
         raise
-    if len(set(ids)) != len(ids):
-        from collections import Counter
+    return scores, members
 
-        dup = next(i for i, c in Counter(ids).items() if c > 1)
-        raise DataError(f"scores file {str(p)!r} has duplicate id {dup!r}; ids must be unique")
-    s = np.asarray(scores)
-    if not np.all(np.isfinite(s)):
+
+def _drop_member_copies(texts, s, members, ids, p, users, group_column):
+    """Non-member rows whose text equals a member's (exact duplicates) are dropped, and
+    counted for ``run["exact_duplicates"]``; refused when every non-member is one."""
+    from privacy_audit.audit.data import cross_duplicates
+
+    m_idx = [i for i, m in enumerate(members) if m == 1]
+    n_idx = [i for i, m in enumerate(members) if m == 0]
+    drop = {
+        n_idx[j]
+        for j in cross_duplicates([texts[i] or "" for i in m_idx], [texts[i] or "" for i in n_idx])
+    }
+    if drop and len(drop) == len(n_idx):
         raise DataError(
-            f"scores file {str(p)!r} has {int((~np.isfinite(s)).sum())} NaN or infinite score(s)"
+            f"scores file {str(p)!r}: every one of the {len(n_idx)} non-member texts is "
+            "also a member text (exact duplicates); no membership can be measured"
         )
-    users = None
-    if group_column is not None:
-        users = _score_users(column(group_column), members, group_column, p)
-    duplicates = None
-    if "text" in header:  # optional: non-members that repeat a member's text are dropped
-        from privacy_audit.audit.data import cross_duplicates
+    duplicates = {
+        "removed_nonmembers": len(drop),
+        "nonmembers_before": len(n_idx),
+        "where": "at loading",
+    }
+    if drop:
+        keep = [i for i in range(len(members)) if i not in drop]
+        s = s[keep]
+        members = [members[i] for i in keep]
+        ids = [ids[i] for i in keep]
+        texts = [texts[i] for i in keep]
+        users = None if users is None else _users_kept(users, keep, group_column, p)
+    return s, members, ids, texts, users, duplicates
 
-        m_idx = [i for i, m in enumerate(members) if m == 1]
-        n_idx = [i for i, m in enumerate(members) if m == 0]
-        drop = {
-            n_idx[j]
-            for j in cross_duplicates(
-                [texts[i] or "" for i in m_idx], [texts[i] or "" for i in n_idx]
-            )
-        }
-        if drop and len(drop) == len(n_idx):
-            raise DataError(
-                f"scores file {str(p)!r}: every one of the {len(n_idx)} non-member texts is "
-                "also a member text (exact duplicates); no membership can be measured"
-            )
-        duplicates = {
-            "removed_nonmembers": len(drop),
-            "nonmembers_before": len(n_idx),
-            "where": "at loading",
-        }
-        if drop:
-            keep = [i for i in range(len(members)) if i not in drop]
-            s = s[keep]
-            members = [members[i] for i in keep]
-            ids = [ids[i] for i in keep]
-            texts = [texts[i] for i in keep]
-            users = None if users is None else _users_kept(users, keep, group_column, p)
-    split = None
-    within = {}
-    if "text" in header:  # copies of one record inside a side (and a user) are one record
-        s, members, ids, texts, users, within = _collapse_within(texts, s, members, ids, p, users)
-    if "text" in header:  # texts given: the split check runs first (stats/split_check.py)
-        s, members, ids, split, kept = _score_split_check(
-            [t or "" for t in texts], s, members, ids, seed, aggregate_only, p, users
-        )
-        users = None if users is None else _users_kept(users, kept, group_column, p)
-        split[0]["duplicates"].update(within)
-    settings = MetricSettings(delta=delta, n_boot=n_boot, seed=seed)
-    report = tenths("  score: bootstrap") if n_boot >= LONG_BOOTSTRAP else None
+
+def _scores_run(p: Path, s, members, ids, settings, aggregate_only, users, group_column) -> dict:
+    """The run record of the supplied scores (metrics with their intervals) and, with
+    users, the users section of the own-model audit."""
+    report = tenths("  score: bootstrap") if settings.n_boot >= LONG_BOOTSTRAP else None
     try:
         with bootstrap_progress(report):
             result = AttackResult.from_scores(
@@ -311,25 +378,7 @@ def score_file(
             id_salt,
             progress=False,
         )
-    if split is not None:
-        from privacy_audit.stats.split_check import compare_attacks
-
-        check, blind = split
-        if blind is not None:
-            check["attacks"] = compare_attacks(check, run["attacks"], blind, users)
-        run["split_check"] = check
-    if duplicates is not None:
-        run["exact_duplicates"] = duplicates
-    config = {
-        "source": str(p),
-        "command": "score",
-        "delta": delta,
-        "bootstrap": n_boot,
-        "seed": seed,
-        "aggregate_only": aggregate_only,
-        "group": group_column,
-    }
-    return assemble_results([run], f"Privacy audit of {p.name}", seed, config, aggregate_only)
+    return run
 
 
 def _collapse_within(texts, s, members, ids, p, users=None):

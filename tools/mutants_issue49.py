@@ -182,7 +182,7 @@ MUTANTS = [
     ("F12", FPR, "return self.dirty.get(key) or self.entries.get(key)", "return self.entries.get(key)", T_FPRINT, "hashes computed this run are reused before flush"),
     ("F13", FPR, "if resume and (rd.path / MANIFEST).is_file():", "if (rd.path / MANIFEST).is_file():", T_FPRINT, "changes are noted on --resume only"),
     ("F14", FPR, "    if size <= SEGMENT:\n", "    if size < SEGMENT:\n", T_FPRINT, "a file of exactly one segment is hashed flat"),
-    ("F15", FPR, "if not refs and isinstance(cfg.audit.get(\"reference_dir\"), str):", "if isinstance(cfg.audit.get(\"reference_dir\"), str):", T_FPRINT, "reference_dirs wins over reference_dir"),
+    ("F15", FPR, "if not refs and isinstance(cfg.own_model.get(\"reference_dir\"), str):", "if isinstance(cfg.own_model.get(\"reference_dir\"), str):", T_FPRINT, "reference_dirs wins over reference_dir"),
     # ---- audit/outputs.py ---------------------------------------------------------------
     ("O01", OUT, "if ro == rp or (io_ is not None and io_ == ip):", "if ro == rp:", T_OUT, "a hard link of an input is refused"),
     ("O02", OUT, "inside = rp == ro or rp in ro.parents", "inside = rp in ro.parents", T_OUT, "the input folder itself as output is refused"),

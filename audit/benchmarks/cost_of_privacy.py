@@ -25,6 +25,7 @@ from typing import Any
 import torch
 
 from privacy_audit.audit.benchmarks.timing import BenchResult, BenchSettings, time_cases
+from privacy_audit.audit.cost_of_privacy_table import budget_note
 
 VOCABS = {"2k": 2048, "16k": 16384}
 CASES = ("phantom", "explicit", "ghost", "opacus")
@@ -191,43 +192,6 @@ def _cases(
     steps["opacus"] = step_opacus
     params["opacus"] = params_op
     return steps, params
-
-
-def cost_table_from_bench_json(path) -> dict[str, Any]:
-    """The "cost of privacy" table for the report, from a ``privacy-audit bench`` JSON
-    file holding a ``cost-of-privacy`` result. AuditError on a missing or foreign file."""
-    import json
-    from pathlib import Path
-
-    from privacy_audit.ground.errors import AuditError
-
-    p = Path(path)
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise AuditError(f"bench file {str(p)!r} (report.bench) does not exist") from None
-    except (OSError, ValueError) as exc:
-        raise AuditError(f"bench file {str(p)!r} is not readable JSON: {exc}") from None
-    benches = data.get("benchmarks") if isinstance(data, dict) else None
-    found = [b for b in benches or [] if isinstance(b, dict) and b.get("name") == "cost-of-privacy"]
-    if not found or "cost_of_privacy_table" not in (found[0].get("setup") or {}):
-        raise AuditError(
-            f"bench file {str(p)!r} holds no cost-of-privacy result; write one with "
-            "'privacy-audit bench cost-of-privacy --out FILE'"
-        )
-    res = found[0]
-    budget = res["setup"].get("largest_batch_in_budget")
-    return {
-        "rows": res["setup"]["cost_of_privacy_table"],
-        "setup": {
-            k: v
-            for k, v in res["setup"].items()
-            if k not in ("cost_of_privacy_table", "largest_batch_in_budget")
-        }
-        | ({"largest_batch_in_budget": _budget_note(budget)} if budget else {}),
-        "quick": bool((data.get("settings") or {}).get("quick", False)),
-        "source": str(p),
-    }
 
 
 SHAPES = {"T=16": (32, 16), "T=64": (32, 64), "B=128 T=16": (128, 16)}  # (batch, sequence length)
@@ -453,7 +417,7 @@ def run(settings: BenchSettings) -> BenchResult:
     result.setup["cost_of_privacy_table"] = table
     if budget is not None:
         result.setup["largest_batch_in_budget"] = budget
-        result.notes.append(_budget_note(budget))
+        result.notes.append(budget_note(budget))
     return result
 
 
@@ -521,27 +485,6 @@ def largest_batch_in_budget(
                 None if r is None else {"value": r[0], "low": r[1], "high": r[2]}
             )
     return out
-
-
-def _budget_note(budget: dict[str, Any]) -> str:
-    parts = []
-    for k, r in budget["methods"].items():
-        if r["largest_fit"] is None:
-            parts.append(f"{k}: none fits")
-        else:
-            top = "cap" if r["smallest_fail"] is None else r["smallest_fail"] - 1
-            b = r["largest_fit"]
-            parts.append(f"{k}: B = {b}" if top == b else f"{k}: B = {b}..{top}")
-    ratio = budget.get("phantom_over_ghost_largest_batch")
-    return (
-        f"largest batch in {budget['budget_gb']:g} GiB (CPU peak RSS): "
-        + ", ".join(parts)
-        + (
-            f"; phantom/ghost {ratio['value']:.2f}x [{ratio['low']:.2f}, {ratio['high']:.2f}]"
-            if ratio
-            else ""
-        )
-    )
 
 
 def _loadavg() -> list[float] | None:

@@ -170,11 +170,11 @@ def _timer_snapshot(timer) -> dict[str, float]:
 
 def _suite(model_dir: Path, members: Path, nonmembers: Path, tokens: int, out: Path) -> dict:
     """One ``run --model`` as the CLI runs it, stages on process CPU time."""
-    from privacy_audit.audit.config import resolve_targets
     from privacy_audit.audit.integrations.cli import _one_line_config, build_parser
     from privacy_audit.audit.results import write_outputs
     from privacy_audit.audit.runner import run_audit
     from privacy_audit.audit.scale.executors import ExecutorSpec
+    from privacy_audit.audit.target_resolution import resolve_targets
     from privacy_audit.audit.timing import StageTimer, active, stage
 
     c0, w0 = time.process_time(), time.perf_counter()

@@ -698,7 +698,7 @@ def _add_dataset_inference(sub) -> None:
 
 
 def _cmd_dataset_inference(args) -> int:
-    from privacy_audit.audit.config import parse_config, resolve_targets
+    from privacy_audit.audit.config import parse_config
     from privacy_audit.audit.dataset_inference_command import (
         load_di_config,
         parse_section,
@@ -707,6 +707,7 @@ def _cmd_dataset_inference(args) -> int:
     )
     from privacy_audit.audit.results import check_output_dir
     from privacy_audit.audit.scale.executors import ExecutorSpec
+    from privacy_audit.audit.target_resolution import resolve_targets
     from privacy_audit.ground.io import dumps_json, publish_together
 
     flags = ("model", "suspect", "validation", "reference", "adapter", "max_length", "dtype")
@@ -833,11 +834,11 @@ def _with_attacks(args, cfg):
     inputs given (--reference, --public); the offline reference attacks (LiRA, RMIA) run
     only when named (or with ``all``)."""
     from privacy_audit.attacks.catalog import expand
-    from privacy_audit.audit.config import resolve_targets
+    from privacy_audit.audit.target_resolution import resolve_targets
 
     if args.model is None and args.adapter is None:
         raise AuditError("--attacks applies to run --model; in a config use [attacks] names")
-    opts = cfg.audit or {}
+    opts = cfg.own_model or {}
     kind = opts.get("kind", "classifier")
     have = set()
     if opts.get("reference_dirs") or opts.get("reference_dir"):
@@ -856,7 +857,7 @@ def _with_attacks(args, cfg):
             "(lira-offline / rmia-offline run beside one, e.g. --attacks lm-loss,rmia-offline)"
         )
     cfg = resolve_targets(_one_line_config(args, names))
-    return dataclasses.replace(cfg, audit={**cfg.audit, "reference_attacks": refs})
+    return dataclasses.replace(cfg, own_model={**cfg.own_model, "reference_attacks": refs})
 
 
 def one_line_text(text: str) -> str:
@@ -896,7 +897,7 @@ def _cmd_run(args, epsilon: bool | None = None) -> int:
         if quick and bundled is None:
             raise AuditError(f"--quick applies to the bundled configs only, not to {args.config!r}")
         cfg = load_quick(bundled) if quick else load_config(args.config)
-    from privacy_audit.audit.config import resolve_targets
+    from privacy_audit.audit.target_resolution import resolve_targets
 
     cfg = resolve_targets(cfg)  # model directories checked before any work or output
     if getattr(args, "attacks", None) is not None:

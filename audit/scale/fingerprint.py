@@ -236,12 +236,12 @@ def config_inputs(cfg) -> dict[str, str]:
     if isinstance(cfg.classifier_dir, str):
         out["target.audit_dir"] = cfg.classifier_dir
     for key in ("adapter_dir",):
-        v = cfg.audit.get(key)
+        v = cfg.own_model.get(key)
         if isinstance(v, str):
             out[f"target.{key}"] = v
-    refs = list(cfg.audit.get("reference_dirs") or [])
-    if not refs and isinstance(cfg.audit.get("reference_dir"), str):
-        refs = [cfg.audit["reference_dir"]]
+    refs = list(cfg.own_model.get("reference_dirs") or [])
+    if not refs and isinstance(cfg.own_model.get("reference_dir"), str):
+        refs = [cfg.own_model["reference_dir"]]
     for i, v in enumerate(refs):
         out["target.reference_dir" if i == 0 else f"target.reference_dirs[{i}]"] = v
     for key in ("canaries_dir", "model_dir", "reference_dir"):

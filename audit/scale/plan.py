@@ -368,7 +368,7 @@ def run_planned(
     phases.go("utility floor")
     _lm_utility_floor(cfg, data, out)
     if cfg.bench:
-        from privacy_audit.audit.benchmarks.cost_of_privacy import cost_table_from_bench_json
+        from privacy_audit.audit.cost_of_privacy_table import cost_table_from_bench_json
 
         out["cost_of_privacy"] = cost_table_from_bench_json(cfg.bench)
     phases.done()

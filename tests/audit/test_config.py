@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from privacy_audit.audit.config import TOP_SECTIONS, load_config, parse_config
+from privacy_audit.audit.config import load_config, parse_config
+from privacy_audit.audit.config_schema import TOP_SECTIONS
 from privacy_audit.ground.errors import ConfigError
 
 

@@ -44,7 +44,7 @@ def test_every_data_file_of_a_config_is_an_input_public_too():
         data={**data, "extra": "/data/not-an-input.txt"},
         target=SimpleNamespace(model_dir="/m", tokenizer_dir=None),
         classifier_dir=None,
-        audit={},
+        own_model={},
         epsilon={},
         shadow=None,
         bench=None,
@@ -79,12 +79,12 @@ def test_no_hash_is_cached_for_a_file_that_changed_while_it_was_hashed(
 # --------------------------------------------------------------------------- #
 # issue 49: one-line mutants that survived the suite
 # --------------------------------------------------------------------------- #
-def _cfg(data=None, audit=None):
+def _cfg(data=None, own_model=None):
     return SimpleNamespace(
         data=data or {},
         target=SimpleNamespace(model_dir=None, tokenizer_dir=None),
         classifier_dir=None,
-        audit=audit or {},
+        own_model=own_model or {},
         epsilon={},
         shadow=None,
         bench=None,
@@ -124,7 +124,9 @@ def test_the_hash_cache_keeps_the_newest_entries_and_reads_its_own_unflushed_one
 def test_bundled_fixtures_are_not_an_input_and_reference_dirs_win():
     got = fp.config_inputs(_cfg(data={"members": "fixtures", "nonmembers": "/n.txt"}))
     assert got == {"data.nonmembers": "/n.txt"}
-    got = fp.config_inputs(_cfg(audit={"reference_dirs": ["/r1", "/r2"], "reference_dir": "/r0"}))
+    got = fp.config_inputs(
+        _cfg(own_model={"reference_dirs": ["/r1", "/r2"], "reference_dir": "/r0"})
+    )
     assert got == {"target.reference_dir": "/r1", "target.reference_dirs[1]": "/r2"}
 
 

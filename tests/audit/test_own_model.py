@@ -454,7 +454,8 @@ def test_gpt2_base_with_a_fresh_classification_head(tmp_path, cli):
 def test_model_dir_causal_lm_under_the_defenses(tmp_path, cli):
     """``model_dir`` at a local causal LM is fine-tuned by the LM defenses; a defense that
     cannot handle the architecture stops at config load with the reason."""
-    from privacy_audit.audit.config import load_config, resolve_targets
+    from privacy_audit.audit.config import load_config
+    from privacy_audit.audit.target_resolution import resolve_targets
     from privacy_audit.ground.errors import ConfigError
     from privacy_audit.targets.loading import check_lm_defense
 

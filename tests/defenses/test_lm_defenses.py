@@ -90,7 +90,7 @@ def _bench_json(path, quick=False):
 
 
 def test_report_gains_a_cost_of_privacy_table(tmp_path):
-    from privacy_audit.audit.benchmarks.cost_of_privacy import cost_table_from_bench_json
+    from privacy_audit.audit.cost_of_privacy_table import cost_table_from_bench_json
     from privacy_audit.reports import render_html
 
     bench = tmp_path / "bench.json"

@@ -26,14 +26,8 @@ from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
 from privacy_audit.attacks import ATTACKS
-from privacy_audit.audit.config import (
-    DEVICES,
-    SCHEMA,
-    TOP_SECTIONS,
-    TRAIN_OVERRIDES,
-    AuditConfig,
-    load_config,
-)
+from privacy_audit.audit.config import AuditConfig, load_config
+from privacy_audit.audit.config_schema import DEVICES, SCHEMA, TOP_SECTIONS, TRAIN_OVERRIDES
 from privacy_audit.audit.data import read_table
 from privacy_audit.audit.epsilon.input_canaries import CANARY_KINDS
 from privacy_audit.audit.runner import score_file

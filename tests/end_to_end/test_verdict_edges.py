@@ -18,7 +18,7 @@ from privacy_audit.ground.errors import DataError
 
 
 def _data_cfg(**kw) -> dict:
-    from privacy_audit.audit.config import SCHEMA
+    from privacy_audit.audit.config_schema import SCHEMA
 
     cfg = {k: v[1] for k, v in SCHEMA["data"].items()}
     cfg.update(kw)

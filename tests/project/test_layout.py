@@ -119,6 +119,25 @@ def test_no_import_cycle_even_through_function_local_imports():
     assert _cycle(graph) is None, " -> ".join(_cycle(graph))
 
 
+# The benchmarks (audit/benchmarks/) are timing harnesses of the bench command: the audit
+# reads a benchmark's output file (audit/cost_of_privacy_table.py), never its code.
+BENCH_COMMAND = {f"{PACKAGE}.integrations.cli", f"{PACKAGE}.commands.bench"}
+
+
+def test_only_the_bench_command_imports_the_benchmarks():
+    bench = f"{PACKAGE}.benchmarks"
+
+    def inside(m: str) -> bool:
+        return m == bench or m.startswith(bench + ".")
+
+    users = {
+        m
+        for m, p in MODULES.items()
+        if not inside(m) and any(inside(t) for t in _imports(m, p, top_level_only=False))
+    }
+    assert users <= BENCH_COMMAND, sorted(users - BENCH_COMMAND)
+
+
 @pytest.mark.parametrize(
     "module", sorted(set(MODULES) - {f"{PACKAGE}.__main__"})
 )  # __main__ runs the CLI

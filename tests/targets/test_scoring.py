@@ -276,14 +276,14 @@ def test_config_add_bos_add_eos_and_the_max_length_default():
 
     data = {"members": "m.txt", "nonmembers": "n.txt"}
     cfg = parse_config({"target": {"audit_dir": "model"}, "data": data})
-    assert cfg.target.max_length == MAX_LENGTH_CAP and cfg.audit["max_length_auto"]
-    assert cfg.audit["add_bos"] == "auto" and cfg.audit["add_eos"] is False
+    assert cfg.target.max_length == MAX_LENGTH_CAP and cfg.own_model["max_length_auto"]
+    assert cfg.own_model["add_bos"] == "auto" and cfg.own_model["add_eos"] is False
     cfg = parse_config({"target": {"audit_dir": "model", "max_length": 40}, "data": data})
-    assert cfg.target.max_length == 40 and not cfg.audit["max_length_auto"]
+    assert cfg.target.max_length == 40 and not cfg.own_model["max_length_auto"]
     assert parse_config({}).target.max_length == TRAIN_MAX_LENGTH  # the suite's own training
     for ok in (True, False, "auto"):
         t = {"audit_dir": "model", "add_bos": ok, "add_eos": True}
-        assert parse_config({"target": t, "data": data}).audit["add_bos"] == ok
+        assert parse_config({"target": t, "data": data}).own_model["add_bos"] == ok
     for key, bad in (("add_bos", "yes"), ("add_bos", 1), ("add_eos", "auto"), ("add_eos", 0)):
         with pytest.raises(ConfigError, match=f"'target.{key}'"):
             parse_config({"target": {"audit_dir": "model", key: bad}, "data": data})
@@ -319,7 +319,7 @@ def test_one_liner_add_bos_flags(flag, want, tmp_path, monkeypatch):
     args = build_parser().parse_args(
         ["run", "--model", "m", "--members", "a.txt", "--nonmembers", "b.txt", *flag]
     )
-    assert _one_line_config(args).audit["add_bos"] == want
+    assert _one_line_config(args).own_model["add_bos"] == want
 
 
 def test_max_length_follows_the_model_context():

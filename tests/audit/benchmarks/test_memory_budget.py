@@ -152,7 +152,7 @@ def test_bench_cost_options_bad_input_exit_2_before_running(argv, message, tmp_p
 
 
 def test_report_table_carries_the_budget_search_as_one_line(tmp_path):
-    from privacy_audit.audit.benchmarks.cost_of_privacy import cost_table_from_bench_json
+    from privacy_audit.audit.cost_of_privacy_table import cost_table_from_bench_json
 
     curves = {"non-private": (400, 10), "phantom": (420, 30), "ghost": (700, 60)}
     found = _search_2gib(curves)
