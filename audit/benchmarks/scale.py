@@ -170,10 +170,10 @@ def _timer_snapshot(timer) -> dict[str, float]:
 
 def _suite(model_dir: Path, members: Path, nonmembers: Path, tokens: int, out: Path) -> dict:
     """One ``run --model`` as the CLI runs it, stages on process CPU time."""
-    from privacy_audit.audit.config import resolve_targets
     from privacy_audit.audit.commands import run as run_command
     from privacy_audit.audit.commands.common import command_parser
     from privacy_audit.audit.commands.config_builders import one_line_config
+    from privacy_audit.audit.config import resolve_targets
     from privacy_audit.audit.results import write_outputs
     from privacy_audit.audit.runner import run_audit
     from privacy_audit.audit.scale.executors import ExecutorSpec

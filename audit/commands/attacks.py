@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from privacy_audit.audit.commands.common import (
-    EXIT_OK,
-)
+from privacy_audit.audit.commands.common import EXIT_OK
 
 NAME = "attacks"
 

@@ -73,6 +73,7 @@ def command_parser(commands) -> argparse.ArgumentParser:
     return p
 
 
+#: what ``experiment`` and ``claims`` say from an installed wheel
 NO_CHECKOUT = (
     "the paper experiments and their recorded results (experiments/, docs/) are not "
     "installed with the package; run this from a source checkout of privacy-audit"
@@ -93,6 +94,8 @@ def one_line_text(text: str) -> str:
     return one_line(text)
 
 
+#: Where warnings and transformers' log records (load reports, deprecations) go, inside
+#: the output directory, instead of raw (and ANSI-coloured) on the console.
 RUN_LOG = "run.log"
 
 #: what an interrupted run may leave in an --out folder it created that no rerun can use:
@@ -264,6 +267,7 @@ def capture_library_output(path: Path):
                 pass
 
 
+@contextlib.contextmanager
 def named_by_flags(flags: dict[str, str | None]):
     """A data error about a file given by a flag names the flag typed (``--members 'x.csv':
     column 'text' is empty ...``) rather than "data file"."""

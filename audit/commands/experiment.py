@@ -8,9 +8,7 @@ from __future__ import annotations
 import sys
 
 from privacy_audit.audit.commands import common
-from privacy_audit.audit.commands.common import (
-    EXIT_OK,
-)
+from privacy_audit.audit.commands.common import EXIT_OK
 from privacy_audit.ground.errors import AuditError
 
 NAME = "experiment"
