@@ -205,9 +205,9 @@ def test_the_smallest_claims_command_regenerates_its_recorded_json(tmp_path):
 def test_experiment_and_claims_without_a_checkout_say_so_in_one_line(tmp_path, capsys, monkeypatch):
     """From an installed wheel (no experiments/ beside the package) both commands stop
     with one line and exit 2, writing nothing; ``claims --docs`` still reads a folder."""
-    from privacy_audit.audit.commands import common
+    from privacy_audit.audit.commands import experiment
 
-    monkeypatch.setattr(common, "checkout_root", lambda: None)
+    monkeypatch.setattr(experiment, "checkout_root", lambda: None)
     out = tmp_path / "e.json"
     for argv in (["claims"], ["experiment", "dp-blogs-audit", "--out", str(out)]):
         capsys.readouterr()

@@ -469,9 +469,39 @@ def _experiment_modules() -> dict[str, Path]:
     return mods
 
 
+LOADERS = {"import_module", "spec_from_file_location", "find_spec", "__import__"}
+
+
+def _loads(path: Path) -> set[str]:
+    """The modules a file loads by a constant name: ``importlib.import_module("x")``,
+    ``spec_from_file_location("x", ...)``, ``__import__("x")`` (a registry's
+    "module:function" strings are names, not loads: the load takes a variable)."""
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Call) and node.args:
+            func = node.func.attr if isinstance(node.func, ast.Attribute) else None
+            func = node.func.id if isinstance(node.func, ast.Name) else func
+            first = node.args[0]
+            if func in LOADERS and isinstance(first, ast.Constant):
+                if isinstance(first.value, str):
+                    out.add(first.value)
+    return out
+
+
+def test_constant_loads_are_found(tmp_path):
+    f = tmp_path / "x.py"
+    f.write_text(
+        "import importlib\nfrom importlib import import_module\n"
+        "def f(name):\n    importlib.import_module('experiments.claims')\n"
+        "    import_module('experiments.run')\n    importlib.import_module(name)\n"
+        "    REGISTRY = {'a': 'experiments.dp_bugs:run'}\n"
+    )
+    assert _loads(f) == {"experiments.claims", "experiments.run"}
+
+
 def _with_experiments_graph() -> dict[str, set[str]]:
     """Product and experiments modules -> the modules they import (at module level or in
-    a function) or load by a constant name (importlib, a registry's "module:function")."""
+    a function) or load by a constant name (importlib)."""
     mods = {**PRODUCT, **_experiment_modules()}
 
     def target(name: str) -> str | None:
@@ -481,7 +511,7 @@ def _with_experiments_graph() -> dict[str, set[str]]:
 
     graph = {}
     for m, path in mods.items():
-        names = _all_imports(m, path) | {n for _, n in _experiment_names(m, path)}
+        names = _all_imports(m, path) | _loads(path)
         graph[m] = {t for t in map(target, names) if t is not None and t != m}
     return graph
 

@@ -9,10 +9,7 @@ import dataclasses
 import sys
 from pathlib import Path
 
-from privacy_audit.audit.commands.common import (
-    EXIT_OK,
-    check_writable,
-)
+from privacy_audit.audit.commands.common import EXIT_OK, check_writable
 from privacy_audit.ground.errors import AuditError
 
 NAME = "bench"

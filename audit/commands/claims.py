@@ -6,12 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from privacy_audit.audit.commands import common
-from privacy_audit.audit.commands.common import (
-    EXIT_OK,
-    check_writable,
-)
-from privacy_audit.audit.commands.experiment import checkout_experiments
+from privacy_audit.audit.commands import experiment
+from privacy_audit.audit.commands.common import EXIT_OK, check_writable
 from privacy_audit.ground.errors import AuditError
 
 NAME = "claims"
@@ -30,7 +26,7 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    checkout_experiments()  # one line and exit 2 from an installed wheel
+    experiment.checkout_experiments()  # one line and exit 2 from an installed wheel
     import importlib
 
     claims = importlib.import_module("experiments.claims")  # the checkout's, not installed
@@ -43,8 +39,8 @@ def run(args) -> int:
     docs = Path(args.docs) if args.docs else None
     if docs is not None and not docs.is_dir():
         raise AuditError(f"--docs {str(docs)!r} is not a folder")
-    if docs is None and common.checkout_root() is None:
-        raise AuditError(common.NO_CHECKOUT + " (or give --docs FOLDER of recorded results)")
+    if docs is None and experiment.checkout_root() is None:
+        raise AuditError(experiment.NO_CHECKOUT + " (or give --docs FOLDER of recorded results)")
     from privacy_audit.audit.outputs import check_outputs
 
     check_outputs(

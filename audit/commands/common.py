@@ -73,21 +73,6 @@ def command_parser(commands) -> argparse.ArgumentParser:
     return p
 
 
-#: what ``experiment`` and ``claims`` say from an installed wheel
-NO_CHECKOUT = (
-    "the paper experiments and their recorded results (experiments/, docs/) are not "
-    "installed with the package; run this from a source checkout of privacy-audit"
-)
-
-
-def checkout_root() -> Path | None:
-    """The source checkout this CLI runs from (the folder holding pyproject.toml and
-    experiments/ above the package), or None from an installed wheel."""
-    root = Path(__file__).resolve().parents[2]  # <root>/audit/commands/common.py
-    ok = (root / "pyproject.toml").is_file() and (root / "experiments" / "run.py").is_file()
-    return root if ok else None
-
-
 def one_line_text(text: str) -> str:
     from privacy_audit.audit.integrations.gate import one_line
 

@@ -6,8 +6,8 @@ per cell), from a source checkout: the experiments are not installed, so the che
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
-from privacy_audit.audit.commands import common
 from privacy_audit.audit.commands.common import EXIT_OK
 from privacy_audit.ground.errors import AuditError
 
@@ -21,7 +21,7 @@ def add_parser(sub) -> None:
         help="train and evaluate one paper-claim experiment (resumable per cell); writes JSON "
         "(from a source checkout: experiments/ is not installed)",
     )
-    names = list(checkout_experiments().EXPERIMENTS) if common.checkout_root() else None
+    names = list(checkout_experiments().EXPERIMENTS) if checkout_root() else None
     e.add_argument("name", choices=names, help="the experiment to run")
     e.add_argument("--out", required=True, help="JSON output file")
     e.add_argument(
@@ -35,15 +35,30 @@ def add_parser(sub) -> None:
     e.add_argument("--quick", action="store_true", help="tiny shapes (smoke run, not reported)")
 
 
+#: what ``experiment`` and ``claims`` say from an installed wheel
+NO_CHECKOUT = (
+    "the paper experiments and their recorded results (experiments/, docs/) are not "
+    "installed with the package; run this from a source checkout of privacy-audit"
+)
+
+
+def checkout_root() -> Path | None:
+    """The source checkout this CLI runs from (the folder holding pyproject.toml and
+    experiments/ above the package), or None from an installed wheel."""
+    root = Path(__file__).resolve().parents[2]  # <root>/audit/commands/experiment.py
+    ok = (root / "pyproject.toml").is_file() and (root / "experiments" / "run.py").is_file()
+    return root if ok else None
+
+
 def checkout_experiments():
     """The checkout's ``experiments.run`` module (the experiment registry), loaded only by
     the ``experiment`` command at run time; no product module imports an experiment."""
     import importlib
     import importlib.util
 
-    root = common.checkout_root()
+    root = checkout_root()
     if root is None:
-        raise AuditError(common.NO_CHECKOUT + " (then: python -m experiments.run NAME --out FILE)")
+        raise AuditError(NO_CHECKOUT + " (then: python -m experiments.run NAME --out FILE)")
     if "experiments" not in sys.modules:
         # the package by its path: putting the checkout's root on sys.path would let its
         # other folders (fixtures/, audit/, ...) shadow top-level packages

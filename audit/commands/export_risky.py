@@ -6,10 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from privacy_audit.audit.commands.common import (
-    EXIT_OK,
-    check_writable,
-)
+from privacy_audit.audit.commands.common import EXIT_OK, check_writable
 from privacy_audit.ground.errors import AuditError
 
 NAME = "export-risky"
