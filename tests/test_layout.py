@@ -9,6 +9,10 @@
    ground; reports/ on attacks, defenses and ground; audit/ may import every floor. No
    import, at module level or inside a function, runs from a floor to a higher one, and no
    product module imports the paper experiments (``experiments``, not installed).
+3. Every command is its own module, ``audit/commands/<name>.py`` (its parser and its
+   handler; audit/cli.py only dispatches); only ``commands/bench.py`` imports the
+   benchmarks; and no import circle runs through ``experiments/``: the ``experiment`` and
+   ``claims`` commands load the experiments by name, so no experiment may import the CLI.
 
 The folder audit/ is the package privacy_audit.audit (one import root, issue 29; the other
 import rules are in tests/test_packaging.py)."""
