@@ -8,11 +8,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from privacy_audit.audit.commands.common import (
-    EXIT_GATE,
-    EXIT_OK,
-    check_writable,
-)
+from privacy_audit.audit.commands.common import EXIT_GATE, EXIT_OK, check_writable
 from privacy_audit.ground.errors import AuditError
 
 NAME = "gate"

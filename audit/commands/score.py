@@ -7,12 +7,7 @@ import contextlib
 import sys
 from pathlib import Path
 
-from privacy_audit.audit.commands.common import (
-    AGGREGATE_HELP,
-    EXIT_OK,
-    check_seed,
-    verdict_line,
-)
+from privacy_audit.audit.commands.common import AGGREGATE_HELP, EXIT_OK, check_seed, verdict_line
 from privacy_audit.ground.errors import AuditError
 
 NAME = "score"
