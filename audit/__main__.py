@@ -1,5 +1,5 @@
 import sys
 
-from privacy_audit.audit.integrations.cli import main
+from privacy_audit.audit.cli import main
 
 sys.exit(main())

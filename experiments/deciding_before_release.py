@@ -71,9 +71,18 @@ def _memorising_lm(root: Path, members: list[str], seed: int, epochs: int) -> Pa
     return root / "model"
 
 
-def _cell(seed: int, n: int, epochs: int) -> dict[str, Any]:
-    from privacy_audit.audit.integrations.cli import main
+def _command(argv: list[str]) -> int:
+    """``privacy-audit run|gate ...`` through the command's own module (not the CLI, which
+    loads the experiments); bad input raises AuditError."""
+    from privacy_audit.audit.commands import gate
+    from privacy_audit.audit.commands import run as run_command
+    from privacy_audit.audit.commands.common import command_parser
 
+    command = {"run": run_command, "gate": gate}[argv[0]]
+    return command.run(command_parser([command]).parse_args(argv))
+
+
+def _cell(seed: int, n: int, epochs: int) -> dict[str, Any]:
     rng = np.random.default_rng(seed)
     members, nonmembers = _texts(n, rng), _texts(n, rng)
     with tempfile.TemporaryDirectory() as tmp:
@@ -89,10 +98,10 @@ def _cell(seed: int, n: int, epochs: int) -> dict[str, Any]:
             "--top-p", str(DECODING["top_p"]), "--prefix-tokens", str(PREFIX),
             "--suffix-tokens", str(SUFFIX), "--queries", ",".join(map(str, QUERIES)),
         ]  # fmt: skip
-        if main(argv) != 0:
+        if _command(argv) != 0:
             raise RuntimeError("the audit failed")
         results = json.loads((root / "out" / "results.json").read_text(encoding="utf-8"))
-        gate = main(
+        gate = _command(
             ["gate", str(root / "out" / "results.json"), "--max-leakage",
              "extraction-risk@100=0.01"]
         )  # fmt: skip

@@ -48,7 +48,7 @@ def main(argv=None) -> int:
 
     work = out.with_name(out.name + ".runs")
     work.mkdir(exist_ok=True)
-    exe = [sys.executable, "-m", "privacy_audit.audit.integrations.cli"]
+    exe = [sys.executable, "-m", "privacy_audit.audit.cli"]
     runs, meta = [], []
     for i in range(args.runs):
         path = work / f"run{i}.json"

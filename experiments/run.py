@@ -204,12 +204,78 @@ def run_experiment(
     }
 
 
+def run_to_file(
+    name: str, settings: ExperimentSettings, out: str, checkpoint_dir: str | None
+) -> None:
+    """``privacy-audit experiment NAME`` once its flags are read (and ``python -m
+    experiments.run``): the settings and outputs checked before any work (bad input raises
+    AuditError, nothing written), the experiment run, its JSON written atomically."""
+    import torch
+
+    from privacy_audit.audit.commands.common import check_writable
+    from privacy_audit.audit.outputs import check_outputs
+    from privacy_audit.ground.errors import AuditError
+    from privacy_audit.ground.io import atomic_write_text, dumps_json
+
+    for flag, value in (
+        ("--seeds", settings.seeds),
+        ("--n-train", settings.n_train),
+        ("--n-test", settings.n_test),
+        ("--threads", settings.threads),
+    ):
+        if value is not None and value < 1:
+            raise AuditError(f"{flag} must be at least 1, got {value}")
+    cells = None if checkpoint_dir is None else Path(checkpoint_dir) / name
+    check_outputs([("--out", out)], [("--checkpoint-dir", cells)])  # its finished cells
+    check_writable(out, "--out")
+    if checkpoint_dir is not None:
+        ck = Path(checkpoint_dir)
+        if ck.exists() and not ck.is_dir():
+            raise AuditError(f"--checkpoint-dir {checkpoint_dir!r} is not a directory")
+        check_writable(str(ck / name / "check"), "--checkpoint-dir")
+    if settings.threads is not None:
+        torch.set_num_threads(settings.threads)
+    print(f"experiment {name} ...", file=sys.stderr, flush=True)
+    payload = run_experiment(name, settings, checkpoint_dir)
+    atomic_write_text(Path(out), dumps_json(payload))
+    print(f"results: {out}")
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m experiments.run NAME --out FILE [...]``: ``privacy-audit experiment``
-    from the checkout (the same options, checks and output)."""
-    from privacy_audit.audit.integrations.cli import main as cli
+    from the checkout (the same options, checks and output; bad input: one line, exit 2).
+    It does not go through the CLI, which loads this module for that command."""
+    import argparse
 
-    return cli(["experiment", *(sys.argv[1:] if argv is None else argv)])
+    from privacy_audit.ground.errors import AuditError
+
+    p = argparse.ArgumentParser(
+        prog="python -m experiments.run",
+        description="train and evaluate one paper-claim experiment (resumable per cell); "
+        "writes JSON",
+    )
+    p.add_argument("name", choices=list(EXPERIMENTS), help="the experiment to run")
+    p.add_argument("--out", required=True, help="JSON output file")
+    p.add_argument(
+        "--checkpoint-dir",
+        help="directory for finished cells; a rerun with the same settings resumes from it",
+    )
+    p.add_argument("--seeds", type=int, default=3, help="training seeds per cell (default 3)")
+    p.add_argument("--n-train", type=int, help="training examples (default: the experiment's)")
+    p.add_argument("--n-test", type=int, help="test examples (default: the experiment's)")
+    p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
+    p.add_argument("--quick", action="store_true", help="tiny shapes (smoke run, not reported)")
+    args = p.parse_args(argv)
+    settings = ExperimentSettings(args.seeds, args.quick, args.n_train, args.n_test, args.threads)
+    try:
+        run_to_file(args.name, settings, args.out, args.checkpoint_dir)
+    except AuditError as exc:
+        print(f"privacy-audit: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("privacy-audit: interrupted; no partial report was written", file=sys.stderr)
+        return 130
+    return 0
 
 
 if __name__ == "__main__":

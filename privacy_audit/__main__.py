@@ -2,6 +2,6 @@
 
 import sys
 
-from privacy_audit.audit.integrations.cli import main
+from privacy_audit.audit.cli import main
 
 sys.exit(main())

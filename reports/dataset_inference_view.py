@@ -2,7 +2,7 @@
 template environment and stylesheet, the sets named as the command names them (suspect /
 validation), and every row filled, a missing p-value with its reason.
 
-The result object is audit/dataset_inference_command.py's (and attacks/dataset_inference.py's);
+The result object is audit/dataset_inference.py's (and attacks/dataset_inference.py's);
 every field is read defensively, so a field added, renamed or missing shows as "—" or as
 the reason, never as an empty row or a template error.
 """

@@ -380,7 +380,7 @@ DID_NOT_LEARN = _t(
 FLOOR = _t("FLOOR", "{name} {value}{interval}", optional=("interval",))
 
 # --------------------------------------------------------------------------- #
-# The stdout VERDICT line (audit/integrations/cli.py::verdict_line), "; "-joined parts
+# The stdout VERDICT line (audit/commands/common.py::verdict_line), "; "-joined parts
 # --------------------------------------------------------------------------- #
 LINE_HEAD = _t("LINE_HEAD", "VERDICT {run}: {level}")
 LINE_NO_ATTACK = _t("LINE_NO_ATTACK", "no attack measured")

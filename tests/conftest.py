@@ -77,8 +77,8 @@ class CliOutcome:
 
 
 def invoke_cli(argv: list[str]) -> CliOutcome:
-    """Run ``privacy_audit.audit.integrations.cli.main(argv)`` in-process, capturing stdout/stderr and SystemExit."""
-    from privacy_audit.audit.integrations.cli import main
+    """Run ``privacy_audit.audit.cli.main(argv)`` in-process, capturing stdout/stderr and SystemExit."""
+    from privacy_audit.audit.cli import main
 
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):

@@ -21,8 +21,10 @@ from pathlib import Path
 
 def parts(model_dir: Path, work: Path, n: int, tokens: int, loaded) -> dict[str, float]:
     from privacy_audit.audit.benchmarks.scale import _write, make_texts
+    from privacy_audit.audit.commands import run as run_command
+    from privacy_audit.audit.commands.common import command_parser
+    from privacy_audit.audit.commands.config_builders import one_line_config
     from privacy_audit.audit.data import drop_cross_duplicates, load_audit_data
-    from privacy_audit.audit.integrations.cli import _one_line_config, build_parser
     from privacy_audit.audit.own_model import cut_to_max_length, drop_unscored
     from privacy_audit.audit.target_resolution import resolve_targets
     from privacy_audit.audit.textcap import cap_audit_data
@@ -36,7 +38,7 @@ def parts(model_dir: Path, work: Path, n: int, tokens: int, loaded) -> dict[str,
         _write(d / "m.txt", m), _write(d / "n.txt", nm)
     argv = ["run", "--model", str(model_dir), "--members", str(d / "m.txt")]
     argv += ["--nonmembers", str(d / "n.txt"), "--max-length", str(tokens), "--quiet"]
-    cfg = resolve_targets(_one_line_config(build_parser().parse_args(argv)))
+    cfg = resolve_targets(one_line_config(command_parser([run_command]).parse_args(argv)))
     t: dict[str, float] = {}
 
     def timed(name, f):

@@ -170,7 +170,9 @@ def _timer_snapshot(timer) -> dict[str, float]:
 
 def _suite(model_dir: Path, members: Path, nonmembers: Path, tokens: int, out: Path) -> dict:
     """One ``run --model`` as the CLI runs it, stages on process CPU time."""
-    from privacy_audit.audit.integrations.cli import _one_line_config, build_parser
+    from privacy_audit.audit.commands import run as run_command
+    from privacy_audit.audit.commands.common import command_parser
+    from privacy_audit.audit.commands.config_builders import one_line_config
     from privacy_audit.audit.results import write_outputs
     from privacy_audit.audit.runner import run_audit
     from privacy_audit.audit.scale.executors import ExecutorSpec
@@ -181,12 +183,12 @@ def _suite(model_dir: Path, members: Path, nonmembers: Path, tokens: int, out: P
     timer = StageTimer(clock=time.process_time, root="setup")
     _LIVE["timer"] = timer
     with active(timer):
-        args = build_parser().parse_args(
+        args = command_parser([run_command]).parse_args(
             ["run", "--model", str(model_dir), "--members", str(members)]
             + ["--nonmembers", str(nonmembers), "--max-length", str(tokens)]
             + ["--out", str(out), "--quiet"]
         )
-        cfg = resolve_targets(_one_line_config(args))
+        cfg = resolve_targets(one_line_config(args))
         results = run_audit(
             cfg,
             progress=False,

@@ -97,7 +97,7 @@ def write_scores_csv(path: Path, n_rows: int, seed: int, text, prose=None) -> np
 
 
 def run(settings: BenchSettings) -> BenchResult:
-    from privacy_audit.audit.integrations.cli import main
+    from privacy_audit.audit.cli import main
     from privacy_audit.stats import split_check
 
     rows = int(settings.extra.get("sequences", 10_000 if settings.quick else 1_000_000))

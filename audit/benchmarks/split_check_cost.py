@@ -126,7 +126,7 @@ def _save_model(texts: list[str], root: Path, quick: bool, seed: int) -> Path:
 
 
 def run(settings: BenchSettings) -> BenchResult:
-    from privacy_audit.audit.integrations.cli import main as cli_main
+    from privacy_audit.audit.cli import main as cli_main
     from privacy_audit.stats.split_check import MAX_BLIND_PER_CLASS, SplitCheck
 
     per_side = int(settings.extra.get("sequences", 30 if settings.quick else 1000))

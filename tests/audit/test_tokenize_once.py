@@ -16,7 +16,7 @@ def test_run_model_encodes_each_text_once(tmp_path, monkeypatch):
 
     from transformers import PreTrainedTokenizerFast
 
-    from privacy_audit.audit.integrations.cli import main
+    from privacy_audit.audit.cli import main
 
     tok = word_tokenizer()
     model_dir = save(build_causal_lm("gpt2", len(tok), seed=0, d=32), tok, tmp_path / "model")

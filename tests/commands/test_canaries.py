@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from privacy_audit import fixtures
-from privacy_audit.audit.integrations.cli import main
+from privacy_audit.audit.cli import main
 
 TEXTS = [r["text"] for r in fixtures.load_corpus("private")[:160]]
 

@@ -32,7 +32,7 @@ from experiments.claims import (
     runs_envelope,
     to_markdown,
 )
-from privacy_audit.audit.integrations.cli import build_parser, main
+from privacy_audit.audit.cli import build_parser, main
 
 PAPERS = ("DP-Forward", "DP attention", "Split-N-Denoise", "DP-BloGS", "Ding et al.")
 
@@ -208,9 +208,9 @@ def test_experiment_and_claims_without_a_checkout_say_so_in_one_line(tmp_path, c
     """From an installed wheel (no experiments/ beside the package) both commands stop
     with one line and exit 2, writing nothing: the paper-claims table is an experiment (it
     lives in experiments/claims.py), so ``claims --docs`` needs the checkout too."""
-    from privacy_audit.audit.integrations import cli
+    from privacy_audit.audit.commands import experiment
 
-    monkeypatch.setattr(cli, "checkout_root", lambda: None)
+    monkeypatch.setattr(experiment, "checkout_root", lambda: None)
     out = tmp_path / "e.json"
     docs = Path(__file__).resolve().parents[2] / "docs" / "records"
     for argv in (

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from privacy_audit.audit.integrations.cli import main
+from privacy_audit.audit.cli import main
 from privacy_audit.defenses import DEFENSES
 from privacy_audit.defenses.dp_sgd import DPSGD
 from privacy_audit.defenses.gradient_mechanism import GaussianGradientMechanism

@@ -1,7 +1,7 @@
 """The command line end to end: ``privacy-audit run | score | gate``.
 
 Exit codes: 0 ok, 1 gate failed, 2 bad input (one ``privacy-audit: error:`` line on
-stderr), 3 internal error. Most tests call ``privacy_audit.audit.integrations.cli.main`` in-process; one runs the
+stderr), 3 internal error. Most tests call ``privacy_audit.audit.cli.main`` in-process; one runs the
 real module in a subprocess to check what a shell sees.
 """
 

@@ -360,7 +360,7 @@ def test_bad_inputs_raise_clear_errors():
 def test_bench_dp_blogs_runs_side_by_side(tmp_path):
     import json
 
-    from privacy_audit.audit.integrations.cli import main
+    from privacy_audit.audit.cli import main
 
     out = tmp_path / "bench.json"
     argv = ["bench", "dp-blogs", "--quick", "--repeats", "1", "--warmup", "0", "--out", str(out)]

@@ -174,7 +174,7 @@ def test_config_turns_bad_eta_into_config_error(tmp_path):
 
 @pytest.mark.parametrize("bad", ["eta = 0.0", "eta = -5", "clip_norm = 0.0", "clip_norm = -1"])
 def test_cli_bad_eta_or_clip_exits_2_with_one_line(tmp_path, capsys, bad):
-    from privacy_audit.audit.integrations.cli import main
+    from privacy_audit.audit.cli import main
 
     cfg = tmp_path / "c.toml"
     cfg.write_text(f'[[defenses]]\nname = "split-n-denoise"\n{bad}\n')
@@ -197,7 +197,7 @@ def test_denoiser_dimension_mismatch_and_empty_batch(minilm_split):
 def test_bench_reports_client_cost_as_ratio_to_server(tmp_path):
     import json
 
-    from privacy_audit.audit.integrations.cli import main
+    from privacy_audit.audit.cli import main
 
     out = tmp_path / "bench.json"
     argv = ["bench", "split-n-denoise", "--quick", "--repeats", "1", "--warmup", "0"]

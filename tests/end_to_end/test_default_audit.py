@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from privacy_audit.audit.integrations.cli import main
+from privacy_audit.audit.cli import main
 
 
 @pytest.fixture(scope="module")

@@ -267,7 +267,7 @@ def test_a_run_without_a_claim_never_headlines_a_simulated_mechanism():
 
 
 def test_headline_is_one_number_in_summary_verdict_stdout_and_gate(tmp_path, cli):
-    from privacy_audit.audit.integrations.cli import verdict_line
+    from privacy_audit.audit.commands.common import verdict_line
     from privacy_audit.audit.results import assemble_results, write_outputs
 
     low = {"name": "gradient canaries", "status": "ok", "epsilon_lb": 0.5, "ceiling": 9.51}
@@ -374,7 +374,7 @@ def test_suite_comparison_keeps_its_section():
 
 
 def test_dataset_inference_report_is_styled_and_filled():
-    from privacy_audit.audit.dataset_inference_command import render_html
+    from privacy_audit.audit.dataset_inference import render_html
 
     shifted = {
         "schema_version": 1,

@@ -920,7 +920,7 @@ def test_gate_on_generated_results(text, args, as_baseline, cli):
 def test_compare_on_generated_results(text, cli):
     """Generated inputs that compare rejects: exit 2, one line, nothing written. (Accepted
     ones render plots, seconds each, so they are only counted, not rendered, here.)"""
-    from privacy_audit.audit.compare_command import check_schemas, load_for_compare
+    from privacy_audit.audit.commands.compare import check_schemas, load_for_compare
 
     with _workdir() as d:
         a, b = d / "a" / "results.json", d / "b" / "results.json"

@@ -1315,7 +1315,7 @@ def test_hostile_input(c: Case, tmp_path, cli, monkeypatch):
 
 
 def test_the_table_covers_every_subcommand_with_many_cases():
-    from privacy_audit.audit.integrations.cli import build_parser
+    from privacy_audit.audit.cli import build_parser
 
     parser = build_parser()
     sub = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")

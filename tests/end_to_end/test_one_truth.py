@@ -41,7 +41,7 @@ def _scores_csv(path, n_non: int, n_copies: int = 3, sep: float = 5.0) -> None:
     "n_non, sep, resolvable", [(298, 5.0, False), (300, 5.0, False), (2000, 2.0, True)]
 )
 def test_every_surface_says_the_same_about_tpr_at_1pct_fpr(tmp_path, cli, n_non, sep, resolvable):
-    from privacy_audit.audit.integrations.cli import verdict_line
+    from privacy_audit.audit.commands.common import verdict_line
 
     src = tmp_path / "scores.csv"
     _scores_csv(src, n_non, sep=sep)

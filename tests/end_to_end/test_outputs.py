@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from privacy_audit.audit import outputs
-from privacy_audit.audit.integrations.cli import build_parser
+from privacy_audit.audit.cli import build_parser
 from privacy_audit.ground.errors import AuditError
 from tests.own_models import build_causal_lm, random_texts, save, word_tokenizer, write_lines
 
@@ -242,7 +242,7 @@ def test_the_helper_accepts_distinct_paths(tmp_path):
 def test_compare_checks_its_output_before_reading_any_run(tmp_path, cli, monkeypatch):
     """An unwritable --out is refused before the runs are read and rendered (it was
     checked after seconds of work)."""
-    import privacy_audit.audit.compare_command as cc
+    import privacy_audit.audit.commands.compare as cc
 
     def no_read(path):  # pragma: no cover - reaching it is the failure
         raise AssertionError("read a run before checking --out")

@@ -31,7 +31,7 @@ def inputs(tmp_path_factory):
     """A tiny saved GPT-2 and 3,000 + 3,000 texts of 40 words (enough work that each
     command runs for several seconds after its first progress line), and 20,000
     canaries made for it."""
-    from privacy_audit.audit.integrations.cli import main
+    from privacy_audit.audit.cli import main
 
     d = tmp_path_factory.mktemp("sigint")
     tok = word_tokenizer()

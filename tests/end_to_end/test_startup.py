@@ -34,7 +34,7 @@ ALLOWED = {
 _DRIVER = textwrap.dedent(
     """
     import json, sys
-    from privacy_audit.audit.integrations.cli import main
+    from privacy_audit.audit.cli import main
     try:
         rc = main(sys.argv[1:])
     except SystemExit as exc:

@@ -9,6 +9,10 @@
    ground; reports/ on attacks, defenses and ground; audit/ may import every floor. No
    import, at module level or inside a function, runs from a floor to a higher one, and no
    product module imports the paper experiments (``experiments``, not installed).
+3. Every command is its own module, ``audit/commands/<name>.py`` (its parser and its
+   handler; audit/cli.py only dispatches); only ``commands/bench.py`` imports the
+   benchmarks; and no import circle runs through ``experiments/``: the ``experiment`` and
+   ``claims`` commands load the experiments by name, so no experiment may import the CLI.
 
 The folder audit/ is the package privacy_audit.audit (one import root, issue 29; the other
 import rules are in tests/project/test_packaging.py)."""
@@ -117,25 +121,6 @@ def test_no_import_cycle_even_through_function_local_imports():
     # -> results; config owns sweep expansion, so nothing below imports back up.
     graph = {m: _imports(m, p, top_level_only=False) for m, p in MODULES.items()}
     assert _cycle(graph) is None, " -> ".join(_cycle(graph))
-
-
-# The benchmarks (audit/benchmarks/) are timing harnesses of the bench command: the audit
-# reads a benchmark's output file (audit/cost_of_privacy_table.py), never its code.
-BENCH_COMMAND = {f"{PACKAGE}.integrations.cli", f"{PACKAGE}.commands.bench"}
-
-
-def test_only_the_bench_command_imports_the_benchmarks():
-    bench = f"{PACKAGE}.benchmarks"
-
-    def inside(m: str) -> bool:
-        return m == bench or m.startswith(bench + ".")
-
-    users = {
-        m
-        for m, p in MODULES.items()
-        if not inside(m) and any(inside(t) for t in _imports(m, p, top_level_only=False))
-    }
-    assert users <= BENCH_COMMAND, sorted(users - BENCH_COMMAND)
 
 
 @pytest.mark.parametrize(
@@ -333,17 +318,248 @@ def test_no_product_module_imports_the_experiments():
     assert not bad, "\n".join(bad)
 
 
+# --- commands, benchmarks, experiments ------------------------------------------------
+
+COMMANDS = f"{PACKAGE}.commands"
+#: the two command modules that load the checkout's experiments by name (importlib)
+EXPERIMENT_LOADERS = {f"{COMMANDS}.experiment", f"{COMMANDS}.claims"}
+
+
+def _experiment_names(module: str, path: Path) -> list[tuple[int, str]]:
+    """The string constants of a module that name an experiments module (an importlib
+    load, ``spec_from_file_location("experiments", ...)`` or a registry entry
+    ``"experiments.x:run"``), with their lines."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            name = node.value.partition(":")[0]
+            if name == "experiments" or name.startswith("experiments."):
+                out.append((node.lineno, name))
+    return out
+
+
 def test_only_the_experiment_command_names_the_experiments_package():
     """Besides import statements, a module could load an experiment by name (importlib);
-    only the CLI's ``experiment`` command does, from a checkout (issue 39)."""
-    allowed = {"privacy_audit.audit.integrations.cli"}
+    only the ``experiment`` and ``claims`` commands do, from a checkout (issue 39)."""
     named = sorted(
-        f"{m}:{node.lineno}"
+        f"{m}:{line}"
         for m, path in PRODUCT.items()
-        if m not in allowed
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
-        if isinstance(node, ast.Constant)
-        and isinstance(node.value, str)
-        and (node.value == "experiments" or node.value.startswith("experiments."))
+        if m not in EXPERIMENT_LOADERS
+        for line, _ in _experiment_names(m, path)
     )
     assert not named, named
+    loaders = {m for m in PRODUCT if _experiment_names(m, PRODUCT[m])}
+    assert loaders == EXPERIMENT_LOADERS  # each still loads them (else shrink the set)
+
+
+def _misplaced_commands(commands: dict[str, object]) -> list[str]:
+    """Commands (name -> the module the CLI dispatches it to) whose module is not
+    ``commands/<name>.py`` or whose parser or handler is defined elsewhere."""
+    bad = []
+    for name, module in commands.items():
+        want = f"{COMMANDS}.{name.replace('-', '_')}"
+        if module.__name__ != want:
+            bad.append(f"{name}: dispatched to {module.__name__}, not {want}")
+            continue
+        for func in ("add_parser", "run"):
+            defined = getattr(getattr(module, func, None), "__module__", None)
+            if defined != want:
+                bad.append(f"{name}: {func} is defined in {defined}, not {want}")
+    return bad
+
+
+def _subcommands(parser) -> set[str]:
+    import argparse
+
+    (action,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return set(action.choices)
+
+
+def test_every_command_is_its_own_module():
+    """Each command of the parser is dispatched to ``audit/commands/<name>.py``, which
+    defines both its sub-parser (``add_parser``, adding that command and no other) and
+    its handler (``run``)."""
+    from privacy_audit.audit import cli
+    from privacy_audit.audit.commands.common import command_parser
+
+    names = _subcommands(cli.build_parser())
+    assert names == set(cli.BY_NAME) and len(names) >= 13
+    assert _misplaced_commands(cli.BY_NAME) == []
+    for name, module in cli.BY_NAME.items():
+        assert module.NAME == name
+        assert _subcommands(command_parser([module])) == {name}
+
+
+def test_misplaced_commands_are_found():
+    import types
+
+    def run(args):  # pragma: no cover - never called
+        return 0
+
+    def add_parser(sub):  # pragma: no cover - never called
+        pass
+
+    def fake(name, here=None):
+        module = types.SimpleNamespace(__name__=name, run=run, add_parser=add_parser)
+        run.__module__ = add_parser.__module__ = here or name
+        return module
+
+    ok = fake(f"{COMMANDS}.export_risky")
+    assert _misplaced_commands({"export-risky": ok}) == []
+    assert _misplaced_commands({"gate": fake(f"{PACKAGE}.integrations.cli")}) == [
+        f"gate: dispatched to {PACKAGE}.integrations.cli, not {COMMANDS}.gate"
+    ]
+    assert _misplaced_commands({"gate": fake(f"{COMMANDS}.gate", f"{PACKAGE}.cli")}) == [
+        f"gate: add_parser is defined in {PACKAGE}.cli, not {COMMANDS}.gate",
+        f"gate: run is defined in {PACKAGE}.cli, not {COMMANDS}.gate",
+    ]
+
+
+BENCHMARKS = f"{PACKAGE}.benchmarks"
+#: the ``bench`` command runs the benchmarks; nothing else of the product loads them
+BENCHMARK_LOADERS = {f"{COMMANDS}.bench"}
+# Product modules that still import a benchmark, each with its reason; the test fails
+# when one is added and when one listed here is gone (then delete it here). The audit reads
+# a benchmark's output file (audit/cost_of_privacy_table.py), never its code.
+KNOWN_BENCHMARK_IMPORTERS: dict[str, str] = {}
+
+
+def _is_benchmark(name: str) -> bool:
+    return name == BENCHMARKS or name.startswith(BENCHMARKS + ".")
+
+
+def _benchmark_importers(graph: dict[str, set[str]]) -> set[str]:
+    """Product modules outside the benchmarks that import one, but the bench command."""
+    return {
+        m
+        for m, names in graph.items()
+        if not _is_benchmark(m) and m not in BENCHMARK_LOADERS and any(map(_is_benchmark, names))
+    }
+
+
+def test_only_the_bench_command_imports_the_benchmarks():
+    found = _benchmark_importers(_graph())
+    new = sorted(found - set(KNOWN_BENCHMARK_IMPORTERS))
+    assert not new, f"import privacy_audit.audit.benchmarks (only commands/bench.py may): {new}"
+    gone = sorted(set(KNOWN_BENCHMARK_IMPORTERS) - found)
+    assert not gone, f"no longer import a benchmark, remove from KNOWN_BENCHMARK_IMPORTERS: {gone}"
+    assert any(map(_is_benchmark, _graph()[f"{COMMANDS}.bench"]))
+
+
+def test_benchmark_importers_are_found():
+    fake = {
+        f"{PACKAGE}.runner": {f"{BENCHMARKS}.cost_of_privacy.CASES"},  # found
+        f"{PACKAGE}.cli": {BENCHMARKS},  # the package itself: found
+        f"{COMMANDS}.bench": {f"{BENCHMARKS}.timing"},  # the bench command: allowed
+        f"{BENCHMARKS}.scale": {f"{BENCHMARKS}.timing", f"{COMMANDS}.run"},  # among themselves
+        f"{PACKAGE}.benchmarks_x": {f"{PACKAGE}.results"},  # a look-alike name: not one
+    }
+    assert _benchmark_importers(fake) == {f"{PACKAGE}.runner", f"{PACKAGE}.cli"}
+
+
+def _experiment_modules() -> dict[str, Path]:
+    base = REPO / "experiments"
+    mods = {}
+    for path in sorted(base.rglob("*.py")):
+        if "__pycache__" in path.parts:
+            continue
+        rel = path.relative_to(base).with_suffix("").parts
+        if rel[-1] == "__init__":
+            rel = rel[:-1]
+        mods[".".join(("experiments", *rel))] = path
+    return mods
+
+
+LOADERS = {"import_module", "spec_from_file_location", "find_spec", "__import__"}
+
+
+def _loads(path: Path) -> set[str]:
+    """The modules a file loads by a constant name: ``importlib.import_module("x")``,
+    ``spec_from_file_location("x", ...)``, ``__import__("x")`` (a registry's
+    "module:function" strings are names, not loads: the load takes a variable)."""
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Call) and node.args:
+            func = node.func.attr if isinstance(node.func, ast.Attribute) else None
+            func = node.func.id if isinstance(node.func, ast.Name) else func
+            first = node.args[0]
+            if func in LOADERS and isinstance(first, ast.Constant):
+                if isinstance(first.value, str):
+                    out.add(first.value)
+    return out
+
+
+def test_constant_loads_are_found(tmp_path):
+    f = tmp_path / "x.py"
+    f.write_text(
+        "import importlib\nfrom importlib import import_module\n"
+        "def f(name):\n    importlib.import_module('experiments.claims')\n"
+        "    import_module('experiments.run')\n    importlib.import_module(name)\n"
+        "    REGISTRY = {'a': 'experiments.dp_bugs:run'}\n"
+    )
+    assert _loads(f) == {"experiments.claims", "experiments.run"}
+
+
+def _with_experiments_graph() -> dict[str, set[str]]:
+    """Product and experiments modules -> the modules they import (at module level or in
+    a function) or load by a constant name (importlib)."""
+    mods = {**PRODUCT, **_experiment_modules()}
+
+    def target(name: str) -> str | None:
+        while name and name not in mods:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph = {}
+    for m, path in mods.items():
+        names = _all_imports(m, path) | _loads(path)
+        graph[m] = {t for t in map(target, names) if t is not None and t != m}
+    return graph
+
+
+def _cycle_through(graph: dict[str, set[str]], starts) -> list[str] | None:
+    """A path from one of ``starts`` back to itself, or None."""
+    for start in sorted(starts):
+        parent: dict[str, str] = {}
+        todo = [start]
+        while todo:
+            node = todo.pop()
+            for nxt in sorted(graph.get(node, ())):
+                if nxt == start:
+                    path = [node]
+                    while path[-1] != start:
+                        path.append(parent[path[-1]])
+                    return [*reversed(path), start]
+                if nxt not in parent and nxt != start:
+                    parent[nxt] = node
+                    todo.append(nxt)
+    return None
+
+
+def test_no_import_cycle_through_the_experiments():
+    """The experiments import the product; the product reaches them only through the
+    ``experiment`` and ``claims`` commands' loads. No experiment imports anything that
+    leads back (the CLI, which loads those commands), so nothing runs in a circle."""
+    graph = _with_experiments_graph()
+    assert "experiments.run" in graph[f"{COMMANDS}.experiment"]  # the load is an edge
+    assert f"{PACKAGE}.outputs" in graph["experiments.run"]
+    experiments = {m for m in graph if m.split(".")[0] == "experiments"}
+    cycle = _cycle_through(graph, experiments)
+    assert cycle is None, " -> ".join(cycle)
+
+
+def test_cycles_through_the_experiments_are_found():
+    fake = {
+        "experiments.run": {f"{PACKAGE}.cli", "experiments.dp_bugs"},
+        f"{PACKAGE}.cli": {f"{COMMANDS}.experiment"},
+        f"{COMMANDS}.experiment": {"experiments.run"},
+        "experiments.dp_bugs": {f"{PACKAGE}.runner"},
+    }
+    assert _cycle_through(fake, {"experiments.run", "experiments.dp_bugs"}) == [
+        "experiments.run",
+        f"{PACKAGE}.cli",
+        f"{COMMANDS}.experiment",
+        "experiments.run",
+    ]
+    fake["experiments.run"] = {f"{PACKAGE}.outputs"}
+    assert _cycle_through(fake, {"experiments.run", "experiments.dp_bugs"}) is None

@@ -70,7 +70,7 @@ def test_pyproject_maps_the_five_folders_under_one_root():
     assert not missing, f"add to [tool.setuptools] packages in pyproject.toml: {missing}"
     assert all(p == ROOT or p.startswith(ROOT + ".") for p in listed)
     scripts = _pyproject()["project"]
-    assert scripts["scripts"]["privacy-audit"] == f"{ROOT}.audit.integrations.cli:main"
+    assert scripts["scripts"]["privacy-audit"] == f"{ROOT}.audit.cli:main"
     assert scripts["entry-points"]["pytest11"] == {ROOT: f"{ROOT}.audit.integrations.pytest_plugin"}
 
 
@@ -181,7 +181,7 @@ def test_installed_entry_points_name_the_root():
     eps = {(e.group, e.name): e for e in dist.entry_points}
     script = eps[("console_scripts", "privacy-audit")]
     plugin = eps[("pytest11", ROOT)]
-    assert script.value == f"{ROOT}.audit.integrations.cli:main"
+    assert script.value == f"{ROOT}.audit.cli:main"
     assert plugin.value == f"{ROOT}.audit.integrations.pytest_plugin"
     assert callable(script.load())
     assert hasattr(plugin.load(), "pytest_configure")

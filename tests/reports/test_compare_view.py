@@ -297,7 +297,7 @@ def test_sweep_curves_and_compare_two_runs(small_run, tmp_path, cli):
     by = {(d["attack"], d["metric"]): d for d in diffs}
     assert by[("loss", "auc")]["difference"] == pytest.approx(0.25)
     assert by[("modified-entropy", "auc")]["difference"] == 0
-    from privacy_audit.audit.compare_command import load_for_compare
+    from privacy_audit.audit.commands.compare import load_for_compare
     from privacy_audit.reports.compare_view import metric_table, records
 
     named = [load_for_compare(small_run), load_for_compare(tmp_path / "changed")]

@@ -103,7 +103,7 @@ def _run(sep, sizes, claim, shifted, two) -> dict:
 
 @pytest.mark.parametrize("branch", BRANCHES, ids=[_label(*b) for b in BRANCHES])
 def test_every_verdict_sentence_reads_cleanly(branch):
-    from privacy_audit.audit.integrations.cli import verdict_line
+    from privacy_audit.audit.commands.common import verdict_line
     from privacy_audit.reports.verdict import (
         epsilon_headline,
         headline_text,
@@ -313,7 +313,7 @@ def test_every_template_is_used_and_every_slot_is_checked():
     root = Path(__file__).resolve().parents[2]
     code = "".join(
         p.read_text(encoding="utf-8")
-        for p in [*(root / "reports").glob("*.py"), root / "audit/integrations/cli.py"]
+        for p in [*(root / "reports").glob("*.py"), root / "audit/commands/common.py"]
         if p.name != "sentences.py"
     )
     unused = [n for n in TEMPLATES if f"S.{n}(" not in code]

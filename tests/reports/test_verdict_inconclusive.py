@@ -104,7 +104,7 @@ def test_tpr_below_resolution_is_not_measured():
 
 def test_inconclusive_in_results_report_and_stdout(tmp_path, cli):
     """results.json (via assemble_results), the report's badge and the CLI verdict line."""
-    from privacy_audit.audit.integrations.cli import verdict_line
+    from privacy_audit.audit.commands.common import verdict_line
     from privacy_audit.audit.results import assemble_results
 
     rng = np.random.default_rng(0)

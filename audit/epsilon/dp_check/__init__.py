@@ -67,7 +67,7 @@ class DPCheckResult:
         raise KeyError(name)
 
     def summary(self) -> str:
-        from privacy_audit.audit.epsilon.dp_check.command import summary
+        from privacy_audit.audit.epsilon.dp_check.summary import summary
 
         return summary(self.record)
 

@@ -18,7 +18,7 @@ from privacy_audit.audit.benchmarks.memory_budget import (
     ratio_interval,
     subprocess_probe,
 )
-from privacy_audit.audit.integrations.cli import main
+from privacy_audit.audit.cli import main
 
 
 def linear(base: float, slope: float, calls: list | None = None):

@@ -8,7 +8,7 @@ import math
 import pytest
 
 from privacy_audit.audit.benchmarks import scale
-from privacy_audit.audit.integrations.cli import main
+from privacy_audit.audit.cli import main
 from privacy_audit.audit.scale import malloc
 
 

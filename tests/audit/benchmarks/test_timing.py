@@ -7,7 +7,7 @@ import json
 import pytest
 
 from privacy_audit.audit.benchmarks.timing import CaseTiming, ratios_to, time_cases
-from privacy_audit.audit.integrations.cli import main
+from privacy_audit.audit.cli import main
 
 
 def test_time_cases_interleaves_and_counts_calls():

@@ -14,7 +14,7 @@ import pytest
 from sklearn.metrics import roc_auc_score
 
 from privacy_audit.audit.benchmarks import users as bench_users
-from privacy_audit.audit.integrations.cli import main
+from privacy_audit.audit.cli import main
 
 AGG = {"mean": "mean", "lr-sum": "sum", "median": "median"}
 

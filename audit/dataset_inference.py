@@ -1,4 +1,6 @@
-"""``privacy-audit dataset-inference``: was this set of documents used to train the model?
+"""Dataset inference (``privacy-audit dataset-inference``, whose flags and outputs are
+:mod:`privacy_audit.audit.commands.dataset_inference`): was this set of documents used to
+train the model?
 
 Loads the user's causal LM (and optional reference LM) as ``run --model`` does, reads the
 suspect and validation texts, cuts them to ``max_length`` tokens (the texts as scored),

@@ -10,6 +10,7 @@ import csv
 import io
 from pathlib import Path
 
+from privacy_audit.audit.commands.common import EXIT_OK
 from privacy_audit.ground.errors import AuditError, DataError
 from privacy_audit.reports.compare_view import (
     COMPARE_HTML,
@@ -19,6 +20,25 @@ from privacy_audit.reports.compare_view import (
     utility_floor_checks,
     validate_results,
 )
+
+NAME = "compare"
+
+
+def add_parser(sub) -> None:
+    c = sub.add_parser(
+        "compare",
+        help="one HTML page comparing finished runs (privacy-utility, AUC and TPR@low FPR per "
+        "attack, claimed vs audited ε) and a table of the differences",
+    )
+    c.add_argument("runs", nargs="+", help="run output directories or results.json files")
+    c.add_argument("--out", default="compare-out", help="output directory (default: compare-out)")
+
+
+def run(args) -> int:
+    html, table = compare_runs_cli(args.runs, args.out)
+    print(f"compare: {html}")
+    print(f"differences: {table}")
+    return EXIT_OK
 
 
 def load_for_compare(path: str | Path) -> tuple[str, dict]:
