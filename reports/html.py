@@ -21,7 +21,9 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoes
 
 from privacy_audit.reports import plots
 from privacy_audit.reports.formatting import DASH, as_finite, as_float, ci, num, small
+from privacy_audit.reports.epsilon_bounds import epsilon_audit_bounds
 from privacy_audit.reports.resolution import lead_tpr, tpr_view
+from privacy_audit.reports.run_comparison import compare_runs
 from privacy_audit.reports.split_check_view import split_view
 from privacy_audit.reports.verdict import (
     AT_CEILING,
@@ -33,9 +35,7 @@ from privacy_audit.reports.verdict import (
     audit_violated,
     audited_claim,
     check_claim,
-    compare_runs,
     epsilon_audit,
-    epsilon_audit_bounds,
     epsilon_audit_entries,
     epsilon_audit_tradeoff,
     epsilon_headline,

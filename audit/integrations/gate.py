@@ -638,12 +638,12 @@ def check_all(
       ``split-shifted``: its attack numbers are not about the model) fails unless
       ``allow_shifted_split``.
     """
+    from privacy_audit.reports.epsilon_bounds import epsilon_audit_bounds
     from privacy_audit.reports.user_verdict import user_view
     from privacy_audit.reports.verdict import (
         audit_evidence,
         check_attack_claim,
         check_claim,
-        epsilon_audit_bounds,
         ok_attacks,
         split_shifted,
         verdict_level,
