@@ -13,7 +13,7 @@ Two ways in:
   the readers used to guard it (a field of the wrong type reads as absent).
 
 Every record keeps its dictionary as ``raw``, for the parts not typed yet (per-example
-scores, leakage, the users' counts, the environment).
+scores, leakage details, the users' counts, the environment).
 """
 
 from __future__ import annotations
@@ -264,6 +264,7 @@ class RunRecord:
     split_check: SplitCheckRecord | None
     epsilon_audit: EpsilonAuditRecord | None
     users: UsersRecord | None
+    leakage: tuple[AttackRecord, ...]
     utility: Mapping[str, Any] | None
     uninitialized_weights: tuple[Any, ...]
     raw: Mapping[str, Any] = field(repr=False)
@@ -278,6 +279,8 @@ class RunRecord:
         attacks = r.get("attacks") or []
         attacks = attacks if isinstance(attacks, list) else []
         missing = r.get("uninitialized_weights")
+        leakage = r.get("leakage") or []
+        leakage = leakage if isinstance(leakage, list) else []
         return cls(
             name=r.get("name"),
             defense=r.get("defense"),
@@ -290,6 +293,7 @@ class RunRecord:
             split_check=SplitCheckRecord.of(r.get("split_check")),
             epsilon_audit=EpsilonAuditRecord.of(r.get("epsilon_audit")),
             users=UsersRecord.of(r.get("users")),
+            leakage=tuple(AttackRecord.of(a) for a in leakage if isinstance(a, dict)),
             utility=_dict(r.get("utility")),
             uninitialized_weights=tuple(missing) if isinstance(missing, list) else (),
             raw=r,
