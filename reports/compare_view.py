@@ -432,7 +432,7 @@ def _fmt_ci(v: Any, ci: list) -> str:
 def render_compare(named: list[tuple[str, dict]]) -> tuple[str, list[dict]]:
     from jinja2 import Environment
 
-    from privacy_audit.reports.html import _data_uri
+    from privacy_audit.reports.formatting import data_uri
 
     diffs = differences(named)
     view = [
@@ -458,7 +458,7 @@ def render_compare(named: list[tuple[str, dict]]) -> tuple[str, list[dict]]:
         }
         for n, r in named
     ]
-    figures = [{"title": t, "caption": c, "src": _data_uri(png)} for t, c, png in _plots(named)]
+    figures = [{"title": t, "caption": c, "src": data_uri(png)} for t, c, png in _plots(named)]
     checks = utility_floor_checks(named)
     floor = [
         {

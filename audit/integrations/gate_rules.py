@@ -20,8 +20,9 @@ GATED = {
 
 
 @dataclass(frozen=True)
-@dataclass(frozen=True)
 class Violation:
+    """A measured number above its threshold."""
+
     run: str
     attack: str
     metric: str
