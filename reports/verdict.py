@@ -13,6 +13,7 @@ import math
 from typing import Any
 
 from privacy_audit.reports import sentences as S
+from privacy_audit.reports.claim_text import claim_details, describe_claim
 from privacy_audit.reports.epsilon_bounds import epsilon_audit_bounds, has_claim
 from privacy_audit.reports.formatting import as_finite, as_float, ci, num, pct_ci, small
 from privacy_audit.reports.results_record import (
@@ -55,18 +56,6 @@ _COMPARABLE_UNITS = (None, "example", "sequence", "user")
 # Notions whose epsilon is the usual (epsilon, delta) indistinguishability
 # parameter between neighbouring datasets. Metric DP scales with a distance.
 _COMPARABLE_NOTIONS = ("central-dp", "local-dp")
-
-_UNIT_TEXT = {
-    "example": "per example",
-    "sequence": "per sequence",
-    "token": "per token",
-    "user": "per user",
-}
-_NOTION_TEXT = {
-    "central-dp": "central DP",
-    "local-dp": "local DP",
-    "metric-dp": "metric DP",
-}
 
 
 # --------------------------------------------------------------------------- #
@@ -113,29 +102,6 @@ def run_name(run: dict | RunRecord) -> str:
 def claimed_epsilon(run: dict | RunRecord) -> float | None:
     """The finite claimed epsilon of a run, or ``None`` (no formal claim)."""
     return RunRecord.of(run).claim.finite_epsilon
-
-
-def claim_details(claim: Any) -> str:
-    """``"central DP, per example, proven"`` (notion, unit, proof status)."""
-    if not isinstance(claim, dict) or claim.get("notion") in (None, "none"):
-        return "no formal privacy claim"
-    details = [_NOTION_TEXT.get(claim.get("notion"), str(claim.get("notion")))]
-    if claim.get("unit"):
-        details.append(_UNIT_TEXT.get(claim.get("unit"), f"per {claim.get('unit')}"))
-    details.append("proven" if claim.get("proven") else "heuristic, not proven")
-    return ", ".join(details)
-
-
-def describe_claim(claim: Any) -> str:
-    """Short human description of a claim, e.g.
-    ``"ε = 8.00, δ = 1e-5; central DP, per example, proven"``."""
-    if not isinstance(claim, dict) or claim.get("notion") in (None, "none"):
-        return "no formal privacy claim"
-    eps = as_float(claim.get("epsilon"))
-    parts = [f"ε = {num(eps)}" if eps is not None else "ε not stated"]
-    if claim.get("delta") is not None:
-        parts.append(f"δ = {small(claim.get('delta'))}")
-    return ", ".join(parts) + "; " + claim_details(claim)
 
 
 # --------------------------------------------------------------------------- #
