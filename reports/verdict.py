@@ -594,17 +594,19 @@ def _level_of(
     AUC is ``inconclusive`` (an undetected difference between the sets could carry it),
     never LOW (a real leak of that size is not ruled out either). The TPR and ε-bound
     routes are kept: they read the tail, which the blind AUC does not describe."""
-    auc = metric(attack, "auc") or {}
-    tpr = measured_metric(attack, TPR_1)
-    lb = metric(attack, EPS_LB)
-    auc_v, auc_lo, auc_hi = (as_float(auc.get(k)) for k in ("value", "ci_low", "ci_high"))
+    rec = AttackRecord.of(attack)
+    auc_m = rec.metric("auc")
+    auc = auc_m.raw if auc_m is not None else {}
+    tpr = rec.metric(TPR_1) if measured_metric(attack, TPR_1) is not None else None
+    lb = rec.metric(EPS_LB)
+    auc_v, auc_lo, auc_hi = (auc_m.value, auc_m.ci_low, auc_m.ci_high) if auc_m else (None,) * 3
     if auc_hi is not None and auc_hi < CHANCE_AUC:
         # even the strongest attack ranks non-members above members beyond chance: inverted
         # scores or swapped labels, which say nothing about leakage (never "low")
         return "invalid-attack", INVALID_ATTACK_TEXT
-    tpr_lo = as_float(tpr.get("ci_low")) if tpr else None
-    tpr_hi = as_float(tpr.get("ci_high")) if tpr else None
-    lb_v = as_float(lb.get("value")) if lb else None
+    tpr_lo = tpr.ci_low if tpr else None
+    tpr_hi = tpr.ci_high if tpr else None
+    lb_v = lb.value if lb else None
     if tpr_lo is not None and tpr_lo >= HIGH_TPR_CI_LOW:
         return "high", ""
     det = resolution.get("detectable_auc") if resolution else None
@@ -662,7 +664,7 @@ def _level_of(
             )
             at_least = max(at_least, need_tpr)
         else:
-            tpr_v = as_float(tpr.get("value"))
+            tpr_v = tpr.value
             reasons.append(
                 S.REASON_TPR_REACHES(
                     high=f"{100 * tpr_hi:.1f}%", threshold=f"{100 * HIGH_TPR_CI_LOW:g}%"
