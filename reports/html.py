@@ -116,8 +116,8 @@ def _ci_or_value(m: Any) -> str:
 # View model
 # --------------------------------------------------------------------------- #
 def _utility(run: dict) -> str:
-    u = run.get("utility")
-    if not isinstance(u, dict) or as_float(u.get("value")) is None:
+    u = RunRecord.of(run).utility
+    if u is None or as_float(u.get("value")) is None:
         return DASH
     text = f"{text_or(u.get('metric'), 'utility')} {ci(u)}"
     if u.get("n") is not None:
@@ -126,18 +126,17 @@ def _utility(run: dict) -> str:
 
 
 def _claim_view(run: dict, attack: dict | None) -> dict:
-    claim = run.get("claim") if isinstance(run.get("claim"), dict) else {}
-    notion = claim.get("notion")
-    formal = notion not in (None, "none")
-    eps = as_float(claim.get("epsilon"))
+    claim = RunRecord.of(run).claim
+    formal = claim.formal
+    eps = as_float(claim.epsilon)
     checked = check_claim(run, attack)
     view: dict[str, Any] = {
         "formal": formal,
         "main": DASH,
         "detail": "no formal claim",
         "proven": None,
-        "accountant": text_or(claim.get("accountant"), ""),
-        "note": text_or(claim.get("note"), ""),
+        "accountant": text_or(claim.raw.get("accountant"), ""),
+        "note": text_or(claim.raw.get("note"), ""),
         "badge": None,
         "badge_class": "",
         "check": checked["text"],
@@ -145,14 +144,14 @@ def _claim_view(run: dict, attack: dict | None) -> dict:
     if not formal:
         return view
     main = [f"ε = {num(eps)}" if eps is not None else "ε not stated"]
-    if claim.get("delta") is not None:
-        main.append(f"δ = {small(claim.get('delta'))}")
+    if claim.delta is not None:
+        main.append(f"δ = {small(claim.delta)}")
     view["main"] = ", ".join(main)
-    detail = [_NOTION_TEXT.get(notion, str(notion))]
-    if claim.get("unit"):
-        detail.append(f"per {_UNIT_TEXT.get(claim.get('unit'), str(claim.get('unit')))}")
+    detail = [_NOTION_TEXT.get(claim.notion, str(claim.notion))]
+    if claim.unit:
+        detail.append(f"per {_UNIT_TEXT.get(claim.unit, str(claim.unit))}")
     view["detail"] = " · ".join(detail)
-    view["proven"] = bool(claim.get("proven"))
+    view["proven"] = claim.proven
     status = checked["status"]
     if status in _CLAIM_BADGE:
         view["badge"], view["badge_class"] = _CLAIM_BADGE[status]
@@ -160,7 +159,7 @@ def _claim_view(run: dict, attack: dict | None) -> dict:
 
 
 def _claim_details(run: dict) -> list[str]:
-    claim = run.get("claim") if isinstance(run.get("claim"), dict) else {}
+    claim = RunRecord.of(run).claim.raw
     details = claim.get("details") if isinstance(claim.get("details"), dict) else {}
     return [f"{k}: {_kv(v)}" for k, v in details.items()]
 
@@ -452,12 +451,13 @@ def _users_view(run: dict, aggregate_only: bool) -> dict | None:
     at risk and what a per-example claim implies for a person."""
     from privacy_audit.reports import users_view as uv
 
-    users = run.get("users")
-    if not isinstance(users, dict) or not isinstance(users.get("attacks"), list):
+    record = RunRecord.of(run).users
+    if record is None or not isinstance(record.raw.get("attacks"), list):
         return None
-    attacks = [a for a in users["attacks"] if isinstance(a, dict)]
+    users = record.raw
+    attacks = [a.raw for a in record.attacks]
     best = next((a for a in attacks if a.get("attack") == users.get("strongest_attack")), None)
-    verdict = users.get("verdict") if isinstance(users.get("verdict"), dict) else {}
+    verdict = record.verdict if isinstance(record.verdict, dict) else {}
     found = [] if aggregate_only else uv.found_users(users)
     return {
         "counts": uv.counts_lines(users),
