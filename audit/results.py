@@ -252,8 +252,9 @@ def assemble_results(
     aggregate_only: bool = False,
 ) -> dict[str, Any]:
     """The results dictionary (results.json); verdicts are computed from the numbers in it."""
+    from privacy_audit.reports.run_comparison import compare_runs
     from privacy_audit.reports.user_verdict import combine_unit_verdicts
-    from privacy_audit.reports.verdict import compare_runs, verdict_for_run
+    from privacy_audit.reports.verdict import verdict_for_run
 
     for run in runs:
         run["verdict"] = combine_unit_verdicts(run, verdict_for_run(run))

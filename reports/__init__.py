@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 _API = {
     "render_html": "html",
     "write_report": "html",
-    "compare_runs": "verdict",
+    "compare_runs": "run_comparison",
     "verdict_for_run": "verdict",
 }
 
@@ -27,6 +27,7 @@ def __getattr__(name: str) -> Any:
 
 if TYPE_CHECKING:  # for type checkers and IDEs; never run
     from privacy_audit.reports.html import render_html, write_report
-    from privacy_audit.reports.verdict import compare_runs, verdict_for_run
+    from privacy_audit.reports.run_comparison import compare_runs
+    from privacy_audit.reports.verdict import verdict_for_run
 
 __all__ = ["compare_runs", "render_html", "verdict_for_run", "write_report"]

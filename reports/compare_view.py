@@ -13,6 +13,7 @@ import math
 from typing import Any
 
 from privacy_audit.ground.errors import DataError
+from privacy_audit.reports.results_record import AttackRecord, ResultsRecord, RunRecord
 
 COMPARE_HTML = "compare.html"
 METRICS = ("auc", "tpr_at_fpr_0.01", "tpr_at_fpr_0.001", "epsilon_lower_bound")
@@ -82,14 +83,14 @@ def unmeasured_metrics(named: list[tuple[str, dict]]) -> list[str]:
     when measured); compare reports them instead of leaving them out silently."""
     out = []
     for src, res in named:
-        for run in res["runs"]:
-            for a in run.get("attacks", []):
-                if a.get("status") != "ok":
+        for run in ResultsRecord.of(res).runs:
+            for a in run.attacks:
+                if a.status != "ok":
                     continue
                 for key in METRICS:
-                    m = (a.get("metrics") or {}).get(key)
-                    if isinstance(m, dict) and m.get("value") is None:
-                        out.append(f"{src}/{run['name']}/{a['attack']}/{key}")
+                    m = a.metric(key)
+                    if m is not None and m.raw.get("value") is None:
+                        out.append(f"{src}/{run.name}/{a.name}/{key}")
     return out
 
 
@@ -105,9 +106,9 @@ def utility_floor_checks(named: list[tuple[str, dict]]) -> list[dict]:
     out = []
     for src, res in named:
         uf = res.get("utility_floor") if isinstance(res.get("utility_floor"), dict) else {}
-        for run in res["runs"]:
-            u = run.get("utility")
-            if not isinstance(u, dict) or not isinstance(u.get("value"), (int, float)):
+        for run in ResultsRecord.of(res).runs:
+            u = run.utility
+            if u is None or not isinstance(u.get("value"), (int, float)):
                 continue
             metric = u.get("metric")
             floors = []
@@ -126,9 +127,7 @@ def utility_floor_checks(named: list[tuple[str, dict]]) -> list[dict]:
                 rate = u.get("majority_rate", u.get("majority_class_rate"))
                 floors.append(Baseline("majority class", float(rate)))
             higher = bool(u.get("higher_is_better", metric != "perplexity"))
-            arm = Arm(
-                str(run.get("name")), u["value"], u.get("ci_low"), u.get("ci_high"), higher, floors
-            )
+            arm = Arm(str(run.name), u["value"], u.get("ci_low"), u.get("ci_high"), higher, floors)
             out.append(
                 {
                     "source": src,
@@ -159,19 +158,20 @@ def _floor_line(c: dict) -> str:
     )
 
 
-def _m(attack: dict, key: str) -> dict | None:
-    m = (attack.get("metrics") or {}).get(key)
-    return m if isinstance(m, dict) and isinstance(m.get("value"), (int, float)) else None
+def _m(attack: AttackRecord, key: str) -> dict | None:
+    """The metric's dict when it holds a number (its numbers as written: the tables and
+    compare.json show them so)."""
+    m = attack.metric(key)
+    return m.raw if m is not None and isinstance(m.raw.get("value"), (int, float)) else None
 
 
-def _audited_eps(run: dict) -> float | None:
+def _audited_eps(run: RunRecord) -> float | None:
     vals = [
         m["value"]
-        for a in run.get("attacks", [])
-        if a.get("status") == "ok" and (m := _m(a, "epsilon_lower_bound")) is not None
+        for a in run.attacks
+        if a.status == "ok" and (m := _m(a, "epsilon_lower_bound")) is not None
     ]
-    audit = run.get("epsilon_audit") or {}
-    for a in audit.get("audits", []) if isinstance(audit, dict) else []:
+    for a in run.epsilon_audit.audits if run.epsilon_audit is not None else ():
         if a.get("status") == "ok" and isinstance(a.get("epsilon_lb"), (int, float)):
             vals.append(a["epsilon_lb"])
     return max(vals) if vals else None
@@ -181,11 +181,9 @@ def records(named: list[tuple[str, dict]]) -> list[dict]:
     """One row per (input, run, attack, metric), plus utility and ε per run."""
     rows = []
     for src, res in named:
-        for run in res["runs"]:
-            if not isinstance(run, dict):
-                continue
-            rname = str(run.get("name"))
-            u = run.get("utility") or {}
+        for run in ResultsRecord.of(res).runs:
+            rname = str(run.name)
+            u = run.utility or {}
             if isinstance(u.get("value"), (int, float)):
                 rows.append(
                     {
@@ -211,8 +209,8 @@ def records(named: list[tuple[str, dict]]) -> list[dict]:
                         "ci_high": None,
                     }
                 )
-            for a in run.get("attacks", []):
-                if a.get("status") != "ok":
+            for a in run.attacks:
+                if a.status != "ok":
                     continue
                 for key in METRICS:
                     m = _m(a, key)
@@ -221,7 +219,7 @@ def records(named: list[tuple[str, dict]]) -> list[dict]:
                             {
                                 "source": src,
                                 "run": rname,
-                                "attack": str(a.get("attack")),
+                                "attack": str(a.name),
                                 "metric": key,
                                 "value": m["value"],
                                 "ci_low": m.get("ci_low"),
@@ -303,9 +301,9 @@ def _plots(named: list[tuple[str, dict]]) -> list[tuple[str, str, bytes]]:
         for res_name, res in named:
             if res_name != src:
                 continue
-            for run in res["runs"]:
-                u = run.get("utility") or {}
-                aucs = [m for a in run.get("attacks", []) if (m := _m(a, "auc")) is not None]
+            for run in ResultsRecord.of(res).runs:
+                u = run.utility or {}
+                aucs = [m for a in run.attacks if (m := _m(a, "auc")) is not None]
                 if not aucs or not isinstance(u.get("value"), (int, float)):
                     continue
                 best = max(aucs, key=lambda m: m["value"])
@@ -313,7 +311,7 @@ def _plots(named: list[tuple[str, dict]]) -> list[tuple[str, str, bytes]]:
                 xerr = _bar(x, best.get("ci_low"), best.get("ci_high"))
                 yerr = _bar(y, u.get("ci_low"), u.get("ci_high"))
                 ax.errorbar(x, y, xerr=xerr, yerr=yerr, fmt="o", color=color, capsize=3)
-                ax.annotate(plain(f"{src}: {run.get('name')}", 40), (x, y), fontsize=7)
+                ax.annotate(plain(f"{src}: {run.name}", 40), (x, y), fontsize=7)
                 plotted = True
     if plotted:
         ax.axvline(0.5, ls=":", color="#888")
@@ -368,13 +366,13 @@ def _plots(named: list[tuple[str, dict]]) -> list[tuple[str, str, bytes]]:
         for res_name, res in named:
             if res_name != src:
                 continue
-            for run in res["runs"]:
-                claimed = (run.get("claim") or {}).get("epsilon")
+            for run in ResultsRecord.of(res).runs:
+                claimed = run.claim.epsilon
                 audited = _audited_eps(run)
                 if claimed is None or audited is None:
                     continue
                 ax.scatter(claimed, audited, color=color)
-                ax.annotate(plain(f"{src}: {run.get('name')}", 40), (claimed, audited), fontsize=7)
+                ax.annotate(plain(f"{src}: {run.name}", 40), (claimed, audited), fontsize=7)
                 pts += 1
     if pts:
         top = ax.get_xlim()[1]
@@ -432,7 +430,7 @@ def _fmt_ci(v: Any, ci: list) -> str:
 def render_compare(named: list[tuple[str, dict]]) -> tuple[str, list[dict]]:
     from jinja2 import Environment
 
-    from privacy_audit.reports.html import _data_uri
+    from privacy_audit.reports.formatting import data_uri
 
     diffs = differences(named)
     view = [
@@ -458,7 +456,7 @@ def render_compare(named: list[tuple[str, dict]]) -> tuple[str, list[dict]]:
         }
         for n, r in named
     ]
-    figures = [{"title": t, "caption": c, "src": _data_uri(png)} for t, c, png in _plots(named)]
+    figures = [{"title": t, "caption": c, "src": data_uri(png)} for t, c, png in _plots(named)]
     checks = utility_floor_checks(named)
     floor = [
         {

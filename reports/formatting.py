@@ -6,10 +6,23 @@ non-numeric values and always return a display string.
 
 from __future__ import annotations
 
+import base64
 import math
 from typing import Any
 
 DASH = "\u2014"  # em dash: "no value"
+
+
+def text_or(value: Any, default: str = DASH) -> str:
+    """``str(value)``, or ``default`` for a missing value."""
+    if value is None:
+        return default
+    return str(value)
+
+
+def data_uri(png: bytes) -> str:
+    """A PNG embedded in the page (``data:image/png;base64,...``)."""
+    return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
 
 
 def as_float(x: Any) -> float | None:

@@ -8,7 +8,6 @@ no JavaScript, so the file can be opened offline and mailed around as is.
 
 from __future__ import annotations
 
-import base64
 import functools
 import json
 import math
@@ -20,28 +19,38 @@ import numpy as np
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 
 from privacy_audit.reports import plots
-from privacy_audit.reports.formatting import DASH, as_finite, as_float, ci, num, small
+from privacy_audit.reports.epsilon_audit_view import epsilon_audit_view
+from privacy_audit.reports.epsilon_bounds import epsilon_audit_bounds
+from privacy_audit.reports.formatting import (
+    DASH,
+    as_finite,
+    as_float,
+    ci,
+    data_uri,
+    num,
+    small,
+    text_or,
+)
+from privacy_audit.reports.leakage_view import (
+    MAX_ID_CHARS,
+    extraction_view,
+    leakage_map_view,
+    leakage_rows,
+)
 from privacy_audit.reports.resolution import lead_tpr, tpr_view
+from privacy_audit.reports.results_record import ResultsRecord, RunRecord
+from privacy_audit.reports.run_comparison import compare_runs
 from privacy_audit.reports.split_check_view import split_view
 from privacy_audit.reports.verdict import (
     AT_CEILING,
     EPS_LB,
     LEVELS,
     TPR_1,
-    audit_evidence,
-    audit_exceeds,
     audit_violated,
-    audited_claim,
     check_claim,
-    compare_runs,
-    epsilon_audit,
-    epsilon_audit_bounds,
-    epsilon_audit_entries,
-    epsilon_audit_tradeoff,
     epsilon_headline,
     metric,
     ok_attacks,
-    run_name,
     strongest_attack,
     verdict_for_run,
 )
@@ -70,7 +79,6 @@ _KNOWN_METRICS = (
     | {"unit", "resampled", "n_member_users", "n_nonmember_users"}
 )
 _TOP_EXPOSED = 10
-_MAX_ID_CHARS = 120
 
 _UNIT_TEXT = {"example": "example", "sequence": "sequence", "token": "token", "user": "user"}
 _NOTION_TEXT = {"central-dp": "central DP", "local-dp": "local DP", "metric-dp": "metric DP"}
@@ -81,24 +89,6 @@ _CLAIM_BADGE = {
     "untestable": ("not testable at this n", "muted"),
     "consistent": ("not contradicted", "ok"),
     "unmeasured": ("not checked", "muted"),
-}
-
-#: Run-level ε-audit status -> (badge text, tag class).
-_AUDIT_RUN_BADGE = {
-    "violated": ("VIOLATED", "violated"),
-    "consistent": ("consistent", "ok"),
-    "untestable": ("untestable", "muted"),
-    "no-claim": ("no claim", "muted"),
-}
-#: Per-audit row status -> (badge text, tag class).
-_AUDIT_ROW_BADGE = {
-    "violated": ("VIOLATED", "violated"),
-    "exceeds": ("exceeds claim", "warn"),
-    "consistent": ("consistent", "ok"),
-    "untestable": ("untestable", "muted"),
-    "no-claim": ("no claim", "muted"),
-    "not_applicable": ("not applicable", "muted"),
-    "error": ("error", "warn"),
 }
 
 
@@ -118,16 +108,6 @@ def _environment() -> Environment:
     )
 
 
-def _data_uri(png: bytes) -> str:
-    return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
-
-
-def _text(value: Any, default: str = DASH) -> str:
-    if value is None:
-        return default
-    return str(value)
-
-
 def _ci_or_value(m: Any) -> str:
     return ci(m) if isinstance(m, dict) else num(m)
 
@@ -136,28 +116,27 @@ def _ci_or_value(m: Any) -> str:
 # View model
 # --------------------------------------------------------------------------- #
 def _utility(run: dict) -> str:
-    u = run.get("utility")
-    if not isinstance(u, dict) or as_float(u.get("value")) is None:
+    u = RunRecord.of(run).utility
+    if u is None or as_float(u.get("value")) is None:
         return DASH
-    text = f"{_text(u.get('metric'), 'utility')} {ci(u)}"
+    text = f"{text_or(u.get('metric'), 'utility')} {ci(u)}"
     if u.get("n") is not None:
         text += f" (n = {num(u.get('n'))})"
     return text
 
 
 def _claim_view(run: dict, attack: dict | None) -> dict:
-    claim = run.get("claim") if isinstance(run.get("claim"), dict) else {}
-    notion = claim.get("notion")
-    formal = notion not in (None, "none")
-    eps = as_float(claim.get("epsilon"))
+    claim = RunRecord.of(run).claim
+    formal = claim.formal
+    eps = as_float(claim.epsilon)
     checked = check_claim(run, attack)
     view: dict[str, Any] = {
         "formal": formal,
         "main": DASH,
         "detail": "no formal claim",
         "proven": None,
-        "accountant": _text(claim.get("accountant"), ""),
-        "note": _text(claim.get("note"), ""),
+        "accountant": text_or(claim.raw.get("accountant"), ""),
+        "note": text_or(claim.raw.get("note"), ""),
         "badge": None,
         "badge_class": "",
         "check": checked["text"],
@@ -165,82 +144,22 @@ def _claim_view(run: dict, attack: dict | None) -> dict:
     if not formal:
         return view
     main = [f"ε = {num(eps)}" if eps is not None else "ε not stated"]
-    if claim.get("delta") is not None:
-        main.append(f"δ = {small(claim.get('delta'))}")
+    if claim.delta is not None:
+        main.append(f"δ = {small(claim.delta)}")
     view["main"] = ", ".join(main)
-    detail = [_NOTION_TEXT.get(notion, str(notion))]
-    if claim.get("unit"):
-        detail.append(f"per {_UNIT_TEXT.get(claim.get('unit'), str(claim.get('unit')))}")
+    detail = [_NOTION_TEXT.get(claim.notion, str(claim.notion))]
+    if claim.unit:
+        detail.append(f"per {_UNIT_TEXT.get(claim.unit, str(claim.unit))}")
     view["detail"] = " · ".join(detail)
-    view["proven"] = bool(claim.get("proven"))
+    view["proven"] = claim.proven
     status = checked["status"]
     if status in _CLAIM_BADGE:
         view["badge"], view["badge_class"] = _CLAIM_BADGE[status]
     return view
 
 
-def _leakage_rows(run: dict, aggregate_only: bool) -> list[dict]:
-    """Leakage beyond membership: one row per attack, headline metric first."""
-    rows = []
-    for rec in run.get("leakage") or []:
-        if not isinstance(rec, dict):
-            continue
-        status = _text(rec.get("status"), "error")
-        row: dict[str, Any] = {
-            "name": _text(rec.get("attack")),
-            "kind": _text(rec.get("kind")),
-            "description": _text(rec.get("description"), ""),
-            "surfaces": ", ".join(str(x) for x in rec.get("surfaces") or []) or DASH,
-            "status": status,
-            "reason": _text(rec.get("reason"), ""),
-            "headline": DASH,
-            "headline_name": DASH,
-            "others": [],
-            "samples": [],
-            "finding": "",
-        }
-        metrics = rec.get("metrics") if isinstance(rec.get("metrics"), dict) else {}
-        head = rec.get("headline")
-        if status == "ok" and head in metrics:
-            row["headline_name"] = _text(head)
-            row["headline"] = _metric_text(metrics[head])
-            others = [k for k in metrics if k != head]
-            details = rec.get("details") if isinstance(rec.get("details"), dict) else {}
-            if isinstance(details.get("finding"), str):  # a plain-language statement
-                row["finding"] = details["finding"]
-            if rec.get("attack") == "extraction-risk" and "@" in str(head):
-                # dozens of metrics (per n, per level, per group): the headline's n here,
-                # the full table in the extraction-risk section
-                at = "@" + str(head).rsplit("@", 1)[1]
-                short = [k for k in others if k.endswith(at) and "median" in k]
-                short += [k for k in others if k.endswith(at) and "frac_risk>0.01" in k]
-                row["finding"] = ""
-                row["others"] = [f"{k}: {_metric_text(metrics[k])}" for k in short]
-                row["others"].append(
-                    f"{len(others) - len(short)} more in results.json and in the "
-                    "extraction-risk section below"
-                )
-            else:
-                row["others"] = [f"{k}: {_metric_text(metrics[k])}" for k in others]
-        if not aggregate_only:
-            for smp in (rec.get("samples") or [])[:5]:
-                if isinstance(smp, dict):
-                    row["samples"].append(" · ".join(f"{k}: {_text(v)}" for k, v in smp.items()))
-        rows.append(row)
-    return rows
-
-
-def _metric_text(m: Any) -> str:
-    if not isinstance(m, dict):
-        return _text(m)
-    text = ci(m) if m.get("ci_low") is not None else num(m.get("value"))
-    if m.get("n") is not None:
-        text += f" (n = {num(m.get('n'))})"
-    return text
-
-
 def _claim_details(run: dict) -> list[str]:
-    claim = run.get("claim") if isinstance(run.get("claim"), dict) else {}
+    claim = RunRecord.of(run).claim.raw
     details = claim.get("details") if isinstance(claim.get("details"), dict) else {}
     return [f"{k}: {_kv(v)}" for k, v in details.items()]
 
@@ -368,12 +287,12 @@ def _attack_rows(run: dict, best: dict | None) -> list[dict]:
     for a in run.get("attacks") or []:
         if not isinstance(a, dict):
             continue
-        status = _text(a.get("status"), "unknown")
+        status = text_or(a.get("status"), "unknown")
         surfaces = a.get("surfaces")
         if isinstance(surfaces, list | tuple):
             surfaces_txt = ", ".join(str(s) for s in surfaces)
         else:
-            surfaces_txt = _text(surfaces, "")
+            surfaces_txt = text_or(surfaces, "")
         metrics = a.get("metrics") if isinstance(a.get("metrics"), dict) else {}
         extras = [f"{k}: {_ci_or_value(v)}" for k, v in metrics.items() if k not in _KNOWN_METRICS]
         if metrics.get("resampled") == "users":
@@ -385,13 +304,13 @@ def _attack_rows(run: dict, best: dict | None) -> list[dict]:
         lb = _eps_lb_view(a)
         rows.append(
             {
-                "name": _text(a.get("attack"), "unnamed"),
-                "description": _text(a.get("description"), ""),
+                "name": text_or(a.get("attack"), "unnamed"),
+                "description": text_or(a.get("description"), ""),
                 "surfaces": surfaces_txt,
                 "status": status,
                 "status_label": _STATUS_TEXT.get(status, status),
                 "status_class": status if status in _STATUS_TEXT else "error",
-                "reason": _text(a.get("reason"), ""),
+                "reason": text_or(a.get("reason"), ""),
                 "n": f"{num(a.get('n_members'))} / {num(a.get('n_nonmembers'))}",
                 "cells": [_metric_cell(a, k, metrics.get(k)) for k, _ in METRIC_COLUMNS],
                 "eps_lb": lb["value"],
@@ -463,8 +382,8 @@ def _exposed_examples(attack: dict | None, run: dict | None = None) -> list[dict
         # Fraction of non-members that score at least as high as this member.
         fpr = (non.size - np.searchsorted(non, s[i], side="left")) / non.size
         ident = str(ids[i])
-        if len(ident) > _MAX_ID_CHARS:
-            ident = ident[: _MAX_ID_CHARS - 1] + "\u2026"
+        if len(ident) > MAX_ID_CHARS:
+            ident = ident[: MAX_ID_CHARS - 1] + "\u2026"
         text = texts.get(str(ids[i]))
         if isinstance(text, str) and len(text) > _MAX_TEXT_CHARS:
             text = text[: _MAX_TEXT_CHARS - 1] + "\u2026"
@@ -480,286 +399,6 @@ def _exposed_examples(attack: dict | None, run: dict | None = None) -> list[dict
     return rows
 
 
-def _extraction_view(run: dict) -> dict | None:
-    """The ``extraction-risk`` record as a table per n and a risk-against-n plot."""
-    rec = next(
-        (
-            r
-            for r in run.get("leakage") or []
-            if isinstance(r, dict)
-            and r.get("attack") == "extraction-risk"
-            and r.get("status") == "ok"
-        ),
-        None,
-    )
-    if rec is None:
-        return None
-    details = rec.get("details") if isinstance(rec.get("details"), dict) else {}
-    metrics = rec.get("metrics") if isinstance(rec.get("metrics"), dict) else {}
-    levels = [x for x in details.get("risk_levels") or [] if isinstance(x, (int, float))]
-    rows = []
-    for n in details.get("queries") or []:
-        cells = []
-        for g in ("member", "nonmember"):
-            cells.append(_metric_text(metrics.get(f"{g}_median_risk@{n}")))
-            for lv in levels:
-                m = metrics.get(f"{g}_frac_risk>{lv:g}@{n}")
-                cells.append(_metric_text(m) if isinstance(m, dict) else DASH)
-        rows.append(
-            {
-                "n": _text(n),
-                "cells": cells,
-                "max": num(as_float((metrics.get(f"max_member_risk@{n}") or {}).get("value"))),
-            }
-        )
-    dec = details.get("decoding") if isinstance(details.get("decoding"), dict) else {}
-    eligible = details.get("eligible") if isinstance(details.get("eligible"), dict) else {}
-    short = details.get("too_short") if isinstance(details.get("too_short"), dict) else {}
-    return {
-        "settings": f"temperature {_text(dec.get('temperature'))}, top-k {_text(dec.get('top_k'))}, "
-        f"top-p {_text(dec.get('top_p'))}; prefix {_text(details.get('prefix_tokens'))} tokens, "
-        f"suffix {_text(details.get('suffix_tokens'))} tokens",
-        "levels": [f"{100 * lv:g}%" for lv in levels],
-        "rows": rows,
-        "eligible": f"{_text(eligible.get('member'))} members and {_text(eligible.get('nonmember'))} "
-        f"non-members scored; {_text(short.get('member'))} / {_text(short.get('nonmember'))} too "
-        "short for prefix + suffix (not counted)",
-        "finding": _text(details.get("finding"), ""),
-        "plot": _data_uri(plots.extraction_risk_curve(rec)),
-    }
-
-
-def _shade(value: float | None, reference: bool) -> str:
-    """Background of one token in the leakage map (built from numbers only, never data):
-    red for tokens the target predicts far better than the reference (or, without one,
-    for tokens it predicts with high probability), blue for the opposite."""
-    if value is None or not math.isfinite(value):
-        return "background:#eceff3"
-    if reference:
-        a = max(-1.0, min(1.0, value / 4.0))  # 4 nats = a 55x likelihood ratio: full colour
-    else:
-        a = math.exp(min(0.0, value))  # the target probability of the token
-    if a >= 0:
-        return f"background:rgba(214,39,40,{0.08 + 0.72 * a:.2f})"
-    return f"background:rgba(31,119,180,{0.08 + 0.5 * -a:.2f})"
-
-
-def _leakage_map_view(run: dict, aggregate_only: bool) -> dict | None:
-    """The per-record leakage table with its per-token map (never in aggregate-only runs)."""
-    lm = run.get("leakage_map")
-    if aggregate_only or not isinstance(lm, dict):
-        return None
-    reference = bool(lm.get("reference"))
-    queries = [q for q in lm.get("queries") or [] if isinstance(q, int)]
-    rows = []
-    for rec in lm.get("records") or []:
-        if not isinstance(rec, dict):
-            continue
-        tokens = rec.get("tokens") if isinstance(rec.get("tokens"), list) else []
-        values = rec.get("values") if isinstance(rec.get("values"), list) else []
-        risk = rec.get("extraction_risk") if isinstance(rec.get("extraction_risk"), dict) else {}
-        ident = _text(rec.get("id"))
-        if len(ident) > _MAX_ID_CHARS:
-            ident = ident[: _MAX_ID_CHARS - 1] + "\u2026"
-        rows.append(
-            {
-                "id": ident,
-                "score": num(as_float(rec.get("score"))),
-                "risks": [
-                    num(as_float(risk.get(str(q)))) if risk.get(str(q)) is not None else DASH
-                    for q in queries
-                ],
-                "tokens": [
-                    {
-                        "text": _text(t, ""),
-                        "style": _shade(as_float(v), reference),
-                        "title": num(as_float(v)),
-                    }
-                    for t, v in zip(tokens, values, strict=False)
-                ],
-            }
-        )
-    return {
-        "ranked_by": _text(lm.get("ranked_by")),
-        "shade": _text(lm.get("shade")),
-        "legend": "red: the target gives the token up to 4 nats more log-probability than the "
-        "reference; blue: less"
-        if reference
-        else "red: probability near 1 under the target; pale: improbable",
-        "queries": [f"risk@{q}" for q in queries],
-        "rows": rows,
-    }
-
-
-# --------------------------------------------------------------------------- #
-# Epsilon audit view
-# --------------------------------------------------------------------------- #
-def _int_or_text(value: Any) -> str:
-    return num(value) if value is not None else DASH
-
-
-def _audit_samples(audit: dict) -> list[str]:
-    lines = []
-    if audit.get("n_in") is not None or audit.get("n_out") is not None:
-        lines.append(
-            f"{_int_or_text(audit.get('n_in'))} in / {_int_or_text(audit.get('n_out'))} out"
-        )
-    extra = [
-        f"{_int_or_text(audit.get(k))} {label}"
-        for k, label in (("canaries", "canaries"), ("guesses", "guesses"), ("correct", "correct"))
-        if audit.get(k) is not None
-    ]
-    if extra:
-        lines.append(", ".join(extra))
-    return lines or [DASH]
-
-
-def _audit_row(audit: dict, run_status: Any, eps: float | None) -> dict:
-    status = _text(audit.get("status"), "ok")
-    lb = as_float(audit.get("epsilon_lb"))
-    ceiling = as_float(audit.get("ceiling"))
-    exceeds = audit_exceeds(audit, eps)
-    if status != "ok":
-        key = status if status in ("not_applicable", "error") else "error"
-    elif run_status == "no-claim" or eps is None:
-        key = "no-claim"
-    elif exceeds:
-        key = "violated" if run_status == "violated" else "exceeds"
-    elif ceiling is not None and ceiling <= eps:
-        key = "untestable"
-    else:
-        key = "consistent"
-    label, cls = _AUDIT_ROW_BADGE[key]
-    if audit.get("asymptotic") and status == "ok":  # shown for comparison, never a verdict
-        label, cls = "asymptotic · informational", "muted"
-    conf = as_float(audit.get("confidence"))
-    bound_detail = []
-    if conf is not None:
-        bound_detail.append(f"{100 * conf:g}% confidence")
-    sampling = as_float(audit.get("sampling_confidence"))
-    if sampling is not None and conf is not None and sampling > conf:
-        bound_detail.append(
-            f"μ bound at {100 * sampling:g}%: the rest of the error budget is held back for "
-            "the asymptotic approximation"
-        )
-    if audit.get("point_estimate") is not None:
-        bound_detail.append(f"point estimate, not a bound: {num(audit.get('point_estimate'))}")
-    method = [_text(audit.get("method"), "")] if audit.get("method") else []
-    if audit.get("delta") is not None:
-        method.append(f"δ = {small(audit.get('delta'))}")
-    if audit.get("source"):  # white-box canaries: recorded in the run, or simulated beside it
-        method.append(f"signals {_text(audit.get('source'), '')}")
-    return {
-        "kind": "audit",
-        "name": _text(audit.get("name"), "unnamed audit"),
-        "description": _text(audit.get("description"), ""),
-        "ok": status == "ok",
-        "reason": _text(audit.get("reason"), "no reason given") if status != "ok" else "",
-        "bound": f"ε ≥ {num(lb)}" if lb is not None else DASH,
-        "bound_detail": " · ".join(bound_detail),
-        "method": " · ".join(method) or DASH,
-        "ceiling": num(ceiling) if ceiling is not None else DASH,
-        "threat_model": _text(audit.get("threat_model"), DASH),
-        "cost": _text(audit.get("cost"), ""),
-        "samples": _audit_samples(audit),
-        "status": key,
-        "badge": label,
-        "badge_class": cls,
-        "exceeds": key == "violated",
-    }
-
-
-def _tradeoff_row(tr: dict, run_status: Any, eps: float | None, delta: float | None) -> dict:
-    points = [p for p in tr.get("points") or [] if isinstance(p, dict)]
-    violated = bool(tr.get("violated"))
-    n_thr = tr.get("n_thresholds")
-    tested = f"{num(n_thr)} thresholds" if n_thr is not None else "thresholds"
-    if violated:
-        bound = f"{len(points)} of {tested} above the bound"
-    else:
-        bound = f"none of {tested} above the bound"
-    conf = as_float(tr.get("confidence"))
-    if run_status == "no-claim" or eps is None:
-        key = "no-claim"
-    elif violated:
-        key = "violated" if run_status == "violated" else "exceeds"
-    else:
-        key = "consistent"
-    label, cls = _AUDIT_ROW_BADGE[key]
-    method = ["ROC vs the (ε, δ) trade-off curve, CI corners"]
-    if delta is not None:
-        method.append(f"δ = {small(delta)}")
-    return {
-        "kind": "tradeoff",
-        "name": f"ROC trade-off test ({_text(tr.get('attack'), 'strongest attack')})",
-        "description": "strongest membership attack vs the claim's TPR bound",
-        "ok": True,
-        "reason": "",
-        "bound": bound,
-        "bound_detail": f"{100 * conf:g}% confidence" if conf is not None else "",
-        "method": " · ".join(method),
-        "threat_model": "black-box: the strongest membership attack's scores on members and non-members",
-        "cost": "no extra training (reuses the attack's scores)",
-        "ceiling": DASH,
-        "samples": [f"{len(tr['roc']['fpr'])} ROC points"]
-        if isinstance(tr.get("roc"), dict) and isinstance(tr["roc"].get("fpr"), list)
-        else [DASH],
-        "status": key,
-        "badge": label,
-        "badge_class": cls,
-        "exceeds": key == "violated",
-    }
-
-
-def _epsilon_audit_view(run: dict, idx: int, name: str) -> dict | None:
-    """Rows, badges and evidence of the run's ``epsilon_audit`` (or ``None``)."""
-    ea = epsilon_audit(run)
-    if ea is None:
-        return None
-    eps, delta = audited_claim(run)
-    claim = run.get("claim") if isinstance(run.get("claim"), dict) else {}
-    run_status = ea.get("status")
-    rows = [_audit_row(a, run_status, eps) for a in epsilon_audit_entries(run)]
-    tr = epsilon_audit_tradeoff(run)
-    if tr is not None:
-        rows.append(_tradeoff_row(tr, run_status, eps, delta))
-    if run_status in _AUDIT_RUN_BADGE:
-        badge, badge_class = _AUDIT_RUN_BADGE[run_status]
-    else:
-        badge, badge_class = _text(run_status, "unknown"), "muted"
-    if eps is None:
-        claim_main = "no claim"
-    else:
-        claim_main = f"ε = {num(eps)}"
-        if delta is not None:
-            claim_main += f" (δ = {small(delta)})"
-    has_claim = eps is not None
-    violated = run_status == "violated"
-    histograms = []
-    for a in epsilon_audit_entries(run):
-        ex = a.get("examples")
-        if a.get("status", "ok") == "ok" and isinstance(ex, dict) and ex.get("scores"):
-            title = f"{name} — {_text(a.get('name'), 'audit')}: scores, in vs out"
-            histograms.append({"title": title, "src": _data_uri(plots.canary_histogram(a, title))})
-    return {
-        "anchor": f"run-{idx}",
-        "name": name,
-        "claim_main": claim_main,
-        "has_claim": has_claim,
-        "proven": bool(claim.get("proven")) if has_claim else None,
-        "comparable": ea.get("comparable"),
-        "badge": badge,
-        "badge_class": badge_class,
-        "violated": violated,
-        "evidence": audit_evidence(run),
-        "diagnosis": ea.get("diagnosis") if violated else None,
-        "rows": rows,
-        "tradeoff_plot": _data_uri(plots.roc_vs_tradeoff(run)) if tr is not None else None,
-        "tradeoff_attack": _text(tr.get("attack"), "strongest") if tr is not None else None,
-        "histograms": histograms,
-    }
-
-
 def _scoring_view(run: dict) -> str:
     """One line on how a model audited as it is was scored: its encoding, how the first
     token is handled, the cut length and how many texts it cut ("" for other runs)."""
@@ -767,20 +406,20 @@ def _scoring_view(run: dict) -> str:
     enc = target.get("encoding") if isinstance(target.get("encoding"), dict) else None
     if enc is None:
         return ""
-    parts = [f"scored as {_text(enc.get('encoding'))}"]
+    parts = [f"scored as {text_or(enc.get('encoding'))}"]
     if enc.get("first_token"):
-        parts.append(f"first token {_text(enc.get('first_token'))}")
+        parts.append(f"first token {text_or(enc.get('first_token'))}")
     if enc.get("suffix_tokens"):
-        parts.append("ends with " + " ".join(_text(t) for t in enc["suffix_tokens"]))
+        parts.append("ends with " + " ".join(text_or(t) for t in enc["suffix_tokens"]))
     n_cut, n = target.get("texts_cut_to_max_length"), target.get("texts_scored")
-    cut = f"{_text(n_cut)} of {_text(n)} texts" if n is not None else f"{_text(n_cut)} texts"
+    cut = f"{text_or(n_cut)} of {text_or(n)} texts" if n is not None else f"{text_or(n_cut)} texts"
     parts.append(
-        f"{cut} cut to max_length = {_text(enc.get('max_length'))} tokens "
-        f"({_text(enc.get('max_length_source'), 'target.max_length')})"
+        f"{cut} cut to max_length = {text_or(enc.get('max_length'))} tokens "
+        f"({text_or(enc.get('max_length_source'), 'target.max_length')})"
     )
     if target.get("texts_without_scored_token"):
         parts.append(
-            f"{_text(target['texts_without_scored_token'])} texts left out (no token predicted)"
+            f"{text_or(target['texts_without_scored_token'])} texts left out (no token predicted)"
         )
     return " · ".join(parts)
 
@@ -812,28 +451,29 @@ def _users_view(run: dict, aggregate_only: bool) -> dict | None:
     at risk and what a per-example claim implies for a person."""
     from privacy_audit.reports import users_view as uv
 
-    users = run.get("users")
-    if not isinstance(users, dict) or not isinstance(users.get("attacks"), list):
+    record = RunRecord.of(run).users
+    if record is None or not isinstance(record.raw.get("attacks"), list):
         return None
-    attacks = [a for a in users["attacks"] if isinstance(a, dict)]
+    users = record.raw
+    attacks = [a.raw for a in record.attacks]
     best = next((a for a in attacks if a.get("attack") == users.get("strongest_attack")), None)
-    verdict = users.get("verdict") if isinstance(users.get("verdict"), dict) else {}
+    verdict = record.verdict if isinstance(record.verdict, dict) else {}
     found = [] if aggregate_only else uv.found_users(users)
     return {
         "counts": uv.counts_lines(users),
-        "level": _text(verdict.get("level"), "unknown"),
+        "level": text_or(verdict.get("level"), "unknown"),
         "level_class": _level_class(str(verdict.get("level"))),
-        "verdict": _text(verdict.get("text"), ""),
+        "verdict": text_or(verdict.get("text"), ""),
         "attacks": _attack_rows({"attacks": attacks}, best),
         "fresh": uv.fresh_lines(users),
         "dataset_inference": uv.dataset_inference_line(users),
         "found": [
-            {"user": _text(u.get("user")), "p": num(u.get("p")), "texts": num(u.get("texts"))}
+            {"user": text_or(u.get("user")), "p": num(u.get("p")), "texts": num(u.get("texts"))}
             for u in found[:20]
         ],
         "exposed": [
             {
-                "user": _text(r.get("user")),
+                "user": text_or(r.get("user")),
                 "score": num(r.get("score")),
                 "texts": num(r.get("texts")),
             }
@@ -847,194 +487,246 @@ def build_context(results: dict) -> dict:
     """Everything the template needs, as display strings (no raw numbers)."""
     if not isinstance(results, dict):
         raise TypeError("results must be a dict (the content of results.json)")
-    runs = [r for r in results.get("runs") or [] if isinstance(r, dict)]
-    aggregate_only = bool(results.get("aggregate_only", False))
-    tool = results.get("tool") if isinstance(results.get("tool"), dict) else {}
+    record = ResultsRecord.of(results)
+    runs = [r.raw for r in record.runs]
+    summary, verdicts, run_views, eps_views = [], [], [], []
+    for idx, run in enumerate(record.runs):
+        verdict = _verdict(run.raw)
+        summary += _summary_rows(idx, run, verdict)
+        verdicts.append(_verdict_view(idx, run, verdict))
+        eps_view = epsilon_audit_view(run.raw, idx, run.display_name)
+        if eps_view is not None:
+            eps_views.append(eps_view)
+        run_views.append(_run_view(idx, run, verdict, eps_view, record.aggregate_only))
+    comparison = record.comparison
+    if comparison is not None and isinstance(comparison.get("text"), str):
+        comparison_text = comparison["text"]
+    else:
+        comparison_text = compare_runs(runs)["text"]
+    epsilon_section = None
+    if eps_views:
+        epsilon_section = {
+            "runs": eps_views,
+            "violated": [v for v in eps_views if v["violated"]],
+            "figure": data_uri(plots.claimed_vs_audited(runs)),
+        }
     env = results.get("environment") if isinstance(results.get("environment"), dict) else {}
+    packages = env.get("packages") if isinstance(env.get("packages"), dict) else {}
+    return {
+        "title": text_or(record.title, "Privacy audit"),
+        "created": text_or(record.created),
+        "tool_name": text_or(record.tool.get("name"), "privacy-audit"),
+        "tool_version": text_or(record.tool.get("version")),
+        "seed": text_or(record.seed),
+        "schema_version": text_or(record.schema_version),
+        "aggregate_only": record.aggregate_only,
+        "flag_fpr_pct": num(100 * FLAG_FPR),
+        "warnings": _warnings(record),
+        "dangers": _dangers(record),
+        "summary": summary,
+        "summary_split": any(row["split"] is not None for row in summary),
+        "show_comparison": len(runs) >= 2,
+        "verdicts": verdicts,
+        "epsilon": epsilon_section,
+        "comparison_lines": [line for line in comparison_text.splitlines() if line.strip()],
+        "metric_headers": [label for _, label in METRIC_COLUMNS],
+        "runs": run_views,
+        "figures": _figures(record),
+        "cost_of_privacy": _cost_view(results.get("cost_of_privacy")),
+        "config_json": json.dumps(record.config, indent=2, ensure_ascii=False, default=str),
+        "timing": timing_view(results.get("timing")),
+        "python": text_or(env.get("python")),
+        "platform": text_or(env.get("platform")),
+        "packages": sorted((str(k), text_or(v)) for k, v in packages.items()),
+    }
+
+
+def _warnings(record: ResultsRecord) -> list[str]:
+    """The report's warnings: an unknown schema, no runs, non-members removed as exact
+    copies of members."""
     warnings = []
-    schema = results.get("schema_version")
+    schema = record.schema_version
     if schema != SUPPORTED_SCHEMA:
         warnings.append(
             f"This report understands results schema version {SUPPORTED_SCHEMA}; "
-            f"the input declares {_text(schema, 'no version')}. Some fields may be "
+            f"the input declares {text_or(schema, 'no version')}. Some fields may be "
             "missing or misread."
         )
-    if not runs:
+    if not record.runs:
         warnings.append("The results contain no runs.")
-    for run in runs:
-        dup = run.get("exact_duplicates")
+    for run in record.runs:
+        dup = run.raw.get("exact_duplicates")
         n_dup = dup.get("removed_nonmembers") if isinstance(dup, dict) else None
         if isinstance(n_dup, int) and not isinstance(n_dup, bool) and n_dup > 0:
             before = dup.get("nonmembers_before")
             of = f" of {before}" if isinstance(before, int) else ""
             warnings.append(
-                f"{_text(run.get('name'), 'A run')}: {n_dup}{of} non-member text(s) were exact "
+                f"{text_or(run.name, 'A run')}: {n_dup}{of} non-member text(s) were exact "
                 "copies of member texts and were removed before the attacks ran (a text the "
                 "model was trained on is not a non-member)."
             )
-    # Weights the checkpoint did not hold (target.allow_uninitialized = true): red banner
+    return warnings
+
+
+def _dangers(record: ResultsRecord) -> list[str]:
+    """Weights the checkpoint did not hold (target.allow_uninitialized = true): red banner."""
     dangers = []
-    for run in runs:
-        missing = run.get("uninitialized_weights")
-        if isinstance(missing, list) and missing:
-            names = ", ".join(_text(m, "?") for m in missing[:8])
+    for run in record.runs:
+        missing = run.uninitialized_weights
+        if missing:
+            names = ", ".join(text_or(m, "?") for m in missing[:8])
             more = f" and {len(missing) - 8} more" if len(missing) > 8 else ""
             dangers.append(
-                f"UNTRAINED WEIGHTS in {_text(run.get('name'), 'a run')}: {names}{more} were "
+                f"UNTRAINED WEIGHTS in {text_or(run.name, 'a run')}: {names}{more} were "
                 "not in the checkpoint and were initialised at random. This audit measures a "
                 "partly random model, not the model you trained; its numbers say nothing "
                 "about the trained model's privacy."
             )
+    return dangers
 
-    summary, verdicts, run_views, eps_views = [], [], [], []
-    for idx, run in enumerate(runs):
-        best = strongest_attack(run)
-        verdict = _verdict(run)
-        name = run_name(run)
-        claim = _claim_view(run, best)
-        lb = _summary_eps_view(run, best)
-        if verdict["level"] == "split-shifted" and not epsilon_audit_bounds(run):
-            # an attack's bound then measures the texts; canary ε audits stay valid
-            lb = {
-                "value": DASH,
-                "detail": "not evidence about the model: the split is shifted",
-                "larger": [],
-                "why": "",
-            }
-        summary.append(
-            {
-                "anchor": f"run-{idx}",
-                "name": name,
-                "defense": _text(run.get("defense")),
-                "utility": _utility(run),
-                "claim": claim,
-                "attack": _text(best.get("attack")) if best else DASH,
-                "auc": ci(metric(best, "auc")),
-                "tpr1": ci(metric(best, TPR_1)),
-                "tpr": _summary_tpr(best),
-                "split": _summary_split(run),
-                "eps_lb": lb["value"],
-                "eps_lb_detail": lb["detail"],
-                "eps_lb_larger": lb["larger"],
-                "eps_lb_why": lb["why"],
-                "level": verdict["level"],
-                "level_class": _level_class(verdict["level"]),
-                "scoring": _scoring_view(run),
-                "unit": None,
-            }
-        )
-        uview = user_view(run)
-        if uview is not None:  # the same columns for the user as the unit, named as such
-            summary[-1]["unit"] = "unit: one text (per-text attacks; intervals resample users)"
-            ubest = strongest_attack(uview)
-            uverdict = (run.get("users") or {}).get("verdict") or {}
-            ulb = _summary_eps_view(uview, ubest)
-            counts = (run.get("users") or {}).get("counts") or {}
-            summary.append(
-                {
-                    **summary[-1],
-                    "name": f"{name} — per user",
-                    "unit": f"unit: one user ({num((counts.get('members') or {}).get('users'))} "
-                    f"member / {num((counts.get('nonmembers') or {}).get('users'))} non-member "
-                    "users)",
-                    "claim": _claim_view(uview, ubest),
-                    "attack": _text(ubest.get("attack")) if ubest else DASH,
-                    "auc": ci(metric(ubest, "auc")),
-                    "tpr1": ci(metric(ubest, TPR_1)),
-                    "tpr": _summary_tpr(ubest),
-                    "eps_lb": ulb["value"],
-                    "eps_lb_detail": ulb["detail"],
-                    "eps_lb_larger": [],
-                    "eps_lb_why": "",
-                    "level": _text(uverdict.get("level"), "unknown"),
-                    "level_class": _level_class(str(uverdict.get("level"))),
-                    "scoring": "",
-                }
-            )
-        verdicts.append(
-            {
-                "anchor": f"run-{idx}",
-                "name": name,
-                "level": verdict["level"],
-                "level_class": _level_class(verdict["level"]),
-                "text": verdict["text"],
-                # one paragraph per unit (reports/user_verdict.py writes both)
-                "paragraphs": _unit_paragraphs(verdict["text"]),
-            }
-        )
-        training = run.get("training") if isinstance(run.get("training"), dict) else {}
-        histograms = []
-        for a in ok_attacks(run):
-            title = f"{name} \u2014 {a.get('attack')}: score distributions"
-            histograms.append(
-                {
-                    "title": title,
-                    "src": _data_uri(plots.score_histogram(a, title)),
-                }
-            )
-        eps_view = _epsilon_audit_view(run, idx, name)
-        if eps_view is not None:
-            eps_views.append(eps_view)
-        run_views.append(
-            {
-                "anchor": f"run-{idx}",
-                "epsilon_audit": eps_view,
-                "name": name,
-                "defense": _text(run.get("defense")),
-                "level": verdict["level"],
-                "level_class": _level_class(verdict["level"]),
-                "utility": _utility(run),
-                "claim": claim,
-                "claim_details": _claim_details(run),
-                "leakage": _leakage_rows(run, aggregate_only),
-                "training": [(str(k), _kv(v)) for k, v in training.items()],
-                "attacks": _attack_rows(run, best),
-                "roc": _data_uri(plots.roc_loglog([run], all_attacks_for=0))
-                if len(ok_attacks(run)) > 1
-                else None,
-                "histograms": histograms,
-                "strongest": _text(best.get("attack")) if best else None,
-                "exposed": [] if aggregate_only else _exposed_examples(best, run),
-                "split": split_view(run, aggregate_only),
-                "extraction": _extraction_view(run),
-                "leakage_map": _leakage_map_view(run, aggregate_only),
-                "users": _users_view(run, aggregate_only),
-            }
-        )
 
-    comparison = results.get("comparison")
-    if isinstance(comparison, dict) and isinstance(comparison.get("text"), str):
-        comparison_text = comparison["text"]
-    else:
-        comparison_text = compare_runs(runs)["text"]
-    comparison_lines = [line for line in comparison_text.splitlines() if line.strip()]
+def _summary_rows(idx: int, run: RunRecord, verdict: dict) -> list[dict]:
+    """The run's row of the Summary table, and a second row per user when its data names
+    users (the same columns for the user as the unit, named as such)."""
+    best = strongest_attack(run)
+    name = run.display_name
+    lb = _summary_eps_view(run.raw, best)
+    if verdict["level"] == "split-shifted" and not epsilon_audit_bounds(run):
+        # an attack's bound then measures the texts; canary ε audits stay valid
+        lb = {
+            "value": DASH,
+            "detail": "not evidence about the model: the split is shifted",
+            "larger": [],
+            "why": "",
+        }
+    row = {
+        "anchor": f"run-{idx}",
+        "name": name,
+        "defense": text_or(run.defense),
+        "utility": _utility(run.raw),
+        "claim": _claim_view(run.raw, best),
+        "attack": text_or(best.get("attack")) if best else DASH,
+        "auc": ci(metric(best, "auc")),
+        "tpr1": ci(metric(best, TPR_1)),
+        "tpr": _summary_tpr(best),
+        "split": _summary_split(run.raw),
+        "eps_lb": lb["value"],
+        "eps_lb_detail": lb["detail"],
+        "eps_lb_larger": lb["larger"],
+        "eps_lb_why": lb["why"],
+        "level": verdict["level"],
+        "level_class": _level_class(verdict["level"]),
+        "scoring": _scoring_view(run.raw),
+        "unit": None,
+    }
+    uview = user_view(run.raw)
+    if uview is None:
+        return [row]
+    row["unit"] = "unit: one text (per-text attacks; intervals resample users)"
+    ubest = strongest_attack(uview)
+    users = run.users.raw if run.users is not None else {}
+    uverdict = users.get("verdict") or {}
+    ulb = _summary_eps_view(uview, ubest)
+    counts = users.get("counts") or {}
+    per_user = {
+        **row,
+        "name": f"{name} — per user",
+        "unit": f"unit: one user ({num((counts.get('members') or {}).get('users'))} "
+        f"member / {num((counts.get('nonmembers') or {}).get('users'))} non-member "
+        "users)",
+        "claim": _claim_view(uview, ubest),
+        "attack": text_or(ubest.get("attack")) if ubest else DASH,
+        "auc": ci(metric(ubest, "auc")),
+        "tpr1": ci(metric(ubest, TPR_1)),
+        "tpr": _summary_tpr(ubest),
+        "eps_lb": ulb["value"],
+        "eps_lb_detail": ulb["detail"],
+        "eps_lb_larger": [],
+        "eps_lb_why": "",
+        "level": text_or(uverdict.get("level"), "unknown"),
+        "level_class": _level_class(str(uverdict.get("level"))),
+        "scoring": "",
+    }
+    return [row, per_user]
 
-    figures = []
-    if runs:
-        figures = [
-            {
-                "title": "ROC curves (log-log)",
-                "caption": "Strongest attack per run. The left part of the curve "
-                "(low false-positive rate) is what matters for privacy: it shows "
-                "how many members can be identified with high confidence.",
-                "src": _data_uri(plots.roc_loglog(runs)),
-            },
-            {
-                "title": "Attack success across runs",
-                "caption": "Strongest-attack AUC and TPR at 1% FPR with 95% "
-                "confidence intervals; dotted lines mark chance.",
-                "src": _data_uri(plots.metric_bars(runs)),
-            },
-            {
-                "title": "Privacy / utility trade-off",
-                "caption": "Claimed ε on a log axis; runs without a formal "
-                "guarantee are placed at \u201c\u221e\u201d. Error bars are 95% CIs.",
-                "src": _data_uri(plots.privacy_utility(runs)),
-            },
-        ]
 
-    sweep = results.get("sweep")
-    if runs and isinstance(sweep, dict):  # [sweep]: privacy-utility curves across seeds
+def _verdict_view(idx: int, run: RunRecord, verdict: dict) -> dict:
+    return {
+        "anchor": f"run-{idx}",
+        "name": run.display_name,
+        "level": verdict["level"],
+        "level_class": _level_class(verdict["level"]),
+        "text": verdict["text"],
+        # one paragraph per unit (reports/user_verdict.py writes both)
+        "paragraphs": _unit_paragraphs(verdict["text"]),
+    }
+
+
+def _run_view(
+    idx: int, run: RunRecord, verdict: dict, eps_view: dict | None, aggregate_only: bool
+) -> dict:
+    """One run's section: its claim, attack table, plots, exposed examples, split check,
+    leakage and users."""
+    raw, name = run.raw, run.display_name
+    best = strongest_attack(run)
+    training = raw.get("training") if isinstance(raw.get("training"), dict) else {}
+    measured = ok_attacks(run)
+    histograms = []
+    for a in measured:
+        title = f"{name} \u2014 {a.get('attack')}: score distributions"
+        histograms.append({"title": title, "src": data_uri(plots.score_histogram(a, title))})
+    return {
+        "anchor": f"run-{idx}",
+        "epsilon_audit": eps_view,
+        "name": name,
+        "defense": text_or(run.defense),
+        "level": verdict["level"],
+        "level_class": _level_class(verdict["level"]),
+        "utility": _utility(raw),
+        "claim": _claim_view(raw, best),
+        "claim_details": _claim_details(raw),
+        "leakage": leakage_rows(raw, aggregate_only),
+        "training": [(str(k), _kv(v)) for k, v in training.items()],
+        "attacks": _attack_rows(raw, best),
+        "roc": data_uri(plots.roc_loglog([raw], all_attacks_for=0)) if len(measured) > 1 else None,
+        "histograms": histograms,
+        "strongest": text_or(best.get("attack")) if best else None,
+        "exposed": [] if aggregate_only else _exposed_examples(best, raw),
+        "split": split_view(raw, aggregate_only),
+        "extraction": extraction_view(raw),
+        "leakage_map": leakage_map_view(raw, aggregate_only),
+        "users": _users_view(raw, aggregate_only),
+    }
+
+
+def _figures(record: ResultsRecord) -> list[dict]:
+    """The report's figures across runs, and the sweep's curves when it has one."""
+    runs = [r.raw for r in record.runs]
+    if not runs:
+        return []
+    figures = [
+        {
+            "title": "ROC curves (log-log)",
+            "caption": "Strongest attack per run. The left part of the curve "
+            "(low false-positive rate) is what matters for privacy: it shows "
+            "how many members can be identified with high confidence.",
+            "src": data_uri(plots.roc_loglog(runs)),
+        },
+        {
+            "title": "Attack success across runs",
+            "caption": "Strongest-attack AUC and TPR at 1% FPR with 95% "
+            "confidence intervals; dotted lines mark chance.",
+            "src": data_uri(plots.metric_bars(runs)),
+        },
+        {
+            "title": "Privacy / utility trade-off",
+            "caption": "Claimed ε on a log axis; runs without a formal "
+            "guarantee are placed at \u201c\u221e\u201d. Error bars are 95% CIs.",
+            "src": data_uri(plots.privacy_utility(runs)),
+        },
+    ]
+    sweep = record.raw.get("sweep")
+    if isinstance(sweep, dict):  # [sweep]: privacy-utility curves across seeds
         from privacy_audit.reports.sweep_plots import sweep_curves
 
         figures.append(
@@ -1043,81 +735,45 @@ def build_context(results: dict) -> dict:
                 "caption": "Each point is a defense at one ε, averaged over the seeds "
                 f"{', '.join(str(s) for s in sweep.get('seeds', []))}; error bars are "
                 "two-sided 95% Student-t intervals across seeds (none for a single seed).",
-                "src": _data_uri(sweep_curves(sweep)),
+                "src": data_uri(sweep_curves(sweep)),
             }
         )
+    return figures
 
-    epsilon_section = None
-    if eps_views:
-        epsilon_section = {
-            "runs": eps_views,
-            "violated": [v for v in eps_views if v["violated"]],
-            "figure": _data_uri(plots.claimed_vs_audited(runs)),
-        }
 
-    cost = results.get("cost_of_privacy")
-    cost_view = None
-    if isinstance(cost, dict) and isinstance(cost.get("rows"), list):
+def _cost_view(cost: Any) -> dict | None:
+    """The cost-of-privacy table (time and memory of the DP engines against non-private
+    training), when the results carry one."""
+    if not (isinstance(cost, dict) and isinstance(cost.get("rows"), list)):
+        return None
 
-        def _x(v):
-            return f"{v:.2f}\u00d7" if isinstance(v, (int, float)) and math.isfinite(v) else DASH
-
-        cost_view = {
-            "source": _text(cost.get("source")),
-            "quick": bool(cost.get("quick")),
-            "setup": ", ".join(f"{k}={_kv(v)}" for k, v in (cost.get("setup") or {}).items()),
-            "rows": [
-                {
-                    "vocab": _text(r.get("vocab")),
-                    "shape": f"B={_text(r.get('batch_size'))}, T={_text(r.get('seq_len'))}",
-                    "cells": [
-                        _x(r.get(k))
-                        for k in (
-                            "phantom_time_x_nonprivate",
-                            "explicit_time_x_nonprivate",
-                            "opacus_time_x_nonprivate",
-                            "explicit_over_phantom_time",
-                            "phantom_memory_x_nonprivate",
-                            "explicit_memory_x_nonprivate",
-                            "opacus_memory_x_nonprivate",
-                        )
-                    ],
-                }
-                for r in cost["rows"]
-                if isinstance(r, dict)
-            ],
-        }
-
-    config = results.get("config", {})
-    config_json = json.dumps(config, indent=2, ensure_ascii=False, default=str)
-    packages = env.get("packages") if isinstance(env.get("packages"), dict) else {}
+    def _x(v):
+        return f"{v:.2f}\u00d7" if isinstance(v, (int, float)) and math.isfinite(v) else DASH
 
     return {
-        "title": _text(results.get("title"), "Privacy audit"),
-        "created": _text(results.get("created")),
-        "tool_name": _text(tool.get("name"), "privacy-audit"),
-        "tool_version": _text(tool.get("version")),
-        "seed": _text(results.get("seed")),
-        "schema_version": _text(schema),
-        "aggregate_only": aggregate_only,
-        "flag_fpr_pct": num(100 * FLAG_FPR),
-        "warnings": warnings,
-        "dangers": dangers,
-        "summary": summary,
-        "summary_split": any(row["split"] is not None for row in summary),
-        "show_comparison": len(runs) >= 2,
-        "verdicts": verdicts,
-        "epsilon": epsilon_section,
-        "comparison_lines": comparison_lines,
-        "metric_headers": [label for _, label in METRIC_COLUMNS],
-        "runs": run_views,
-        "figures": figures,
-        "cost_of_privacy": cost_view,
-        "config_json": config_json,
-        "timing": timing_view(results.get("timing")),
-        "python": _text(env.get("python")),
-        "platform": _text(env.get("platform")),
-        "packages": sorted((str(k), _text(v)) for k, v in packages.items()),
+        "source": text_or(cost.get("source")),
+        "quick": bool(cost.get("quick")),
+        "setup": ", ".join(f"{k}={_kv(v)}" for k, v in (cost.get("setup") or {}).items()),
+        "rows": [
+            {
+                "vocab": text_or(r.get("vocab")),
+                "shape": f"B={text_or(r.get('batch_size'))}, T={text_or(r.get('seq_len'))}",
+                "cells": [
+                    _x(r.get(k))
+                    for k in (
+                        "phantom_time_x_nonprivate",
+                        "explicit_time_x_nonprivate",
+                        "opacus_time_x_nonprivate",
+                        "explicit_over_phantom_time",
+                        "phantom_memory_x_nonprivate",
+                        "explicit_memory_x_nonprivate",
+                        "opacus_memory_x_nonprivate",
+                    )
+                ],
+            }
+            for r in cost["rows"]
+            if isinstance(r, dict)
+        ],
     }
 
 
@@ -1151,10 +807,10 @@ def timing_view(timing: Any) -> dict | None:
         count = s.get("count")
         rows.append(
             {
-                "stage": _text(s.get("stage")),
+                "stage": text_or(s.get("stage")),
                 "seconds": f"{sec:.2f}",
                 "share": share,
-                "count": _text(count) if isinstance(count, int) and count > 1 else "",
+                "count": text_or(count) if isinstance(count, int) and count > 1 else "",
             }
         )
     other = as_finite(timing.get("unattributed_seconds"))

@@ -329,7 +329,7 @@ EVIDENCE_TRADEOFF = _t(
 )
 
 # --------------------------------------------------------------------------- #
-# Comparing runs (reports/verdict.py::compare_runs, did_not_learn)
+# Comparing runs (reports/run_comparison.py::compare_runs, did_not_learn)
 # --------------------------------------------------------------------------- #
 COMPARE_NO_BASELINE = _t(
     "COMPARE_NO_BASELINE",

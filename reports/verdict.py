@@ -13,7 +13,15 @@ import math
 from typing import Any
 
 from privacy_audit.reports import sentences as S
+from privacy_audit.reports.claim_text import claim_details, describe_claim
+from privacy_audit.reports.epsilon_bounds import epsilon_audit_bounds, has_claim
 from privacy_audit.reports.formatting import as_finite, as_float, ci, num, pct_ci, small
+from privacy_audit.reports.results_record import (
+    AttackRecord,
+    ClaimRecord,
+    EpsilonAuditRecord,
+    RunRecord,
+)
 
 LEVELS = (
     "high",
@@ -49,18 +57,6 @@ _COMPARABLE_UNITS = (None, "example", "sequence", "user")
 # parameter between neighbouring datasets. Metric DP scales with a distance.
 _COMPARABLE_NOTIONS = ("central-dp", "local-dp")
 
-_UNIT_TEXT = {
-    "example": "per example",
-    "sequence": "per sequence",
-    "token": "per token",
-    "user": "per user",
-}
-_NOTION_TEXT = {
-    "central-dp": "central DP",
-    "local-dp": "local DP",
-    "metric-dp": "metric DP",
-}
-
 
 # --------------------------------------------------------------------------- #
 # Accessors
@@ -69,44 +65,25 @@ def metric(attack: dict | None, key: str) -> dict | None:
     """The metric dict ``attack["metrics"][key]`` or ``None``."""
     if not isinstance(attack, dict):
         return None
-    metrics = attack.get("metrics")
-    if not isinstance(metrics, dict):
-        return None
-    m = metrics.get(key)
-    return m if isinstance(m, dict) else None
+    m = AttackRecord.of(attack).metric(key)
+    return m.raw if m is not None else None
 
 
 def metric_value(attack: dict | None, key: str) -> float | None:
-    m = metric(attack, key)
-    return as_float(m.get("value")) if m else None
+    return AttackRecord.of(attack).value(key) if isinstance(attack, dict) else None
 
 
-def ok_attacks(run: dict) -> list[dict]:
+def ok_attacks(run: dict | RunRecord) -> list[dict]:
     """Attacks of ``run`` with status ``ok`` and a numeric AUC."""
-    attacks = run.get("attacks") or []
-    return [
-        a
-        for a in attacks
-        if isinstance(a, dict) and a.get("status") == "ok" and metric_value(a, "auc") is not None
-    ]
+    return [a.raw for a in RunRecord.of(run).measured_attacks()]
 
 
-def strongest_attack(run: dict) -> dict | None:
-    """The strongest measured attack of ``run``.
-
-    The run's own ``strongest_attack`` name is used when it names an ``ok``
-    attack with an AUC; otherwise the ``ok`` attack with the highest AUC point
-    estimate (first one on ties). ``None`` when no attack was measured.
-    """
-    candidates = ok_attacks(run)
-    if not candidates:
-        return None
-    named = run.get("strongest_attack")
-    if named is not None:
-        for a in candidates:
-            if a.get("attack") == named:
-                return a
-    return max(candidates, key=lambda a: metric_value(a, "auc") or 0.0)
+def strongest_attack(run: dict | RunRecord) -> dict | None:
+    """The strongest measured attack of ``run`` (:meth:`RunRecord.strongest`): the run's
+    own ``strongest_attack`` when it names an ``ok`` attack with an AUC, else the highest
+    AUC point estimate (first on ties); ``None`` when no attack was measured."""
+    best = RunRecord.of(run).strongest()
+    return best.raw if best is not None else None
 
 
 def attack_name(attack: dict | None) -> str:
@@ -115,42 +92,16 @@ def attack_name(attack: dict | None) -> str:
     return str(attack.get("attack") or "unnamed attack")
 
 
-def run_name(run: dict) -> str:
-    return str(run.get("name") or run.get("defense") or "unnamed run")
+def run_name(run: dict | RunRecord) -> str:
+    return RunRecord.of(run).display_name
 
 
 # --------------------------------------------------------------------------- #
 # Claims
 # --------------------------------------------------------------------------- #
-def claimed_epsilon(run: dict) -> float | None:
+def claimed_epsilon(run: dict | RunRecord) -> float | None:
     """The finite claimed epsilon of a run, or ``None`` (no formal claim)."""
-    claim = run.get("claim")
-    if not isinstance(claim, dict) or claim.get("notion") in (None, "none"):
-        return None
-    return as_finite(claim.get("epsilon"))
-
-
-def claim_details(claim: Any) -> str:
-    """``"central DP, per example, proven"`` (notion, unit, proof status)."""
-    if not isinstance(claim, dict) or claim.get("notion") in (None, "none"):
-        return "no formal privacy claim"
-    details = [_NOTION_TEXT.get(claim.get("notion"), str(claim.get("notion")))]
-    if claim.get("unit"):
-        details.append(_UNIT_TEXT.get(claim.get("unit"), f"per {claim.get('unit')}"))
-    details.append("proven" if claim.get("proven") else "heuristic, not proven")
-    return ", ".join(details)
-
-
-def describe_claim(claim: Any) -> str:
-    """Short human description of a claim, e.g.
-    ``"ε = 8.00, δ = 1e-5; central DP, per example, proven"``."""
-    if not isinstance(claim, dict) or claim.get("notion") in (None, "none"):
-        return "no formal privacy claim"
-    eps = as_float(claim.get("epsilon"))
-    parts = [f"ε = {num(eps)}" if eps is not None else "ε not stated"]
-    if claim.get("delta") is not None:
-        parts.append(f"δ = {small(claim.get('delta'))}")
-    return ", ".join(parts) + "; " + claim_details(claim)
+    return RunRecord.of(run).claim.finite_epsilon
 
 
 # --------------------------------------------------------------------------- #
@@ -160,34 +111,32 @@ def describe_claim(claim: Any) -> str:
 MAX_EVIDENCE_IN_VERDICT = 4
 
 
+def _audit_record(run: Any) -> EpsilonAuditRecord | None:
+    return RunRecord.of(run).epsilon_audit if isinstance(run, dict | RunRecord) else None
+
+
 def epsilon_audit(run: Any) -> dict | None:
     """The run's ``epsilon_audit`` dict, or ``None`` when it has none."""
-    if not isinstance(run, dict):
-        return None
-    ea = run.get("epsilon_audit")
-    return ea if isinstance(ea, dict) else None
+    ea = _audit_record(run)
+    return ea.raw if ea is not None else None
 
 
 def epsilon_audit_entries(run: Any) -> list[dict]:
     """The audit records of the run's ``epsilon_audit`` (dicts only)."""
-    ea = epsilon_audit(run)
-    audits = ea.get("audits") if ea else None
-    if not isinstance(audits, list):
-        return []
-    return [a for a in audits if isinstance(a, dict)]
+    ea = _audit_record(run)
+    return list(ea.audits) if ea is not None else []
 
 
 def epsilon_audit_tradeoff(run: Any) -> dict | None:
     """The trade-off test of the run's ``epsilon_audit``, or ``None``."""
-    ea = epsilon_audit(run)
-    tr = ea.get("tradeoff") if ea else None
-    return tr if isinstance(tr, dict) else None
+    ea = _audit_record(run)
+    return ea.tradeoff if ea is not None else None
 
 
 def audit_violated(run: Any) -> bool:
     """True when the run's ε audit reports its claim as violated."""
-    ea = epsilon_audit(run)
-    return bool(ea) and ea.get("status") == "violated"
+    ea = _audit_record(run)
+    return ea is not None and ea.status == "violated"
 
 
 def audited_claim(run: Any) -> tuple[float | None, float | None]:
@@ -197,16 +146,15 @@ def audited_claim(run: Any) -> tuple[float | None, float | None]:
     otherwise the run's claim. ε is ``None`` for no (finite) claim.
     """
     ea = epsilon_audit(run) or {}
-    claim = run.get("claim") if isinstance(run, dict) and isinstance(run.get("claim"), dict) else {}
-    formal = claim.get("notion") not in (None, "none")
+    claim = RunRecord.of(run).claim if isinstance(run, dict | RunRecord) else ClaimRecord.of(None)
     if "claimed_epsilon" in ea:
         eps = as_finite(ea.get("claimed_epsilon"))
     else:
-        eps = as_finite(claim.get("epsilon")) if formal else None
+        eps = claim.finite_epsilon
     if "claimed_delta" in ea:
         delta = as_float(ea.get("claimed_delta"))
     else:
-        delta = as_float(claim.get("delta")) if formal else None
+        delta = as_float(claim.delta) if claim.formal else None
     return eps, delta
 
 
@@ -223,77 +171,6 @@ def audit_exceeds(audit: dict, eps_claim: float | None) -> bool:
         return flag
     lb = as_float(audit.get("epsilon_lb"))
     return eps_claim is not None and lb is not None and lb > eps_claim
-
-
-def tradeoff_epsilon_lb(tradeoff: dict[str, Any]) -> float | None:
-    """An ε lower bound implied by the trade-off test's significant points.
-
-    Each stored point has a one-sided bound ``fpr_hi`` on its false-positive rate and
-    ``tpr_lo`` on its true-positive rate, simultaneous over the tested thresholds at the
-    test's confidence. Any (ε, δ)-DP mechanism has ``TPR <= e^ε FPR + δ`` and
-    ``1 - FPR <= e^ε (1 - TPR) + δ`` (Kairouz et al. 2015), so
-    ``ε >= max(log((tpr_lo - δ) / fpr_hi), log((1 - fpr_hi - δ) / (1 - tpr_lo)))`` at that
-    confidence. Only thresholds that violated the claimed ε are stored, so this is
-    ``None`` when the test found no violation (it is a bound, never an estimate)."""
-    points = tradeoff.get("points")
-    delta = as_finite(tradeoff.get("delta"))
-    if not isinstance(points, list) or delta is None:
-        return None
-    best = None
-    for p in points:
-        if not isinstance(p, dict):
-            continue
-        f, t = as_finite(p.get("fpr_hi")), as_finite(p.get("tpr_lo"))
-        if f is None or t is None:
-            continue
-        cands = []
-        if f > 0 and t - delta > 0:
-            cands.append(math.log((t - delta) / f))
-        if t < 1 and 1 - f - delta > 0:
-            cands.append(math.log((1 - f - delta) / (1 - t)))
-        for c in cands:
-            if c > 0 and (best is None or c > best):
-                best = c
-    return best
-
-
-def has_claim(run: dict[str, Any]) -> bool:
-    """Whether the run claims a privacy guarantee (a notion other than "none" and an ε)."""
-    claim = run.get("claim") if isinstance(run.get("claim"), dict) else {}
-    return claim.get("notion") not in (None, "none") and as_finite(claim.get("epsilon")) is not None
-
-
-def simulated_audit(audit: dict[str, Any]) -> bool:
-    """An ε audit of the declared mechanism simulated beside the training (gradient
-    canaries, the one-run white-box audits), not of the released model."""
-    return audit.get("source") == "simulated from the mechanism" or "simulated run" in str(
-        audit.get("cost") or ""
-    )
-
-
-def epsilon_audit_bounds(run: dict[str, Any]) -> list[tuple[str, Any]]:
-    """``(name, ε lower bound)`` of every ``ok``, non-asymptotic ε audit of a run (gradient
-    canaries, one-run input canaries, ...) and of the trade-off test when it found a
-    violation. A run without a privacy claim has no declared mechanism: audits simulated
-    from one are not about it and are left out (a non-private run's simulated, noiseless
-    updates read "ε ≥ 9.51" beside its measured 0.76)."""
-    ea = run.get("epsilon_audit")
-    if not isinstance(ea, dict):
-        return []
-    claimed = has_claim(run)
-    out: list[tuple[str, Any]] = []
-    for a in ea.get("audits") or []:
-        # asymptotic bounds (the Gaussian one-run audit) are informational: never gated on
-        if isinstance(a, dict) and a.get("status") == "ok" and not a.get("asymptotic"):
-            if not claimed and simulated_audit(a):
-                continue
-            out.append((str(a.get("name") or "unnamed audit"), a.get("epsilon_lb")))
-    tr = ea.get("tradeoff")
-    if isinstance(tr, dict) and tr.get("violated"):
-        out.append(
-            (f"trade-off test ({tr.get('attack') or 'strongest'} attack)", tradeoff_epsilon_lb(tr))
-        )
-    return out
 
 
 #: What a bound at its ceiling means (the most this many trials could certify).
@@ -321,16 +198,11 @@ def epsilon_headline(run: dict[str, Any]) -> dict[str, Any] | None:
 
     Returns ``{"value", "source", "kind" ("attack" | "epsilon audit"), "ceiling",
     "at_ceiling", "why", "larger": [{"value", "source", "ceiling", "at_ceiling"}]}``."""
-    check = run.get("split_check")
-    shifted = isinstance(check, dict) and check.get("shifted") is True
-    ea = run.get("epsilon_audit") if isinstance(run.get("epsilon_audit"), dict) else {}
-    by_name = {
-        str(a.get("name") or "unnamed audit"): a
-        for a in ea.get("audits") or []
-        if isinstance(a, dict)
-    }
+    rec = RunRecord.of(run)
+    ea = rec.epsilon_audit
+    by_name = {str(a.get("name") or "unnamed audit"): a for a in (ea.audits if ea else ())}
     audits = []
-    for name, lb in epsilon_audit_bounds(run):
+    for name, lb in epsilon_audit_bounds(rec):
         v = as_finite(lb)
         if v is not None:
             ceiling = as_finite((by_name.get(name) or {}).get("ceiling"))
@@ -344,19 +216,19 @@ def epsilon_headline(run: dict[str, Any]) -> dict[str, Any] | None:
                 }
             )
     attack = None
-    best = strongest_attack(run)
-    lb = metric(best, EPS_LB) if best is not None else None
-    v = as_finite(lb.get("value")) if lb else None
-    if v is not None and not shifted:
-        ceiling = as_finite(lb.get("ceiling"))
+    best = rec.strongest()
+    lb = best.metric(EPS_LB) if best is not None else None
+    v = lb.finite_value if lb else None
+    if v is not None and not rec.shifted:
+        ceiling = as_finite(lb.raw.get("ceiling"))
         attack = {
             "value": v,
-            "source": S.SOURCE_ATTACK(attack=attack_name(best)),
+            "source": S.SOURCE_ATTACK(attack=attack_name(best.raw)),
             "kind": "attack",
             "ceiling": ceiling,
             "at_ceiling": _at_ceiling(v, ceiling),
         }
-    if audits and has_claim(run):
+    if audits and has_claim(rec):
         head = {**audits[0], "why": "the run's privacy claim was audited: its first ε audit"}
         rest = audits[1:] + ([attack] if attack else [])
     elif attack is not None:
@@ -444,11 +316,11 @@ def audit_evidence(run: Any) -> list[str]:
 
 def _audit_violation_text(run: dict) -> str:
     eps, delta = audited_claim(run)
-    claim = run.get("claim") if isinstance(run.get("claim"), dict) else {}
+    claim = RunRecord.of(run).claim
     stated = f"ε = {num(eps)}" if eps is not None else "claimed ε"
     if eps is not None and delta is not None:
         stated += f", δ = {small(delta)}"
-    details = claim_details(claim) if claim.get("notion") not in (None, "none") else ""
+    details = claim_details(claim.raw) if claim.formal else ""
     evidence = audit_evidence(run)
     cited = ""
     if evidence:
@@ -470,10 +342,11 @@ def check_claim(run: dict, attack: dict | None = None) -> dict:
     """
     result = check_attack_claim(run, attack)
     if not audit_violated(run):
-        audit = run.get("epsilon_audit") if isinstance(run.get("epsilon_audit"), dict) else {}
+        audit = RunRecord.of(run).epsilon_audit
         # A dedicated ε audit (e.g. gradient canaries, ceiling above the claim) can test a
         # claim the membership attacks' sample size cannot: prefer its "consistent".
-        if audit.get("status") == "consistent" and result["status"] in ("untestable", "unmeasured"):
+        consistent = audit is not None and audit.status == "consistent"
+        if consistent and result["status"] in ("untestable", "unmeasured"):
             return {
                 "status": "consistent",
                 "text": "The ε audits could have detected a violation of the claimed ε and found none; "
@@ -508,18 +381,18 @@ def check_attack_claim(run: dict, attack: dict | None = None) -> dict:
     * ``"consistent"``: not exceeded although a violation was detectable.
       An audit can contradict a claim but never confirm it.
     """
+    rec = RunRecord.of(run)
     if attack is None:
-        attack = strongest_attack(run)
-    claim = run.get("claim") if isinstance(run.get("claim"), dict) else {}
-    eps_c = claimed_epsilon(run)
+        attack = strongest_attack(rec)
+    claim = rec.claim.raw
+    eps_c = rec.claim.finite_epsilon
     if eps_c is None:
-        if claim.get("notion") not in (None, "none"):
+        if rec.claim.formal:
             return {"status": "no-claim", "text": S.CLAIM_NO_NUMBER()}
         return {"status": "no-claim", "text": S.CLAIM_NONE()}
     desc = describe_claim(claim)
     details = claim_details(claim)
-    split = run.get("split_check") if isinstance(run.get("split_check"), dict) else {}
-    if split.get("shifted") is True:
+    if rec.shifted:
         # the attacks' bounds measure the difference between the two sets of texts as well
         # as memorisation, so they neither contradict nor support a claim (an ε audit's own
         # violation still counts: check_claim reads it)
@@ -652,10 +525,10 @@ def split_resolution(run: dict) -> dict | None:
     two sets smaller than that passes the check and is measured by every attack; an
     effect below it cannot be attributed to training. Without sub-sampling the check
     reads the attacks' own texts and this rule does not apply."""
-    check = run.get("split_check")
-    if not isinstance(check, dict):
+    check = RunRecord.of(run).split_check
+    if check is None:
         return None
-    blind = check.get("blind") or {}
+    blind = check.blind
     det = as_finite(blind.get("detectable_auc"))
     if blind.get("subsampled") is not True or det is None:
         return None
@@ -673,11 +546,8 @@ def battery_beats_chance(run: dict) -> bool:
     MODERATE rule "the strongest attack's AUC interval excludes 0.5" needs it: that attack
     is chosen on the same data, so its own interval excludes 0.5 by chance far more often
     than its level says (7-8% instead of 2.5% for the best of four, docs/verdict-multiplicity.md)."""
-    test = run.get("battery_chance")
-    if not isinstance(test, dict):
-        return True
-    p, alpha = as_float(test.get("p_value")), as_float(test.get("alpha"))
-    return p is None or alpha is None or p <= alpha
+    test = RunRecord.of(run).battery_chance
+    return test is None or test.rejects_chance
 
 
 def verdict_attack(run: dict) -> dict | None:
@@ -702,10 +572,12 @@ _SEVERITY = {"low": 0, "inconclusive": 1, "moderate": 2, "high": 3}
 
 def _by_auc(run: dict, attack: dict) -> dict | None:
     """The run's AUC leader when it is another ``ok`` attack than ``attack``."""
-    name = run.get("strongest_attack_by_auc")
+    rec = RunRecord.of(run)
+    name = rec.strongest_attack_by_auc
     if name is None or name == attack.get("attack"):
         return None
-    return next((a for a in ok_attacks(run) if a.get("attack") == name), None)
+    other = rec.measured_attack(name)
+    return other.raw if other is not None else None
 
 
 def _level_of(
@@ -722,17 +594,19 @@ def _level_of(
     AUC is ``inconclusive`` (an undetected difference between the sets could carry it),
     never LOW (a real leak of that size is not ruled out either). The TPR and ε-bound
     routes are kept: they read the tail, which the blind AUC does not describe."""
-    auc = metric(attack, "auc") or {}
-    tpr = measured_metric(attack, TPR_1)
-    lb = metric(attack, EPS_LB)
-    auc_v, auc_lo, auc_hi = (as_float(auc.get(k)) for k in ("value", "ci_low", "ci_high"))
+    rec = AttackRecord.of(attack)
+    auc_m = rec.metric("auc")
+    auc = auc_m.raw if auc_m is not None else {}
+    tpr = rec.metric(TPR_1) if measured_metric(attack, TPR_1) is not None else None
+    lb = rec.metric(EPS_LB)
+    auc_v, auc_lo, auc_hi = (auc_m.value, auc_m.ci_low, auc_m.ci_high) if auc_m else (None,) * 3
     if auc_hi is not None and auc_hi < CHANCE_AUC:
         # even the strongest attack ranks non-members above members beyond chance: inverted
         # scores or swapped labels, which say nothing about leakage (never "low")
         return "invalid-attack", INVALID_ATTACK_TEXT
-    tpr_lo = as_float(tpr.get("ci_low")) if tpr else None
-    tpr_hi = as_float(tpr.get("ci_high")) if tpr else None
-    lb_v = as_float(lb.get("value")) if lb else None
+    tpr_lo = tpr.ci_low if tpr else None
+    tpr_hi = tpr.ci_high if tpr else None
+    lb_v = lb.value if lb else None
     if tpr_lo is not None and tpr_lo >= HIGH_TPR_CI_LOW:
         return "high", ""
     det = resolution.get("detectable_auc") if resolution else None
@@ -790,7 +664,7 @@ def _level_of(
             )
             at_least = max(at_least, need_tpr)
         else:
-            tpr_v = as_float(tpr.get("value"))
+            tpr_v = tpr.value
             reasons.append(
                 S.REASON_TPR_REACHES(
                     high=f"{100 * tpr_hi:.1f}%", threshold=f"{100 * HIGH_TPR_CI_LOW:g}%"
@@ -847,7 +721,7 @@ def _unresolved_text(attack: dict, auc: dict, resolution: dict) -> str:
     )
 
 
-def verdict_for_run(run: dict) -> dict:
+def verdict_for_run(run: dict | RunRecord) -> dict:
     """Plain-language membership-leakage verdict for one run.
 
     The level is read from the strongest attack (see :func:`strongest_attack`), which is
@@ -887,52 +761,79 @@ def verdict_for_run(run: dict) -> dict:
     audited only with ``allow_uninitialized``) is ``"not-measured"`` whatever the attacks
     found: they measured partly random weights, and a low number would be a false all-clear.
     """
-    missing = run.get("uninitialized_weights")
-    if isinstance(missing, list) and missing:
-        return {
-            "level": "not-measured",
-            "text": S.NOT_MEASURED_WEIGHTS(n=len(missing)),
-            "attack": None,
-            "claim_status": "unmeasured" if claimed_epsilon(run) else "no-claim",
-        }
-    shifted = split_shifted(run)
-    if shifted is not None:
-        return shifted
-    attack = verdict_attack(run)
-    if attack is None:
-        attacks = [a for a in run.get("attacks") or [] if isinstance(a, dict)]
-        na = sum(1 for a in attacks if a.get("status") == "not_applicable")
-        err = sum(1 for a in attacks if a.get("status") == "error")
-        detail = (
-            S.ATTACKS_CONFIGURED_SPLIT(n=len(attacks), na=na, err=err)
-            if attacks
-            else S.ATTACKS_CONFIGURED(n=0)
-        )
-        result = {
-            "level": "not-measured",
-            "text": S.NOT_MEASURED_NO_ATTACK(detail=detail),
-            "attack": None,
-            "claim_status": "unmeasured" if claimed_epsilon(run) else "no-claim",
-        }
-        if audit_violated(run):
-            result["text"] += " " + _audit_violation_text(run)
-            result["claim_status"] = "violated"
-        return result
-
+    rec = RunRecord.of(run)
+    early = _unmeasured_verdict(rec)
+    if early is not None:
+        return early
+    attack = verdict_attack(rec)
     name = attack_name(attack)
     auc = metric(attack, "auc") or {}
-    tpr = metric(attack, TPR_1)
-    lb = metric(attack, EPS_LB)
     auc_lo = as_float(auc.get("ci_low"))
-    lb_v = as_float(lb.get("value")) if lb else None
+    tpr_txt = _tpr_clause(attack)
+    level, undecided = verdict_level(rec)
+    text = _level_text(level, undecided, attack, S.AUC_SLOT(auc=ci(auc)), tpr_txt)
+    if level in ("low", "inconclusive") and auc_lo is not None and auc_lo > CHANCE_AUC:
+        text += _battery_note(rec)
+    claim = check_claim(rec, attack)
+    text += _bound_text(rec, metric(attack, EPS_LB), claim)
+    two = strongest_two_ways(rec)
+    if two:
+        text += " " + two
+    text += " " + claim["text"]
+    return {
+        "level": level,
+        "text": text,
+        "attack": name,
+        "claim_status": claim["status"],
+        **({"inconclusive": undecided} if level == "inconclusive" else {}),
+        **({"invalid": undecided} if level == "invalid-attack" else {}),
+    }
 
-    auc_txt = S.AUC_SLOT(auc=ci(auc))
+
+def _unmeasured_verdict(rec: RunRecord) -> dict | None:
+    """The verdict of a run no attack measured (untrained weights, a shifted split, no
+    ``ok`` attack), else ``None``: :func:`verdict_for_run`'s first step."""
+    if rec.uninitialized_weights:
+        return {
+            "level": "not-measured",
+            "text": S.NOT_MEASURED_WEIGHTS(n=len(rec.uninitialized_weights)),
+            "attack": None,
+            "claim_status": "unmeasured" if claimed_epsilon(rec) else "no-claim",
+        }
+    shifted = split_shifted(rec)
+    if shifted is not None:
+        return shifted
+    if verdict_attack(rec) is not None:
+        return None
+    attacks = rec.attacks
+    na = sum(1 for a in attacks if a.status == "not_applicable")
+    err = sum(1 for a in attacks if a.status == "error")
+    detail = (
+        S.ATTACKS_CONFIGURED_SPLIT(n=len(attacks), na=na, err=err)
+        if attacks
+        else S.ATTACKS_CONFIGURED(n=0)
+    )
+    result = {
+        "level": "not-measured",
+        "text": S.NOT_MEASURED_NO_ATTACK(detail=detail),
+        "attack": None,
+        "claim_status": "unmeasured" if claimed_epsilon(rec) else "no-claim",
+    }
+    if audit_violated(rec):
+        result["text"] += " " + _audit_violation_text(rec)
+        result["claim_status"] = "violated"
+    return result
+
+
+def _tpr_clause(attack: dict) -> str:
+    """The verdict's TPR at 1% FPR: the number when the sample resolves it, else why not
+    and the lowest FPR it does resolve ("" when the attack reports none)."""
     from privacy_audit.reports.resolution import lead_tpr, tpr_view
 
     one = tpr_view(attack, 0.01)
     if one["resolvable"]:
         tpr_txt = S.TPR_RESOLVED(tpr=pct_ci(one["metric"]), fpr="1%")
-    elif tpr:
+    elif metric(attack, TPR_1):
         # not resolvable at this n: why, and what the sample does resolve (never a number)
         tpr_txt = S.TPR_UNRESOLVED(fpr="1%", reason=one["text"])
     else:
@@ -940,57 +841,66 @@ def verdict_for_run(run: dict) -> dict:
     lead = lead_tpr(attack) if tpr_txt and not one["resolvable"] else None
     if lead is not None:
         tpr_txt += S.TPR_LEAD(fpr=f"{100 * lead['fpr']:g}%", tpr=lead["text"])
-    and_tpr = S.AND_CLAUSE(clause=tpr_txt) if tpr_txt else ""
+    return tpr_txt
 
-    level, undecided = verdict_level(run)
+
+def _level_text(level: str, undecided: str, attack: dict, auc_txt: str, tpr_txt: str) -> str:
+    """The verdict's first sentence: the level, the attack, its AUC and TPR."""
+    name = attack_name(attack)
+    and_tpr = S.AND_CLAUSE(clause=tpr_txt) if tpr_txt else ""
     if level == "invalid-attack":
-        text = S.INVALID(attack=name, auc=auc_txt, why=INVALID_ATTACK_TEXT)
-    elif level == "high":
-        text = S.HIGH(attack=name, auc=auc_txt, tpr=and_tpr)
-    elif level == "moderate":
-        text = S.MODERATE(attack=name, auc=auc_txt, tpr=and_tpr)
-    elif level == "inconclusive":
+        return S.INVALID(attack=name, auc=auc_txt, why=INVALID_ATTACK_TEXT)
+    if level == "high":
+        return S.HIGH(attack=name, auc=auc_txt, tpr=and_tpr)
+    if level == "moderate":
+        return S.MODERATE(attack=name, auc=auc_txt, tpr=and_tpr)
+    if level == "inconclusive":
         if "score of the strongest attack is tied" in undecided:
             lead = S.INCONCLUSIVE_TIED()
         elif undecided.startswith(UNRESOLVED_LEAD):
             lead = S.INCONCLUSIVE_UNRESOLVED()
         else:
             lead = S.INCONCLUSIVE_SMALL()
-        text = S.INCONCLUSIVE(lead=lead, attack=name, auc=auc_txt, tpr=and_tpr, why=undecided)
-    else:
-        n = attack.get("n_members")
-        includes = (
-            S.LOW_INCLUDES_CHANCE()
-            if auc_lo is not None and auc_lo <= CHANCE_AUC
-            else S.LOW_NOT_ESTABLISHED()
-        )
-        text = S.LOW(
-            attack=name,
-            auc=auc_txt,
-            includes=includes,
-            tpr=S.COMMA_AND_CLAUSE(clause=tpr_txt) if tpr_txt else "",
-            members=S.N_MEMBERS(n=n) if n is not None else S.N_MEMBERS_UNKNOWN(),
-        )
+        return S.INCONCLUSIVE(lead=lead, attack=name, auc=auc_txt, tpr=and_tpr, why=undecided)
+    n = attack.get("n_members")
+    auc_lo = as_float((metric(attack, "auc") or {}).get("ci_low"))
+    includes = (
+        S.LOW_INCLUDES_CHANCE()
+        if auc_lo is not None and auc_lo <= CHANCE_AUC
+        else S.LOW_NOT_ESTABLISHED()
+    )
+    return S.LOW(
+        attack=name,
+        auc=auc_txt,
+        includes=includes,
+        tpr=S.COMMA_AND_CLAUSE(clause=tpr_txt) if tpr_txt else "",
+        members=S.N_MEMBERS(n=n) if n is not None else S.N_MEMBERS_UNKNOWN(),
+    )
 
-    fw = run.get("battery_chance")
-    if (
-        level in ("low", "inconclusive")
-        and auc_lo is not None
-        and auc_lo > CHANCE_AUC
-        and not battery_beats_chance(run)
-    ):
-        text += S.BATTERY_NOT_BEYOND_CHANCE(
-            n=len(fw.get("attacks") or []),
-            permutations=fw.get("permutations"),
-            p=num(as_float(fw.get("p_value"))),
-            alpha=num(as_float(fw.get("alpha"))),
-        )
-    claim = check_claim(run, attack)
-    head = epsilon_headline(run)
+
+def _battery_note(rec: RunRecord) -> str:
+    """Why an AUC interval above chance is no finding: the battery's family-wise test
+    does not reject chance ("" when it does)."""
+    fw = rec.battery_chance
+    if fw is None or fw.rejects_chance:
+        return ""
+    return S.BATTERY_NOT_BEYOND_CHANCE(
+        n=len(fw.attacks),
+        permutations=fw.permutations,
+        p=num(fw.p_value),
+        alpha=num(fw.alpha),
+    )
+
+
+def _bound_text(rec: RunRecord, lb: dict | None, claim: dict) -> str:
+    """The run's one headline ε (see :func:`epsilon_headline`, the same number as the
+    summary) and any larger bound; with a checkable claim the claim sentence states the
+    attack's bound instead."""
+    text = ""
+    head = epsilon_headline(rec)
     checkable = claim["status"] not in ("no-claim", "unmeasured")
     if head is not None and head["kind"] == "attack" and lb is not None and not checkable:
-        # with a checkable claim the claim sentence states this bound;
-        # the run's one headline ε (see epsilon_headline): the same number as the summary
+        lb_v = as_float(lb.get("value"))
         ceiling = as_float(lb.get("ceiling"))
         cap = S.CEILING_CAP(ceiling=num(ceiling)) if ceiling else ""
         if head["at_ceiling"]:
@@ -1006,30 +916,19 @@ def verdict_for_run(run: dict) -> dict:
         text += S.LARGER_BOUND(
             headline=headline_text({**head["larger"][0], "larger": head["larger"][1:]}, "and")
         )
-    two = strongest_two_ways(run)
-    if two:
-        text += " " + two
-    text += " " + claim["text"]
-    return {
-        "level": level,
-        "text": text,
-        "attack": name,
-        "claim_status": claim["status"],
-        **({"inconclusive": undecided} if level == "inconclusive" else {}),
-        **({"invalid": undecided} if level == "invalid-attack" else {}),
-    }
+    return text
 
 
 def strongest_two_ways(run: dict) -> str:
     """The sentence naming the strongest attack at the lowest resolvable FPR and by AUC
     (``strongest_attack_low_fpr`` / ``strongest_attack_by_auc`` of the run record); empty
     when the record has neither."""
-    low = run.get("strongest_attack_low_fpr")
-    by_auc = run.get("strongest_attack_by_auc")
-    if not isinstance(low, dict) and by_auc is None:
+    rec = RunRecord.of(run)
+    low, by_auc = rec.strongest_attack_low_fpr, rec.strongest_attack_by_auc
+    if low is None and by_auc is None:
         return ""
     parts = []
-    if isinstance(low, dict) and low.get("attack") is not None:
+    if low is not None and low.get("attack") is not None:
         fpr = as_float(low.get("fpr"))
         tpr = {k: low.get(k) for k in ("value", "ci_low", "ci_high")}
         tpr["value"] = low.get("tpr")
@@ -1038,8 +937,8 @@ def strongest_two_ways(run: dict) -> str:
     else:
         parts.append(S.STRONGEST_NONE_RESOLVED(rates="0.1%, 1%"))
     if by_auc is not None:
-        a = next((x for x in ok_attacks(run) if x.get("attack") == by_auc), None)
-        auc = metric(a, "auc") if a else None
+        a = rec.measured_attack(by_auc)
+        auc = a.metric("auc").raw if a else None
         parts.append(S.STRONGEST_BY_AUC(attack=by_auc, auc=S.PAREN_AUC(auc=ci(auc)) if auc else ""))
     return "; ".join(parts) + "."
 
@@ -1050,182 +949,24 @@ def split_shifted(run: dict) -> dict | None:
     difference between the texts as well as memorisation, so neither HIGH nor LOW is
     said; the attacks' ε lower bounds are not evidence about the model either, so only an
     ε audit's own violation (canaries: same-kind non-members by construction) is kept."""
-    check = run.get("split_check")
-    if not isinstance(check, dict) or check.get("shifted") is not True:
+    rec = RunRecord.of(run)
+    check = rec.split_check
+    if check is None or not check.shifted:
         return None
-    auc = ((check.get("blind") or {}).get("auc")) or {}
-    conf = check.get("confidence")
+    auc = check.blind_auc
+    conf = check.confidence
     lvl = S.INTERVAL_LEVEL(level=f"{100 * conf:g}%") if isinstance(conf, int | float) else ""
     text = S.SPLIT_SHIFTED(auc=ci(auc), level=lvl)
-    best = strongest_attack(run)
+    best = strongest_attack(rec)
     if best is not None:
         text += S.SHIFTED_STRONGEST(attack=attack_name(best), auc=ci(metric(best, "auc")))
-    if str(check.get("advice") or "").strip():
-        text += S.WHAT_TO_DO(advice=str(check["advice"]))
-    status = "unmeasured" if claimed_epsilon(run) else "no-claim"
-    head = epsilon_headline(run)  # from an ε audit only: the attacks' bounds measure the texts
+    if str(check.advice or "").strip():
+        text += S.WHAT_TO_DO(advice=str(check.advice))
+    status = "unmeasured" if claimed_epsilon(rec) else "no-claim"
+    head = epsilon_headline(rec)  # from an ε audit only: the attacks' bounds measure the texts
     if head is not None:
         text += S.CERTIFIED_HEADLINE(headline=headline_text(head))
     if audit_violated(run):
         text += " " + _audit_violation_text(run)
         status = "violated"
     return {"level": "split-shifted", "text": text.strip(), "attack": None, "claim_status": status}
-
-
-# --------------------------------------------------------------------------- #
-# Comparison
-# --------------------------------------------------------------------------- #
-def _auc_triplet(run: dict) -> tuple[float, float | None, float | None] | None:
-    attack = strongest_attack(run)
-    if attack is None:
-        return None
-    m = metric(attack, "auc") or {}
-    return (
-        float(m["value"]),
-        as_float(m.get("ci_low")),
-        as_float(m.get("ci_high")),
-    )
-
-
-def did_not_learn(run: dict) -> str | None:
-    """Why a run did not clear its trivial baseline (the paper-claims rule, experiments/claims.py):
-    its utility CI against the unigram perplexity (LMs, ``utility.unigram_floor``) or the
-    majority-class rate (classifiers, ``utility.majority_rate``); None when it cleared it or
-    no baseline is recorded."""
-    from privacy_audit.reports.utility_floor import Arm, Baseline, clears
-
-    u = run.get("utility")
-    if not isinstance(u, dict) or not isinstance(u.get("value"), (int, float)):
-        return None
-    if u.get("metric") == "perplexity" and isinstance(u.get("unigram_floor"), (int, float)):
-        floor = Baseline("the unigram perplexity", float(u["unigram_floor"]))
-        higher = False
-    elif isinstance(u.get("majority_rate", u.get("majority_class_rate")), (int, float)):
-        # majority_class_rate: the name split-n-denoise's utility already used
-        rate = u.get("majority_rate", u.get("majority_class_rate"))
-        floor = Baseline("the majority-class rate", float(rate))
-        higher = True
-    else:
-        return None
-    floors = [floor]
-    ps = u.get("public_start")
-    if not higher and isinstance(ps, dict) and isinstance(ps.get("value"), (int, float)):
-        # pretrained targets: the run must also end below the model it started from
-        floors.append(
-            Baseline("the public-only start", ps["value"], ps.get("ci_low"), ps.get("ci_high"))
-        )
-    arm = Arm(run_name(run), u["value"], u.get("ci_low"), u.get("ci_high"), higher, floors)
-    failed = [f for f in floors if not clears(arm, f)]
-    if not failed:
-        return None
-    return S.DID_NOT_LEARN(
-        run=arm.name,
-        metric=u.get("metric") or "utility",
-        value=_fmt_triplet((u["value"], u.get("ci_low"), u.get("ci_high"))),
-        floors=" or ".join(
-            S.FLOOR(
-                name=f.name,
-                value=f"{f.value:.4g}",
-                interval=f" [{f.ci_low:.4g}, {f.ci_high:.4g}]" if f.ci_low is not None else "",
-            )
-            for f in failed
-        ),
-    )
-
-
-def compare_runs(runs: list[dict]) -> dict:
-    """Compare the undefended run with every other run on strongest-attack AUC.
-
-    The baseline is the first run whose ``defense`` is ``"none"``. For each
-    other run the higher AUC point estimate is called "more vulnerable", and
-    the 95% intervals are checked for overlap. Overlapping intervals are
-    reported as "this sample cannot separate them"; disjoint intervals as a
-    clear difference. (Disjoint 95% intervals are a conservative criterion.)
-
-    Returns ``{"text", "pairs"}``; each pair is a dict with ``baseline``,
-    ``run``, ``baseline_auc``, ``run_auc`` (``[value, ci_low, ci_high]`` or
-    ``None``), ``more_vulnerable`` (a run name or ``None``), ``overlap``
-    (``True``/``False``, or ``None`` when it cannot be judged) and ``text``.
-    """
-    runs = [r for r in runs or [] if isinstance(r, dict)]
-    base_idx = next((i for i, r in enumerate(runs) if r.get("defense") == "none"), None)
-    if base_idx is None:
-        return {"text": S.COMPARE_NO_BASELINE(), "pairs": []}
-    base = runs[base_idx]
-    b_name = run_name(base)
-    b_auc = _auc_triplet(base)
-    others = [r for i, r in enumerate(runs) if i != base_idx]
-    if not others:
-        return {"text": S.COMPARE_ONLY_BASELINE(baseline=b_name), "pairs": []}
-    if b_auc is None:
-        return {"text": S.COMPARE_BASELINE_UNMEASURED(baseline=b_name), "pairs": []}
-
-    pairs = []
-    for other in others:
-        o_name = run_name(other)
-        o_auc = _auc_triplet(other)
-        pair: dict[str, Any] = {
-            "baseline": b_name,
-            "run": o_name,
-            "baseline_auc": list(b_auc),
-            "run_auc": list(o_auc) if o_auc else None,
-            "more_vulnerable": None,
-            "overlap": None,
-        }
-        if o_auc is None:
-            pair["text"] = S.COMPARE_NOT_MEASURED(run=o_name)
-            pairs.append(pair)
-            continue
-        unlearned = [w for w in (did_not_learn(base), did_not_learn(other)) if w]
-        if unlearned:
-            # a model that learned nothing leaks nothing: its AUC says nothing about the defense
-            pair["comparable"] = False
-            pair["text"] = S.COMPARE_NOT_COMPARABLE(
-                run=o_name,
-                baseline=b_name,
-                why="; ".join(unlearned),
-                run_auc=_fmt_triplet(o_auc),
-                baseline_auc=_fmt_triplet(b_auc),
-            )
-            pairs.append(pair)
-            continue
-        if o_auc[0] > b_auc[0]:
-            more = o_name
-        elif b_auc[0] > o_auc[0]:
-            more = b_name
-        else:
-            more = None
-        pair["more_vulnerable"] = more
-        if None in (o_auc[1], o_auc[2], b_auc[1], b_auc[2]):
-            sep = S.COMPARE_NO_INTERVALS()
-        else:
-            overlap = o_auc[1] <= b_auc[2] and b_auc[1] <= o_auc[2]
-            pair["overlap"] = overlap
-            if overlap:
-                sep = S.COMPARE_OVERLAP()
-            elif more == b_name:
-                sep = S.COMPARE_DEFENSE_HELPS()
-            else:
-                sep = S.COMPARE_DEFENSE_HURTS()
-        if more is None:
-            lead = S.COMPARE_SAME()
-        elif more == b_name:
-            lead = S.COMPARE_BASELINE_MORE(baseline=b_name)
-        else:
-            lead = S.COMPARE_RUN_MORE(run=o_name)
-        pair["text"] = S.COMPARE_PAIR(
-            run=o_name,
-            baseline=b_name,
-            run_auc=_fmt_triplet(o_auc),
-            baseline_auc=_fmt_triplet(b_auc),
-            lead=lead,
-            sep=sep,
-        )
-        pairs.append(pair)
-
-    text = "\n".join(p["text"] for p in pairs)
-    return {"text": text, "pairs": pairs}
-
-
-def _fmt_triplet(t: tuple[float, float | None, float | None]) -> str:
-    return ci({"value": t[0], "ci_low": t[1], "ci_high": t[2]})

@@ -95,6 +95,7 @@ T_DIAG = [
 T_EZ = ["tests/attacks/test_ez_mia.py", "tests/attacks/test_frontier_attacks.py"]
 
 V, R = "reports/verdict.py", "reports/resolution.py"
+EB, RC, REC = "reports/epsilon_bounds.py", "reports/run_comparison.py", "reports/results_record.py"
 CB, FPR = "stats/canary_bounds.py", "audit/scale/fingerprint.py"
 OUT, LOCK = "audit/outputs.py", "privacy_audit/ground/lock.py"
 CR, MK, SC = "attacks/con_recall.py", "attacks/min_k_pp.py", "stats/scores.py"
@@ -105,18 +106,18 @@ AUD, EZ = "audit/epsilon/claimed_vs_audited.py", "attacks/ez_mia.py"
 MUTANTS = [
     # ---- reports/verdict.py ------------------------------------------------------------
     ("V01", V, "return eps_claim is not None and lb is not None and lb > eps_claim", "return eps_claim is not None and lb is not None and lb >= eps_claim", T_VERDICT, "audit_exceeds: a bound equal to the claim is not a violation"),
-    ("V02", V, "cands.append(math.log((t - delta) / f))", "cands.append(math.log((t + delta) / f))", T_VERDICT, "trade-off ε bound: TPR <= e^ε FPR + δ subtracts δ"),
-    ("V03", V, "if t < 1 and 1 - f - delta > 0:", "if t <= 1 and 1 - f - delta > 0:", T_VERDICT, "trade-off ε bound: second inequality undefined at TPR = 1"),
-    ("V04", V, "if c > 0 and (best is None or c > best):", "if c > 0 and (best is None or c < best):", T_VERDICT, "trade-off ε bound keeps the largest candidate"),
+    ("V02", EB, "cands.append(math.log((t - delta) / f))", "cands.append(math.log((t + delta) / f))", T_VERDICT, "trade-off ε bound: TPR <= e^ε FPR + δ subtracts δ"),
+    ("V03", EB, "if t < 1 and 1 - f - delta > 0:", "if t <= 1 and 1 - f - delta > 0:", T_VERDICT, "trade-off ε bound: second inequality undefined at TPR = 1"),
+    ("V04", EB, "if c > 0 and (best is None or c > best):", "if c > 0 and (best is None or c < best):", T_VERDICT, "trade-off ε bound keeps the largest candidate"),
     ("V05", V, "value >= c * (1 - 1e-6)", "value >= c * (1 + 1e-6)", T_VERDICT, "AT_CEILING label for a bound equal to its ceiling"),
     ("V06", V, "(b for b in rest if b[\"value\"] > head[\"value\"])", "(b for b in rest if b[\"value\"] >= head[\"value\"])", T_VERDICT, "headline 'larger' list holds only strictly larger bounds"),
-    ("V07", V, "if v is not None and not shifted:", "if v is not None:", T_VERDICT, "attack ε bound dropped from the headline under a shifted split"),
-    ("V08", V, "if audits and has_claim(run):", "if audits:", T_VERDICT, "headline: ε audit leads only when a claim was audited"),
+    ("V07", V, "if v is not None and not rec.shifted:", "if v is not None:", T_VERDICT, "attack ε bound dropped from the headline under a shifted split"),
+    ("V08", V, "if audits and has_claim(rec):", "if audits:", T_VERDICT, "headline: ε audit leads only when a claim was audited"),
     ("V09", V, "    if lb_v > eps_c:\n        reason", "    if lb_v >= eps_c:\n        reason", T_VERDICT, "VIOLATED only when the bound exceeds the claim"),
     ("V10", V, "if ceiling is not None and ceiling <= eps_c:", "if ceiling is not None and ceiling < eps_c:", T_VERDICT, "untestable when the ceiling equals the claim"),
     ("V11", V, "if d_claim is not None and d_audit is not None and d_claim > d_audit:", "if d_claim is not None and d_audit is not None and d_claim >= d_audit:", T_VERDICT, "a claim at the audit's own δ is comparable"),
     ("V12", V, "return int(min(math.ceil(need), MAX_NAMED_SAMPLE + 1))", "return int(min(math.ceil(need), MAX_NAMED_SAMPLE))", T_VERDICT, "'more than MAX members' vs a named size in the inconclusive reason"),
-    ("V13", V, "return p is None or alpha is None or p <= alpha", "return p is None or alpha is None or p < alpha", T_VERDICT, "battery family-wise test rejects at p == alpha"),
+    ("V13", REC, "return p is None or alpha is None or p <= alpha", "return p is None or alpha is None or p < alpha", T_VERDICT, "battery family-wise test rejects at p == alpha"),
     ("V14", V, "if auc_hi is not None and auc_hi < CHANCE_AUC:", "if auc_hi is not None and auc_hi <= CHANCE_AUC:", T_VERDICT, "invalid-attack only when the AUC interval lies strictly below 0.5"),
     ("V15", V, "if tpr_lo is not None and tpr_lo >= HIGH_TPR_CI_LOW:", "if tpr_lo is not None and tpr_lo > HIGH_TPR_CI_LOW:", T_VERDICT, "HIGH at TPR ci_low exactly 0.05"),
     ("V16", V, "unresolved = det is not None and auc_lo is not None and auc_lo < det", "unresolved = det is not None and auc_lo is not None and auc_lo <= det", T_VERDICT, "AUC at exactly the detectable AUC is resolved"),
@@ -129,12 +130,12 @@ MUTANTS = [
     ("V23", V, "tpr_ok = tpr_hi is not None and tpr_hi < HIGH_TPR_CI_LOW", "tpr_ok = tpr_hi is not None and tpr_hi <= HIGH_TPR_CI_LOW", T_VERDICT, "LOW needs TPR ci_high strictly below 0.05"),
     ("V24", V, "if auc_ok and tpr_ok:", "if auc_ok or tpr_ok:", T_VERDICT, "LOW needs both intervals below HIGH"),
     ("V25", V, "at_least = max(at_least, 100)", "at_least = max(at_least, 10)", T_VERDICT, "the named 100 non-members needed for 1% FPR"),
-    ("V26", V, "return max(candidates, key=lambda a: metric_value(a, \"auc\") or 0.0)", "return min(candidates, key=lambda a: metric_value(a, \"auc\") or 0.0)", T_VERDICT, "strongest attack fallback = highest AUC"),
+    ("V26", REC, "return max(candidates, key=lambda a: a.value(\"auc\") or 0.0)", "return min(candidates, key=lambda a: a.value(\"auc\") or 0.0)", T_VERDICT, "strongest attack fallback = highest AUC"),
     ("V27", V, "if blind.get(\"subsampled\") is not True or det is None:", "if det is None:", T_VERDICT, "split resolution rule applies only to a sub-sampled check"),
-    ("V28", V, "overlap = o_auc[1] <= b_auc[2] and b_auc[1] <= o_auc[2]", "overlap = o_auc[1] < b_auc[2] and b_auc[1] <= o_auc[2]", T_VERDICT + ["tests/reports/test_html.py"], "compare: touching CIs count as overlapping"),
-    ("V29", V, "if o_auc[0] > b_auc[0]:", "if o_auc[0] >= b_auc[0]:", T_VERDICT + ["tests/reports/test_html.py"], "compare: equal AUCs name no more-vulnerable run"),
-    ("V30", V, "if split.get(\"shifted\") is True:", "if split.get(\"shifted\") is False:", T_VERDICT, "attack bounds are not evidence under a shifted split"),
-    ("V31", V, "status = \"unmeasured\" if claimed_epsilon(run) else \"no-claim\"", "status = \"no-claim\" if claimed_epsilon(run) else \"unmeasured\"", T_VERDICT, "claim status of a split-shifted verdict"),
+    ("V28", RC, "overlap = o_auc[1] <= b_auc[2] and b_auc[1] <= o_auc[2]", "overlap = o_auc[1] < b_auc[2] and b_auc[1] <= o_auc[2]", T_VERDICT + ["tests/reports/test_html.py"], "compare: touching CIs count as overlapping"),
+    ("V29", RC, "if o_auc[0] > b_auc[0]:", "if o_auc[0] >= b_auc[0]:", T_VERDICT + ["tests/reports/test_html.py"], "compare: equal AUCs name no more-vulnerable run"),
+    ("V30", V, "    if rec.shifted:\n        # the attacks' bounds", "    if not rec.shifted:\n        # the attacks' bounds", T_VERDICT, "attack bounds are not evidence under a shifted split"),
+    ("V31", V, "status = \"unmeasured\" if claimed_epsilon(rec) else \"no-claim\"", "status = \"no-claim\" if claimed_epsilon(rec) else \"unmeasured\"", T_VERDICT, "claim status of a split-shifted verdict"),
     # ---- reports/resolution.py ----------------------------------------------------------
     ("R01", R, "        if not ok:\n", "        if ok:\n", T_RES, "a TPR the rule calls unresolved is never shown"),
     ("R02", R, "n_non = n_non if isinstance(n_non, int) and not isinstance(n_non, bool) else None", "n_non = n_non if isinstance(n_non, int) else None", T_RES, "a boolean n_nonmembers is not a sample size"),

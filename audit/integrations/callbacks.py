@@ -41,7 +41,7 @@ from transformers import PreTrainedTokenizerBase, TrainerCallback
 
 from privacy_audit.attacks import ATTACKS
 from privacy_audit.attacks.base import AttackResult, MetricSettings, run_attack
-from privacy_audit.audit.integrations.gate import GATED
+from privacy_audit.audit.integrations.gate_rules import GATED
 from privacy_audit.defenses.base import Examples, PrivacyClaim, Surface
 from privacy_audit.targets.classifier import ClassifierRelease
 

@@ -51,13 +51,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from privacy_audit.audit.integrations.gate_rules import (
+    GATED,
+    LEAKAGE_GATES,
+    Failure,
+    Tally,
+    Violation,
+    claim_violation,
+    finite,
+    gate_entry,
+    hold_attacks,
+    hold_epsilon_audits,
+    hold_leakage,
+    shifted_split,
+    unmeasured,
+    verdict_failures,
+)
 from privacy_audit.ground.errors import DataError
-
-GATED = {
-    "max_auc": ("auc", "AUC"),
-    "max_tpr_at_1pct_fpr": ("tpr_at_fpr_0.01", "TPR@1%FPR"),
-    "max_epsilon_lb": ("epsilon_lower_bound", "empirical epsilon lower bound"),
-}
+from privacy_audit.reports.results_record import AttackRecord, ResultsRecord, RunRecord
 
 #: Metrics compared against a baseline, in display order.
 BASELINE_METRICS = (
@@ -77,34 +88,6 @@ UNCHANGED_TOL = "unchanged within tolerance"
 NOT_COMPARABLE = "not comparable"
 
 JUNIT_SUITE = "privacy-gate"
-
-
-@dataclass(frozen=True)
-class Violation:
-    run: str
-    attack: str
-    metric: str
-    observed: float
-    threshold: float
-    key: str = ""  # the metric's key in results.json, e.g. "auc"
-    source: str = "attack"  # "attack" | "leakage attack" | "ε audit"
-
-    def __str__(self) -> str:
-        return (
-            f"{self.metric} of {self.source} '{self.attack}' on '{self.run}' is {self.observed:.4g}, "
-            f"above the threshold {self.threshold:.4g}"
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "run": self.run,
-            "attack": self.attack,
-            "metric": self.key,
-            "label": self.metric,
-            "observed": self.observed,
-            "threshold": self.threshold,
-            "message": str(self),
-        }
 
 
 @dataclass(frozen=True)
@@ -249,144 +232,22 @@ class GateOutcome:
 # Loading and validation
 # --------------------------------------------------------------------------- #
 def load_results(path: str | Path, what: str = "results file") -> dict[str, Any]:
-    """Read and structurally check a results.json; raise :class:`DataError` if it is not one."""
-    p = Path(path)
-    if not p.is_file():
-        if p.is_dir():
-            raise DataError(f"{what} {str(p)!r} is a directory, not a results.json")
-        if p.exists():  # a device or a pipe: reading it could block or return nothing
-            raise DataError(f"{what} {str(p)!r} is not a regular file (a device or a pipe)")
-        raise DataError(f"{what} {str(p)!r} does not exist")
-    from privacy_audit.ground.io import read_json
-
-    results = read_json(p, what)
-    if not isinstance(results, dict) or not isinstance(results.get("runs"), list):
-        raise DataError(
-            f"{what} {str(p)!r} has no 'runs' list; is it a privacy-audit results.json?"
-        )
-    _check_schema(results, what, p)
-    for i, run in enumerate(results["runs"]):
-        if not isinstance(run, dict) or not isinstance(run.get("name"), str):
-            raise DataError(f"{what} {str(p)!r}: run #{i + 1} is not an object with a 'name'")
-        attacks = run.get("attacks", [])
-        users = run.get("users")
-        if users is not None and (
-            not isinstance(users, dict) or not isinstance(users.get("attacks", []), list)
-        ):
-            raise DataError(
-                f"{what} {str(p)!r}: run {run['name']!r} has a 'users' entry that is not an "
-                "object with an 'attacks' list"
-            )
-        if isinstance(attacks, list) and isinstance(users, dict):
-            attacks = [*attacks, *users.get("attacks", [])]
-        if not isinstance(attacks, list) or not all(
-            isinstance(a, dict) and isinstance(a.get("attack"), str) for a in attacks
-        ):
-            raise DataError(
-                f"{what} {str(p)!r}: run {run['name']!r} has an 'attacks' entry that is not "
-                "an object with an 'attack' name"
-            )
-        for a in [
-            *attacks,
-            *(run.get("leakage") or [] if isinstance(run.get("leakage"), list) else []),
-        ]:
-            if not isinstance(a, dict) or "metrics" not in a:
-                continue
-            if not isinstance(a["metrics"], dict):
-                raise DataError(
-                    f"{what} {str(p)!r}: the 'metrics' of attack {a.get('attack')!r} of run "
-                    f"{run['name']!r} is {type(a['metrics']).__name__}, not an object"
-                )
-            for key, m in a["metrics"].items():
-                if not isinstance(m, dict):
-                    continue  # a scalar summary, not an estimate; never gated
-                where = f"{what} {str(p)!r}: metric {key!r} of attack {a.get('attack')!r} of run {run['name']!r}"
-                for field_ in ("value", "ci_low", "ci_high"):
-                    x = m.get(field_)
-                    if x is not None and (isinstance(x, bool) or not isinstance(x, (int, float))):
-                        raise DataError(f"{where}: {field_} must be a number or null, got {x!r}")
-                    if x is not None and not math.isfinite(x):
-                        # the suite writes an unmeasured number as null, never NaN or ∞
-                        raise DataError(
-                            f"{where}: {field_} is {x!r}; a results.json holds null for a "
-                            "number that was not measured, never a non-finite one"
-                        )
-                    lo_hi = _metric_range(key)
-                    if x is not None and lo_hi is not None and not lo_hi[0] <= x <= lo_hi[1]:
-                        raise DataError(
-                            f"{where}: {field_} {x!r} is outside the metric's range "
-                            f"[{lo_hi[0]:g}, {lo_hi[1]:g}]"
-                        )
-                lo, hi = m.get("ci_low"), m.get("ci_high")
-                if isinstance(lo, (int, float)) and isinstance(hi, (int, float)) and lo > hi:
-                    raise DataError(f"{where}: ci_low {lo!r} is above ci_high {hi!r}")
-        leakage = run.get("leakage", [])
-        if not isinstance(leakage, list) or not all(
-            isinstance(a, dict) and isinstance(a.get("attack"), str) for a in leakage
-        ):
-            raise DataError(
-                f"{what} {str(p)!r}: run {run['name']!r} has a 'leakage' entry that is not "
-                "an object with an 'attack' name"
-            )
-        ea = run.get("epsilon_audit")
-        if ea is not None and (
-            not isinstance(ea, dict)
-            or not isinstance(ea.get("audits", []), list)
-            or not all(isinstance(a, dict) for a in ea.get("audits", []))
-        ):
-            raise DataError(
-                f"{what} {str(p)!r}: run {run['name']!r} has an 'epsilon_audit' that is not "
-                "an object with an 'audits' list"
-            )
+    """Read and structurally check a results.json (:meth:`ResultsRecord.load`, one
+    :class:`DataError` if it is not one); every status the gate reads lower-cased."""
+    results = ResultsRecord.load(path, what).raw
+    for run in results["runs"]:
         _normalise_status(run)
     return results
-
-
-#: the schema versions of results.json this gate reads
-KNOWN_SCHEMA_VERSIONS = frozenset({1})
-
-
-def _metric_range(key: str) -> tuple[float, float] | None:
-    """The values a gated metric can take (None: not range-checked)."""
-    if key == "auc" or key.startswith("tpr_at_fpr_"):
-        return (0.0, 1.0)
-    if key == "advantage":
-        return (-1.0, 1.0)
-    if key == "epsilon_lower_bound":
-        return (0.0, math.inf)
-    return None
-
-
-def _check_schema(results: dict[str, Any], what: str, path: Path) -> None:
-    v = results.get("schema_version")
-    if v is None:
-        return
-    if isinstance(v, bool) or not isinstance(v, int) or v not in KNOWN_SCHEMA_VERSIONS:
-        raise DataError(
-            f"{what} {str(path)!r} has schema_version {v!r}, which this privacy-audit does "
-            f"not know (it reads {', '.join(map(str, sorted(KNOWN_SCHEMA_VERSIONS)))}); "
-            "regenerate it with this version"
-        )
-
-
-def gated_attacks(run: dict[str, Any]) -> list[dict[str, Any]]:
-    """The membership attacks the gate holds: the run's per-text attacks and, when its
-    data names users, its user-level attacks (``run["users"]["attacks"]``; their names
-    say the unit: ``lm-loss:user-mean``, ``user-inference:3-fresh``)."""
-    attacks = run.get("attacks", [])
-    attacks = attacks if isinstance(attacks, list) else []
-    users = run.get("users")
-    extra = users.get("attacks") if isinstance(users, dict) else None
-    return [*attacks, *(extra if isinstance(extra, list) else [])]
 
 
 def _normalise_status(run: dict[str, Any]) -> None:
     """Lower-case every ``status`` the gate reads (``"OK"``, ``"Violated"``): compared
     verbatim, a hand-edited or foreign status would make a result silently absent."""
-    ea = run.get("epsilon_audit") if isinstance(run.get("epsilon_audit"), dict) else {}
-    tradeoff = ea.get("tradeoff") if isinstance(ea.get("tradeoff"), dict) else None
-    items = [*gated_attacks(run), *run.get("leakage", []), *ea.get("audits", [])]
-    for item in [*items, *([ea] if ea else []), *([tradeoff] if tradeoff else [])]:
+    rec = RunRecord.of(run)
+    ea = rec.epsilon_audit
+    items = [a.raw for a in (*rec.gated_attacks(), *rec.leakage)]
+    items += [*ea.audits, ea.raw, *([ea.tradeoff] if ea.tradeoff else [])] if ea else []
+    for item in items:
         if isinstance(item.get("status"), str):
             item["status"] = item["status"].strip().lower()
 
@@ -408,36 +269,25 @@ def load_baseline(path: str | Path, results: dict[str, Any]) -> dict[str, Any]:
     return baseline
 
 
-def _number(x: Any, where: str) -> float | None:
-    if x is None:
-        return None
-    if isinstance(x, bool) or not isinstance(x, (int, float)):
-        raise DataError(f"{where} must be a number or null, got {x!r}")
-    x = float(x)
-    return x if math.isfinite(x) else None
-
-
-def _estimate(att: dict[str, Any], run: str, metric: str, what: str) -> Estimate:
-    m = (att.get("metrics") or {}).get(metric) if isinstance(att.get("metrics"), dict) else None
-    if not isinstance(m, dict) or "value" not in m:
+def _estimate(att: AttackRecord, run: str, metric: str, what: str) -> Estimate:
+    """The metric as an :class:`Estimate` (its numbers were checked at loading:
+    :meth:`ResultsRecord.load`); a TPR the sample does not resolve is no number."""
+    m = att.metric(metric)
+    if m is None or "value" not in m.raw:
         raise DataError(
-            f"{what}: attack {att.get('attack')!r} of run {run!r} has no '{metric}' metric; "
+            f"{what}: attack {att.name!r} of run {run!r} has no '{metric}' metric; "
             "is it a privacy-audit results.json?"
         )
-    where = f"{what}: '{metric}' of attack {att.get('attack')!r} of run {run!r}"
-    if metric.startswith("tpr_at_fpr_") and _unmeasured(m, att, metric) is not None:
+    if metric.startswith("tpr_at_fpr_") and unmeasured(m.raw, att.raw, metric) is not None:
         return Estimate(None, None, None)  # not resolvable at this n: not a number to compare
-    return Estimate(
-        _number(m.get("value"), f"{where} value"),
-        _number(m.get("ci_low"), f"{where} ci_low"),
-        _number(m.get("ci_high"), f"{where} ci_high"),
-    )
+    return Estimate(finite(m.value), finite(m.ci_low), finite(m.ci_high))
 
 
-def _by_name(items: list[dict[str, Any]], key: str, what: str) -> dict[str, dict[str, Any]]:
-    out: dict[str, dict[str, Any]] = {}
+def _by_name(items: list[Any], what: str) -> dict[str, Any]:
+    """Runs or attacks by their ``name``; two of one name cannot be matched."""
+    out: dict[str, Any] = {}
     for item in items:
-        name = item[key]
+        name = item.name
         if name in out:
             raise DataError(f"{what} has two entries named {name!r}; they are matched by name")
         out[name] = item
@@ -447,53 +297,6 @@ def _by_name(items: list[dict[str, Any]], key: str, what: str) -> dict[str, dict
 # --------------------------------------------------------------------------- #
 # Decisions
 # --------------------------------------------------------------------------- #
-#: ``--max-leakage NAME=VALUE``: NAME -> (leakage attacks whose headline it gates, range
-#: of the headline, a label). Rates are fractions in [0, 1]; exposure is in bits and mutual
-#: information in nats per token, both >= 0. A leakage attack's own name is accepted too.
-LEAKAGE_GATES: dict[str, tuple[tuple[str, ...], str, str]] = {
-    "inversion-recall": (
-        ("inversion-nn", "inversion-relaxed", "gradient-inversion"),
-        "rate",
-        "inversion token recall",
-    ),
-    "extraction-rate": (
-        ("prompt-extraction", "extraction-untargeted"),
-        "rate",
-        "extraction rate",
-    ),
-    "pii-extraction-rate": (("pii-extraction",), "rate", "PII extraction rate"),
-    "exposure": (("canary-exposure",), "nonnegative", "canary exposure (bits)"),
-    "mi": (("mutual-information",), "nonnegative", "mutual information (nats/token)"),
-    "attribute-accuracy": (("attribute-inference",), "rate", "attribute-inference accuracy"),
-    "attention-epsilon": (("attention-lrt",), "nonnegative", "attention LRT ε lower bound"),
-    # the largest member's risk within the headline's n queries (100 when measured);
-    # ``extraction-risk@N`` gates the risk within N queries instead
-    "extraction-risk": (
-        ("extraction-risk",),
-        "rate",
-        "largest member extraction risk",
-    ),
-}
-LEAKAGE_GATES.update(
-    {
-        attack: ((attack,), kind, f"{attack} headline")
-        for attacks, kind, _ in list(LEAKAGE_GATES.values())
-        for attack in attacks
-    }
-)
-#: ``--max-leakage extraction-risk@N=R``: no audited member may come out verbatim within N
-#: sampled queries with probability above R (attacks/extraction_risk.py).
-_RISK_AT = re.compile(r"extraction-risk@([1-9][0-9]{0,11})")
-
-
-def _gate_entry(name: str) -> tuple[tuple[str, ...], str, str] | None:
-    """LEAKAGE_GATES' entry of a ``--max-leakage`` name (None: unknown)."""
-    m = _RISK_AT.fullmatch(name)
-    if m:
-        return ("extraction-risk",), "rate", f"largest member extraction risk within {m[1]} queries"
-    return LEAKAGE_GATES.get(name)
-
-
 #: Thresholds on fractions: AUC, TPR and rates must lie in [0, 1]; ε bounds >= 0.
 RATE_THRESHOLDS = ("max_auc", "max_tpr_at_1pct_fpr")
 
@@ -520,7 +323,7 @@ def parse_leakage_thresholds(items: list[str] | None) -> dict[str, float]:
         name = name.strip()
         if not sep:
             raise DataError(f"--max-leakage takes NAME=VALUE, got {item!r}")
-        if _gate_entry(name) is None:
+        if gate_entry(name) is None:
             raise DataError(
                 f"unknown leakage metric {name!r} in --max-leakage; allowed: "
                 f"{', '.join(LEAKAGE_GATES)}, extraction-risk@N (N queries, e.g. extraction-risk@100)"
@@ -529,87 +332,11 @@ def parse_leakage_thresholds(items: list[str] | None) -> dict[str, float]:
             v = float(value)
         except ValueError:
             raise DataError(f"--max-leakage {name}: {value!r} is not a number") from None
-        check_threshold(f"--max-leakage {name}", v, _gate_entry(name)[1])
+        check_threshold(f"--max-leakage {name}", v, gate_entry(name)[1])
         if name in out:
             raise DataError(f"--max-leakage names {name!r} twice")
         out[name] = v
     return out
-
-
-@dataclass(frozen=True)
-class Failure:
-    """A gate failure that is not a number above a threshold: a requested metric that was
-    not measured, nothing measured at all, a violated privacy claim, an inconclusive
-    verdict under ``--strict``."""
-
-    run: str
-    attack: str
-    key: str  # what was checked, e.g. "auc", "claim", "measured"
-    # "unmeasured" | "nothing-measured" | "nothing-compared" | "claim-violated"
-    # | "inconclusive" | "split-shifted" | "invalid-attack"
-    kind: str
-    message: str
-
-    def __str__(self) -> str:
-        return self.message
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "run": self.run,
-            "attack": self.attack,
-            "metric": self.key,
-            "kind": self.kind,
-            "message": self.message,
-        }
-
-
-def _finite(x: Any) -> float | None:
-    if isinstance(x, bool) or not isinstance(x, (int, float)):
-        return None
-    x = float(x)
-    return x if math.isfinite(x) else None
-
-
-def _unmeasured(m: Any, att: dict[str, Any] | None = None, key: str = "") -> str | None:
-    """Why a metric dict holds no usable value (None: it does). A TPR the sample does not
-    resolve (reports/resolution.py, the report's own rule) is not measured."""
-    if isinstance(att, dict) and att.get("comparable") is False:
-        why = att.get("not_comparable") if isinstance(att.get("not_comparable"), str) else ""
-        return f"is not comparable across the two sides ({why or 'see the record'})"
-    if not isinstance(m, dict):
-        return "is missing"
-    if m.get("below_resolution") is True or m.get("status") == "below_resolution":
-        reason = m.get("reason") if isinstance(m.get("reason"), str) else ""
-        return f"is {reason or 'below the resolution of this sample'} (not measured)"
-    if key.startswith("tpr_at_fpr_") and att is not None:
-        from privacy_audit.reports.resolution import tpr_standing
-
-        st = tpr_standing(att, float(key[len("tpr_at_fpr_") :]))
-        if st["measured"] and not st["resolvable"]:
-            return f"is {st['reason']}: not measured"
-    if "value" not in m or m["value"] is None:
-        return "is null"
-    if isinstance(m["value"], bool) or not isinstance(m["value"], (int, float)):
-        return f"is not a number ({m['value']!r})"
-    if not math.isfinite(float(m["value"])):
-        return f"is not finite ({m['value']!r})"
-    return None
-
-
-def _reason(att: dict[str, Any]) -> str:
-    reason = att.get("reason")
-    return str(reason).strip()[:200] if reason else "no reason recorded"
-
-
-def _leakage_matches(name: str, att: dict[str, Any]) -> bool:
-    return att.get("attack") in _gate_entry(name)[0]
-
-
-def _gated_metric(name: str, att: dict[str, Any]) -> Any:
-    """The metric of ``att`` that ``--max-leakage name`` holds: the headline, or for
-    ``extraction-risk@N`` the largest member risk within N queries."""
-    m = _RISK_AT.fullmatch(name)
-    return f"max_member_risk@{m[1]}" if m else att.get("headline")
 
 
 def check_all(
@@ -639,233 +366,45 @@ def check_all(
       ``allow_shifted_split``.
     """
     from privacy_audit.reports.user_verdict import user_view
-    from privacy_audit.reports.verdict import (
-        audit_evidence,
-        check_attack_claim,
-        check_claim,
-        epsilon_audit_bounds,
-        ok_attacks,
-        split_shifted,
-        verdict_level,
-    )
 
     leakage = leakage or {}
-    violations: list[Violation] = []
-    failures: list[Failure] = []
-    n_measured = 0
+    tally = Tally()
     leak_seen = dict.fromkeys(leakage, 0)
-    for run in results["runs"]:
-        rname = run["name"]
-        for att in gated_attacks(run):
-            if att.get("status") == "error" and any(v is not None for v in thresholds.values()):
-                # an attack that ran and failed is unmeasured, not absent: its threshold
-                # cannot be held, so it fails rather than silently dropping out
-                failures.append(
-                    Failure(
-                        rname,
-                        att["attack"],
-                        "status",
-                        "unmeasured",
-                        f"attack '{att['attack']}' on '{rname}' errored "
-                        f"({_reason(att)}); the gate cannot hold it to the thresholds",
-                    )
-                )
-                continue
-            if att.get("status") != "ok":
-                continue
-            n_measured += 1
-            aname = att["attack"]
-            metrics = att.get("metrics") if isinstance(att.get("metrics"), dict) else {}
-            for key, limit in thresholds.items():
-                if limit is None:
-                    continue
-                metric, label = GATED[key]
-                m = metrics.get(metric)
-                why = _unmeasured(m, att, metric)
-                if why is not None:
-                    failures.append(
-                        Failure(
-                            rname,
-                            aname,
-                            metric,
-                            "unmeasured",
-                            f"{label} of attack '{aname}' on '{rname}' {why}; the gate cannot "
-                            "hold it to the threshold",
-                        )
-                    )
-                    continue
-                observed = float(m["value"])
-                if strict and metric != "epsilon_lower_bound":
-                    hi = _finite(m.get("ci_high"))
-                    if hi is None:
-                        failures.append(
-                            Failure(
-                                rname,
-                                aname,
-                                metric,
-                                "unmeasured",
-                                f"{label} of attack '{aname}' on '{rname}' has no finite upper "
-                                "CI end for --strict",
-                            )
-                        )
-                        continue
-                    observed = hi
-                if observed > limit:
-                    violations.append(Violation(rname, aname, label, observed, limit, metric))
-        for att in run.get("leakage", []):
-            if att.get("status") != "ok":
-                continue
-            n_measured += 1
-            for name, limit in leakage.items():
-                if not _leakage_matches(name, att):
-                    continue
-                leak_seen[name] += 1
-                head = _gated_metric(name, att)
-                metrics = att.get("metrics") if isinstance(att.get("metrics"), dict) else {}
-                m = metrics.get(head) if isinstance(head, str) else None
-                label = f"{_gate_entry(name)[2]} ({head})"
-                why = _unmeasured(m)
-                if why is not None:
-                    failures.append(
-                        Failure(
-                            rname,
-                            att["attack"],
-                            str(head),
-                            "unmeasured",
-                            f"{label} of attack '{att['attack']}' on '{rname}' {why}",
-                        )
-                    )
-                    continue
-                observed = float(m["value"])
-                if strict and _finite(m.get("ci_high")) is not None:
-                    observed = float(m["ci_high"])
-                if observed > limit:
-                    violations.append(
-                        Violation(
-                            rname,
-                            att["attack"],
-                            label,
-                            observed,
-                            limit,
-                            str(head),
-                            "leakage attack",
-                        )
-                    )
-        limit = thresholds.get("max_epsilon_lb")
-        for aname, lb in epsilon_audit_bounds(run):
-            n_measured += 1
-            if limit is None:
-                continue
-            label = "ε lower bound"
-            v = _finite(lb)
-            if v is None:
-                failures.append(
-                    Failure(
-                        rname,
-                        aname,
-                        "epsilon_audit",
-                        "unmeasured",
-                        f"{label} of '{aname}' on '{rname}' is not a finite number ({lb!r})",
-                    )
-                )
-            elif v > limit:
-                violations.append(
-                    Violation(rname, aname, label, v, limit, "epsilon_audit", "ε audit")
-                )
-        claim = check_claim(run)
-        # a per-user claim is also held to the user-level bounds (the user view carries
-        # the claim only when its unit is the user: reports/user_verdict.py)
-        uview = user_view(run)
-        views = [run] + ([uview] if uview is not None and uview["claim"].get("epsilon") else [])
-        if claim["status"] != "violated":
-            # the README's claim check reads every attack's ε bound, not only the strongest
-            # attack's: any measured bound above a comparable claim contradicts it
-            for view in views:
-                for att in ok_attacks(view):
-                    other = check_attack_claim(view, att)
-                    if other["status"] == "violated":
-                        claim = other
-                        break
-                if claim["status"] == "violated":
-                    break
-        if claim["status"] == "violated":
-            evidence = audit_evidence(run) or [claim["text"]]
-            failures.append(
-                Failure(
-                    rname,
-                    "(privacy claim)",
-                    "claim",
-                    "claim-violated",
-                    f"the privacy claim of '{rname}' is VIOLATED: " + "; ".join(evidence),
-                )
-            )
+    record = ResultsRecord.of(results)
+    for run in record.runs:
+        hold_attacks(run, thresholds, strict, tally)
+        hold_leakage(run, leakage, strict, leak_seen, tally)
+        hold_epsilon_audits(run, thresholds.get("max_epsilon_lb"), tally)
+        uview = user_view(run.raw)
+        claim_violation(run, uview, tally)
         if not allow_shifted_split:
-            shifted = split_shifted(run)
-            if shifted is not None:
-                failures.append(
-                    Failure(
-                        rname,
-                        "(split check)",
-                        "split",
-                        "split-shifted",
-                        f"the member / non-member split of '{rname}' is shifted: "
-                        + shifted["text"]
-                        + " (pass --allow-shifted-split to accept)",
-                    )
-                )
-        level, why = verdict_level(run)
-        if uview is not None and level not in ("invalid-attack", "inconclusive"):
-            u_level, u_why = verdict_level(uview)
-            if u_level in ("invalid-attack", "inconclusive"):
-                level, why = u_level, f"per user: {u_why}"
-        if level == "invalid-attack":
-            failures.append(
-                Failure(
-                    rname,
-                    "(verdict)",
-                    "verdict",
-                    "invalid-attack",
-                    f"the verdict of '{rname}' is invalid-attack: the AUC interval lies entirely "
-                    f"below 0.5, so {why}",
-                )
-            )
-        if strict:
-            if level == "inconclusive":
-                failures.append(
-                    Failure(
-                        rname,
-                        "(verdict)",
-                        "verdict",
-                        "inconclusive",
-                        f"the verdict of '{rname}' is inconclusive (fails --strict): {why}",
-                    )
-                )
+            shifted_split(run, tally)
+        verdict_failures(run, uview, strict, tally)
     for name, seen in leak_seen.items():
         if not seen:
-            failures.append(
-                Failure(
-                    "(all runs)",
-                    name,
-                    name,
-                    "unmeasured",
-                    f"--max-leakage {name}: no run has a measured "
-                    f"{' / '.join(_gate_entry(name)[0])} result to hold to it",
-                )
+            tally.fail(
+                "(all runs)",
+                name,
+                name,
+                "unmeasured",
+                f"--max-leakage {name}: no run has a measured "
+                f"{' / '.join(gate_entry(name)[0])} result to hold to it",
             )
-    if n_measured == 0 and allow_empty:  # nothing measured, as the user accepted
+    failures = tally.failures
+    if tally.n_measured == 0 and allow_empty:  # nothing measured, as the user accepted
         failures = [f for f in failures if f.key != "status"]
-    if n_measured == 0 and not allow_empty:
+    if tally.n_measured == 0 and not allow_empty:
         failures.append(
             Failure(
                 "(all runs)",
                 "(all attacks)",
                 "measured",
                 "nothing-measured",
-                f"nothing was measured: {len(results['runs'])} run(s), no attack with status "
+                f"nothing was measured: {len(record.runs)} run(s), no attack with status "
                 "'ok' (every attack errored or was not applicable); pass --allow-empty to accept",
             )
         )
-    return violations, failures
+    return tally.violations, failures
 
 
 #: Failures :func:`check` raises on instead of returning only the threshold violations.
@@ -950,8 +489,8 @@ def match_runs(
     When no name is shared and each file holds exactly one run, those two runs pair: a
     run's name can come from an input file's name (``score`` names a run after its CSV),
     which is not the run's identity."""
-    new_names = [r["name"] for r in results["runs"]]
-    base_names = [r["name"] for r in baseline["runs"]]
+    new_names = [r.name for r in ResultsRecord.of(results).runs]
+    base_names = [r.name for r in ResultsRecord.of(baseline).runs]
     if match:
         pairs: dict[str, str] = {}
         for item in match:
@@ -982,8 +521,8 @@ def compare(
     """Pair runs (:func:`match_runs`) and attacks by name; classify every gated metric.
     A run is reported under its name in the results."""
     diff = BaselineDiff()
-    new_by_name = _by_name(results["runs"], "name", "results file")
-    base_by_name = _by_name(baseline["runs"], "name", "baseline file")
+    new_by_name = _by_name(ResultsRecord.of(results).runs, "results file")
+    base_by_name = _by_name(ResultsRecord.of(baseline).runs, "baseline file")
     pairs, diff.pairing = match_runs(results, baseline, match)
     paired_base = {b: n for n, b in pairs.items()}
     for base_name, base_run in base_by_name.items():
@@ -994,10 +533,10 @@ def compare(
             )
             continue
         new_run = new_by_name[name]
-        new_atts = _by_name(gated_attacks(new_run), "attack", f"results run {name!r}")
-        base_atts = _by_name(gated_attacks(base_run), "attack", f"baseline run {name!r}")
+        new_atts = _by_name(new_run.gated_attacks(), f"results run {name!r}")
+        base_atts = _by_name(base_run.gated_attacks(), f"baseline run {name!r}")
         for att_name, base_att in base_atts.items():
-            base_ok = base_att.get("status") == "ok"
+            base_ok = base_att.status == "ok"
             new_att = new_atts.get(att_name)
             if new_att is None:
                 if base_ok:
@@ -1005,14 +544,14 @@ def compare(
                         Unmatched(name, att_name, "baseline", "in the baseline, not in the results")
                     )
                 continue
-            new_ok = new_att.get("status") == "ok"
+            new_ok = new_att.status == "ok"
             if base_ok and not new_ok:
                 diff.missing.append(
                     Unmatched(
                         name,
                         att_name,
                         "baseline",
-                        f"measured in the baseline, status {new_att.get('status')!r} in the results",
+                        f"measured in the baseline, status {new_att.status!r} in the results",
                     )
                 )
             elif new_ok and not base_ok:
@@ -1021,7 +560,7 @@ def compare(
                         name,
                         att_name,
                         "results",
-                        f"measured in the results, status {base_att.get('status')!r} in the baseline",
+                        f"measured in the results, status {base_att.status!r} in the baseline",
                     )
                 )
             elif base_ok and new_ok:
@@ -1040,7 +579,7 @@ def compare(
                         )
                     )
         for att_name, new_att in new_atts.items():
-            if att_name not in base_atts and new_att.get("status") == "ok":
+            if att_name not in base_atts and new_att.status == "ok":
                 diff.added.append(
                     Unmatched(name, att_name, "results", "in the results, not in the baseline")
                 )
@@ -1126,16 +665,14 @@ def epsilon_headlines(results: dict[str, Any]) -> list[dict[str, Any]]:
     from privacy_audit.reports.verdict import epsilon_headline, headline_text
 
     out = []
-    for run in results.get("runs") or []:
-        if not isinstance(run, dict):
-            continue
-        v = run.get("verdict") if isinstance(run.get("verdict"), dict) else {}
+    for run in ResultsRecord.of(results).runs:
+        v = run.raw.get("verdict") if isinstance(run.raw.get("verdict"), dict) else {}
         head = epsilon_headline(run)
         if head is not None and v.get("level") == "split-shifted" and head["kind"] == "attack":
             head = None  # as the report: an attack's bound on a shifted split is no evidence
         out.append(
             {
-                "run": run.get("name"),
+                "run": run.name,
                 "value": head["value"] if head else None,
                 "source": head["source"] if head else None,
                 "at_ceiling": head["at_ceiling"] if head else None,
@@ -1163,11 +700,11 @@ def junit_xml(outcome: GateOutcome, results: dict[str, Any]) -> str:
                 msgs.append(("privacy-regression", str(c)))
     thresholded = {GATED[k][0] for k, v in outcome.thresholds.items() if v is not None}
     if thresholded:
-        for run in results["runs"]:
-            for att in gated_attacks(run):
-                if att.get("status") == "ok":
+        for run in ResultsRecord.of(results).runs:
+            for att in run.gated_attacks():
+                if att.status == "ok":
                     for metric in sorted(thresholded, key=_metric_order):
-                        cases.setdefault((run["name"], att["attack"], metric), [])
+                        cases.setdefault((run.name, att.name, metric), [])
     for v in outcome.violations:
         cases.setdefault((v.run, v.attack, v.key), []).append(("privacy-threshold", str(v)))
     for f in outcome.failures:

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from privacy_audit.audit.integrations.gate import Violation
+    from privacy_audit.audit.integrations.gate_rules import Violation
 
 MARKER = "privacy"
 THRESHOLDS = ("max_auc", "max_tpr_at_1pct_fpr", "max_epsilon_lb")

@@ -269,9 +269,9 @@ def test_dp_sgd_on_a_users_llama_records_canaries_and_keeps_the_claim(tmp_path):
 
 
 def test_report_row_states_the_gaussian_audits_sampling_level():
-    from privacy_audit.reports.html import _audit_row
+    from privacy_audit.reports.epsilon_audit_view import audit_row
 
-    row = _audit_row(
+    row = audit_row(
         {
             "name": "one-run Gaussian (asymptotic)",
             "status": "ok",

@@ -236,7 +236,8 @@ def test_a_run_without_a_claim_never_headlines_a_simulated_mechanism():
     """A non-private run declares no mechanism: the gradient canaries simulated from one
     (noiseless updates, at their ceiling 9.51) are not about it. The attack's 0.76 leads,
     with the audit of the released model (input canaries) beside it."""
-    from privacy_audit.reports.verdict import epsilon_audit_bounds, epsilon_headline
+    from privacy_audit.reports.epsilon_bounds import epsilon_audit_bounds
+    from privacy_audit.reports.verdict import epsilon_headline
 
     sim = {
         "name": "gradient-canary",

@@ -358,7 +358,7 @@ def test_the_other_surfaces_sentences_read_cleanly():
 def test_every_comparison_sentence_reads_cleanly():
     """compare_runs in each branch: no baseline, the baseline alone, a baseline without an
     attack, an unmeasured defended run, overlapping intervals, and disjoint ones both ways."""
-    from privacy_audit.reports.verdict import compare_runs
+    from privacy_audit.reports.run_comparison import compare_runs
 
     def run(name, defense, sep, seed, attacks=True):
         a = [_attack("lm-loss", sep, 300, 300, seed)] if attacks else []

@@ -11,7 +11,7 @@ import numpy as np
 from privacy_audit.audit.commands.compare import compare_runs_cli
 from privacy_audit.defenses.base import Examples, ReleasedModel, Surface
 from privacy_audit.reports.compare_view import utility_floor_checks
-from privacy_audit.reports.verdict import compare_runs, did_not_learn
+from privacy_audit.reports.run_comparison import compare_runs, did_not_learn
 
 
 def _attack(auc, lo, hi):

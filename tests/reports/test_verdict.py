@@ -116,7 +116,7 @@ def test_audit_exceeds_needs_a_bound_strictly_above_the_claim():
 def test_tradeoff_epsilon_lb_by_hand():
     import math
 
-    from privacy_audit.reports.verdict import tradeoff_epsilon_lb
+    from privacy_audit.reports.epsilon_bounds import tradeoff_epsilon_lb
 
     # TPR <= e^ε FPR + δ: ε >= log((0.5 - 0.01) / 0.1) = log 4.9; the second inequality
     # gives log((1 - 0.1 - 0.01) / 0.5) = log 1.78, smaller: the larger one is the bound
@@ -216,7 +216,7 @@ def test_strongest_attack_without_a_name_is_the_highest_auc():
 
 
 def test_compare_runs_touching_intervals_overlap_and_equal_aucs_name_no_run():
-    from privacy_audit.reports.verdict import compare_runs
+    from privacy_audit.reports.run_comparison import compare_runs
 
     base = {**_run(_attack("a", 0.70, 0.65, 0.75)), "name": "none", "defense": "none"}
     touching = {**_run(_attack("a", 0.60, 0.55, 0.65)), "name": "dp", "defense": "dp"}
