@@ -18,7 +18,7 @@ from markupsafe import escape
 from privacy_audit.ground.errors import AuditError, DataError
 from privacy_audit.reports.results_record import ResultsRecord, RunRecord
 
-RECORDS = Path(__file__).resolve().parents[2] / "data" / "records"
+RECORDS = Path(__file__).resolve().parents[1] / "data" / "records"
 TINY = RECORDS / "tiny-201e7bf"
 #: where the stored run's config was when 201e7bf wrote it (README there)
 CONFIG_AT = Path("/tmp/privacy-audit-201e7bf/audit.toml")
