@@ -814,7 +814,7 @@ def distinct_records(
     and raise every bound as if each copy were a person's independent text. With ``users``
     (one per text) only copies within one user collapse: two people who wrote the same
     text are two users, each keeping their record (the user, not the text, is the unit)."""
-    from privacy_audit.stats.split_check import duplicate_groups
+    from privacy_audit.stats.near_duplicates import duplicate_groups
 
     if not texts:
         return [], {"texts": 0, "distinct": 0, "removed": 0, "groups_with_copies": 0, "largest": 0}

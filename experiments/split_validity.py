@@ -398,7 +398,8 @@ def di_lm(seed: int, n: int, epochs: int, null_trials: int, subsamples: int) -> 
     from privacy_audit.attacks.dataset_inference import DatasetInference, lm_features
     from privacy_audit.attacks.llm_membership import loss_scores, min_k_scores, zlib_scores
     from privacy_audit.attacks.min_k_pp import min_k_pp_scores
-    from privacy_audit.stats.split_check import SplitCheck, delong_auc
+    from privacy_audit.stats.blind_baseline import delong_auc
+    from privacy_audit.stats.split_check import SplitCheck
     from privacy_audit.targets.lm import train_lm
     from privacy_audit.targets.scoring import HFTokenizer
 
