@@ -3,7 +3,7 @@
 * :func:`one_run_simulation`: soundness and tightness of the one-run eps lower bounds
   (Steinke et al. 2023; the f-DP audit of Mahloujifar, Melis & Chaudhuri 2024) on
   canaries whose true eps is known in closed form: randomised response (binary scores,
-  so ties are broken by the seeded jitter of :func:`privacy_audit.stats.epsilon_bounds.one_run_best`) and
+  so ties are broken by the seeded jitter of :func:`privacy_audit.stats.one_run_bounds.one_run_best`) and
   Gaussian scores (the Gaussian mechanism).
 
 ``python -m experiments.statistics --out docs/one-run-fdp.json`` records the tables
@@ -17,14 +17,14 @@ import math
 import numpy as np
 from scipy.optimize import brentq
 
-from privacy_audit.stats.epsilon_bounds import (
+from privacy_audit.stats.epsilon_bounds import gaussian_mechanism_epsilon
+from privacy_audit.stats.one_run_bounds import (
     _check_k_grid,
     _fdp_bound,
     _fdp_epsilon_array,
     _one_run_counts,
     _one_run_eps,
     _tie_key,
-    gaussian_mechanism_epsilon,
 )
 
 #: name -> (mechanism, true eps at delta = 1e-5 for Gaussian; eps of randomised response).
@@ -67,7 +67,7 @@ def one_run_simulation(
     """Bounds of every one-run estimator over ``trials`` seeded runs of one setting.
 
     Each trial draws fresh canaries and computes, on the SAME guesses (default grid of
-    :func:`privacy_audit.stats.epsilon_bounds.one_run_best`, random tie-breaking with the trial's seed,
+    :func:`privacy_audit.stats.one_run_bounds.one_run_best`, random tie-breaking with the trial's seed,
     Bonferroni over the grid), the Steinke bound, the f-DP bound with the (eps, delta)-DP
     curve, their maximum (``"best"``, the default of ``one_run_best``) and the
     f-DP bound with the Gaussian curve (``"fdp-gaussian"``: valid for the Gaussian

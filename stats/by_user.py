@@ -582,6 +582,47 @@ def grouped_text_metrics(
     fprs = tuple(x for x in REPORTED_FPRS if x >= 1.0 / n_out)
     rng = np.random.default_rng(seed)
     reps = _weighted_reps(s, m, idx, um, n_boot, rng, fprs)
+    result.update(_grouped_tpr_entries(ss, reps, nu_out, n_out, expanded))
+
+    tpr_b, fpr_b, d_lo, d_hi, thr = _grouped_split(s, m, idx, um, seed, confidence)
+    adv = ss.advantage()
+    adv_hi = float(np.nanquantile(reps["advantage"], 1.0 - alpha / 2.0))
+    result["advantage"] = {
+        "value": adv,
+        "ci_low": float(np.clip(min(d_lo, adv), 0.0, 1.0)),
+        "ci_high": float(np.clip(max(adv_hi, adv), 0.0, 1.0)),
+        "method": GROUPED_CI_METHODS["advantage"],
+    }
+    result["balanced_accuracy"] = {
+        "value": float(0.5 * (tpr_b + 1.0 - fpr_b)),
+        "ci_low": float(np.clip((1.0 + d_lo) / 2.0, 0.0, 1.0)),
+        "ci_high": float(np.clip((1.0 + d_hi) / 2.0, 0.0, 1.0)),
+        "threshold": thr,
+        "method": GROUPED_CI_METHODS["balanced_accuracy"],
+    }
+
+    result["epsilon_lower_bound"] = _one_per_user_epsilon(
+        s, m, idx, len(names), delta, confidence, seed
+    )
+    result.update(
+        n_members=n_in,
+        n_nonmembers=n_out,
+        unit="example",
+        resampled="users",
+        n_member_users=nu_in,
+        n_nonmember_users=nu_out,
+    )
+    return result
+
+
+def _grouped_tpr_entries(ss, reps: dict, nu_out: int, n_out: int, expanded: float) -> dict:
+    """``{"tpr_at_fpr_x": ...}`` for x in ``REPORTED_FPRS`` (:func:`grouped_text_metrics`):
+    the text-level TPR with the user-bootstrap expanded percentile interval (``reps``:
+    the replicates per FPR, ``expanded``: the percentile level), or null values where the
+    ``nu_out`` non-member users do not resolve x (:func:`tpr_resolution`) or hold fewer
+    than ``MIN_BOOTSTRAP_FALSE_POSITIVES`` expected false positives (the bootstrap's own
+    floor)."""
+    result: dict = {}
     for x in REPORTED_FPRS:
         key = f"tpr_at_fpr_{x:g}"
         lo_hi = _percentile(reps[x], expanded) if x in reps else None
@@ -608,29 +649,18 @@ def grouped_text_metrics(
                 below_resolution=False,
             )
         result[key] = entry
+    return result
 
-    tpr_b, fpr_b, d_lo, d_hi, thr = _grouped_split(s, m, idx, um, seed, confidence)
-    adv = ss.advantage()
-    adv_hi = float(np.nanquantile(reps["advantage"], 1.0 - alpha / 2.0))
-    result["advantage"] = {
-        "value": adv,
-        "ci_low": float(np.clip(min(d_lo, adv), 0.0, 1.0)),
-        "ci_high": float(np.clip(max(adv_hi, adv), 0.0, 1.0)),
-        "method": GROUPED_CI_METHODS["advantage"],
-    }
-    result["balanced_accuracy"] = {
-        "value": float(0.5 * (tpr_b + 1.0 - fpr_b)),
-        "ci_low": float(np.clip((1.0 + d_lo) / 2.0, 0.0, 1.0)),
-        "ci_high": float(np.clip((1.0 + d_hi) / 2.0, 0.0, 1.0)),
-        "threshold": thr,
-        "method": GROUPED_CI_METHODS["balanced_accuracy"],
-    }
 
-    one = _one_text_per_user(idx, len(names), seed)
+def _one_per_user_epsilon(s, m, idx, n_users: int, delta: float, confidence: float, seed):
+    """``epsilon_lower_bound`` of :func:`grouped_text_metrics`: Clopper-Pearson at a split
+    threshold on ONE seeded text per user (:func:`_one_text_per_user`), so that its
+    trials are independent (users assumed independent)."""
+    one = _one_text_per_user(idx, n_users, seed)
     lb = epsilon_lower_bound(
         s[one], m[one], delta, method="clopper-pearson", confidence=confidence, seed=seed
     )
-    result["epsilon_lower_bound"] = {
+    return {
         "value": lb,
         "ci_low": lb,
         "ci_high": None,
@@ -640,15 +670,6 @@ def grouped_text_metrics(
         "threshold": "split",
         "texts_used": "one per user",
     }
-    result.update(
-        n_members=n_in,
-        n_nonmembers=n_out,
-        unit="example",
-        resampled="users",
-        n_member_users=nu_in,
-        n_nonmember_users=nu_out,
-    )
-    return result
 
 
 # ---------------------------------------------------------------------------

@@ -37,19 +37,21 @@ from scipy.optimize import brentq
 from privacy_audit.stats.epsilon_bounds import (
     _check_count,
     _check_delta,
-    _one_run_counts,
-    _one_run_p_value_fn,
-    _validate_canaries,
     gaussian_mechanism_epsilon,
-    one_run_best,
-    one_run_ceiling,
-    one_run_fdp_epsilon,
 )
 from privacy_audit.stats.metrics import (
     CI_METHODS,
     _check_confidence,
     tpr_at_fpr,
     tpr_interval_exact,
+)
+from privacy_audit.stats.one_run_bounds import (
+    _one_run_counts,
+    _one_run_p_value_fn,
+    _validate_canaries,
+    one_run_best,
+    one_run_ceiling,
+    one_run_fdp_epsilon,
 )
 
 _GRID = 48
@@ -111,7 +113,7 @@ def one_run_group_epsilon(
 ) -> float:
     """Per-example ε lower bound from one run whose canaries are each repeated ``group`` times.
 
-    Assumptions: those of :func:`privacy_audit.stats.epsilon_bounds.one_run_epsilon` for the m groups (each
+    Assumptions: those of :func:`privacy_audit.stats.one_run_bounds.one_run_epsilon` for the m groups (each
     group's inclusion an independent fair coin, all r copies in or all out), and that the
     mechanism's (ε, δ) guarantee is per example, so a group enjoys (group·ε, δ_group) by
     group privacy (module docstring). ``group = 1`` is Steinke et al.'s bound.
@@ -136,7 +138,7 @@ def one_run_group_best(
     k_grid=None,
     seed=0,
 ) -> dict:
-    """:func:`privacy_audit.stats.epsilon_bounds.one_run_best` with repetition, plus the design's ceiling.
+    """:func:`privacy_audit.stats.one_run_bounds.one_run_best` with repetition, plus the design's ceiling.
 
     ``group = 1``: exactly ``one_run_best`` (the larger of Steinke et al.'s and the f-DP
     one-run bound, ties ordered by seeded jitter), and ``ceiling`` is the larger of the

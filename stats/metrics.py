@@ -579,9 +579,18 @@ def membership_metrics(
     z = float(-ndtri(alpha / 2.0))
 
     ss = SortedScores(s, m)
-    result: dict = {}
+    result: dict = {"auc": _auc_entry(ss, n_in, n_out, z)}
+    result.update(_tpr_entries(ss, n_out, alpha))
+    result.update(_advantage_entries(s, m, ss, n_boot, alpha, z, seed))
+    result["epsilon_lower_bound"] = _epsilon_entry(s, m, ss, delta, confidence, seed)
+    result["n_members"] = n_in
+    result["n_nonmembers"] = n_out
+    return result
 
-    # AUC: placements from the one sort (ties count half).
+
+def _auc_entry(ss: SortedScores, n_in: int, n_out: int, z: float) -> dict:
+    """The AUC of :func:`membership_metrics`: placements from the one sort (ties count
+    half), DeLong's variance on the logit scale at the two-sided normal quantile ``z``."""
     auc_value = ss.auc()
     tp_g = np.repeat(ss.tp, np.diff(np.r_[ss.group_starts, ss.scores.size]))
     fp_g = np.repeat(ss.fp, np.diff(np.r_[ss.group_starts, ss.scores.size]))
@@ -593,13 +602,20 @@ def membership_metrics(
     lo, hi = delong_logit_interval(
         tp_at_neg[None], fp_at_pos[None], n_in, n_out, np.array([auc_value]), z
     )
-    result["auc"] = {
+    return {
         "value": auc_value,
         "ci_low": float(lo[0]),
         "ci_high": float(hi[0]),
         "method": CI_METHODS["auc"],
     }
 
+
+def _tpr_entries(ss: SortedScores, n_out: int, alpha: float) -> dict:
+    """``{"tpr_at_fpr_x": ...}`` for x in :data:`REPORTED_FPRS` (:func:`membership_metrics`):
+    the exact interval at level ``1 - alpha``, or null values where
+    :func:`tpr_resolution` says the sample does not resolve x."""
+    result: dict = {}
+    lab = ss.labels
     member_desc = ss.scores[lab][None]
     nonmember_desc = ss.scores[~lab][None]
     for x in REPORTED_FPRS:
@@ -631,13 +647,23 @@ def membership_metrics(
             "resolution": 1.0 / n_out,
             "method": CI_METHODS["tpr_at_fpr"],
         }
+    return result
 
+
+def _advantage_entries(
+    s: np.ndarray, m: np.ndarray, ss: SortedScores, n_boot: int, alpha: float, z: float, seed
+) -> dict:
+    """``advantage`` and ``balanced_accuracy`` of :func:`membership_metrics`: both read the
+    threshold chosen on half A of the seeded split and counted on half B (Agresti-Caffo
+    at ``z``); the advantage's upper limit is the Poisson bootstrap's ``1 - alpha / 2``
+    quantile of the plug-in maximum (``n_boot`` replicates, ``seed``)."""
     tp_b, nb_in, fp_b, nb_out, _ = _split_counts(s, m, seed)
     adv_lo, _ = agresti_caffo(tp_b, nb_in, fp_b, nb_out, float(-ndtri(alpha / 2.0)))
     rng = np.random.default_rng(seed)
     reps = advantage_bootstrap(ss.labels, n_boot, rng, ends=ss.ends if ss.has_ties else None)
     adv = ss.advantage()
     adv_hi = float(np.nanquantile(reps, 1.0 - alpha / 2.0))
+    result: dict = {}
     result["advantage"] = {
         "value": adv,
         "ci_low": float(np.clip(min(adv_lo, adv), 0.0, 1.0)),
@@ -653,7 +679,16 @@ def membership_metrics(
         "ci_high": float(np.clip((1.0 + d_hi) / 2.0, 0.0, 1.0)),
         "method": CI_METHODS["balanced_accuracy"],
     }
+    return result
 
+
+def _epsilon_entry(
+    s: np.ndarray, m: np.ndarray, ss: SortedScores, delta: float, confidence: float, seed
+) -> dict:
+    """``epsilon_lower_bound`` of :func:`membership_metrics`: the Clopper-Pearson bound at
+    a split threshold (independent trials assumed), its ceiling at these sample sizes,
+    and the raw point estimate (not a bound)."""
+    n_in, n_out = int(m.sum()), int((~m).sum())
     lb = epsilon_lower_bound(
         s,
         m,
@@ -663,7 +698,7 @@ def membership_metrics(
         threshold="split",
         seed=seed,
     )
-    result["epsilon_lower_bound"] = {
+    return {
         "value": lb,
         "ci_low": lb,
         "ci_high": None,
@@ -675,6 +710,3 @@ def membership_metrics(
         "point_estimate": _point_estimate_from_counts(ss.tp, ss.fp, n_in, n_out, delta, 10),
         "point_estimate_note": "point estimate, not a bound",
     }
-    result["n_members"] = n_in
-    result["n_nonmembers"] = n_out
-    return result

@@ -21,19 +21,21 @@ from scipy.optimize import brentq
 from scipy.stats import beta, binom, norm
 
 from privacy_audit.stats.epsilon_bounds import (
-    _one_run_p_value,
     dp_tradeoff_max_tpr,
     epsilon_ceiling,
     epsilon_lower_bound,
     epsilon_lower_bound_from_counts,
     epsilon_point_estimate,
     gaussian_mechanism_epsilon,
+    tradeoff_curve,
+    tradeoff_violations,
+)
+from privacy_audit.stats.one_run_bounds import (
+    _one_run_p_value,
     one_run_best,
     one_run_ceiling,
     one_run_epsilon,
     one_run_from_scores,
-    tradeoff_curve,
-    tradeoff_violations,
 )
 
 DELTA = 1e-5
