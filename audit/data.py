@@ -324,12 +324,12 @@ def read_table(
             "label": _utf8_text(label_key(label), where),
         }
         if group_column:
-            row["group"] = _group_value(rec[group_column], group_column, where)
+            row["group"] = group_value(rec[group_column], group_column, where)
         rows.append(row)
     return rows
 
 
-def _group_value(value: Any, column: str, where: str) -> str:
+def group_value(value: Any, column: str, where: str) -> str:
     """A user id as text: a number by value (``7`` and ``7.0`` are one user, as labels
     are); empty, NaN or a container is refused."""
     if (

@@ -147,7 +147,7 @@ def utility_floor_checks(named: list[tuple[str, dict]]) -> list[dict]:
     return out
 
 
-def _floor_line(c: dict) -> str:
+def floor_line(c: dict) -> str:
     if c["learned"] is None:
         return f"{c['source']}/{c['run']}: no trivial baseline recorded (utility floor not checked)"
     failed = [b for b in c["baselines"] if not b["cleared"]]
@@ -289,7 +289,7 @@ def _bar(v: float, lo: Any, hi: Any) -> list[list[float]]:
 def _plots(named: list[tuple[str, dict]]) -> list[tuple[str, str, bytes]]:
     import numpy as np
 
-    from privacy_audit.reports.plots import _new_figure, _placeholder, _png, plain
+    from privacy_audit.reports.plots import new_figure, placeholder, png_bytes, plain
 
     rows = records(named)
     sources = [n for n, _ in named]
@@ -297,7 +297,7 @@ def _plots(named: list[tuple[str, dict]]) -> list[tuple[str, str, bytes]]:
     figs = []
 
     # 1. privacy-utility: utility against the strongest attack's AUC, per run
-    fig, (ax,) = _new_figure(7.5, 4.5)
+    fig, (ax,) = new_figure(7.5, 4.5)
     plotted = False
     for src, color in zip(sources, colors, strict=True):
         for res_name, res in named:
@@ -320,18 +320,18 @@ def _plots(named: list[tuple[str, dict]]) -> list[tuple[str, str, bytes]]:
         ax.set_xlabel("strongest attack AUC (95% CI)")
         ax.set_ylabel("utility (95% CI)")
     else:
-        _placeholder(ax, "no run has both utility and an attack AUC")
-    figs.append(("Privacy / utility", "Each point is one run; colours are inputs.", _png(fig)))
+        placeholder(ax, "no run has both utility and an attack AUC")
+    figs.append(("Privacy / utility", "Each point is one run; colours are inputs.", png_bytes(fig)))
 
     # 2. AUC and TPR@1%FPR per attack
     keys = sorted({(r["run"], r["attack"]) for r in rows if r["metric"] == "auc"})
-    fig, axes = _new_figure(max(7.5, 0.5 * len(keys) * len(sources) + 2), 4.8, ncols=2)
+    fig, axes = new_figure(max(7.5, 0.5 * len(keys) * len(sources) + 2), 4.8, ncols=2)
     for ax, metric, title in (
         (axes[0], "auc", "AUC"),
         (axes[1], "tpr_at_fpr_0.01", "TPR at 1% FPR"),
     ):
         if not keys:
-            _placeholder(ax, "no attack results")
+            placeholder(ax, "no attack results")
             continue
         width = 0.8 / len(sources)
         idx = np.arange(len(keys))
@@ -357,12 +357,12 @@ def _plots(named: list[tuple[str, dict]]) -> list[tuple[str, str, bytes]]:
         (
             "Attack success per attack",
             "AUC and TPR at 1% FPR with 95% CIs; dotted line: chance AUC.",
-            _png(fig),
+            png_bytes(fig),
         )
     )
 
     # 3. claimed vs audited epsilon
-    fig, (ax,) = _new_figure(7.5, 4.5)
+    fig, (ax,) = new_figure(7.5, 4.5)
     pts = 0
     for src, color in zip(sources, colors, strict=True):
         for res_name, res in named:
@@ -383,12 +383,12 @@ def _plots(named: list[tuple[str, dict]]) -> list[tuple[str, str, bytes]]:
         ax.set_ylabel("audited ε (best 95% lower bound)")
         ax.legend(fontsize=7)
     else:
-        _placeholder(ax, "no run has both a claimed ε and an audited lower bound")
+        placeholder(ax, "no run has both a claimed ε and an audited lower bound")
     figs.append(
         (
             "Claimed vs audited ε",
             "A point above the diagonal contradicts its claim at 95% confidence.",
-            _png(fig),
+            png_bytes(fig),
         )
     )
     return figs
@@ -432,7 +432,7 @@ def _fmt_ci(v: Any, ci: list) -> str:
 def render_compare(named: list[tuple[str, dict]]) -> tuple[str, list[dict]]:
     from jinja2 import Environment
 
-    from privacy_audit.reports.html import _data_uri
+    from privacy_audit.reports.html import data_uri
 
     diffs = differences(named)
     view = [
@@ -458,7 +458,7 @@ def render_compare(named: list[tuple[str, dict]]) -> tuple[str, list[dict]]:
         }
         for n, r in named
     ]
-    figures = [{"title": t, "caption": c, "src": _data_uri(png)} for t, c, png in _plots(named)]
+    figures = [{"title": t, "caption": c, "src": data_uri(png)} for t, c, png in _plots(named)]
     checks = utility_floor_checks(named)
     floor = [
         {

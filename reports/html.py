@@ -103,7 +103,7 @@ _AUDIT_ROW_BADGE = {
 
 
 @functools.lru_cache(maxsize=1)
-def _environment() -> Environment:
+def jinja_environment() -> Environment:
     return Environment(
         loader=FileSystemLoader(str(TEMPLATE_DIR)),
         autoescape=select_autoescape(
@@ -118,7 +118,7 @@ def _environment() -> Environment:
     )
 
 
-def _data_uri(png: bytes) -> str:
+def data_uri(png: bytes) -> str:
     return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
 
 
@@ -525,7 +525,7 @@ def _extraction_view(run: dict) -> dict | None:
         f"non-members scored; {_text(short.get('member'))} / {_text(short.get('nonmember'))} too "
         "short for prefix + suffix (not counted)",
         "finding": _text(details.get("finding"), ""),
-        "plot": _data_uri(plots.extraction_risk_curve(rec)),
+        "plot": data_uri(plots.extraction_risk_curve(rec)),
     }
 
 
@@ -614,7 +614,7 @@ def _audit_samples(audit: dict) -> list[str]:
     return lines or [DASH]
 
 
-def _audit_row(audit: dict, run_status: Any, eps: float | None) -> dict:
+def audit_row(audit: dict, run_status: Any, eps: float | None) -> dict:
     status = _text(audit.get("status"), "ok")
     lb = as_float(audit.get("epsilon_lb"))
     ceiling = as_float(audit.get("ceiling"))
@@ -719,7 +719,7 @@ def _epsilon_audit_view(run: dict, idx: int, name: str) -> dict | None:
     eps, delta = audited_claim(run)
     claim = run.get("claim") if isinstance(run.get("claim"), dict) else {}
     run_status = ea.get("status")
-    rows = [_audit_row(a, run_status, eps) for a in epsilon_audit_entries(run)]
+    rows = [audit_row(a, run_status, eps) for a in epsilon_audit_entries(run)]
     tr = epsilon_audit_tradeoff(run)
     if tr is not None:
         rows.append(_tradeoff_row(tr, run_status, eps, delta))
@@ -740,7 +740,7 @@ def _epsilon_audit_view(run: dict, idx: int, name: str) -> dict | None:
         ex = a.get("examples")
         if a.get("status", "ok") == "ok" and isinstance(ex, dict) and ex.get("scores"):
             title = f"{name} — {_text(a.get('name'), 'audit')}: scores, in vs out"
-            histograms.append({"title": title, "src": _data_uri(plots.canary_histogram(a, title))})
+            histograms.append({"title": title, "src": data_uri(plots.canary_histogram(a, title))})
     return {
         "anchor": f"run-{idx}",
         "name": name,
@@ -754,7 +754,7 @@ def _epsilon_audit_view(run: dict, idx: int, name: str) -> dict | None:
         "evidence": audit_evidence(run),
         "diagnosis": ea.get("diagnosis") if violated else None,
         "rows": rows,
-        "tradeoff_plot": _data_uri(plots.roc_vs_tradeoff(run)) if tr is not None else None,
+        "tradeoff_plot": data_uri(plots.roc_vs_tradeoff(run)) if tr is not None else None,
         "tradeoff_attack": _text(tr.get("attack"), "strongest") if tr is not None else None,
         "histograms": histograms,
     }
@@ -793,7 +793,7 @@ def _kv(value: Any) -> str:
     return num(value)
 
 
-def _unit_paragraphs(text: str) -> list[str]:
+def unit_paragraphs(text: str) -> list[str]:
     import re
 
     parts = re.split(r" (?=Per (?:text: |user \())", text)
@@ -959,7 +959,7 @@ def build_context(results: dict) -> dict:
                 "level_class": _level_class(verdict["level"]),
                 "text": verdict["text"],
                 # one paragraph per unit (reports/user_verdict.py writes both)
-                "paragraphs": _unit_paragraphs(verdict["text"]),
+                "paragraphs": unit_paragraphs(verdict["text"]),
             }
         )
         training = run.get("training") if isinstance(run.get("training"), dict) else {}
@@ -969,7 +969,7 @@ def build_context(results: dict) -> dict:
             histograms.append(
                 {
                     "title": title,
-                    "src": _data_uri(plots.score_histogram(a, title)),
+                    "src": data_uri(plots.score_histogram(a, title)),
                 }
             )
         eps_view = _epsilon_audit_view(run, idx, name)
@@ -989,7 +989,7 @@ def build_context(results: dict) -> dict:
                 "leakage": _leakage_rows(run, aggregate_only),
                 "training": [(str(k), _kv(v)) for k, v in training.items()],
                 "attacks": _attack_rows(run, best),
-                "roc": _data_uri(plots.roc_loglog([run], all_attacks_for=0))
+                "roc": data_uri(plots.roc_loglog([run], all_attacks_for=0))
                 if len(ok_attacks(run)) > 1
                 else None,
                 "histograms": histograms,
@@ -1017,19 +1017,19 @@ def build_context(results: dict) -> dict:
                 "caption": "Strongest attack per run. The left part of the curve "
                 "(low false-positive rate) is what matters for privacy: it shows "
                 "how many members can be identified with high confidence.",
-                "src": _data_uri(plots.roc_loglog(runs)),
+                "src": data_uri(plots.roc_loglog(runs)),
             },
             {
                 "title": "Attack success across runs",
                 "caption": "Strongest-attack AUC and TPR at 1% FPR with 95% "
                 "confidence intervals; dotted lines mark chance.",
-                "src": _data_uri(plots.metric_bars(runs)),
+                "src": data_uri(plots.metric_bars(runs)),
             },
             {
                 "title": "Privacy / utility trade-off",
                 "caption": "Claimed ε on a log axis; runs without a formal "
                 "guarantee are placed at \u201c\u221e\u201d. Error bars are 95% CIs.",
-                "src": _data_uri(plots.privacy_utility(runs)),
+                "src": data_uri(plots.privacy_utility(runs)),
             },
         ]
 
@@ -1043,7 +1043,7 @@ def build_context(results: dict) -> dict:
                 "caption": "Each point is a defense at one ε, averaged over the seeds "
                 f"{', '.join(str(s) for s in sweep.get('seeds', []))}; error bars are "
                 "two-sided 95% Student-t intervals across seeds (none for a single seed).",
-                "src": _data_uri(sweep_curves(sweep)),
+                "src": data_uri(sweep_curves(sweep)),
             }
         )
 
@@ -1052,7 +1052,7 @@ def build_context(results: dict) -> dict:
         epsilon_section = {
             "runs": eps_views,
             "violated": [v for v in eps_views if v["violated"]],
-            "figure": _data_uri(plots.claimed_vs_audited(runs)),
+            "figure": data_uri(plots.claimed_vs_audited(runs)),
         }
 
     cost = results.get("cost_of_privacy")
@@ -1131,7 +1131,7 @@ def render_html(results: dict) -> str:
 
 def render_context(context: dict) -> str:
     """The report from a :func:`build_context` result (which the caller may amend)."""
-    template = _environment().get_template(TEMPLATE_NAME)
+    template = jinja_environment().get_template(TEMPLATE_NAME)
     return template.render(**context)
 
 

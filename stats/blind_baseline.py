@@ -204,7 +204,7 @@ def clustered_difference(
 # --------------------------------------------------------------------------- #
 # Blind baseline: cross-fitted kernel ridge and its label-permutation test
 # --------------------------------------------------------------------------- #
-def _dense_features(texts: list[str]) -> np.ndarray:
+def dense_features(texts: list[str]) -> np.ndarray:
     rows = []
     for t in texts:
         words = t.split()
@@ -318,7 +318,7 @@ def fold_tfidf(counts, tr: np.ndarray, te: np.ndarray):
 #: A feature column held by at least this share of the rows is multiplied densely (BLAS).
 _DENSE_SHARE = 0.02
 #: Dense columns per block of the dense product (bounds its memory: rows x this x 8 bytes).
-_DENSE_BLOCK = 2048
+DENSE_BLOCK = 2048
 
 
 def linear_kernel(a, b) -> np.ndarray:
@@ -334,8 +334,8 @@ def linear_kernel(a, b) -> np.ndarray:
     if rare.size:
         out += (a[:, rare] @ b[:, rare].T).toarray()
     ac, bc = a[:, common].tocsc(), b[:, common].tocsc()
-    for j in range(0, common.size, _DENSE_BLOCK):
-        sl = slice(j, j + _DENSE_BLOCK)
+    for j in range(0, common.size, DENSE_BLOCK):
+        sl = slice(j, j + DENSE_BLOCK)
         out += ac[:, sl].toarray() @ bc[:, sl].toarray().T
     return out
 
@@ -398,7 +398,7 @@ def cross_fit(
     the features never read the labels), which makes the permutation test cheap."""
     y = np.asarray(y, dtype=np.float64)
     n = len(texts)
-    dense = _dense_features(texts)
+    dense = dense_features(texts)
     counts = ngram_counts(texts)
     scores = {name: np.zeros(n) for name in families}
     h = np.zeros((n, n)) if operator is not None else None
@@ -657,7 +657,7 @@ def is_shifted(auc: dict[str, float], confidence: float = SHIFT_CONFIDENCE) -> b
     return bool(auc["p_value"] <= (1 - confidence) / 2 and auc["ci_low"] > 0.5)
 
 
-def _user_counts(y: np.ndarray, users, clusters: np.ndarray) -> dict[str, Any]:
+def user_counts(y: np.ndarray, users, clusters: np.ndarray) -> dict[str, Any]:
     """Users per side, and the clusters (users joined by near-duplicates) they form."""
     y = np.asarray(y)
     uid = factorize(list(users))

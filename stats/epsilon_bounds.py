@@ -41,12 +41,12 @@ from scipy.optimize import brentq
 from scipy.special import betaincinv, log_ndtr, ndtr, ndtri
 
 from privacy_audit.stats.scores import (
-    _best_threshold,
-    _check_confidence,
-    _check_split_sizes,
-    _roc_counts_1d,
-    _stratified_split,
-    _validate,
+    best_threshold,
+    check_confidence,
+    check_split_sizes,
+    roc_counts_1d,
+    stratified_split,
+    validate_scores,
 )
 
 __all__ = [
@@ -66,14 +66,14 @@ THRESHOLDS = ("split", "bonferroni")
 BONFERRONI_GRID = 100
 
 
-def _check_delta(delta) -> float:
+def check_delta(delta) -> float:
     d = float(delta)
     if not (0.0 < d < 1.0):
         raise ValueError(f"delta must be in (0, 1), got {delta!r}.")
     return d
 
 
-def _check_choice(value, allowed, what: str) -> str:
+def check_choice(value, allowed, what: str) -> str:
     if value not in allowed:
         raise ValueError(
             f"unknown {what} {value!r}; allowed values: {', '.join(repr(a) for a in allowed)}."
@@ -86,7 +86,7 @@ def _check_choice(value, allowed, what: str) -> str:
 # ---------------------------------------------------------------------------
 
 
-def _cp_upper(k, n: int, q: float) -> np.ndarray:
+def clopper_pearson_upper(k, n: int, q: float) -> np.ndarray:
     """Clopper-Pearson upper bound Beta^{-1}(q; k + 1, n - k) of a rate k / n.
 
     ``q`` is the quantile, e.g. ``1 - alpha/2``.  ``k = n`` gives 1 (the
@@ -101,7 +101,7 @@ def _cp_upper(k, n: int, q: float) -> np.ndarray:
     return out
 
 
-def _eps_from_rate_bounds(fpr_hi, fnr_hi, delta: float) -> np.ndarray:
+def eps_from_rate_bounds(fpr_hi, fnr_hi, delta: float) -> np.ndarray:
     """max(ln((1-d-FNR)/FPR), ln((1-d-FPR)/FNR)), floored at 0 (vectorised)."""
     fpr_hi = np.asarray(fpr_hi, dtype=np.float64)
     fnr_hi = np.asarray(fnr_hi, dtype=np.float64)
@@ -128,11 +128,11 @@ def _mu_from_rate_bounds(fpr_hi, fnr_hi) -> np.ndarray:
 
 def _bound_from_counts(fp, n_out, fn, n_in, delta, q, method) -> np.ndarray:
     """Per-threshold bound: epsilon (clopper-pearson) or mu (gdp)."""
-    fpr_hi = _cp_upper(fp, n_out, q)
-    fnr_hi = _cp_upper(fn, n_in, q)
+    fpr_hi = clopper_pearson_upper(fp, n_out, q)
+    fnr_hi = clopper_pearson_upper(fn, n_in, q)
     if method == "gdp":
         return _mu_from_rate_bounds(fpr_hi, fnr_hi)
-    return _eps_from_rate_bounds(fpr_hi, fnr_hi, delta)
+    return eps_from_rate_bounds(fpr_hi, fnr_hi, delta)
 
 
 # ---------------------------------------------------------------------------
@@ -156,7 +156,7 @@ def _log_gaussian_delta(eps: float, mu: float) -> float:
     return la + _log1mexp(min(x, -1e-300))
 
 
-def _gdp_epsilon(mu: float, delta: float) -> float:
+def gdp_epsilon(mu: float, delta: float) -> float:
     """Smallest eps >= 0 with delta(eps; mu) <= delta for the mu-GDP trade-off curve."""
     if mu <= 0.0:
         return 0.0
@@ -191,7 +191,7 @@ def gaussian_mechanism_epsilon(mu: float, delta: float) -> float:
     m = float(mu)
     if not np.isfinite(m) or m < 0.0:
         raise ValueError(f"mu must be a finite number >= 0, got {mu!r}.")
-    return _gdp_epsilon(m, _check_delta(delta))
+    return gdp_epsilon(m, check_delta(delta))
 
 
 # ---------------------------------------------------------------------------
@@ -255,15 +255,15 @@ def _split_candidates(fp, n_out, fn, n_in, delta, q, method) -> np.ndarray:
     if method == "gdp":
         approx = _mu_from_rate_bounds(fpr_hi, fnr_hi)
     else:
-        approx = _eps_from_rate_bounds(fpr_hi, fnr_hi, delta)
+        approx = eps_from_rate_bounds(fpr_hi, fnr_hi, delta)
     return np.sort(np.argpartition(-approx, SPLIT_CANDIDATES)[:SPLIT_CANDIDATES])
 
 
 def _split_bound(s, m, delta, alpha, method, seed) -> float:
     n_in, n_out = int(m.sum()), int((~m).sum())
-    _check_split_sizes(n_in, n_out)
+    check_split_sizes(n_in, n_out)
     q = 1.0 - alpha / 2.0
-    half_a, half_b = _stratified_split(m, seed)
+    half_a, half_b = stratified_split(m, seed)
     # Choose the threshold on half A with the same bound, taken simultaneously
     # over A's K candidate thresholds (alpha / K).  Maximising the plain bound
     # over K thresholds favours thresholds whose A-counts were lucky, which
@@ -271,7 +271,7 @@ def _split_bound(s, m, delta, alpha, method, seed) -> float:
     # penalises thin tails.  This choice affects power only, never validity.
     sa, ma = s[half_a], m[half_a]
     na_in, na_out = int(ma.sum()), int((~ma).sum())
-    ss, tp, fp, ends = _roc_counts_1d(sa, ma)
+    ss, tp, fp, ends = roc_counts_1d(sa, ma)
     tp_e, fp_e, ss_e = tp[ends], fp[ends], ss[ends]
     q_sel = 1.0 - alpha / (2.0 * ss_e.size)
     cand = _split_candidates(fp_e, na_out, na_in - tp_e, na_in, delta, q_sel, method)
@@ -281,14 +281,14 @@ def _split_bound(s, m, delta, alpha, method, seed) -> float:
         below = ss_e[best + 1] if best + 1 < ss_e.size else -np.inf
         thr = ss_e[best] / 2.0 + below / 2.0 if np.isfinite(below) else -np.inf
     else:  # no signal on A: fall back to the best balanced-accuracy threshold
-        thr = _best_threshold(ss[None], tp[None], fp[None], ends[None], na_in, na_out)[0]
+        thr = best_threshold(ss[None], tp[None], fp[None], ends[None], na_in, na_out)[0]
     # Count on the disjoint half B only.
     sb, mb = s[half_b], m[half_b]
     nb_in, nb_out = int(mb.sum()), int((~mb).sum())
     fp_b = int(np.sum(sb[~mb] >= thr))
     fn_b = int(np.sum(sb[mb] < thr))
     val = float(_bound_from_counts([fp_b], nb_out, [fn_b], nb_in, delta, q, method)[0])
-    return _gdp_epsilon(val, delta) if method == "gdp" else val
+    return gdp_epsilon(val, delta) if method == "gdp" else val
 
 
 def _bonferroni_bound(s, m, delta, alpha, method) -> float:
@@ -300,7 +300,7 @@ def _bonferroni_bound(s, m, delta, alpha, method) -> float:
     fp, fn = _counts_at(thresholds, s_in, s_out)
     vals = _bound_from_counts(fp, s_out.size, fn, s_in.size, delta, q, method)
     val = float(np.max(vals))
-    return _gdp_epsilon(val, delta) if method == "gdp" else val
+    return gdp_epsilon(val, delta) if method == "gdp" else val
 
 
 # ---------------------------------------------------------------------------
@@ -365,11 +365,11 @@ def epsilon_lower_bound(
     >= 0 that is never larger than :func:`epsilon_ceiling` for the same
     sizes (up to rounding).
     """
-    s, m = _validate(scores, members)
-    delta = _check_delta(delta)
-    alpha = 1.0 - _check_confidence(confidence)
-    _check_choice(method, METHODS, "method")
-    _check_choice(threshold, THRESHOLDS, "threshold")
+    s, m = validate_scores(scores, members)
+    delta = check_delta(delta)
+    alpha = 1.0 - check_confidence(confidence)
+    check_choice(method, METHODS, "method")
+    check_choice(threshold, THRESHOLDS, "threshold")
     if threshold == "split":
         return _split_bound(s, m, delta, alpha, method, seed)
     return _bonferroni_bound(s, m, delta, alpha, method)
@@ -401,10 +401,10 @@ def epsilon_ceiling(
     so with the split, ``epsilon_ceiling(2k, 2k, ...)`` gives those numbers.
     Any reported eps lower bound should be read next to this ceiling.
     """
-    delta = _check_delta(delta)
-    alpha = 1.0 - _check_confidence(confidence)
-    _check_choice(threshold, THRESHOLDS, "threshold")
-    _check_choice(method, METHODS, "method")
+    delta = check_delta(delta)
+    alpha = 1.0 - check_confidence(confidence)
+    check_choice(threshold, THRESHOLDS, "threshold")
+    check_choice(method, METHODS, "method")
     sizes = []
     for name, v in (("n_members", n_members), ("n_nonmembers", n_nonmembers)):
         if isinstance(v, bool) or int(v) != v or int(v) < 1:
@@ -412,14 +412,14 @@ def epsilon_ceiling(
         sizes.append(int(v))
     n_in, n_out = sizes
     if threshold == "split":
-        _check_split_sizes(n_in, n_out)
+        check_split_sizes(n_in, n_out)
         k_in, k_out = n_in - n_in // 2, n_out - n_out // 2
         q = 1.0 - alpha / 2.0
     else:
         k_in, k_out = n_in, n_out
         q = 1.0 - alpha / (2.0 * min(BONFERRONI_GRID, n_in + n_out))
     val = float(_bound_from_counts([0], k_out, [0], k_in, delta, q, method)[0])
-    return _gdp_epsilon(val, delta) if method == "gdp" else val
+    return gdp_epsilon(val, delta) if method == "gdp" else val
 
 
 def epsilon_point_estimate(scores, members, delta: float, min_count: int = 10) -> float:
@@ -434,16 +434,16 @@ def epsilon_point_estimate(scores, members, delta: float, min_count: int = 10) -
     small n and can exceed the true eps.  Returns 0 when no threshold has
     enough false positives or false negatives.  Assumes independent examples.
     """
-    s, m = _validate(scores, members)
-    delta = _check_delta(delta)
+    s, m = validate_scores(scores, members)
+    delta = check_delta(delta)
     if isinstance(min_count, bool) or int(min_count) != min_count or int(min_count) < 1:
         raise ValueError(f"min_count must be a positive integer, got {min_count!r}.")
     n_in, n_out = int(m.sum()), int((~m).sum())
-    _, tp, fp, ends = _roc_counts_1d(s, m)
-    return _point_estimate_from_counts(tp[ends], fp[ends], n_in, n_out, delta, int(min_count))
+    _, tp, fp, ends = roc_counts_1d(s, m)
+    return point_estimate_from_counts(tp[ends], fp[ends], n_in, n_out, delta, int(min_count))
 
 
-def _point_estimate_from_counts(tp, fp, n_in: int, n_out: int, delta: float, min_count: int):
+def point_estimate_from_counts(tp, fp, n_in: int, n_out: int, delta: float, min_count: int):
     """:func:`epsilon_point_estimate` from cumulative (TP, FP) at the tie-group ends."""
     tp = np.concatenate([[0], tp])
     fp = np.concatenate([[0], fp])
@@ -466,7 +466,7 @@ def _point_estimate_from_counts(tp, fp, n_in: int, n_out: int, delta: float, min
 # ---------------------------------------------------------------------------
 
 
-def _check_count(value, name: str, minimum: int = 0) -> int:
+def check_count(value, name: str, minimum: int = 0) -> int:
     """Return ``value`` as an int >= ``minimum``, or raise ValueError."""
     ok = isinstance(value, numbers.Real) and not isinstance(value, bool)
     if ok:
@@ -508,12 +508,12 @@ def epsilon_lower_bound_from_counts(
     Assumes independent trials (see the module docstring) and a threshold not
     chosen on these counts; valid for any (eps, delta)-DP mechanism.
     """
-    delta = _check_delta(delta)
-    alpha = 1.0 - _check_confidence(confidence)
-    n_neg = _check_count(n_neg, "n_neg", 1)
-    n_pos = _check_count(n_pos, "n_pos", 1)
-    fp = _check_count(fp, "fp")
-    fn = _check_count(fn, "fn")
+    delta = check_delta(delta)
+    alpha = 1.0 - check_confidence(confidence)
+    n_neg = check_count(n_neg, "n_neg", 1)
+    n_pos = check_count(n_pos, "n_pos", 1)
+    fp = check_count(fp, "fp")
+    fn = check_count(fn, "fn")
     if fp > n_neg:
         raise ValueError(f"fp ({fp}) must not exceed n_neg ({n_neg}).")
     if fn > n_pos:
@@ -543,7 +543,7 @@ def dp_tradeoff_max_tpr(fpr, epsilon: float, delta: float) -> np.ndarray:
     if not np.all((f >= 0.0) & (f <= 1.0)):
         raise ValueError("fpr must lie in [0, 1].")
     eps = _check_epsilon(epsilon)
-    delta = _check_delta(delta)
+    delta = check_delta(delta)
     with np.errstate(over="ignore", invalid="ignore"):
         line1 = np.where(f > 0.0, math.exp(min(eps, 700.0)) * f, 0.0) + delta
     line2 = 1.0 - math.exp(-eps) * (1.0 - delta - f)
@@ -555,7 +555,7 @@ def tradeoff_curve(epsilon: float, delta: float, n: int = 200) -> tuple[np.ndarr
 
     For plotting the (eps, delta)-DP ceiling next to an empirical ROC curve.
     """
-    n = _check_count(n, "n", 2)
+    n = check_count(n, "n", 2)
     fpr = np.geomspace(1e-4, 1.0, n)
     return fpr, dp_tradeoff_max_tpr(fpr, epsilon, delta)
 
@@ -568,7 +568,7 @@ def _roc_for_plot(s: np.ndarray, m: np.ndarray, max_points: int = ROC_PLOT_POINT
     for log-scale plots).
     """
     n_in, n_out = int(m.sum()), int((~m).sum())
-    _, tp, fp, ends = _roc_counts_1d(s, m)
+    _, tp, fp, ends = roc_counts_1d(s, m)
     fpr = np.concatenate([[0.0], fp[ends] / n_out])
     tpr = np.concatenate([[0.0], tp[ends] / n_in])
     if fpr.size > max_points:
@@ -612,18 +612,18 @@ def tradeoff_violations(
     (``{"fpr", "tpr"}``, the empirical ROC downsampled to <= 400 points) and
     ``"curve"`` (``{"fpr", "max_tpr"}`` from :func:`tradeoff_curve`).
     """
-    s, m = _validate(scores, members)
+    s, m = validate_scores(scores, members)
     eps = _check_epsilon(epsilon)
-    delta = _check_delta(delta)
-    confidence = _check_confidence(confidence)
-    g = min(_check_count(max_points, "max_points", 1), s.size)
+    delta = check_delta(delta)
+    confidence = check_confidence(confidence)
+    g = min(check_count(max_points, "max_points", 1), s.size)
     thresholds = _bonferroni_grid(s, g)
     q = 1.0 - (1.0 - confidence) / (2.0 * g)
     s_in, s_out = np.sort(s[m]), np.sort(s[~m])
     n_in, n_out = s_in.size, s_out.size
     fp, fn = _counts_at(thresholds, s_in, s_out)
-    fpr_hi = _cp_upper(fp, n_out, q)
-    tpr_lo = 1.0 - _cp_upper(fn, n_in, q)  # lower bound on TPR = 1 - upper bound on FNR
+    fpr_hi = clopper_pearson_upper(fp, n_out, q)
+    tpr_lo = 1.0 - clopper_pearson_upper(fn, n_in, q)  # lower bound on TPR = 1 - upper bound on FNR
     allowed = dp_tradeoff_max_tpr(fpr_hi, eps, delta)
     points = [
         {

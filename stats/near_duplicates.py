@@ -5,7 +5,7 @@
 have Jaccard similarity >= ``jaccard`` (0.8). Found by an exact set-similarity join (no
 pair is missed, unlike MinHash LSH), vectorised in numpy blocks of bounded size: a
 pigeonhole partition join (hashed groups of shingles per size class; proof in
-``_partition_candidates``) for low-entropy text such as templates, where even the
+``partition_candidates``) for low-entropy text such as templates, where even the
 rarest shingles are common, or prefix filtering (Bayardo, Ma and Srikant 2007, with a
 length filter) for ordinary text, whichever a 5,000-text sample says is cheaper; every
 candidate is verified by counting its shared shingles. **Above a cost
@@ -31,21 +31,21 @@ from typing import Any
 import numpy as np
 
 from privacy_audit.stats.partition_join import (
-    _MAX_PARTITION_SIZE,
-    _MIN_PARTITION_JACCARD,
-    _partition_candidates,
+    MAX_PARTITION_SIZE,
+    MIN_PARTITION_JACCARD,
+    partition_candidates,
 )
 from privacy_audit.stats.shingles import (
-    _BLOCK,
-    _FREQ_BITS,
-    _GOLDEN,
-    _SENTINEL,
+    BLOCK,
+    FREQ_BITS,
+    GOLDEN,
+    SENTINEL,
     JOIN_STATS,
-    _bucket,
-    _mix,
-    _pairs_within_runs,
-    _ragged_arange,
-    _Shingles,
+    bucket,
+    mix64,
+    pairs_within_runs,
+    ragged_arange,
+    Shingles,
     normalise_all,
 )
 
@@ -80,14 +80,14 @@ def similar_pairs(
     ``_EXACT_BUDGET_S`` per text (:func:`_exact_over_budget`); above it the candidates
     come from MinHash LSH (:func:`_lsh_candidates`, each pair at ``J >= jaccard`` missed
     with probability <= :func:`lsh_miss_bound`). Exact candidates come from the partition join
-    (:func:`_partition_candidates`, at ``jaccard >= _MIN_PARTITION_JACCARD``) and, for the
+    (:func:`partition_candidates`, at ``jaccard >= MIN_PARTITION_JACCARD``) and, for the
     texts it cannot key in bounded work and at lower thresholds, from the prefix filter
     (:func:`_prefix_candidates`); each filter provably keeps every pair at ``J >=
     jaccard``; ``keep(u, v)`` (a vectorised filter) drops pairs the caller does not want,
     and every candidate left is verified by counting its shared shingles. All in numpy
-    blocks of ``_BLOCK`` elements: per-text Python work is one ``len`` per text."""
+    blocks of ``BLOCK`` elements: per-text Python work is one ``len`` per text."""
     empty = np.zeros(0, dtype=np.int64)
-    table = _Shingles(norm)
+    table = Shingles(norm)
     which = np.flatnonzero(table.count)
     JOIN_STATS.clear()
     if which.size < 2:
@@ -144,7 +144,7 @@ def lsh_miss_bound(jaccard: float, rows: int, bands: int) -> float:
     return float((1.0 - float(jaccard) ** rows) ** bands)
 
 
-def _exact_over_budget(table: _Shingles, which: np.ndarray, jaccard: float) -> dict | None:
+def _exact_over_budget(table: Shingles, which: np.ndarray, jaccard: float) -> dict | None:
     """The LSH settings when the exact join would cost more than ``_EXACT_BUDGET_S`` per
     text, else None. The exact join is run on a seeded sample of ``_LSH_SAMPLE`` texts;
     the pairs it verifies grow as the square of the texts, so its count is scaled by
@@ -179,7 +179,7 @@ def _exact_over_budget(table: _Shingles, which: np.ndarray, jaccard: float) -> d
     }
 
 
-def _exact_candidates(table: _Shingles, which: np.ndarray, jaccard: float, keep=None):
+def _exact_candidates(table: Shingles, which: np.ndarray, jaccard: float, keep=None):
     """``(u, v, size)``: the candidate pairs of the exact join on ``which`` (every pair
     at ``J >= jaccard`` among them) and each text's set size. The partition join, whose
     overflow texts the prefix filter pairs, or the prefix filter alone, whichever
@@ -187,9 +187,9 @@ def _exact_candidates(table: _Shingles, which: np.ndarray, jaccard: float, keep=
     n = len(table.lens)
     if _use_partition(table, which, jaccard):
         JOIN_STATS["join"] = "partition"
-        u, v, size, overflow = _partition_candidates(table, which, jaccard, keep)
+        u, v, size, overflow = partition_candidates(table, which, jaccard, keep)
         if overflow.any():  # texts with too many light groups: the prefix filter pairs them
-            near = which[_size_compatible(size[which], size[overflow], jaccard)]
+            near = which[size_compatible(size[which], size[overflow], jaccard)]
             u2, v2, _ = _prefix_candidates(table, near, jaccard, keep, must=overflow)
             pair = np.unique(np.r_[u * n + v, u2 * n + v2])
             u, v = pair // n, pair % n
@@ -220,7 +220,7 @@ def minhash_signatures(
     mixed ids ``x``: for each k a fixed bijection of the 64-bit ids, so two sets share
     min-hash k exactly when their union's smallest element under it is shared."""
     # padding and repeats take the row's first shingle: a set's minimum is unchanged
-    x = _mix(np.where(distinct, ids, ids[:, :1]))
+    x = mix64(np.where(distinct, ids, ids[:, :1]))
     sig = np.empty((ids.shape[0], xor.size), dtype=np.uint64)
     h = np.empty_like(x)
     for k in range(xor.size):
@@ -231,7 +231,7 @@ def minhash_signatures(
 
 
 def _lsh_candidates(
-    table: _Shingles, which: np.ndarray, jaccard: float, keep=None
+    table: Shingles, which: np.ndarray, jaccard: float, keep=None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Candidate pairs ``(u < v)`` of MinHash LSH (``_LSH_ROWS`` rows x
     :func:`lsh_bands` bands) and each text's set size. Min-hash ``k`` of a set is the
@@ -247,21 +247,21 @@ def _lsh_candidates(
     xor, mult = lsh_hashes(rows_ * bands)
     size = np.zeros(n, dtype=np.int64)
     keys = np.empty((n, bands), dtype=np.uint64)
-    band_salt = _mix(np.arange(1, bands + 1, dtype=np.uint64) * _GOLDEN)
+    band_salt = mix64(np.arange(1, bands + 1, dtype=np.uint64) * GOLDEN)
     for rows, ids, distinct in table.key_blocks(which, by_frequency=False):
         size[rows] = distinct.sum(axis=1)
         sig = minhash_signatures(ids, distinct, xor, mult)
         for b in range(bands):
             acc = band_salt[b] ^ sig[:, b * rows_]
             for k in range(1, rows_):
-                acc = _mix(acc) ^ sig[:, b * rows_ + k]
-            keys[rows, b] = _mix(acc)
+                acc = mix64(acc) ^ sig[:, b * rows_ + k]
+            keys[rows, b] = mix64(acc)
     key = keys[which].ravel()
     text = np.repeat(which, bands)
     order = np.argsort(key, kind="stable")
     key, text = key[order], text[order]
     found = [empty]
-    for a, b in _pairs_within_runs(key):
+    for a, b in pairs_within_runs(key):
         u, v = np.minimum(text[a], text[b]), np.maximum(text[a], text[b])
         ok = (u != v) & (
             np.minimum(size[u], size[v]) >= jaccard * np.maximum(size[u], size[v]) - 1e-9
@@ -284,7 +284,7 @@ _CHOOSE_SAMPLE = 5_000
 _COST = {"prefix": (1.5e-5, 1.7e-7), "partition": (4.5e-5, 3.5e-7)}
 
 
-def _use_partition(table: _Shingles, which: np.ndarray, jaccard: float) -> bool:
+def _use_partition(table: Shingles, which: np.ndarray, jaccard: float) -> bool:
     """Whether the partition join (rather than the prefix filter) pairs these texts.
     Both are exact; this only picks the cheaper. Low-entropy text (few distinct
     characters, templates) makes even the rarest shingles common, so the prefix
@@ -293,14 +293,14 @@ def _use_partition(table: _Shingles, which: np.ndarray, jaccard: float) -> bool:
     equal content. On a seeded sample of ``_CHOOSE_SAMPLE`` texts each join's pairs of
     entries sharing a key are counted; pairs grow as the square of the texts, so the
     sample's counts are scaled by ``(n / sample)^2`` into the cost model ``_COST``."""
-    if jaccard < _MIN_PARTITION_JACCARD or int(table.count.max()) >= _MAX_PARTITION_SIZE:
+    if jaccard < MIN_PARTITION_JACCARD or int(table.count.max()) >= MAX_PARTITION_SIZE:
         return False
     if which.size < _CHOOSE_FROM:
         return True
     rng = np.random.default_rng(0x5EED)
     sample = np.sort(rng.choice(which, _CHOOSE_SAMPLE, replace=False))
     scale = (which.size / sample.size) ** 2
-    _partition_candidates(table, sample, jaccard)
+    partition_candidates(table, sample, jaccard)
     part_pairs = JOIN_STATS.get("shared_keys", 0) * scale
     # the prefix filter's entries on the sample, its frequency order from the sample
     keys = []
@@ -329,7 +329,7 @@ def _use_partition(table: _Shingles, which: np.ndarray, jaccard: float) -> bool:
     return bool(cost["partition"] < cost["prefix"])
 
 
-def _size_compatible(sizes: np.ndarray, others: np.ndarray, jaccard: float) -> np.ndarray:
+def size_compatible(sizes: np.ndarray, others: np.ndarray, jaccard: float) -> np.ndarray:
     """Which ``sizes`` may reach ``J >= t`` with some size in ``others``: ``t s <= o <=
     s / t`` (``J <= min / max``)."""
     o = np.sort(others)
@@ -338,7 +338,7 @@ def _size_compatible(sizes: np.ndarray, others: np.ndarray, jaccard: float) -> n
 
 
 def _prefix_candidates(
-    table: _Shingles, which: np.ndarray, jaccard: float, keep=None, must=None
+    table: Shingles, which: np.ndarray, jaccard: float, keep=None, must=None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Candidate pairs ``(u < v)`` of the prefix filter and each text's set size: the
     pairs whose prefixes (:func:`_prefix_length`) share a shingle, then the pairs whose
@@ -361,8 +361,8 @@ def _prefix_candidates(
         ent_text.append(np.broadcast_to(rows[:, None], keys.shape)[sel])
     key, text = np.concatenate(ent_key), np.concatenate(ent_text)
     # a shingle in one prefix only pairs nothing: drop (most) of them before sorting
-    b = _bucket(key).astype(np.int64)
-    shared = np.bincount(b, minlength=1 << _FREQ_BITS)[b] >= 2
+    b = bucket(key).astype(np.int64)
+    shared = np.bincount(b, minlength=1 << FREQ_BITS)[b] >= 2
     if must is not None:
         shared &= np.isin(key, key[must[text]])
     key, text = key[shared], text[shared]
@@ -390,7 +390,7 @@ def _prefix_candidates(
         first = np.searchsorted(run_sz, run_id[src] * width + np.ceil(sz[src] * jaccard - 1e-9))
         hi = hi[src]
     partners = hi - first
-    # blocks of whole texts (every pair of a text is counted in one block), about _BLOCK
+    # blocks of whole texts (every pair of a text is counted in one block), about BLOCK
     # pairs each: memory stays bounded however many candidates there are
     by_text = np.argsort(text[src], kind="stable")
     tt = text[src][by_text]
@@ -400,12 +400,12 @@ def _prefix_candidates(
     start = 0
     while start < by_text.size:
         base = cum[start - 1] if start else 0
-        stop = int(np.searchsorted(cum, base + _BLOCK, "right"))
+        stop = int(np.searchsorted(cum, base + BLOCK, "right"))
         stop = int(last[np.searchsorted(last, max(stop, start + 1) - 1)]) + 1
         q = by_text[start:stop]
         c = partners[q]
         i = np.repeat(src[q], c)
-        j = np.repeat(first[q], c) + _ragged_arange(c)
+        j = np.repeat(first[q], c) + ragged_arange(c)
         if must is not None:
             ti, tj = text[i], text[j]
             made = (ti != tj) & ~(must[tj] & (tj < ti))
@@ -430,7 +430,7 @@ def _prefix_candidates(
     return np.minimum(u, v), np.maximum(u, v), size
 
 
-def _shared_shingles(table: _Shingles, u: np.ndarray, v: np.ndarray) -> np.ndarray:
+def _shared_shingles(table: Shingles, u: np.ndarray, v: np.ndarray) -> np.ndarray:
     """``|S(u_k) & S(v_k)|`` for each candidate pair: the involved texts' shingle sets
     are rebuilt, each pair's two sets written side by side in a padded row, the rows
     sorted, and equal neighbours counted (each set holds a shingle once)."""
@@ -443,14 +443,14 @@ def _shared_shingles(table: _Shingles, u: np.ndarray, v: np.ndarray) -> np.ndarr
         first[rows] = at + np.cumsum(k) - k
         at += int(k.sum())
         flat.append(keys[distinct])
-    flat = np.r_[np.concatenate(flat), _SENTINEL]  # the last entry pads the rows
+    flat = np.r_[np.concatenate(flat), SENTINEL]  # the last entry pads the rows
     width = n_sh[u] + n_sh[v]
     order = np.argsort(width, kind="stable")  # similar widths per block: little padding
     out = np.zeros(u.size, dtype=np.int64)
     i = 0
     while i < order.size:
-        w = int(width[order[min(order.size, i + max(1, _BLOCK // int(width[order[i]]))) - 1]])
-        j = min(order.size, i + max(1, _BLOCK // w))
+        w = int(width[order[min(order.size, i + max(1, BLOCK // int(width[order[i]]))) - 1]])
+        j = min(order.size, i + max(1, BLOCK // w))
         w = int(width[order[j - 1]])
         k = order[i:j]
         col = np.arange(w)[None, :]
@@ -459,7 +459,7 @@ def _shared_shingles(table: _Shingles, u: np.ndarray, v: np.ndarray) -> np.ndarr
         idx[col >= nu + nv] = flat.size - 1
         row = flat[idx]
         row.sort(axis=1)
-        same = (row[:, 1:] == row[:, :-1]) & (row[:, 1:] != _SENTINEL)
+        same = (row[:, 1:] == row[:, :-1]) & (row[:, 1:] != SENTINEL)
         out[k] = same.sum(axis=1)
         i = j
     return out
@@ -569,7 +569,7 @@ def near_duplicates(
     cm = m_off[a + 1] - m_off[a]
     cn = n_off[b + 1] - n_off[b]
     rep = cm * cn
-    k = _ragged_arange(rep)
+    k = ragged_arange(rep)
     cn_r = np.repeat(cn, rep)
     i = m_pos[np.repeat(m_off[a], rep) + k // cn_r]
     j = n_pos[np.repeat(n_off[b], rep) + k % cn_r]

@@ -24,12 +24,12 @@ import numpy as np
 from scipy.special import gammaln, ndtr, ndtri
 
 from privacy_audit.stats.epsilon_bounds import (
-    _check_choice,
-    _check_count,
-    _check_delta,
-    _gdp_epsilon,
+    check_choice,
+    check_count,
+    check_delta,
+    gdp_epsilon,
 )
-from privacy_audit.stats.scores import _check_confidence
+from privacy_audit.stats.scores import check_confidence
 
 __all__ = [
     "one_run_best",
@@ -47,7 +47,7 @@ _ONE_RUN_SCAN = 2048
 ONE_RUN_K_FRACTIONS = (0.01, 0.03, 0.1, 0.3)
 
 
-def _one_run_p_value_fn(m: int, r: int, v: int, delta: float):
+def one_run_p_value_fn(m: int, r: int, v: int, delta: float):
     """Return ``eps -> p(eps)``, the one-run p-value of v correct out of r guesses.
 
     ``q = e^eps / (1 + e^eps)``, ``B ~ Bin(r, q)``, ``beta = P[B >= v]``;
@@ -77,12 +77,12 @@ def _one_run_p_value_fn(m: int, r: int, v: int, delta: float):
     return p
 
 
-def _one_run_p_value(m: int, r: int, v: int, eps: float, delta: float) -> float:
-    """p(eps) of :func:`_one_run_p_value_fn` at one eps (``delta = 0`` allowed)."""
-    return _one_run_p_value_fn(m, r, v, delta)(eps)
+def one_run_p_value(m: int, r: int, v: int, eps: float, delta: float) -> float:
+    """p(eps) of :func:`one_run_p_value_fn` at one eps (``delta = 0`` allowed)."""
+    return one_run_p_value_fn(m, r, v, delta)(eps)
 
 
-def _one_run_eps(m: int, r: int, v: int, delta: float, alpha: float) -> float:
+def one_run_eps(m: int, r: int, v: int, delta: float, alpha: float) -> float:
     """Largest eps >= 0 with ``p(eps) <= alpha`` (to ~1e-9); 0 if there is none found.
 
     The search is bracketed above by an eps where ``beta > alpha`` (beta grows
@@ -98,8 +98,8 @@ def _one_run_eps(m: int, r: int, v: int, delta: float, alpha: float) -> float:
     # The i = v term alone gives p >= beta + (c / v)(1 - beta) >= min(1, c / v).
     if v == 0 or c / v > alpha:
         return 0.0
-    p = _one_run_p_value_fn(m, r, v, delta)
-    beta = _one_run_p_value_fn(m, r, v, 0.0)
+    p = one_run_p_value_fn(m, r, v, delta)
+    beta = one_run_p_value_fn(m, r, v, 0.0)
     hi = 1.0
     while beta(hi) <= alpha:
         hi *= 2.0
@@ -151,18 +151,18 @@ def one_run_epsilon(correct, guesses, canaries, delta: float, confidence: float 
     At 95 %, delta = 1e-5, m = 1000 and all guesses correct this gives
     1.01 / 3.47 / 5.78 for r = 10 / 100 / 1000 (see :func:`one_run_ceiling`).
     """
-    delta = _check_delta(delta)
-    alpha = 1.0 - _check_confidence(confidence)
-    v = _check_count(correct, "correct")
-    r = _check_count(guesses, "guesses")
-    m = _check_count(canaries, "canaries", 1)
+    delta = check_delta(delta)
+    alpha = 1.0 - check_confidence(confidence)
+    v = check_count(correct, "correct")
+    r = check_count(guesses, "guesses")
+    m = check_count(canaries, "canaries", 1)
     if r > m:
         raise ValueError(
             f"guesses ({r}) must not exceed canaries ({m}); fewer canaries than guesses."
         )
     if v > r:
         raise ValueError(f"correct ({v}) must not exceed guesses ({r}).")
-    return _one_run_eps(m, r, v, delta, alpha)
+    return one_run_eps(m, r, v, delta, alpha)
 
 
 def one_run_ceiling(canaries, guesses, delta: float, confidence: float = 0.95) -> float:
@@ -243,7 +243,7 @@ def _fdp_rejects(theta, m, r, v, delta: float, alpha: float, curve: str) -> np.n
     return (rr + hh > r / m) & (v > 0)
 
 
-def _fdp_bound(m, r, v, delta: float, alpha: float, curve: str) -> np.ndarray:
+def fdp_bound(m, r, v, delta: float, alpha: float, curve: str) -> np.ndarray:
     """Largest curve parameter (eps, or mu for ``"gaussian"``) rejected; 0 if none.
 
     Each row is tested on G parameters per pass of the recursion (G = 128 for a few
@@ -274,11 +274,11 @@ def _fdp_bound(m, r, v, delta: float, alpha: float, curve: str) -> np.ndarray:
         theta = lo[col] + (hi - lo)[col] * steps
 
 
-def _fdp_epsilon_array(m, r, v, delta: float, alpha: float, curve: str) -> np.ndarray:
+def fdp_epsilon_array(m, r, v, delta: float, alpha: float, curve: str) -> np.ndarray:
     shape = np.broadcast_shapes(np.shape(m), np.shape(r), np.shape(v))
-    theta = _fdp_bound(m, r, v, delta, alpha, curve).reshape(shape)
+    theta = fdp_bound(m, r, v, delta, alpha, curve).reshape(shape)
     if curve == "gaussian":
-        flat = [_gdp_epsilon(float(t), delta) for t in np.ravel(theta)]
+        flat = [gdp_epsilon(float(t), delta) for t in np.ravel(theta)]
         return np.asarray(flat, dtype=np.float64).reshape(theta.shape)
     return theta
 
@@ -315,22 +315,22 @@ def one_run_fdp_epsilon(
     :func:`one_run_epsilon`, which canaries are guessed may depend on the output (and on
     randomness independent of the inclusion bits) but never on the inclusion bits.
     """
-    delta = _check_delta(delta)
-    alpha = 1.0 - _check_confidence(confidence)
-    _check_choice(curve, FDP_CURVES, "curve")
-    v = _check_count(correct, "correct")
-    r = _check_count(guesses, "guesses")
-    m = _check_count(canaries, "canaries", 1)
+    delta = check_delta(delta)
+    alpha = 1.0 - check_confidence(confidence)
+    check_choice(curve, FDP_CURVES, "curve")
+    v = check_count(correct, "correct")
+    r = check_count(guesses, "guesses")
+    m = check_count(canaries, "canaries", 1)
     if r > m:
         raise ValueError(
             f"guesses ({r}) must not exceed canaries ({m}); fewer canaries than guesses."
         )
     if v > r:
         raise ValueError(f"correct ({v}) must not exceed guesses ({r}).")
-    return float(_fdp_epsilon_array(m, r, v, delta, alpha, curve))
+    return float(fdp_epsilon_array(m, r, v, delta, alpha, curve))
 
 
-def _validate_canaries(scores, included) -> tuple[np.ndarray, np.ndarray]:
+def validate_canaries(scores, included) -> tuple[np.ndarray, np.ndarray]:
     """Return ``(scores, included)`` as float64 and bool arrays, or raise ValueError.
 
     Unlike member/non-member audits, one class may be absent.
@@ -357,7 +357,7 @@ def _validate_canaries(scores, included) -> tuple[np.ndarray, np.ndarray]:
     return s, b
 
 
-def _one_run_counts(s: np.ndarray, inc: np.ndarray, k_plus: int, k_minus: int, tie_key=None):
+def one_run_counts(s: np.ndarray, inc: np.ndarray, k_plus: int, k_minus: int, tie_key=None):
     """``(correct, guesses)``: IN for the top ``k_plus`` scores, OUT for the bottom ``k_minus``.
 
     ``tie_key=None``: canaries tied with the first canary left out of a cut are all
@@ -381,9 +381,9 @@ def _one_run_counts(s: np.ndarray, inc: np.ndarray, k_plus: int, k_minus: int, t
     return correct, int(guess_in.sum()) + int(guess_out.sum())
 
 
-def _tie_key(m: int, tie_break: str, seed):
+def tie_break_key(m: int, tie_break: str, seed):
     """Seeded uniform keys for ``tie_break="random"`` (independent of the inclusion bits)."""
-    _check_choice(tie_break, TIE_BREAKS, "tie_break")
+    check_choice(tie_break, TIE_BREAKS, "tie_break")
     return np.random.default_rng(seed).random(m) if tie_break == "random" else None
 
 
@@ -401,10 +401,10 @@ def _one_run_estimates(m: int, r, v, delta: float, alpha: float, estimator: str)
     fd = np.zeros(r.shape)
     if estimator in ("best", "steinke"):
         st = np.array(
-            [_one_run_eps(m, int(a), int(b), delta, alpha) for a, b in zip(r, v, strict=True)]
+            [one_run_eps(m, int(a), int(b), delta, alpha) for a, b in zip(r, v, strict=True)]
         )
     if estimator in ("best", "fdp"):
-        fd = _fdp_epsilon_array(m, r, v, delta, alpha, "dp")
+        fd = fdp_epsilon_array(m, r, v, delta, alpha, "dp")
     use_fdp = fd > st
     eps = np.where(use_fdp, fd, st)
     names = np.where(use_fdp, "fdp", "steinke")
@@ -412,8 +412,8 @@ def _one_run_estimates(m: int, r, v, delta: float, alpha: float, estimator: str)
 
 
 def _check_ks(k_plus, k_minus, m: int) -> tuple[int, int]:
-    kp = _check_count(k_plus, "k_plus")
-    km = _check_count(k_minus, "k_minus")
+    kp = check_count(k_plus, "k_plus")
+    km = check_count(k_minus, "k_minus")
     if kp + km > m:
         raise ValueError(
             f"k_plus + k_minus ({kp + km}) must not exceed the {m} canaries; "
@@ -453,15 +453,15 @@ def one_run_from_scores(
     Returns ``{"epsilon", "correct", "guesses", "canaries"}`` (plus ``"estimator"`` when
     ``estimator != "steinke"``).
     """
-    s, inc = _validate_canaries(scores, included)
-    delta = _check_delta(delta)
-    alpha = 1.0 - _check_confidence(confidence)
-    _check_choice(estimator, ONE_RUN_ESTIMATORS, "estimator")
+    s, inc = validate_canaries(scores, included)
+    delta = check_delta(delta)
+    alpha = 1.0 - check_confidence(confidence)
+    check_choice(estimator, ONE_RUN_ESTIMATORS, "estimator")
     kp, km = _check_ks(k_plus, k_minus, s.size)
-    v, r = _one_run_counts(s, inc, kp, km, _tie_key(s.size, tie_break, seed))
+    v, r = one_run_counts(s, inc, kp, km, tie_break_key(s.size, tie_break, seed))
     out = {"correct": v, "guesses": r, "canaries": int(s.size)}
     if estimator == "steinke":
-        return {"epsilon": _one_run_eps(s.size, r, v, delta, alpha), **out}
+        return {"epsilon": one_run_eps(s.size, r, v, delta, alpha), **out}
     eps, names = _one_run_estimates(s.size, r, v, delta, alpha, estimator)
     return {"epsilon": float(eps[0]), **out, "estimator": str(names[0])}
 
@@ -477,7 +477,7 @@ def _default_k_grid(m: int) -> list[tuple[int, int]]:
     return grid
 
 
-def _check_k_grid(k_grid, m: int) -> list[tuple[int, int]]:
+def check_k_grid(k_grid, m: int) -> list[tuple[int, int]]:
     if k_grid is None:
         return _default_k_grid(m)
     grid = []
@@ -531,14 +531,14 @@ def one_run_best(
     ``"confidence"``, ``"confidence_per_k"``, ``"estimator"`` (``"steinke"`` or
     ``"fdp"``), ``"method"`` (its citation), ``"tie_break"`` and ``"seed"``.
     """
-    s, inc = _validate_canaries(scores, included)
-    delta = _check_delta(delta)
-    alpha = 1.0 - _check_confidence(confidence)
-    _check_choice(estimator, ONE_RUN_ESTIMATORS, "estimator")
-    grid = _check_k_grid(k_grid, s.size)
-    key = _tie_key(s.size, tie_break, seed)
+    s, inc = validate_canaries(scores, included)
+    delta = check_delta(delta)
+    alpha = 1.0 - check_confidence(confidence)
+    check_choice(estimator, ONE_RUN_ESTIMATORS, "estimator")
+    grid = check_k_grid(k_grid, s.size)
+    key = tie_break_key(s.size, tie_break, seed)
     conf_k = 1.0 - alpha / len(grid)
-    counts = [_one_run_counts(s, inc, kp, km, key) for kp, km in grid]
+    counts = [one_run_counts(s, inc, kp, km, key) for kp, km in grid]
     v = np.array([c[0] for c in counts])
     r = np.array([c[1] for c in counts])
     eps, names = _one_run_estimates(s.size, r, v, delta, 1.0 - conf_k, estimator)

@@ -1,6 +1,6 @@
 """The partition join of near-duplicate texts: pigeonhole on hashed groups of shingles
 per size class, exact (no pair at Jaccard >= t is missed; the proof is in
-:func:`_partition_candidates`). Chosen by :mod:`privacy_audit.stats.near_duplicates` for
+:func:`partition_candidates`). Chosen by :mod:`privacy_audit.stats.near_duplicates` for
 low-entropy text such as templates, where even the rarest shingles are common and the
 prefix filter's candidates grow as n^2."""
 
@@ -10,25 +10,25 @@ from typing import NamedTuple
 
 import numpy as np
 
-from privacy_audit.stats.shingles import _BLOCK, JOIN_STATS, _mix, _pairs_within_runs, _Shingles
+from privacy_audit.stats.shingles import BLOCK, JOIN_STATS, mix64, pairs_within_runs, Shingles
 
-#: Groups beyond the distance bound: a pair within it has at least ``_PART_EXTRA + 1``
-#: identical groups (:func:`_partition_candidates`).
-_PART_EXTRA = 2
-#: A group of at most this many shingles is *light*: keyed only in ``_PART_EXTRA + 1``-
+#: Groups beyond the distance bound: a pair within it has at least ``PART_EXTRA + 1``
+#: identical groups (:func:`partition_candidates`).
+PART_EXTRA = 2
+#: A group of at most this many shingles is *light*: keyed only in ``PART_EXTRA + 1``-
 #: subsets of a text's light groups (an empty or one-shingle group alone is shared by
 #: too many texts to be a useful key).
 _LIGHT = 1
 #: Light-group subsets per text and size class at most (C(22, 3)); a text with more is
 #: paired by the prefix filter instead.
-_MAX_LIGHT_KEYS = 1540
+MAX_LIGHT_KEYS = 1540
 #: Below this threshold the groups would be nearly all light (a group holds about
 #: t / (1 - t) shingles): the prefix filter is used.
-_MIN_PARTITION_JACCARD = 0.75
+MIN_PARTITION_JACCARD = 0.75
 #: Width (largest / smallest size) of a size class of the partition join.
 _CLASS_RATIO = 1.25
 #: Set sizes below this keep the float64 content sums exact (size x 2^32 < 2^53).
-_MAX_PARTITION_SIZE = 1 << 20
+MAX_PARTITION_SIZE = 1 << 20
 _LOW32 = np.uint64(0xFFFFFFFF)
 
 
@@ -39,9 +39,9 @@ def _max_distance(size: np.ndarray, jaccard: float) -> np.ndarray:
     return np.floor(np.asarray(size) * (1.0 - jaccard) / jaccard + 1e-6).astype(np.int64)
 
 
-def _size_classes(max_size: int, jaccard: float) -> tuple[np.ndarray, np.ndarray]:
+def size_classes(max_size: int, jaccard: float) -> tuple[np.ndarray, np.ndarray]:
     """Size classes ``[lo_c, lo_{c+1})``, each ``_CLASS_RATIO`` wide, and each class's
-    number of groups ``m_c = floor(hi_c (1 - t) / t) + 1 + _PART_EXTRA`` (``hi_c`` the
+    number of groups ``m_c = floor(hi_c (1 - t) / t) + 1 + PART_EXTRA`` (``hi_c`` the
     class's largest size). Narrow classes keep ``m_c`` near what the smallest size needs
     (groups of about t / (1 - t) shingles, few of them light) at the price of keying a
     text under more classes (``log(1 / t) / log(_CLASS_RATIO)`` + 1)."""
@@ -49,7 +49,7 @@ def _size_classes(max_size: int, jaccard: float) -> tuple[np.ndarray, np.ndarray
     while lo[-1] <= max_size:
         lo.append(max(lo[-1] + 1, int(np.floor(lo[-1] * _CLASS_RATIO)) + 1))
     edges = np.asarray(lo, dtype=np.int64)
-    return edges, _max_distance(edges[1:] - 1, jaccard) + 1 + _PART_EXTRA
+    return edges, _max_distance(edges[1:] - 1, jaccard) + 1 + PART_EXTRA
 
 
 def _triples(counts: np.ndarray, cap: int) -> tuple[np.ndarray, np.ndarray]:
@@ -94,8 +94,8 @@ def _group_bound(vec_w, vec_s, bu, bv, m, lo: int, hi: int) -> np.ndarray:
     return np.where(valid, diff, 0).sum(axis=1)
 
 
-def _partition_candidates(
-    table: _Shingles, which: np.ndarray, jaccard: float, keep=None
+def partition_candidates(
+    table: Shingles, which: np.ndarray, jaccard: float, keep=None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Candidate pairs ``(u < v)`` of the partition join, each text's set size, and the
     texts it could not key (``overflow``: the caller pairs those by the prefix filter).
@@ -104,8 +104,8 @@ def _partition_candidates(
     be the pair's set sizes. ``J = o / (a + b - o) >= t`` gives ``o >= t (a + b) / (1 +
     t)``; since ``o <= a``, ``a >= t b``, and the symmetric difference ``d = a + b - 2 o
     <= (a + b)(1 - t) / (1 + t) <= a (1 - t) / t`` (:func:`_max_distance`, ``D(a)``).
-    Sizes fall in classes (:func:`_size_classes`); class ``c`` splits the shingle
-    universe into ``m_c >= D(a) + 1 + e`` groups (``e = _PART_EXTRA``) by a hash of the
+    Sizes fall in classes (:func:`size_classes`); class ``c`` splits the shingle
+    universe into ``m_c >= D(a) + 1 + e`` groups (``e = PART_EXTRA``) by a hash of the
     shingle, the same for every text. Each text is keyed under its own class and under
     every class that may hold a smaller partner (sizes ``floor(t s) .. s``), so both
     texts of the pair are keyed under ``c = class(a)``. The ``d`` differing shingles lie
@@ -115,7 +115,7 @@ def _partition_candidates(
     groups a key of (class, the groups, their contents). If one of the identical groups
     is heavy, both texts emit its key (1); otherwise ``e + 1`` of them are light in both
     and both emit that subset's key (2). Either way the pair shares a key. A text with
-    more than ``_MAX_LIGHT_KEYS`` subsets in some class emits no subsets there and is
+    more than ``MAX_LIGHT_KEYS`` subsets in some class emits no subsets there and is
     returned in ``overflow``. Content keys are hashes: a collision adds a candidate,
     never removes one.
 
@@ -129,7 +129,7 @@ def _partition_candidates(
     In three steps: :func:`_key_texts` (every text's keys and group vectors),
     :func:`_shared_keys` (the entries of keys two or more texts hold) and
     :func:`_filter_candidates` (the filters above, on every pair sharing a key)."""
-    edges, m_of = _size_classes(int(table.count[which].max()), jaccard)
+    edges, m_of = size_classes(int(table.count[which].max()), jaccard)
     keys = _key_texts(table, which, jaccard, edges, m_of)
     empty = np.zeros(0, dtype=np.int64)
     JOIN_STATS.update(texts=int(which.size), overflow=int(keys.overflow.sum()))
@@ -170,7 +170,7 @@ def _pack(key, text, cls, tb: int, cb: int) -> np.ndarray:
 
 
 def _key_texts(
-    table: _Shingles, which: np.ndarray, jaccard: float, edges: np.ndarray, m_of: np.ndarray
+    table: Shingles, which: np.ndarray, jaccard: float, edges: np.ndarray, m_of: np.ndarray
 ) -> _PartitionKeys:
     """Key every text of ``which`` under its own size class and every class that may hold
     a smaller partner (sizes ``floor(t s) .. s``), in blocks of texts: the keys of
@@ -192,7 +192,7 @@ def _key_texts(
         c_lo = np.maximum(c_lo, 0)
         c_hi = np.searchsorted(edges, s, "right") - 1
         first_cls[rows] = c_lo
-        h = _mix(ids)
+        h = mix64(ids)
         grp = h >> np.uint64(32)
         content = (h & _LOW32).astype(np.float64)
         for k in range(int((c_hi - c_lo).max()) + 1):
@@ -223,7 +223,7 @@ def _class_keys(grp, content, distinct, cls, m, texts, overflow, tb: int, cb: in
     16 bits of the content sums: enough for a filter), and the packed keys of its heavy
     groups and of every 3-subset of its light groups. ``grp`` / ``content``: the high and
     low 32 bits of each shingle's mixed id, ``distinct`` the set's members; texts with
-    more than ``_MAX_LIGHT_KEYS`` subsets are marked in ``overflow`` (in place)."""
+    more than ``MAX_LIGHT_KEYS`` subsets are marked in ``overflow`` (in place)."""
     mm = int(m.max())
     nr = texts.size
     g = ((grp * m[:, None].astype(np.uint64)) >> np.uint64(32)).astype(np.int64)
@@ -236,8 +236,8 @@ def _class_keys(grp, content, distinct, cls, m, texts, overflow, tb: int, cb: in
     counts = np.minimum(cnt[valid], 255).astype(np.uint8)
     sums = (csum[valid] & np.uint64(0xFFFF)).astype(np.uint16)
     # keys: (class, group, content) of heavy groups
-    base = _mix(cls[:, None].astype(np.uint64) * np.uint64(1 << 32) + col.astype(np.uint64))
-    item = _mix(base ^ (csum | (cnt.astype(np.uint64) << np.uint64(32))))
+    base = mix64(cls[:, None].astype(np.uint64) * np.uint64(1 << 32) + col.astype(np.uint64))
+    item = mix64(base ^ (csum | (cnt.astype(np.uint64) << np.uint64(32))))
     heavy = valid & (cnt > _LIGHT)
     rr, gg = np.nonzero(heavy)
     keys = [_pack(item[rr, gg], texts[rr], cls[rr], tb, cb)]
@@ -245,15 +245,15 @@ def _class_keys(grp, content, distinct, cls, m, texts, overflow, tb: int, cb: in
     light = valid & (cnt <= _LIGHT)
     n_light = light.sum(axis=1)
     n_sub = n_light * (n_light - 1) * (n_light - 2) // 6
-    overflow[texts[n_sub > _MAX_LIGHT_KEYS]] = True
+    overflow[texts[n_sub > MAX_LIGHT_KEYS]] = True
     lr, lg = np.nonzero(light)  # row-major: each row's light groups in order
     start = np.cumsum(n_light) - n_light
-    seg, tri = _triples(n_light, _MAX_LIGHT_KEYS)
+    seg, tri = _triples(n_light, MAX_LIGHT_KEYS)
     if seg.size:
         pos = start[seg][:, None] + tri
         it = item[lr[pos], lg[pos]]
-        key = _mix(_mix(it[:, 0] ^ np.uint64(0x5851F42D4C957F2D)) ^ it[:, 1])
-        key = _mix(key ^ it[:, 2])
+        key = mix64(mix64(it[:, 0] ^ np.uint64(0x5851F42D4C957F2D)) ^ it[:, 1])
+        key = mix64(key ^ it[:, 2])
         keys.append(_pack(key, texts[seg], cls[seg], tb, cb))
     return counts, sums, keys
 
@@ -289,7 +289,7 @@ def _filter_candidates(
 ) -> tuple[np.ndarray, np.ndarray]:
     """The candidate pairs ``(u < v)`` among the pairs of entries sharing a key: the class
     is that of the smaller size, ``a >= t b``, ``keep``, then the group-count lower bound
-    of ``|A ^ B|`` at most ``(a + b)(1 - t) / (1 + t)`` (:func:`_partition_candidates`)."""
+    of ``|A ^ B|`` at most ``(a + b)(1 - t) / (1 + t)`` (:func:`partition_candidates`)."""
     n = keys.size.size
     size, first_cls, off = keys.size, keys.first_cls, keys.off
     vec_w, vec_s = keys.vec_w, keys.vec_s
@@ -297,7 +297,7 @@ def _filter_candidates(
     kept = 0
     bound_num = 1.0 - jaccard
     found = [empty]
-    for a, b in _pairs_within_runs(head):
+    for a, b in pairs_within_runs(head):
         u, v, cc = text[a], text[b], cls[a]
         su, sv = size[u], size[v]
         small = np.minimum(su, sv)
@@ -316,12 +316,12 @@ def _filter_candidates(
         bv = off[v, cc - first_cls[v]]
         limit = np.floor((su + sv) * bound_num / (1.0 + jaccard) + 1e-6).astype(np.int64)
         lb = np.zeros(u.size, dtype=np.int64)
-        step = max(1, _BLOCK // _FIRST_GROUPS)
+        step = max(1, BLOCK // _FIRST_GROUPS)
         for i in range(0, u.size, step):
             sl = slice(i, i + step)
             lb[sl] = _group_bound(vec_w, vec_s, bu[sl], bv[sl], m[sl], 0, _FIRST_GROUPS)
         rest = np.flatnonzero((lb <= limit) & (m > _FIRST_GROUPS))
-        step = max(1, _BLOCK // int(m.max()))
+        step = max(1, BLOCK // int(m.max()))
         for i in range(0, rest.size, step):
             r = rest[i : i + step]
             lb[r] += _group_bound(vec_w, vec_s, bu[r], bv[r], m[r], _FIRST_GROUPS, int(m[r].max()))

@@ -22,13 +22,13 @@ def normalise(text: str) -> str:
 
 #: Elements (texts x padded shingles, or candidate pairs) per numpy block: bounds memory
 #: (about 100 MB per block) whatever the number of texts.
-_BLOCK = 1 << 22
-_SENTINEL = np.uint64(np.iinfo(np.uint64).max)
+BLOCK = 1 << 22
+SENTINEL = np.uint64(np.iinfo(np.uint64).max)
 #: Bits of a shingle id; the 6 bits above hold the shingle's frequency class.
 _ID_BITS = 58
 #: log2 of the buckets of the shingle-frequency estimate (a count per hash bucket).
-_FREQ_BITS = 22
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+FREQ_BITS = 22
+GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 
 
 def normalise_all(texts: list[str]) -> list[str]:
@@ -43,12 +43,12 @@ def normalise_all(texts: list[str]) -> list[str]:
     return [s.strip() for s in _WS.sub(" ", big.lower()).split("\x00")]
 
 
-def _bucket(x: np.ndarray) -> np.ndarray:
-    """Multiplicative hash of uint64 values into ``2^_FREQ_BITS`` buckets."""
-    return (x * _GOLDEN) >> np.uint64(64 - _FREQ_BITS)
+def bucket(x: np.ndarray) -> np.ndarray:
+    """Multiplicative hash of uint64 values into ``2^FREQ_BITS`` buckets."""
+    return (x * GOLDEN) >> np.uint64(64 - FREQ_BITS)
 
 
-class _Shingles:
+class Shingles:
     """Character ``SHINGLE``-gram shingles of normalised texts, built in numpy blocks.
 
     A shingle's id is exact, ``sum_k c_k A^(4-k)`` over the characters' ranks ``c_k`` in
@@ -87,9 +87,9 @@ class _Shingles:
     def count_frequencies(self, which: np.ndarray) -> None:
         """The frequency classes from the texts ``which``: any fixed order of the
         shingles keeps prefix filtering exact; counts make rare shingles come first."""
-        counts = np.zeros(1 << _FREQ_BITS, dtype=np.int64)
+        counts = np.zeros(1 << FREQ_BITS, dtype=np.int64)
         for _, ids, valid in self._id_blocks(which):
-            counts += np.bincount(_bucket(ids[valid]).astype(np.int64), minlength=counts.size)
+            counts += np.bincount(bucket(ids[valid]).astype(np.int64), minlength=counts.size)
         f = np.frexp(np.maximum(counts, 1))[1] - 1  # floor(log2 c), exact for integers
         self._freq = f.astype(np.uint64) << np.uint64(_ID_BITS)
 
@@ -117,9 +117,9 @@ class _Shingles:
         k = self.count[which]
         i = 0
         while i < which.size:
-            j = min(which.size, i + max(1, _BLOCK // int(k[i])))
-            while j > i + 1 and (j - i) * int(k[j - 1]) > _BLOCK:
-                j = i + max(1, _BLOCK // int(k[j - 1]))
+            j = min(which.size, i + max(1, BLOCK // int(k[i])))
+            while j > i + 1 and (j - i) * int(k[j - 1]) > BLOCK:
+                j = i + max(1, BLOCK // int(k[j - 1]))
             rows, width = which[i:j], int(k[j - 1])
             col = np.arange(width)
             valid = col[None, :] < k[i:j, None]
@@ -132,28 +132,28 @@ class _Shingles:
         entries are the first of their value (each text's shingle *set*). Keys are the
         ids under the frequency order (rare first), or the bare ids."""
         for rows, ids, valid in self._id_blocks(which):
-            keys = self.freq[_bucket(ids)] | ids if by_frequency else ids
-            keys[~valid] = _SENTINEL
+            keys = self.freq[bucket(ids)] | ids if by_frequency else ids
+            keys[~valid] = SENTINEL
             keys.sort(axis=1)
             distinct = np.empty(keys.shape, dtype=bool)
             distinct[:, 0] = True
             np.not_equal(keys[:, 1:], keys[:, :-1], out=distinct[:, 1:])
-            distinct &= keys != _SENTINEL
+            distinct &= keys != SENTINEL
             yield rows, keys, distinct
 
 
 #: Extra shingles each prefix is extended by: a pair at Jaccard >= t then shares at least
 #: ``_EXTRA + 1`` of its prefix shingles (see :func:`_prefix_length`), a filter that drops
-def _ragged_arange(counts: np.ndarray) -> np.ndarray:
+def ragged_arange(counts: np.ndarray) -> np.ndarray:
     """``concatenate([arange(c) for c in counts])``."""
     counts = np.asarray(counts, dtype=np.int64)
     total = int(counts.sum())
     return np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
 
 
-def _pairs_within_runs(head: np.ndarray):
+def pairs_within_runs(head: np.ndarray):
     """Blocks ``(a, b)`` of the index pairs ``a < b`` of equal neighbours' runs in the
-    sorted array ``head`` (every pair of entries sharing a key), about ``_BLOCK`` pairs a
+    sorted array ``head`` (every pair of entries sharing a key), about ``BLOCK`` pairs a
     block, so memory stays bounded however large a run is. Sets
     ``JOIN_STATS["shared_keys"]`` to the number of pairs."""
     run_end = np.r_[np.flatnonzero(head[1:] != head[:-1]) + 1, head.size]
@@ -164,12 +164,12 @@ def _pairs_within_runs(head: np.ndarray):
     start = 0
     while start < head.size:
         base = cum[start - 1] if start else 0
-        stop = max(int(np.searchsorted(cum, base + _BLOCK, "right")), start + 1)
+        stop = max(int(np.searchsorted(cum, base + BLOCK, "right")), start + 1)
         c = partners[start:stop]
         a = np.repeat(np.arange(start, stop), c)
         start = stop
         if a.size:
-            yield a, a + 1 + _ragged_arange(c)
+            yield a, a + 1 + ragged_arange(c)
 
 
 #: Diagnostics of the last near-duplicate join (keys, candidates before and after the
@@ -179,7 +179,7 @@ _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
 
 
-def _mix(x: np.ndarray) -> np.ndarray:
+def mix64(x: np.ndarray) -> np.ndarray:
     """splitmix64's finaliser: a bijection of uint64 that spreads every input bit."""
     x = np.asarray(x, dtype=np.uint64)
     x = (x ^ (x >> np.uint64(30))) * _M1

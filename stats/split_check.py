@@ -35,7 +35,7 @@ from privacy_audit.stats.blind_baseline import (
     FAMILIES,
     PERMUTATIONS,
     SHIFT_CONFIDENCE,
-    _user_counts,
+    user_counts,
     blind_interval,
     clustered_difference,
     cross_fit,
@@ -175,7 +175,7 @@ class SplitCheck:
         if users is not None:
             sub_users = [users[i] for i in keep]
             groups = user_clusters(sub_users, groups)
-            result.update(_user_counts(ys, sub_users, groups))
+            result.update(user_counts(ys, sub_users, groups))
         fold_id = text_folds(sub, groups, self.folds, self.seed)
         scores, h = cross_fit(sub, fold_id, ys, fams, "combined")
         full[keep] = scores["combined"]

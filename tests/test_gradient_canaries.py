@@ -145,7 +145,7 @@ def test_coordinates_come_from_the_pilot_not_from_training_data():
 
 def _lm_target_and_data(n=48):
     from privacy_audit.audit.config import parse_config
-    from privacy_audit.audit.scale.tasks import _data, _target
+    from privacy_audit.audit.scale.tasks import task_data, task_target
 
     cfg = parse_config(
         {
@@ -155,8 +155,8 @@ def _lm_target_and_data(n=48):
             "defenses": [{"name": "none"}],
         }
     )
-    data = _data(cfg)
-    return _target(cfg, data), data.members
+    data = task_data(cfg)
+    return task_target(cfg, data), data.members
 
 
 @pytest.mark.slow
@@ -269,9 +269,9 @@ def test_dp_sgd_on_a_users_llama_records_canaries_and_keeps_the_claim(tmp_path):
 
 
 def test_report_row_states_the_gaussian_audits_sampling_level():
-    from privacy_audit.reports.html import _audit_row
+    from privacy_audit.reports.html import audit_row
 
-    row = _audit_row(
+    row = audit_row(
         {
             "name": "one-run Gaussian (asymptotic)",
             "status": "ok",

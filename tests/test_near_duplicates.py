@@ -256,14 +256,14 @@ def _hard_pairs(seed: int, count: int) -> tuple[list[str], list[str]]:
 
 @pytest.mark.parametrize(
     "light_keys",
-    [partition_join._MAX_LIGHT_KEYS, 1, -1],
+    [partition_join.MAX_LIGHT_KEYS, 1, -1],
     ids=["partition", "mixed", "all-overflow"],
 )
 def test_no_planted_pair_at_the_threshold_is_missed(monkeypatch, light_keys):
     """700 near-copy pairs with Jaccard around 0.8 (sizes 1 to ~400 shingles): every
     pair at >= 0.8 is found with its exact Jaccard, every reported pair is verified. With
     no light-group keys allowed, every text goes to the prefix-filter fallback."""
-    monkeypatch.setattr(partition_join, "_MAX_LIGHT_KEYS", light_keys)
+    monkeypatch.setattr(partition_join, "MAX_LIGHT_KEYS", light_keys)
     members, nonmembers = _hard_pairs(7, 700)
     got = near_duplicates(members, nonmembers)
     found = {(i, j): v for i, j, v in got}
@@ -295,7 +295,7 @@ def test_pairs_whose_identical_groups_are_all_light_are_found(monkeypatch, light
     prefix filter against every text of a size it can pair with (some of these pairs
     hold one overflow text and one keyed text and share no key)."""
     monkeypatch.setattr(partition_join, "_LIGHT", light)
-    monkeypatch.setattr(partition_join, "_MAX_LIGHT_KEYS", light_keys)
+    monkeypatch.setattr(partition_join, "MAX_LIGHT_KEYS", light_keys)
     members, nonmembers = _hard_pairs(8, 300)
     got = {(i, j) for i, j, _ in near_duplicates(members, nonmembers)}
     for k in range(len(members)):
@@ -353,7 +353,7 @@ def test_partition_groups_guarantee_identical_groups():
     from fractions import Fraction
 
     for t in (0.75, 0.8, 0.9, 0.95, 1.0):
-        edges, m = partition_join._size_classes(2000, t)
+        edges, m = partition_join.size_classes(2000, t)
         tf = Fraction(t).limit_denominator(1000)
         for a in range(1, 2000):
             c = np.searchsorted(edges, a, "right") - 1
@@ -361,7 +361,7 @@ def test_partition_groups_guarantee_identical_groups():
             b = np.arange(a, int(a / tf) + 1)
             o = -((-tf.numerator * (a + b)) // (tf.numerator + tf.denominator))  # ceil
             d = np.where(o <= a, a + b - 2 * o, 0)
-            assert m[c] - d.max() >= partition_join._PART_EXTRA + 1, (t, a)
+            assert m[c] - d.max() >= partition_join.PART_EXTRA + 1, (t, a)
 
 
 def test_size_compatible_equals_a_per_pair_check():
@@ -372,9 +372,9 @@ def test_size_compatible_equals_a_per_pair_check():
     others = rng.integers(1, 200, size=12)
     for t in (0.8, 0.9, 0.75):
         want = [any(t * s - 1e-9 <= o <= s / t + 1e-9 for o in others) for s in sizes]
-        got = nd._size_compatible(sizes, others, t)
+        got = nd.size_compatible(sizes, others, t)
         assert got.tolist() == want and 0 < sum(want) < len(want)
-    assert nd._size_compatible(np.array([4, 5, 6]), np.array([5]), 0.8).all()
+    assert nd.size_compatible(np.array([4, 5, 6]), np.array([5]), 0.8).all()
 
 
 def _as_dict(pairs) -> dict[tuple[int, int], float]:
@@ -422,7 +422,7 @@ def test_lsh_bands_meet_the_stated_miss_bound():
 
 def _minhash_of(texts: list[str], count: int) -> np.ndarray:
     norm = normalise_all(texts)
-    table = shingles._Shingles(norm)
+    table = shingles.Shingles(norm)
     xor, mult = nd.lsh_hashes(count)
     sig = np.zeros((len(norm), count), dtype=np.uint64)
     for rows, ids, distinct in table.key_blocks(np.arange(len(norm)), by_frequency=False):

@@ -214,9 +214,9 @@ def _brute_force_scores(texts, y, fold_id):
     from sklearn.linear_model import Ridge
     from sklearn.preprocessing import StandardScaler
 
-    from privacy_audit.stats.blind_baseline import BLOCK_WEIGHTS, RIDGE, _dense_features
+    from privacy_audit.stats.blind_baseline import BLOCK_WEIGHTS, RIDGE, dense_features
 
-    dense = _dense_features(texts)
+    dense = dense_features(texts)
     out = np.zeros(len(texts))
     for f in np.unique(fold_id):
         tr, te = np.flatnonzero(fold_id != f), np.flatnonzero(fold_id == f)
@@ -769,12 +769,12 @@ def test_linear_kernel_equals_the_sparse_product():
     x = sparse.hstack([rare[:, :250], common, rare[:, 250:]], format="csr")
     a, b = x[rng.permutation(300)[:120]], x[:200]
     want = (a @ b.T).toarray()
-    old = blind_baseline._DENSE_BLOCK
+    old = blind_baseline.DENSE_BLOCK
     try:
-        blind_baseline._DENSE_BLOCK = 16
+        blind_baseline.DENSE_BLOCK = 16
         got = blind_baseline.linear_kernel(a, b)
     finally:
-        blind_baseline._DENSE_BLOCK = old
+        blind_baseline.DENSE_BLOCK = old
     held = np.bincount(b.indices, minlength=b.shape[1])
     assert (held >= 0.02 * 200).sum() >= 40 and (held < 0.02 * 200).sum() > 100
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)

@@ -20,10 +20,10 @@ from pathlib import Path
 
 
 def parts(model_dir: Path, work: Path, n: int, tokens: int, loaded) -> dict[str, float]:
-    from privacy_audit.audit.benchmarks.scale import _write, make_texts
+    from privacy_audit.audit.benchmarks.scale import write_lines, make_texts
     from privacy_audit.audit.config import resolve_targets
     from privacy_audit.audit.data import drop_cross_duplicates, load_audit_data
-    from privacy_audit.audit.integrations.cli import _one_line_config, build_parser
+    from privacy_audit.audit.integrations.cli import one_line_config, build_parser
     from privacy_audit.audit.own_model import cut_to_max_length, drop_unscored
     from privacy_audit.audit.textcap import cap_audit_data
     from privacy_audit.defenses.base import PrivacyClaim
@@ -33,10 +33,10 @@ def parts(model_dir: Path, work: Path, n: int, tokens: int, loaded) -> dict[str,
     d.mkdir(exist_ok=True)
     if not (d / "m.txt").is_file():
         m, nm = make_texts(n, tokens, 0)
-        _write(d / "m.txt", m), _write(d / "n.txt", nm)
+        write_lines(d / "m.txt", m), write_lines(d / "n.txt", nm)
     argv = ["run", "--model", str(model_dir), "--members", str(d / "m.txt")]
     argv += ["--nonmembers", str(d / "n.txt"), "--max-length", str(tokens), "--quiet"]
-    cfg = resolve_targets(_one_line_config(build_parser().parse_args(argv)))
+    cfg = resolve_targets(one_line_config(build_parser().parse_args(argv)))
     t: dict[str, float] = {}
 
     def timed(name, f):

@@ -159,7 +159,7 @@ def _model_args(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _one_line_config(args, attack_names: list[str] | None = None):
+def one_line_config(args, attack_names: list[str] | None = None):
     """The config of ``run --model ...``: an audit of the model as it is (``attack_names``:
     the expanded ``--attacks``)."""
     from privacy_audit.audit.config import parse_config
@@ -853,7 +853,7 @@ def _with_attacks(args, cfg):
             f"--attacks {args.attacks!r} selects no membership attack for a {kind} model "
             "(lira-offline / rmia-offline run beside one, e.g. --attacks lm-loss,rmia-offline)"
         )
-    cfg = resolve_targets(_one_line_config(args, names))
+    cfg = resolve_targets(one_line_config(args, names))
     return dataclasses.replace(cfg, audit={**cfg.audit, "reference_attacks": refs})
 
 
@@ -886,7 +886,7 @@ def _cmd_run(args, epsilon: bool | None = None) -> int:
     if one_line:
         if quick:
             raise AuditError("--quick applies to a bundled config (run NAME --quick), not --model")
-        cfg, bundled = _one_line_config(args), None
+        cfg, bundled = one_line_config(args), None
     else:
         from privacy_audit.audit.configs.costs import bundled_name, load_quick
 
