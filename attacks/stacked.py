@@ -32,9 +32,9 @@ import torch
 from privacy_audit.attacks.base import Attack
 from privacy_audit.attacks.llm_membership import (
     ReferenceAttack,
-    token_log_probs,
     loss_scores,
     min_k_scores,
+    token_log_probs,
     zlib_scores,
 )
 from privacy_audit.defenses.base import Examples, ReleasedModel, Surface

@@ -11,8 +11,8 @@ import numpy as np
 from privacy_audit.attacks import AttackResult, MetricSettings
 from privacy_audit.audit.evaluate import (
     LONG_BOOTSTRAP,
-    log_progress,
     epsilon_settings,
+    log_progress,
     metric_settings,
     tenths,
 )
@@ -412,7 +412,7 @@ def _score_users(cells, members, column: str, p: Path) -> list[str]:
     """Each row's user from the ``--group-by`` column, as ``run --group-by`` reads one (a
     number by value: ``7`` and ``7.0`` are one user); an empty cell, a user on both sides
     or fewer than 4 users a side is refused."""
-    from privacy_audit.audit.data import group_value, check_user_counts
+    from privacy_audit.audit.data import check_user_counts, group_value
 
     users = [
         group_value(c, column, f"scores file {str(p)!r} data row {i + 1}")

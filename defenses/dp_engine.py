@@ -33,8 +33,8 @@ from torch import Tensor
 from privacy_audit.defenses import dp_bugs
 from privacy_audit.defenses.phantom import (
     PhantomCapture,
-    check_model,
     check_batch,
+    check_model,
     check_per_sample_loss,
     explicit_per_sample_grads,
     per_sample_token_loss,

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 from scipy.stats import beta
 
-from privacy_audit.audit.benchmarks.split_check_cost import dedup_pairs, paragraphs, package_corpus
+from privacy_audit.audit.benchmarks.split_check_cost import dedup_pairs, package_corpus, paragraphs
 
 
 def _log(msg: str) -> None:

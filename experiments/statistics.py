@@ -102,9 +102,7 @@ def one_run_simulation(
     )
     bounds = {
         "steinke": steinke.max(axis=1),
-        "fdp": fdp_epsilon_array(canaries, r, v, delta, alpha_k, "dp")
-        .reshape(r.shape)
-        .max(axis=1),
+        "fdp": fdp_epsilon_array(canaries, r, v, delta, alpha_k, "dp").reshape(r.shape).max(axis=1),
     }
     bounds["best"] = np.maximum(bounds["steinke"], bounds["fdp"])
     # The Gaussian curve is valid for the Gaussian mechanism only; on randomised response
@@ -168,10 +166,10 @@ def coverage_simulation(
     from scipy.stats import binom
 
     from privacy_audit.stats.metrics import (
-        cp_interval,
-        split_counts,
         agresti_caffo,
+        cp_interval,
         delong_logit_interval,
+        split_counts,
         tpr_interval_exact,
     )
     from privacy_audit.stats.scores import (

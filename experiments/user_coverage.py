@@ -50,7 +50,7 @@ from scipy.stats import beta
 
 from privacy_audit.audit.benchmarks.users import changelog_blocks
 from privacy_audit.stats import by_user as ul
-from privacy_audit.stats.metrics import split_counts, membership_metrics
+from privacy_audit.stats.metrics import membership_metrics, split_counts
 
 #: FPRs whose TPR intervals are checked (lower ones are not resolvable at these n).
 FPRS = (0.05, 0.1, 0.2)

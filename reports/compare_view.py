@@ -289,7 +289,7 @@ def _bar(v: float, lo: Any, hi: Any) -> list[list[float]]:
 def _plots(named: list[tuple[str, dict]]) -> list[tuple[str, str, bytes]]:
     import numpy as np
 
-    from privacy_audit.reports.plots import new_figure, placeholder, png_bytes, plain
+    from privacy_audit.reports.plots import new_figure, placeholder, plain, png_bytes
 
     rows = records(named)
     sources = [n for n, _ in named]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from privacy_audit.reports.plots import new_figure, placeholder, png_bytes, plain
+from privacy_audit.reports.plots import new_figure, placeholder, plain, png_bytes
 
 
 def _err(est: dict) -> tuple[float, float, float] | None:

@@ -500,9 +500,9 @@ def _grouped_split(s, m, idx, um, seed, confidence):
     in_a = half_a[idx]
     sa, ma = s[in_a], m[in_a]
     ss, tp, fp, ends = roc_counts_1d(sa, ma)
-    thr = best_threshold(
-        ss[None], tp[None], fp[None], ends[None], int(ma.sum()), int((~ma).sum())
-    )[0]
+    thr = best_threshold(ss[None], tp[None], fp[None], ends[None], int(ma.sum()), int((~ma).sum()))[
+        0
+    ]
     hit = (s >= thr).astype(np.float64)
     b_in = half_b & um
     b_out = half_b & ~um

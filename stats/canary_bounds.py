@@ -46,12 +46,12 @@ from privacy_audit.stats.metrics import (
     tpr_interval_exact,
 )
 from privacy_audit.stats.one_run_bounds import (
-    one_run_counts,
-    one_run_p_value_fn,
-    validate_canaries,
     one_run_best,
     one_run_ceiling,
+    one_run_counts,
     one_run_fdp_epsilon,
+    one_run_p_value_fn,
+    validate_canaries,
 )
 
 _GRID = 48

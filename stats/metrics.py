@@ -27,26 +27,26 @@ from scipy.stats import binom
 
 from privacy_audit.stats.epsilon_bounds import (
     check_delta,
-    point_estimate_from_counts,
     epsilon_ceiling,
     epsilon_lower_bound,
+    point_estimate_from_counts,
 )
 from privacy_audit.stats.scores import (  # noqa: F401  (re-exported: tests and older callers import them here)
     CHUNK_ELEMENTS,
     SortedScores,
+    advantage_bootstrap,
     advantage_from_counts,
     auc_from_counts,
     best_threshold,
     check_confidence,
     check_n_boot,
     check_split_sizes,
+    poisson_bootstrap,
     roc_counts_1d,
     sorted_counts,
     stratified_split,
     tpr_at_fpr_from_counts,
     validate_scores,
-    advantage_bootstrap,
-    poisson_bootstrap,
 )
 
 __all__ = [
@@ -226,9 +226,9 @@ def balanced_accuracy_split(scores, members, seed=0) -> float:
     half_a, half_b = stratified_split(m, seed)
     sa, ma = s[half_a], m[half_a]
     ss, tp, fp, ends = roc_counts_1d(sa, ma)
-    thr = best_threshold(
-        ss[None], tp[None], fp[None], ends[None], int(ma.sum()), int((~ma).sum())
-    )[0]
+    thr = best_threshold(ss[None], tp[None], fp[None], ends[None], int(ma.sum()), int((~ma).sum()))[
+        0
+    ]
     sb, mb = s[half_b], m[half_b]
     pred = sb >= thr
     return float(0.5 * (np.mean(pred[mb]) + np.mean(~pred[~mb])))
@@ -504,9 +504,9 @@ def split_counts(s: np.ndarray, m: np.ndarray, seed):
     half_a, half_b = stratified_split(m, seed)
     sa, ma = s[half_a], m[half_a]
     ss, tp, fp, ends = roc_counts_1d(sa, ma)
-    thr = best_threshold(
-        ss[None], tp[None], fp[None], ends[None], int(ma.sum()), int((~ma).sum())
-    )[0]
+    thr = best_threshold(ss[None], tp[None], fp[None], ends[None], int(ma.sum()), int((~ma).sum()))[
+        0
+    ]
     sb, mb = s[half_b], m[half_b]
     pred = sb >= thr
     return int(np.sum(pred & mb)), int(mb.sum()), int(np.sum(pred & ~mb)), int((~mb).sum()), thr

@@ -39,14 +39,14 @@ from privacy_audit.stats.shingles import (
     BLOCK,
     FREQ_BITS,
     GOLDEN,
-    SENTINEL,
     JOIN_STATS,
+    SENTINEL,
+    Shingles,
     bucket,
     mix64,
+    normalise_all,
     pairs_within_runs,
     ragged_arange,
-    Shingles,
-    normalise_all,
 )
 
 #: Near-duplicate threshold on the Jaccard similarity of character 5-gram shingle sets.

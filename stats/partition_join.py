@@ -10,7 +10,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from privacy_audit.stats.shingles import BLOCK, JOIN_STATS, mix64, pairs_within_runs, Shingles
+from privacy_audit.stats.shingles import BLOCK, JOIN_STATS, Shingles, mix64, pairs_within_runs
 
 #: Groups beyond the distance bound: a pair within it has at least ``PART_EXTRA + 1``
 #: identical groups (:func:`partition_candidates`).

@@ -35,7 +35,6 @@ from privacy_audit.stats.blind_baseline import (
     FAMILIES,
     PERMUTATIONS,
     SHIFT_CONFIDENCE,
-    user_counts,
     blind_interval,
     clustered_difference,
     cross_fit,
@@ -47,6 +46,7 @@ from privacy_audit.stats.blind_baseline import (
     sample_users,
     text_folds,
     user_clusters,
+    user_counts,
 )
 from privacy_audit.stats.near_duplicates import (
     NEAR_DUP_JACCARD,

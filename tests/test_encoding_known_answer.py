@@ -310,7 +310,7 @@ def test_bad_add_bos_in_a_config_is_one_line_and_exit_2(tmp_path, cli):
     ("flag", "want"), [([], "auto"), (["--add-bos"], True), (["--no-add-bos"], False)]
 )
 def test_one_liner_add_bos_flags(flag, want, tmp_path, monkeypatch):
-    from privacy_audit.audit.integrations.cli import one_line_config, build_parser
+    from privacy_audit.audit.integrations.cli import build_parser, one_line_config
 
     monkeypatch.chdir(tmp_path)  # the data files are checked as the flags name them
     for name in ("a.txt", "b.txt"):

@@ -31,11 +31,11 @@ from privacy_audit.stats.epsilon_bounds import (
     tradeoff_violations,
 )
 from privacy_audit.stats.one_run_bounds import (
-    one_run_p_value,
     one_run_best,
     one_run_ceiling,
     one_run_epsilon,
     one_run_from_scores,
+    one_run_p_value,
 )
 
 DELTA = 1e-5

@@ -64,9 +64,7 @@ def test_advantage_upper_limit_is_the_975_quantile_of_the_weighted_resamples():
     out = membership_metrics(s, m, n_boot=n_boot, seed=seed)
     # the same Poisson(1) weights, on the decreasing-score order, recomputed by sklearn
     order = np.argsort(-s)
-    w = POISSON[
-        np.random.default_rng(seed).integers(0, POISSON.size, (n_boot, s.size), np.uint16)
-    ]
+    w = POISSON[np.random.default_rng(seed).integers(0, POISSON.size, (n_boot, s.size), np.uint16)]
     reps = []
     for i in range(n_boot):
         fpr, tpr, _ = roc_curve(m[order], s[order], sample_weight=w[i])

@@ -433,9 +433,7 @@ def test_advantage_bootstrap_with_ties_equals_the_general_path(decimals):
     fast = advantage_bootstrap(ss.labels, 250, np.random.default_rng(2), ends=ss.ends)
     np.testing.assert_allclose(fast, general["advantage"], rtol=0, atol=1e-14)
     # and each replicate is the advantage sklearn computes on its weighted resample
-    w = POISSON[
-        np.random.default_rng(2).integers(0, POISSON.size, (3, ss.scores.size), np.uint16)
-    ]
+    w = POISSON[np.random.default_rng(2).integers(0, POISSON.size, (3, ss.scores.size), np.uint16)]
     for i in range(3):
         fpr, tpr, _ = sk_roc_curve(ss.labels, ss.scores, sample_weight=w[i])
         assert fast[i] == pytest.approx(max(0.0, float(np.max(tpr - fpr))), abs=1e-12)

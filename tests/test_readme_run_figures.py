@@ -57,7 +57,9 @@ def default_run():
     training = tasks.task_training(cfg, dcfg)
     # public pretraining changes the weights, not the tokenizer or the loader: skip it here
     spec = dataclasses.replace(cfg.target, public_epochs=0)
-    model, tokenizer = tasks.task_target(dataclasses.replace(cfg, target=spec), data).build(cfg.seed)
+    model, tokenizer = tasks.task_target(dataclasses.replace(cfg, target=spec), data).build(
+        cfg.seed
+    )
     loader = make_loader(tokenizer, train, training, cfg.seed)
     seen: dict = {}
     real = calibration.bounded_noise_multiplier

@@ -160,7 +160,7 @@ def test_dumps_json_flat_lists_keep_every_value():
     """results.json writes long scalar lists on one line with the C encoder: the parsed
     document equals the general path's, non-finite floats still become null, and a data
     string that looks like the placeholder stays a string."""
-    from privacy_audit.ground.io import json_safe, dumps_json
+    from privacy_audit.ground.io import dumps_json, json_safe
 
     rng = np.random.default_rng(0)
     obj = {

@@ -20,10 +20,10 @@ from pathlib import Path
 
 
 def parts(model_dir: Path, work: Path, n: int, tokens: int, loaded) -> dict[str, float]:
-    from privacy_audit.audit.benchmarks.scale import write_lines, make_texts
+    from privacy_audit.audit.benchmarks.scale import make_texts, write_lines
     from privacy_audit.audit.config import resolve_targets
     from privacy_audit.audit.data import drop_cross_duplicates, load_audit_data
-    from privacy_audit.audit.integrations.cli import one_line_config, build_parser
+    from privacy_audit.audit.integrations.cli import build_parser, one_line_config
     from privacy_audit.audit.own_model import cut_to_max_length, drop_unscored
     from privacy_audit.audit.textcap import cap_audit_data
     from privacy_audit.defenses.base import PrivacyClaim

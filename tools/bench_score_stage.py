@@ -78,7 +78,7 @@ def main(argv: list[str]) -> int:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from privacy_audit.audit.benchmarks.scale import plain_loop, build_model, make_texts
+    from privacy_audit.audit.benchmarks.scale import build_model, make_texts, plain_loop
     from privacy_audit.audit.scale import stream
     from privacy_audit.targets import scoring
     from privacy_audit.targets.loading import (

@@ -171,7 +171,7 @@ def timer_snapshot(timer) -> dict[str, float]:
 def suite_run(model_dir: Path, members: Path, nonmembers: Path, tokens: int, out: Path) -> dict:
     """One ``run --model`` as the CLI runs it, stages on process CPU time."""
     from privacy_audit.audit.config import resolve_targets
-    from privacy_audit.audit.integrations.cli import one_line_config, build_parser
+    from privacy_audit.audit.integrations.cli import build_parser, one_line_config
     from privacy_audit.audit.results import write_outputs
     from privacy_audit.audit.runner import run_audit
     from privacy_audit.audit.scale.executors import ExecutorSpec

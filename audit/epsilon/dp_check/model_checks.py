@@ -29,7 +29,12 @@ from typing import Any
 import torch
 
 from privacy_audit.audit.epsilon.dp_check.contract import Setup, SetupError, call_user
-from privacy_audit.audit.epsilon.dp_check.harness import Capture, Coupler, Instance, strip_wrapper_prefix
+from privacy_audit.audit.epsilon.dp_check.harness import (
+    Capture,
+    Coupler,
+    Instance,
+    strip_wrapper_prefix,
+)
 from privacy_audit.audit.epsilon.dp_check.mechanism import NoiseStats, exact_tolerance
 
 #: relative change of a per-sample gradient treated as exactly zero (float rounding of
