@@ -89,7 +89,8 @@ rows). Why the split check runs it: :mod:`privacy_audit.stats.split_check`.
   never a shift. ``detectable_auc`` is the blind AUC the check detects with 80% power on
   these texts at its level (``0.5 + (z_{0.99} + z_{0.8}) null SD``); dataset inference
   reports it.
-- **Cost and size**: above ``MAX_BLIND_PER_CLASS`` texts per class the blind classifier
+- **Cost and size**: above ``MAX_BLIND_PER_CLASS`` (1,000, set in
+  :mod:`privacy_audit.stats.split_check`) texts per class the blind classifier
   reads a seeded random sample of that many per class (conditionally on the sample the
   labels are still exchangeable, so the test stays exact; with users, whole users,
   :func:`sample_users`); the per-family AUCs (word,
