@@ -47,7 +47,7 @@ ATTACKS.update(  # causal-LM signals (llm_membership.LLM_ATTACKS) and the stacke
 ATTACKS.update(
     {
         "min-k++": _A + "min_k_pp:MinKPlusPlusAttack",
-        "recall": _A + "recall:RecallAttack",
+        "recall": _A + "recall_mia:RecallAttack",
         "neighbourhood": _A + "neighbourhood:NeighbourhoodAttack",
         "dc-pdd": _A + "dc_pdd:DCPDDAttack",
         "lowercase": _A + "lowercase:LowercaseAttack",
