@@ -422,7 +422,7 @@ def split_guard(check: dict[str, Any], shift_auc: float = GUARD_SHIFT_AUC) -> di
     (normal approximation with the permutation null SD, stats/split_check.py
     ``detectable_auc``); otherwise the p-value stands on the user's word that the two
     sets come from one source."""
-    from privacy_audit.stats.split_check import SHIFT_CONFIDENCE, detectable_auc
+    from privacy_audit.stats.blind_baseline import SHIFT_CONFIDENCE, detectable_auc
 
     blind = check.get("blind") or {}
     auc = blind.get("auc") or {}

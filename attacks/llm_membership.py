@@ -43,7 +43,7 @@ def token_stats(release: ReleasedModel, texts: list[str]) -> list[TokenStats]:
     return fn(list(texts))
 
 
-def _token_log_probs(release: ReleasedModel, texts: list[str]) -> list[np.ndarray]:
+def token_log_probs(release: ReleasedModel, texts: list[str]) -> list[np.ndarray]:
     """log p(x_t | x_<t) per text, read from the shared forward pass."""
     return [s.log_probs for s in token_stats(release, texts)]
 
@@ -122,7 +122,7 @@ class LMLossAttack(Attack):
     cost = "1 forward pass per text, shared with zlib and min-k"
 
     def score(self, release: ReleasedModel, examples: Examples) -> np.ndarray:
-        return loss_scores(_token_log_probs(release, examples.texts))
+        return loss_scores(token_log_probs(release, examples.texts))
 
 
 class ZlibAttack(Attack):
@@ -138,7 +138,7 @@ class ZlibAttack(Attack):
     cost = "none beyond lm-loss's forward pass"
 
     def score(self, release: ReleasedModel, examples: Examples) -> np.ndarray:
-        return zlib_scores(_token_log_probs(release, examples.texts), examples.texts)
+        return zlib_scores(token_log_probs(release, examples.texts), examples.texts)
 
 
 class ZlibTotalAttack(Attack):
@@ -153,7 +153,7 @@ class ZlibTotalAttack(Attack):
     requires = frozenset({Surface.PROBABILITIES})
 
     def score(self, release: ReleasedModel, examples: Examples) -> np.ndarray:
-        return zlib_total_scores(_token_log_probs(release, examples.texts), examples.texts)
+        return zlib_total_scores(token_log_probs(release, examples.texts), examples.texts)
 
 
 class MinKAttack(Attack):
@@ -171,7 +171,7 @@ class MinKAttack(Attack):
     k = 0.2
 
     def score(self, release: ReleasedModel, examples: Examples) -> np.ndarray:
-        return min_k_scores(_token_log_probs(release, examples.texts), self.k)
+        return min_k_scores(token_log_probs(release, examples.texts), self.k)
 
 
 def _reference_key(release, public: Examples, seed: int) -> str:
@@ -252,8 +252,8 @@ class ReferenceAttack(Attack):
         return self.reference
 
     def score(self, release: ReleasedModel, examples: Examples) -> np.ndarray:
-        target = loss_scores(_token_log_probs(release, examples.texts))
-        ref = loss_scores(_token_log_probs(self.reference_for(release), examples.texts))
+        target = loss_scores(token_log_probs(release, examples.texts))
+        ref = loss_scores(token_log_probs(self.reference_for(release), examples.texts))
         return target - ref  # = NLL_ref − NLL_target
 
 

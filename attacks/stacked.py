@@ -32,9 +32,9 @@ import torch
 from privacy_audit.attacks.base import Attack
 from privacy_audit.attacks.llm_membership import (
     ReferenceAttack,
-    _token_log_probs,
     loss_scores,
     min_k_scores,
+    token_log_probs,
     zlib_scores,
 )
 from privacy_audit.defenses.base import Examples, ReleasedModel, Surface
@@ -91,11 +91,11 @@ def membership_features(
 ) -> tuple[np.ndarray, list[str]]:
     """Feature matrix (n, k) and feature names; ``reference`` None drops that feature."""
     texts = list(examples.texts)
-    logp = _token_log_probs(release, texts)
+    logp = token_log_probs(release, texts)
     cols = [loss_scores(logp), zlib_scores(logp, texts), min_k_scores(logp)]
     names = ["loss", "zlib", "min_k"]
     if reference is not None:
-        cols.append(cols[0] - loss_scores(_token_log_probs(reference, texts)))
+        cols.append(cols[0] - loss_scores(token_log_probs(reference, texts)))
         names.append("reference")
     pos = _position_features(release, texts)
     cols += [pos[:, 0], pos[:, 1], pos[:, 2], _gradient_norms(release, texts)]

@@ -332,12 +332,12 @@ def read_table(
             "label": _utf8_text(label_key(label), where),
         }
         if group_column:
-            row["group"] = _group_value(rec[group_column], group_column, where)
+            row["group"] = group_value(rec[group_column], group_column, where)
         rows.append(row)
     return rows
 
 
-def _group_value(value: Any, column: str, where: str) -> str:
+def group_value(value: Any, column: str, where: str) -> str:
     """A user id as text: a number by value (``7`` and ``7.0`` are one user, as labels
     are); empty, NaN or a container is refused."""
     if (
@@ -831,7 +831,7 @@ def distinct_records(
     and raise every bound as if each copy were a person's independent text. With ``users``
     (one per text) only copies within one user collapse: two people who wrote the same
     text are two users, each keeping their record (the user, not the text, is the unit)."""
-    from privacy_audit.stats.split_check import duplicate_groups
+    from privacy_audit.stats.near_duplicates import duplicate_groups
 
     if not texts:
         return [], {"texts": 0, "distinct": 0, "removed": 0, "groups_with_copies": 0, "largest": 0}

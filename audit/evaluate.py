@@ -30,7 +30,7 @@ if TYPE_CHECKING:  # annotations only: importing config loads torch
 LONG_BOOTSTRAP = 10_000
 
 
-def _log(msg: str, progress: bool) -> None:
+def log_progress(msg: str, progress: bool) -> None:
     if progress:
         print(msg, file=sys.stderr, flush=True)
 
@@ -75,7 +75,7 @@ def evaluate_release(
         if attack_name in LEAKAGE_ATTACKS:
             options = (attack_options or {}).get(attack_name, {})
             leak = LEAKAGE_ATTACKS[attack_name](**options)
-            _log(f"  attack {attack_name} on {name}", progress)
+            log_progress(f"  attack {attack_name} on {name}", progress)
             context = AttackContext(
                 data.members,
                 data.nonmembers,
@@ -97,7 +97,7 @@ def evaluate_release(
         if hasattr(attack, "prepare"):  # attacks that need side data (a reference model, ...)
             attack.prepare(public=data.public, seed=settings.seed)
         boot = getattr(settings, "n_boot", 0) or 0
-        _log(
+        log_progress(
             f"  attack {attack_name} on {name}"
             + (f" (scores, then {boot:,} bootstrap resamples)" if boot >= LONG_BOOTSTRAP else ""),
             progress,
@@ -110,7 +110,7 @@ def evaluate_release(
                 else:
                     results.append(run_attack(attack, release, examples, settings))
                 if boot >= LONG_BOOTSTRAP:
-                    _log(f"  attack {attack_name} on {name}: metrics done", progress)
+                    log_progress(f"  attack {attack_name} on {name}: metrics done", progress)
             except ValueError as exc:  # e.g. a surface returned NaN: record it, keep the run
                 results.append(
                     AttackResult(

@@ -184,13 +184,13 @@ def check_shadow_base(cfg, release) -> None:
         return
     from transformers import AutoTokenizer
 
-    from privacy_audit.targets.loading import _tokenizer_dir
+    from privacy_audit.targets.loading import tokenizer_dir
     from privacy_audit.targets.scoring import HFTokenizer, same_tokenizer
 
     opts = cfg.own_model
     try:
         hf = AutoTokenizer.from_pretrained(
-            str(_tokenizer_dir([Path(sb)])), local_files_only=True, trust_remote_code=False
+            str(tokenizer_dir([Path(sb)])), local_files_only=True, trust_remote_code=False
         )
         tok = HFTokenizer(hf, opts.get("add_bos", "auto"), opts.get("add_eos", False))
     except (OSError, ValueError) as exc:

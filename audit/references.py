@@ -135,7 +135,7 @@ def reference_attacks(
     ]
 
 
-def _z_pool(data, attack_texts: list[str]) -> tuple[list[str], str]:
+def z_pool(data, attack_texts: list[str]) -> tuple[list[str], str]:
     """Extra pool texts for RMIA's z samples when no population is given (module doc)."""
     seen = set(attack_texts)
     test = [t for t in dict.fromkeys(data.test.texts) if t not in seen] if data.test else []
@@ -160,7 +160,7 @@ def given_reference_attacks(
 
     attack = data.attack_set()
     texts = list(attack.texts)
-    extra, z_what = _z_pool(data, texts)
+    extra, z_what = z_pool(data, texts)
     pool = texts + extra
     z = np.arange(len(texts), len(pool)) if extra else np.arange(len(texts))
     ref_loss = []
@@ -410,13 +410,13 @@ def add_to_run(run: dict, results: list[dict], aggregate_only: bool, id_salt) ->
     """Append reference-attack records to a run record (pseudonymised ids in
     aggregate-only mode, like every other attack) and re-pick the strongest attack."""
     from privacy_audit.audit.results import pseudonymise_ids
-    from privacy_audit.audit.scale.plan import _finish_run
+    from privacy_audit.audit.scale.plan import finish_run
 
     if aggregate_only and id_salt is not None:
         for att in results:
             if "examples" in att:
                 att["examples"]["ids"] = pseudonymise_ids(att["examples"]["ids"], id_salt)
-    _finish_run(run, results)
+    finish_run(run, results)
 
 
 __all__ = [

@@ -11,8 +11,8 @@ import numpy as np
 from privacy_audit.attacks import AttackResult, MetricSettings
 from privacy_audit.audit.evaluate import (
     LONG_BOOTSTRAP,
-    _log,
     epsilon_settings,
+    log_progress,
     metric_settings,
     tenths,
 )
@@ -59,11 +59,11 @@ def run_audit(
         rd = RunDir(run_dir) if run_dir is not None else None
         # contents of the model, references, base, population and data (cached per file)
         inputs = input_fingerprints(cfg) if rd is not None else {}
-        note_changes(rd, inputs, resume, lambda m: _log(m, progress))
+        note_changes(rd, inputs, resume, lambda m: log_progress(m, progress))
         run, release = audit_own_model(cfg, settings, progress, id_salt, executor, run_dir, resume)
         save_manifest(rd, inputs)
         if do_epsilon:
-            _log(
+            log_progress(
                 "  epsilon audits (no input canaries: the model was trained outside the suite)",
                 progress,
             )
@@ -461,10 +461,10 @@ def _score_users(cells, members, column: str, p: Path) -> list[str]:
     """Each row's user from the ``--group-by`` column, as ``run --group-by`` reads one (a
     number by value: ``7`` and ``7.0`` are one user); an empty cell, a user on both sides
     or fewer than 4 users a side is refused."""
-    from privacy_audit.audit.data import _group_value, check_user_counts
+    from privacy_audit.audit.data import check_user_counts, group_value
 
     users = [
-        _group_value(c, column, f"scores file {str(p)!r} data row {i + 1}")
+        group_value(c, column, f"scores file {str(p)!r} data row {i + 1}")
         for i, c in enumerate(cells)
     ]
     side_in = {u for u, m in zip(users, members, strict=True) if m == 1}

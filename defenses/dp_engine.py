@@ -33,8 +33,8 @@ from torch import Tensor
 from privacy_audit.defenses import dp_bugs
 from privacy_audit.defenses.phantom import (
     PhantomCapture,
-    _check_model,
     check_batch,
+    check_model,
     check_per_sample_loss,
     explicit_per_sample_grads,
     per_sample_token_loss,
@@ -94,7 +94,7 @@ class DPSGDEngine:
             raise ValueError(f"expected_batch_size must be > 0, got {expected_batch_size!r}")
         self.noise_multiplier = check_noise_multiplier(noise_multiplier)
         if norms == "phantom":
-            _check_model(model)  # untied → UntiedModelError naming the alternatives
+            check_model(model)  # untied → UntiedModelError naming the alternatives
         self.model = model
         self.max_grad_norm = float(max_grad_norm)
         self.expected_batch_size = float(expected_batch_size)

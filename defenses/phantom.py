@@ -45,7 +45,7 @@ class UntiedModelError(ValueError):
     """Phantom clipping was given a model whose output embedding is not the input one."""
 
 
-def _check_model(model) -> None:
+def check_model(model) -> None:
     head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
     if head is None or not hasattr(model, "transformer"):
         raise ValueError(
@@ -124,7 +124,7 @@ class PhantomCapture:
     (:meth:`weighted_grads`). Position ids must be batch-shaped; :meth:`forward` does it."""
 
     def __init__(self, model, linear_mode: str = "auto", variant: str = "corrected") -> None:
-        _check_model(model)
+        check_model(model)
         if linear_mode not in LINEAR_MODES:
             raise ValueError(
                 f"unknown linear_mode {linear_mode!r}; allowed: {', '.join(LINEAR_MODES)}"

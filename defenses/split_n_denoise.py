@@ -299,7 +299,7 @@ def eta_groups(
     return _GROUP_CACHE[key]
 
 
-def _mlp_classifier(x: np.ndarray, y: np.ndarray, n_classes: int, training, seed: int):
+def mlp_classifier(x: np.ndarray, y: np.ndarray, n_classes: int, training, seed: int):
     torch.manual_seed(seed)
     d = x.shape[1]
     mu, sd = x.mean(0), x.std(0) + 1e-6
@@ -673,7 +673,7 @@ class SplitNDenoise(Defense):
         outs = pipe.outputs(batch)
         n_classes = len(target.label_names)
         classifiers = {
-            name: _mlp_classifier(feats, train.labels, n_classes, training, seed)
+            name: mlp_classifier(feats, train.labels, n_classes, training, seed)
             for name, feats in outs.items()
         }
         release = SnDRelease(

@@ -51,10 +51,10 @@ def _union(sets: list[CanarySet]) -> CanarySet:
 
 def _secret_token_stats(release, canaries) -> dict:
     """Per-canary, per-secret-token log p, E log p and Var log p (Min-K%++'s terms)."""
-    from privacy_audit.audit.epsilon.lm_canaries import TokenView, _spans
+    from privacy_audit.audit.epsilon.lm_canaries import TokenView, canary_spans
 
     stats = release.token_stats(list(canaries.examples.texts))
-    spans = _spans(TokenView(release.tokenizer), canaries)
+    spans = canary_spans(TokenView(release.tokenizer), canaries)
     return {
         k: np.array([getattr(s, k)[a:b] for s, (a, b) in zip(stats, spans, strict=True)])
         for k in ("log_probs", "mean_log_prob", "var_log_prob")
@@ -81,13 +81,13 @@ def run_defense(
         reference_secret_scores,
         release_secret_scores,
     )
-    from privacy_audit.audit.scale.tasks import _data, _defense, _target, _training
+    from privacy_audit.audit.scale.tasks import task_data, task_defense, task_target, task_training
     from privacy_audit.stats.canary_bounds import one_run_group_best, tpr_at_1pct_fpr
     from privacy_audit.stats.metrics import auc
 
-    data = _data(cfg)
-    dcfg, defense = _defense(cfg, {"defense": defense_index})
-    target = _target(cfg, data)
+    data = task_data(cfg)
+    dcfg, defense = task_defense(cfg, {"defense": defense_index})
+    target = task_target(cfg, data)
     base_model, tokenizer = target.build(seed)
     texts = list(data.members.texts)
     sets = []
@@ -110,7 +110,7 @@ def run_defense(
     target = CanaryTarget(target, union.new_tokens, new_token_init)
     t0 = time.perf_counter()
     # the white-box one-run canaries are recorded in this very run (defenses/dp_sgd_with_canaries.py)
-    training = dataclasses.replace(_training(cfg, dcfg), gradient_canaries=1000)
+    training = dataclasses.replace(task_training(cfg, dcfg), gradient_canaries=1000)
     release, report = defense.fit(target, train, training, seed)
     train_s = time.perf_counter() - t0
     log(f"  trained {dcfg.label} on {len(train)} sequences in {train_s:.0f}s")

@@ -151,7 +151,7 @@ def _snd_cell(env: _Env, eta: float, seed: int) -> dict[str, Any]:
 
 
 def _text2text_cell(env: _Env, eta: float, seed: int) -> dict[str, Any]:
-    from privacy_audit.defenses.split_n_denoise import _mlp_classifier
+    from privacy_audit.defenses.split_n_denoise import mlp_classifier
     from privacy_audit.defenses.text2text import sanitize_ids
 
     start = time.perf_counter()
@@ -166,7 +166,7 @@ def _text2text_cell(env: _Env, eta: float, seed: int) -> dict[str, Any]:
 
     tr, stats = features(env.train.texts)
     te, _ = features(env.test.texts)
-    clf = _mlp_classifier(tr, env.train.labels, len(env.labels), env.training, seed)
+    clf = mlp_classifier(tr, env.train.labels, len(env.labels), env.training, seed)
     return {
         **_metrics(clf(te), env.test.labels, seed),
         "share_tokens_unchanged_train": stats["share_unchanged"],
@@ -175,7 +175,7 @@ def _text2text_cell(env: _Env, eta: float, seed: int) -> dict[str, Any]:
 
 
 def _clean_cell(env: _Env, seed: int) -> dict[str, Any]:
-    from privacy_audit.defenses.split_n_denoise import _mlp_classifier
+    from privacy_audit.defenses.split_n_denoise import mlp_classifier
 
     split = env.split(seed)
 
@@ -183,7 +183,7 @@ def _clean_cell(env: _Env, seed: int) -> dict[str, Any]:
         ids, mask = split.tokenize(texts)
         return split.server_forward(split.local_embed(ids), mask)
 
-    clf = _mlp_classifier(
+    clf = mlp_classifier(
         features(env.train.texts), env.train.labels, len(env.labels), env.training, seed
     )
     return _metrics(clf(features(env.test.texts)), env.test.labels, seed)

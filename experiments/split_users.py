@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from experiments.split_validity import cp_interval
-from privacy_audit.audit.benchmarks.split_check_cost import _paras
+from privacy_audit.audit.benchmarks.split_check_cost import paragraphs
 from privacy_audit.audit.benchmarks.users import changelog_blocks
 
 #: The signature line of a Debian changelog entry: maintainer name, e-mail, date.
@@ -114,7 +114,7 @@ def metadata_users(globs=METADATA_GLOBS) -> list[tuple[str, str]]:
         body = msg.get_payload()
         if not user or not isinstance(body, str):
             continue
-        for p in _paras(body):
+        for p in paragraphs(body):
             if sum(c.isalpha() for c in p) > 0.6 * len(p) and p not in seen:
                 seen.add(p)
                 out.append((user, p))

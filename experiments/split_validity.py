@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 from scipy.stats import beta
 
-from privacy_audit.audit.benchmarks.split_check_cost import _dedup, _paras, package_corpus
+from privacy_audit.audit.benchmarks.split_check_cost import dedup_pairs, package_corpus, paragraphs
 
 
 def _log(msg: str) -> None:
@@ -42,7 +42,7 @@ def pydoc_corpus() -> list[tuple[str, str]]:
     """(topic, paragraph) of Python's documentation topics (``pydoc_data.topics``)."""
     import pydoc_data.topics as topics
 
-    return _dedup([(k, p) for k, v in sorted(topics.topics.items()) for p in _paras(v)])
+    return dedup_pairs([(k, p) for k, v in sorted(topics.topics.items()) for p in paragraphs(v)])
 
 
 STDLIB_MODULES = (
@@ -70,7 +70,7 @@ def docstring_corpus() -> list[tuple[str, str]]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # deprecated members (typing.io) warn when read
         out = _docstrings(importlib)
-    return _dedup(out)
+    return dedup_pairs(out)
 
 
 def _docstrings(importlib) -> list[tuple[str, str]]:
@@ -83,12 +83,12 @@ def _docstrings(importlib) -> list[tuple[str, str]]:
         for obj in [mod, *vars(mod).values()]:
             d = getattr(obj, "__doc__", None)
             if isinstance(d, str):
-                out += [(name, p) for p in _paras(d)]
+                out += [(name, p) for p in paragraphs(d)]
             if isinstance(obj, type):
                 for m in vars(obj).values():
                     d = getattr(m, "__doc__", None)
                     if isinstance(d, str):
-                        out += [(name, p) for p in _paras(d)]
+                        out += [(name, p) for p in paragraphs(d)]
     return out
 
 
@@ -128,9 +128,9 @@ def comment_corpus() -> list[tuple[str, str]]:
                     block.append(st.lstrip("#").strip())
                     continue
                 if block:
-                    out += [(name, p) for p in _paras(" ".join(block))]
+                    out += [(name, p) for p in paragraphs(" ".join(block))]
                 block = []
-    return _dedup(out)
+    return dedup_pairs(out)
 
 
 def debian_corpus() -> list[tuple[str, int, str]]:
@@ -156,7 +156,7 @@ def debian_corpus() -> list[tuple[str, int, str]]:
 def pydoc_paragraphs() -> list[str]:
     import pydoc_data.topics as topics
 
-    return list(dict.fromkeys(p for t in topics.topics.values() for p in _paras(t)))
+    return list(dict.fromkeys(p for t in topics.topics.values() for p in paragraphs(t)))
 
 
 def docstring_paragraphs() -> list[str]:
@@ -172,7 +172,7 @@ def docstring_paragraphs() -> list[str]:
         for obj in [mod, *vars(mod).values()]:
             d = getattr(obj, "__doc__", None)
             if isinstance(d, str):
-                out += _paras(d)
+                out += paragraphs(d)
     return list(dict.fromkeys(out))
 
 
@@ -398,7 +398,8 @@ def di_lm(seed: int, n: int, epochs: int, null_trials: int, subsamples: int) -> 
     from privacy_audit.attacks.dataset_inference import DatasetInference, lm_features
     from privacy_audit.attacks.llm_membership import loss_scores, min_k_scores, zlib_scores
     from privacy_audit.attacks.min_k_pp import min_k_pp_scores
-    from privacy_audit.stats.split_check import SplitCheck, delong_auc
+    from privacy_audit.stats.blind_baseline import delong_auc
+    from privacy_audit.stats.split_check import SplitCheck
     from privacy_audit.targets.lm import train_lm
     from privacy_audit.targets.scoring import HFTokenizer
 

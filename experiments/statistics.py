@@ -3,7 +3,7 @@
 * :func:`one_run_simulation`: soundness and tightness of the one-run eps lower bounds
   (Steinke et al. 2023; the f-DP audit of Mahloujifar, Melis & Chaudhuri 2024) on
   canaries whose true eps is known in closed form: randomised response (binary scores,
-  so ties are broken by the seeded jitter of :func:`privacy_audit.stats.epsilon_bounds.one_run_best`) and
+  so ties are broken by the seeded jitter of :func:`privacy_audit.stats.one_run_bounds.one_run_best`) and
   Gaussian scores (the Gaussian mechanism).
 
 ``python -m experiments.statistics --out docs/records/one-run-fdp.json`` records the tables
@@ -17,14 +17,14 @@ import math
 import numpy as np
 from scipy.optimize import brentq
 
-from privacy_audit.stats.epsilon_bounds import (
-    _check_k_grid,
-    _fdp_bound,
-    _fdp_epsilon_array,
-    _one_run_counts,
-    _one_run_eps,
-    _tie_key,
-    gaussian_mechanism_epsilon,
+from privacy_audit.stats.epsilon_bounds import gaussian_mechanism_epsilon
+from privacy_audit.stats.one_run_bounds import (
+    check_k_grid,
+    fdp_bound,
+    fdp_epsilon_array,
+    one_run_counts,
+    one_run_eps,
+    tie_break_key,
 )
 
 #: name -> (mechanism, true eps at delta = 1e-5 for Gaussian; eps of randomised response).
@@ -67,7 +67,7 @@ def one_run_simulation(
     """Bounds of every one-run estimator over ``trials`` seeded runs of one setting.
 
     Each trial draws fresh canaries and computes, on the SAME guesses (default grid of
-    :func:`privacy_audit.stats.epsilon_bounds.one_run_best`, random tie-breaking with the trial's seed,
+    :func:`privacy_audit.stats.one_run_bounds.one_run_best`, random tie-breaking with the trial's seed,
     Bonferroni over the grid), the Steinke bound, the f-DP bound with the (eps, delta)-DP
     curve, their maximum (``"best"``, the default of ``one_run_best``) and the
     f-DP bound with the Gaussian curve (``"fdp-gaussian"``: valid for the Gaussian
@@ -84,32 +84,30 @@ def one_run_simulation(
     else:
         param = gaussian_mu(eps, delta)
         eps_true = gaussian_mechanism_epsilon(param, delta)
-    grid = _check_k_grid(None, canaries)
+    grid = check_k_grid(None, canaries)
     alpha_k = (1.0 - confidence) / len(grid)
     rng = np.random.default_rng([seed, list(ONE_RUN_SETTINGS).index(name)])
     r = np.zeros((trials, len(grid)), dtype=np.int64)
     v = np.zeros_like(r)
     for t in range(trials):
         s, inc = draw_canaries(kind, param, canaries, rng)
-        key = _tie_key(canaries, "random", [seed, t])
+        key = tie_break_key(canaries, "random", [seed, t])
         for j, (kp, km) in enumerate(grid):
-            v[t, j], r[t, j] = _one_run_counts(s, inc, kp, km, key)
+            v[t, j], r[t, j] = one_run_counts(s, inc, kp, km, key)
     steinke = np.array(
         [
-            [_one_run_eps(canaries, a, b, delta, alpha_k) for a, b in zip(ra, va, strict=True)]
+            [one_run_eps(canaries, a, b, delta, alpha_k) for a, b in zip(ra, va, strict=True)]
             for ra, va in zip(r, v, strict=True)
         ]
     )
     bounds = {
         "steinke": steinke.max(axis=1),
-        "fdp": _fdp_epsilon_array(canaries, r, v, delta, alpha_k, "dp")
-        .reshape(r.shape)
-        .max(axis=1),
+        "fdp": fdp_epsilon_array(canaries, r, v, delta, alpha_k, "dp").reshape(r.shape).max(axis=1),
     }
     bounds["best"] = np.maximum(bounds["steinke"], bounds["fdp"])
     # The Gaussian curve is valid for the Gaussian mechanism only; on randomised response
     # it shows that the harness catches an unsound bound.
-    mu = _fdp_bound(canaries, r, v, delta, alpha_k, "gaussian").reshape(r.shape).max(axis=1)
+    mu = fdp_bound(canaries, r, v, delta, alpha_k, "gaussian").reshape(r.shape).max(axis=1)
     bounds["fdp-gaussian"] = np.array([gaussian_mechanism_epsilon(x, delta) for x in mu])
     return {
         "setting": name,
@@ -168,15 +166,15 @@ def coverage_simulation(
     from scipy.stats import binom
 
     from privacy_audit.stats.metrics import (
-        _cp_interval,
-        _split_counts,
         agresti_caffo,
+        cp_interval,
         delong_logit_interval,
+        split_counts,
         tpr_interval_exact,
     )
     from privacy_audit.stats.scores import (
-        _advantage_from_counts,
-        _auc_from_counts,
+        advantage_from_counts,
+        auc_from_counts,
         poisson_bootstrap,
     )
 
@@ -195,7 +193,7 @@ def coverage_simulation(
     hits: dict[str, float | None] = {}
     kept: dict[str, tuple] = {}
 
-    auc = _auc_from_counts(tp, fp, n, n)
+    auc = auc_from_counts(tp, fp, n, n)
     tp_at_neg = tp[~lab_s].reshape(trials, n)
     fp_at_pos = fp[lab_s].reshape(trials, n)
     lo, hi = delong_logit_interval(tp_at_neg, fp_at_pos, n, n, auc, z)
@@ -216,13 +214,13 @@ def coverage_simulation(
         kept[key] = (lo, hi)
 
     members = np.r_[np.ones(n, dtype=bool), np.zeros(n, dtype=bool)]
-    split = np.array([_split_counts(s[t], members, t) for t in range(trials)], dtype=np.float64)
+    split = np.array([split_counts(s[t], members, t) for t in range(trials)], dtype=np.float64)
     tp_b, nb_in, fp_b, nb_out, thr = split.T
     adv_truth = float(2.0 * ndtr(mu / 2.0) - 1.0)
     if advantage:
         adv_lo, _ = agresti_caffo(tp_b, nb_in, fp_b, nb_out, z)
         reps = poisson_bootstrap(lab_s, n_boot, rng, want_auc=False)["advantage"]
-        adv = _advantage_from_counts(tp, fp, n, n)
+        adv = advantage_from_counts(tp, fp, n, n)
         lo = np.clip(np.minimum(adv_lo, adv), 0.0, 1.0)
         hi = np.maximum(np.nanquantile(reps, 1.0 - alpha / 2.0, axis=1), adv)
         hits["advantage"] = float(np.mean((lo <= adv_truth) & (adv_truth <= hi)))
@@ -236,7 +234,7 @@ def coverage_simulation(
     kept["balanced_accuracy"] = (ba_lo, ba_hi)
 
     k = np.arange(n + 1)
-    lo, hi = _cp_interval(k, n, alpha)
+    lo, hi = cp_interval(k, n, alpha)
     worst = min(
         float(np.sum(binom.pmf(k, n, p)[(lo <= p) & (p <= hi)]))
         for p in (0.001, 0.01, 0.05, 0.1, 0.3, 0.5)

@@ -50,7 +50,7 @@ from scipy.stats import beta
 
 from privacy_audit.audit.benchmarks.users import changelog_blocks
 from privacy_audit.stats import by_user as ul
-from privacy_audit.stats.metrics import _split_counts, membership_metrics
+from privacy_audit.stats.metrics import membership_metrics, split_counts
 
 #: FPRs whose TPR intervals are checked (lower ones are not resolvable at these n).
 FPRS = (0.05, 0.1, 0.2)
@@ -292,8 +292,8 @@ def coverage(
         um = ul.user_metrics(sc, m, gg, how="mean", n_boot=n_boot, seed=r)
         # balanced accuracy: truth = the population's at the threshold each split chose
         us = ul.user_scores(sc, m, gg, "mean")
-        thr_text = _split_counts(sc, m, r)[4]
-        thr_user = _split_counts(us.scores, us.members.astype(bool), r)[4]
+        thr_text = split_counts(sc, m, r)[4]
+        thr_user = split_counts(us.scores, us.members.astype(bool), r)[4]
         add(
             "text_resampled/balanced_accuracy",
             _covers(t_m["balanced_accuracy"], _ba_truth(s, mu, tau, thr_text)),

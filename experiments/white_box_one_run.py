@@ -41,13 +41,13 @@ def _row(a: dict) -> dict:
 
 def run_defense(cfg, index: int, canaries: int, seed: int, log) -> dict:
     from privacy_audit.audit.epsilon.gradient_canary_audit import OneRunWhiteBoxAudit
-    from privacy_audit.audit.scale.tasks import _data, _defense, _target, _training
+    from privacy_audit.audit.scale.tasks import task_data, task_defense, task_target, task_training
 
-    data = _data(cfg)
-    dcfg, defense = _defense(cfg, {"defense": index})
-    training = dataclasses.replace(_training(cfg, dcfg), gradient_canaries=canaries)
+    data = task_data(cfg)
+    dcfg, defense = task_defense(cfg, {"defense": index})
+    training = dataclasses.replace(task_training(cfg, dcfg), gradient_canaries=canaries)
     t0 = time.perf_counter()
-    release, report = defense.fit(_target(cfg, data), data.members, training, seed)
+    release, report = defense.fit(task_target(cfg, data), data.members, training, seed)
     seconds = time.perf_counter() - t0
     delta = float(dcfg.params.get("delta", cfg.metrics["delta"]))
     claimed = release.claim.epsilon

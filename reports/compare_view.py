@@ -146,7 +146,7 @@ def utility_floor_checks(named: list[tuple[str, dict]]) -> list[dict]:
     return out
 
 
-def _floor_line(c: dict) -> str:
+def floor_line(c: dict) -> str:
     if c["learned"] is None:
         return f"{c['source']}/{c['run']}: no trivial baseline recorded (utility floor not checked)"
     failed = [b for b in c["baselines"] if not b["cleared"]]
@@ -287,7 +287,7 @@ def _bar(v: float, lo: Any, hi: Any) -> list[list[float]]:
 def _plots(named: list[tuple[str, dict]]) -> list[tuple[str, str, bytes]]:
     import numpy as np
 
-    from privacy_audit.reports.plots import _new_figure, _placeholder, _png, plain
+    from privacy_audit.reports.plots import new_figure, placeholder, plain, png_bytes
 
     rows = records(named)
     sources = [n for n, _ in named]
@@ -295,7 +295,7 @@ def _plots(named: list[tuple[str, dict]]) -> list[tuple[str, str, bytes]]:
     figs = []
 
     # 1. privacy-utility: utility against the strongest attack's AUC, per run
-    fig, (ax,) = _new_figure(7.5, 4.5)
+    fig, (ax,) = new_figure(7.5, 4.5)
     plotted = False
     for src, color in zip(sources, colors, strict=True):
         for res_name, res in named:
@@ -318,18 +318,18 @@ def _plots(named: list[tuple[str, dict]]) -> list[tuple[str, str, bytes]]:
         ax.set_xlabel("strongest attack AUC (95% CI)")
         ax.set_ylabel("utility (95% CI)")
     else:
-        _placeholder(ax, "no run has both utility and an attack AUC")
-    figs.append(("Privacy / utility", "Each point is one run; colours are inputs.", _png(fig)))
+        placeholder(ax, "no run has both utility and an attack AUC")
+    figs.append(("Privacy / utility", "Each point is one run; colours are inputs.", png_bytes(fig)))
 
     # 2. AUC and TPR@1%FPR per attack
     keys = sorted({(r["run"], r["attack"]) for r in rows if r["metric"] == "auc"})
-    fig, axes = _new_figure(max(7.5, 0.5 * len(keys) * len(sources) + 2), 4.8, ncols=2)
+    fig, axes = new_figure(max(7.5, 0.5 * len(keys) * len(sources) + 2), 4.8, ncols=2)
     for ax, metric, title in (
         (axes[0], "auc", "AUC"),
         (axes[1], "tpr_at_fpr_0.01", "TPR at 1% FPR"),
     ):
         if not keys:
-            _placeholder(ax, "no attack results")
+            placeholder(ax, "no attack results")
             continue
         width = 0.8 / len(sources)
         idx = np.arange(len(keys))
@@ -355,12 +355,12 @@ def _plots(named: list[tuple[str, dict]]) -> list[tuple[str, str, bytes]]:
         (
             "Attack success per attack",
             "AUC and TPR at 1% FPR with 95% CIs; dotted line: chance AUC.",
-            _png(fig),
+            png_bytes(fig),
         )
     )
 
     # 3. claimed vs audited epsilon
-    fig, (ax,) = _new_figure(7.5, 4.5)
+    fig, (ax,) = new_figure(7.5, 4.5)
     pts = 0
     for src, color in zip(sources, colors, strict=True):
         for res_name, res in named:
@@ -381,12 +381,12 @@ def _plots(named: list[tuple[str, dict]]) -> list[tuple[str, str, bytes]]:
         ax.set_ylabel("audited ε (best 95% lower bound)")
         ax.legend(fontsize=7)
     else:
-        _placeholder(ax, "no run has both a claimed ε and an audited lower bound")
+        placeholder(ax, "no run has both a claimed ε and an audited lower bound")
     figs.append(
         (
             "Claimed vs audited ε",
             "A point above the diagonal contradicts its claim at 95% confidence.",
-            _png(fig),
+            png_bytes(fig),
         )
     )
     return figs

@@ -38,18 +38,18 @@ def _sets(text: str) -> str:
     return text
 
 
-def _stylesheet() -> Markup:
+def stylesheet() -> Markup:
     """The main report's ``<style>`` block, read from its template so the two pages never
     drift apart (its optional ε-audit rules rendered off)."""
-    from privacy_audit.reports.html import TEMPLATE_DIR, TEMPLATE_NAME, _environment
+    from privacy_audit.reports.html import TEMPLATE_DIR, TEMPLATE_NAME, jinja_environment
 
     src = (TEMPLATE_DIR / TEMPLATE_NAME).read_text(encoding="utf-8")
     m = re.search(r"<style>(.*?)</style>", src, re.S)
-    css = _environment().from_string(m.group(1)).render(epsilon=None) if m else ""
+    css = jinja_environment().from_string(m.group(1)).render(epsilon=None) if m else ""
     return Markup(css)  # noqa: S704 - the suite's own CSS, no data
 
 
-def _why_no_p(r: dict[str, Any]) -> str:
+def why_no_p(r: dict[str, Any]) -> str:
     status = r.get("status")
     if status == "split-shifted":
         auc = ((r.get("split_check") or {}).get("blind") or {}).get("auc")
@@ -130,7 +130,7 @@ def di_context(results: dict[str, Any]) -> dict[str, Any]:
         label, cls = "no evidence of training", "low"
     tested = status == "ok"
     by_user = r.get("unit") == "user"
-    why = _why_no_p(r)
+    why = why_no_p(r)
     p = as_finite(r.get("p_value"))
     d = as_finite(r.get("effect_size"))
     alpha = as_finite(r.get("alpha"))
@@ -212,7 +212,7 @@ def di_context(results: dict[str, Any]) -> dict[str, Any]:
     env = results.get("environment") if isinstance(results.get("environment"), dict) else {}
     packages = env.get("packages") if isinstance(env.get("packages"), dict) else {}
     return {
-        "styles": _stylesheet(),
+        "styles": stylesheet(),
         "title": str(results.get("title") or "Dataset inference"),
         "created": str(results.get("created") or DASH),
         "tool_name": str(tool.get("name") or "privacy-audit"),
@@ -244,9 +244,9 @@ def di_context(results: dict[str, Any]) -> dict[str, Any]:
 
 def render_dataset_inference(results: dict[str, Any]) -> str:
     """The dataset-inference report page (self-contained, every value escaped)."""
-    from privacy_audit.reports.html import _environment
+    from privacy_audit.reports.html import jinja_environment
 
-    return _environment().get_template(DI_TEMPLATE).render(**di_context(results))
+    return jinja_environment().get_template(DI_TEMPLATE).render(**di_context(results))
 
 
 __all__ = ["di_context", "render_dataset_inference"]

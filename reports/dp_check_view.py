@@ -15,7 +15,7 @@ import json
 import math
 from typing import Any
 
-from privacy_audit.reports.dataset_inference_view import _stylesheet
+from privacy_audit.reports.dataset_inference_view import stylesheet
 from privacy_audit.reports.formatting import DASH, num
 
 TEMPLATE = "dp_check.html.j2"
@@ -261,7 +261,7 @@ def dp_check_context(r: dict[str, Any]) -> dict[str, Any]:
     name = str(setup.get("path") or "setup").rsplit("/", 1)[-1]
     return {
         "title": f"dp-check: {name}",
-        "styles": _stylesheet(),
+        "styles": stylesheet(),
         "tool_name": "privacy-audit",
         "tool_version": str(tool.get("version") or DASH),
         "created": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
@@ -293,9 +293,9 @@ def dp_check_context(r: dict[str, Any]) -> dict[str, Any]:
 
 def render_dp_check(results: dict[str, Any]) -> str:
     """The dp-check page (self-contained, every value escaped)."""
-    from privacy_audit.reports.html import _environment
+    from privacy_audit.reports.html import jinja_environment
 
-    return _environment().get_template(TEMPLATE).render(**dp_check_context(results))
+    return jinja_environment().get_template(TEMPLATE).render(**dp_check_context(results))
 
 
 __all__ = ["dp_check_context", "render_dp_check"]

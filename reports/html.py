@@ -93,7 +93,7 @@ _CLAIM_BADGE = {
 
 
 @functools.lru_cache(maxsize=1)
-def _environment() -> Environment:
+def jinja_environment() -> Environment:
     return Environment(
         loader=FileSystemLoader(str(TEMPLATE_DIR)),
         autoescape=select_autoescape(
@@ -432,7 +432,7 @@ def _kv(value: Any) -> str:
     return num(value)
 
 
-def _unit_paragraphs(text: str) -> list[str]:
+def unit_paragraphs(text: str) -> list[str]:
     import re
 
     parts = re.split(r" (?=Per (?:text: |user \())", text)
@@ -658,7 +658,7 @@ def _verdict_view(idx: int, run: RunRecord, verdict: dict) -> dict:
         "level_class": _level_class(verdict["level"]),
         "text": verdict["text"],
         # one paragraph per unit (reports/user_verdict.py writes both)
-        "paragraphs": _unit_paragraphs(verdict["text"]),
+        "paragraphs": unit_paragraphs(verdict["text"]),
     }
 
 
@@ -787,7 +787,7 @@ def render_html(results: dict) -> str:
 
 def render_context(context: dict) -> str:
     """The report from a :func:`build_context` result (which the caller may amend)."""
-    template = _environment().get_template(TEMPLATE_NAME)
+    template = jinja_environment().get_template(TEMPLATE_NAME)
     return template.render(**context)
 
 

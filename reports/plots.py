@@ -68,7 +68,7 @@ def plain(text: object, limit: int = 48) -> str:
     return s.replace("$", r"\$")
 
 
-def _new_figure(width: float, height: float, ncols: int = 1):
+def new_figure(width: float, height: float, ncols: int = 1):
     fig = Figure(figsize=(width, height), dpi=DPI, layout="constrained")
     FigureCanvasAgg(fig)
     axes = fig.subplots(1, ncols, squeeze=False)[0]
@@ -80,7 +80,7 @@ def _new_figure(width: float, height: float, ncols: int = 1):
     return fig, axes
 
 
-def _png(fig: Figure) -> bytes:
+def png_bytes(fig: Figure) -> bytes:
     """PNG bytes of ``fig``, drawn once: ``savefig`` on a figure with a layout
     engine draws it twice (once, without rendering, to lay it out; then again to
     render), so the figure is drawn here once on its Agg canvas (the layout runs inside
@@ -99,7 +99,7 @@ def _png(fig: Figure) -> bytes:
     return buf.getvalue()
 
 
-def _placeholder(ax, message: str) -> None:
+def placeholder(ax, message: str) -> None:
     ax.text(
         0.5,
         0.5,
@@ -221,14 +221,14 @@ def roc_loglog(runs: Sequence[dict], all_attacks_for: int | str | None = None) -
                 )
             )
 
-    fig, (ax,) = _new_figure(7.2, 5.6)
+    fig, (ax,) = new_figure(7.2, 5.6)
     title = "ROC, log-log (strongest attack per run)"
     if detail is not None:
         title = f"ROC, log-log \u2014 all attacks on {plain(run_name(runs[detail]), 40)}"
     ax.set_title(title, fontsize=12)
     if not curves:
-        _placeholder(ax, "No per-example scores available for a ROC curve.")
-        return _png(fig)
+        placeholder(ax, "No per-example scores available for a ROC curve.")
+        return png_bytes(fig)
 
     lo_x = min(1.0 / c[3] for c in curves)
     lo_y = min(1.0 / c[4] for c in curves)
@@ -264,7 +264,7 @@ def roc_loglog(runs: Sequence[dict], all_attacks_for: int | str | None = None) -
             fontsize=7,
             color="#666666",
         )
-    return _png(fig)
+    return png_bytes(fig)
 
 
 # --------------------------------------------------------------------------- #
@@ -275,7 +275,7 @@ def score_histogram(attack_record: dict, title: str) -> bytes:
 
     Both groups share the same bins (computed on the pooled finite scores).
     """
-    fig, (ax,) = _new_figure(6.0, 3.6)
+    fig, (ax,) = new_figure(6.0, 3.6)
     ax.set_title(plain(title, 70), fontsize=11)
     arr = examples_arrays(attack_record) if isinstance(attack_record, dict) else None
     if arr is not None:
@@ -283,8 +283,8 @@ def score_histogram(attack_record: dict, title: str) -> bytes:
         finite = np.isfinite(s)
         s, m = s[finite], m[finite]
     if arr is None or s.size == 0 or m.all() or not m.any():
-        _placeholder(ax, "No per-example scores for both members and non-members.")
-        return _png(fig)
+        placeholder(ax, "No per-example scores for both members and non-members.")
+        return png_bytes(fig)
     # When a few extreme values would squash the plot (full range more than 3x
     # the central 99%), bins cover the central 99% of pooled scores and the
     # values outside are counted in the edge bins.
@@ -327,7 +327,7 @@ def score_histogram(attack_record: dict, title: str) -> bytes:
         )
     ax.set_ylabel("Density")
     ax.legend(fontsize=8, framealpha=0.92)
-    return _png(fig)
+    return png_bytes(fig)
 
 
 # --------------------------------------------------------------------------- #
@@ -374,11 +374,11 @@ def _bars(ax, labels, values, chance: float, chance_label: str, ylabel: str, tit
 def metric_bars(runs: Sequence[dict]) -> bytes:
     """Strongest-attack AUC and TPR@1%FPR per run, with 95% CI error bars."""
     runs = [r for r in runs or [] if isinstance(r, dict)]
-    fig, (ax1, ax2) = _new_figure(11.0, 4.4, ncols=2)
+    fig, (ax1, ax2) = new_figure(11.0, 4.4, ncols=2)
     if not runs:
-        _placeholder(ax1, "No runs.")
-        _placeholder(ax2, "No runs.")
-        return _png(fig)
+        placeholder(ax1, "No runs.")
+        placeholder(ax2, "No runs.")
+        return png_bytes(fig)
     labels = [plain(run_name(r), 22) for r in runs]
     best = [strongest_attack(r) for r in runs]
     aucs = [_err(metric(a, "auc")) for a in best]
@@ -400,7 +400,7 @@ def metric_bars(runs: Sequence[dict]) -> bytes:
     )
     tops = [v + eu for v, _, eu in (t for t in tprs if t)] or [0.05]
     ax2.set_ylim(0.0, max(0.05, max(tops) * 1.15))
-    return _png(fig)
+    return png_bytes(fig)
 
 
 # --------------------------------------------------------------------------- #
@@ -422,11 +422,11 @@ def privacy_utility(runs: Sequence[dict]) -> bytes:
     log axis. Points sharing an x position are spread slightly apart.
     """
     runs = [r for r in runs or [] if isinstance(r, dict)]
-    fig, (ax1, ax2) = _new_figure(11.0, 4.4, ncols=2)
+    fig, (ax1, ax2) = new_figure(11.0, 4.4, ncols=2)
     if not runs:
-        _placeholder(ax1, "No runs.")
-        _placeholder(ax2, "No runs.")
-        return _png(fig)
+        placeholder(ax1, "No runs.")
+        placeholder(ax2, "No runs.")
+        return png_bytes(fig)
 
     eps = [_claimed_eps(r) for r in runs]
     finite = sorted({e for e in eps if e is not None})
@@ -506,7 +506,7 @@ def privacy_utility(runs: Sequence[dict]) -> bytes:
             ax.legend(fontsize=7, loc="best", framealpha=0.92)
         else:
             ax.text(0.5, 0.5, "no values", transform=ax.transAxes, ha="center", color="#666666")
-    return _png(fig)
+    return png_bytes(fig)
 
 
 # --------------------------------------------------------------------------- #
@@ -563,14 +563,14 @@ def roc_vs_tradeoff(run: dict) -> bytes:
     tr = epsilon_audit_tradeoff(run)
     eps, delta = audited_claim(run) if isinstance(run, dict) else (None, None)
     attack = plain(tr.get("attack") or "strongest", 28) if tr else "strongest"
-    fig, (ax,) = _new_figure(7.2, 5.6)
+    fig, (ax,) = new_figure(7.2, 5.6)
     ax.set_title(
         f"{attack} attack ROC vs the trade-off bound of the claim ({_claim_label(eps, delta)})",
         fontsize=11,
     )
     if tr is None:
-        _placeholder(ax, "No trade-off test for this run.")
-        return _png(fig)
+        placeholder(ax, "No trade-off test for this run.")
+        return png_bytes(fig)
 
     roc = _paired(tr.get("roc"), "fpr", "tpr")
     curve = _paired(tr.get("curve"), "fpr", "max_tpr")
@@ -597,8 +597,8 @@ def roc_vs_tradeoff(run: dict) -> bytes:
         grid = np.logspace(math.log10(lo_x), 0, 200)
         curve = (grid, tradeoff_max_tpr(grid, eps, delta or 0.0))
     if roc is None and curve is None:
-        _placeholder(ax, "The trade-off test holds no ROC and no bound to draw.")
-        return _png(fig)
+        placeholder(ax, "The trade-off test holds no ROC and no bound to draw.")
+        return png_bytes(fig)
 
     positive_y = [y for x, y in zip(*roc, strict=True) if x >= lo_x and y > 0] if roc else []
     if curve is not None:
@@ -691,7 +691,7 @@ def roc_vs_tradeoff(run: dict) -> bytes:
     ax.set_xlabel("False positive rate (non-members flagged)")
     ax.set_ylabel("True positive rate (members identified)")
     ax.legend(loc="lower right", fontsize=8, framealpha=0.92)
-    return _png(fig)
+    return png_bytes(fig)
 
 
 # --------------------------------------------------------------------------- #
@@ -712,7 +712,7 @@ def claimed_vs_audited(runs: Sequence[dict]) -> bytes:
     Both axes are symmetric-log (linear below 1), so 0 and the diagonal show.
     """
     runs = [r for r in runs or [] if isinstance(r, dict) and epsilon_audit(r)]
-    fig, (ax,) = _new_figure(10.0, 5.4)
+    fig, (ax,) = new_figure(10.0, 5.4)
     ax.set_title("Claimed ε vs audited ε lower bounds", fontsize=12)
     claims = [audited_claim(r)[0] for r in runs]
     finite = sorted({e for e in claims if e is not None})
@@ -733,8 +733,8 @@ def claimed_vs_audited(runs: Sequence[dict]) -> bytes:
                 (claims[i], lb, as_finite(a.get("ceiling")), audit_names.index(name), i, exceeds)
             )
     if not plotted:
-        _placeholder(ax, "No audited ε lower bounds to compare with claims.")
-        return _png(fig)
+        placeholder(ax, "No audited ε lower bounds to compare with claims.")
+        return png_bytes(fig)
 
     top_finite = finite[-1] if finite else 0.0
     inf_x = max(2.5 * top_finite, top_finite + 3.0, 3.0)
@@ -903,7 +903,7 @@ def claimed_vs_audited(runs: Sequence[dict]) -> bytes:
             fontsize=7,
             color="#666666",
         )
-    return _png(fig)
+    return png_bytes(fig)
 
 
 def canary_histogram(audit: dict, title: str | None = None) -> bytes:
@@ -919,14 +919,14 @@ def extraction_risk_curve(record: dict, title: str | None = None) -> bytes:
     """Risk within n queries against n (log axis) for an ``extraction-risk`` record: the
     median member and non-member (control) with their 95% intervals (left), and the
     fraction of members / non-members whose risk exceeds 1% (right)."""
-    fig, (ax, ax2) = _new_figure(9.6, 3.6, ncols=2)
+    fig, (ax, ax2) = new_figure(9.6, 3.6, ncols=2)
     details = record.get("details") if isinstance(record.get("details"), dict) else {}
     metrics = record.get("metrics") if isinstance(record.get("metrics"), dict) else {}
     queries = [q for q in details.get("queries") or [] if isinstance(q, int) and q >= 1]
     if not queries:
-        _placeholder(ax, "no extraction risk measured")
-        _placeholder(ax2, "no extraction risk measured")
-        return _png(fig)
+        placeholder(ax, "no extraction risk measured")
+        placeholder(ax2, "no extraction risk measured")
+        return png_bytes(fig)
     x = np.array(queries, dtype=float)
     for axis, key, ylabel in (
         (ax, "{g}_median_risk@{n}", "median risk within n queries"),
@@ -962,4 +962,4 @@ def extraction_risk_curve(record: dict, title: str | None = None) -> bytes:
         ),
         fontsize=10,
     )
-    return _png(fig)
+    return png_bytes(fig)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from privacy_audit.reports.plots import _new_figure, _placeholder, _png, plain
+from privacy_audit.reports.plots import new_figure, placeholder, plain, png_bytes
 
 
 def _err(est: dict) -> tuple[float, float, float] | None:
@@ -22,7 +22,7 @@ def sweep_curves(sweep: dict) -> bytes:
         p["epsilon"] for c in curves for p in c.get("points", []) if p.get("epsilon") is not None
     ]
     inf_x = (max(eps_all) * 4) if eps_all else 1.0
-    fig, axes = _new_figure(11, 3.8, ncols=3)
+    fig, axes = new_figure(11, 3.8, ncols=3)
     panels = (
         ("utility", "utility (mean across seeds)"),
         ("best_auc", "strongest attack AUC"),
@@ -30,8 +30,8 @@ def sweep_curves(sweep: dict) -> bytes:
     )
     if not curves:
         for ax in axes:
-            _placeholder(ax, "no sweep points")
-        return _png(fig)
+            placeholder(ax, "no sweep points")
+        return png_bytes(fig)
     for ax, (key, label) in zip(axes, panels, strict=True):
         for i, c in enumerate(curves):
             xs, ys, lo, hi = [], [], [], []
@@ -67,4 +67,4 @@ def sweep_curves(sweep: dict) -> bytes:
         if key == "best_auc":
             ax.axhline(0.5, ls=":", color="#888")
     axes[0].legend(fontsize=7)
-    return _png(fig)
+    return png_bytes(fig)

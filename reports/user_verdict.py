@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from privacy_audit.reports.verdict import _SEVERITY, verdict_for_run
+from privacy_audit.reports.verdict import SEVERITY, verdict_for_run
 
 #: Example-level levels that stand whatever the users show: nothing was measured on a
 #: partly random model, and a shifted split shifts its users too.
@@ -154,7 +154,7 @@ def combine_unit_verdicts(run: dict[str, Any], verdict: dict[str, Any]) -> dict[
 
     per_text = S.UNIT_TEXT(text=verdict["text"])
     per_user = users["verdict"]["text"]
-    user_worse = _SEVERITY.get(uv["level"], -1) > _SEVERITY.get(verdict["level"], -1) or (
+    user_worse = SEVERITY.get(uv["level"], -1) > SEVERITY.get(verdict["level"], -1) or (
         verdict["level"] in ("not-measured", "invalid-attack")
         and uv["level"] not in ("not-measured", "invalid-attack")
     )

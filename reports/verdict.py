@@ -476,7 +476,7 @@ def measured_metric(attack: dict | None, key: str) -> dict | None:
     return m
 
 
-def _needed_n(n: int | None, value: float, half_width: float, gap: float) -> int | None:
+def needed_n(n: int | None, value: float, half_width: float, gap: float) -> int | None:
     """Per-class sample size at which an interval of ``half_width`` at ``n`` per class
     shrinks (as 1/sqrt(n)) to ``gap``: the size that would move its end past a
     threshold ``gap`` away from ``value``. ``None`` when it cannot be estimated."""
@@ -559,7 +559,7 @@ def verdict_attack(run: dict) -> dict | None:
     other = _by_auc(run, attack)
     if other is not None:
         fw, res = battery_beats_chance(run), split_resolution(run)
-        if _SEVERITY.get(_level_of(other, fw, res)[0], -1) > _SEVERITY.get(
+        if SEVERITY.get(_level_of(other, fw, res)[0], -1) > SEVERITY.get(
             _level_of(attack, fw, res)[0], -1
         ):
             return other
@@ -567,7 +567,7 @@ def verdict_attack(run: dict) -> dict | None:
 
 
 #: order of the levels two attacks can disagree on (higher = more severe)
-_SEVERITY = {"low": 0, "inconclusive": 1, "moderate": 2, "high": 3}
+SEVERITY = {"low": 0, "inconclusive": 1, "moderate": 2, "high": 3}
 
 
 def _by_auc(run: dict, attack: dict) -> dict | None:
@@ -647,7 +647,7 @@ def _level_of(
             reasons.append(S.REASON_AUC_NO_UPPER())
         else:
             reasons.append(S.REASON_AUC_REACHES(high=f"{auc_hi:.3f}", threshold=HIGH_AUC_CI_LOW))
-            needs.append(_needed_n(n_min, auc_v, auc_hi - auc_v, HIGH_AUC_CI_LOW - auc_v))
+            needs.append(needed_n(n_min, auc_v, auc_hi - auc_v, HIGH_AUC_CI_LOW - auc_v))
     if not tpr_ok:
         if tpr is None:
             below = metric(attack, TPR_1) is not None
@@ -673,7 +673,7 @@ def _level_of(
                 else S.REASON_TPR_NO_UPPER()
             )
             if tpr_v is not None and tpr_hi is not None:
-                needs.append(_needed_n(n_min, tpr_v, tpr_hi - tpr_v, HIGH_TPR_CI_LOW - tpr_v))
+                needs.append(needed_n(n_min, tpr_v, tpr_hi - tpr_v, HIGH_TPR_CI_LOW - tpr_v))
             else:
                 needs.append(None)
     size = (

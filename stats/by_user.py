@@ -27,7 +27,7 @@ import numpy as np
 from scipy.special import ndtr, ndtri
 from scipy.stats import t as student_t
 
-from privacy_audit.stats.epsilon_bounds import _check_delta, epsilon_lower_bound
+from privacy_audit.stats.epsilon_bounds import check_delta, epsilon_lower_bound
 from privacy_audit.stats.metrics import (
     REPORTED_FPRS,
     membership_metrics,
@@ -35,15 +35,15 @@ from privacy_audit.stats.metrics import (
     unresolved_text,
 )
 from privacy_audit.stats.scores import (
-    _CHUNK_ELEMENTS,
+    CHUNK_ELEMENTS,
     SortedScores,
-    _advantage_from_counts,
-    _best_threshold,
-    _check_confidence,
-    _check_n_boot,
-    _roc_counts_1d,
-    _tpr_at_fpr_from_counts,
-    _validate,
+    advantage_from_counts,
+    best_threshold,
+    check_confidence,
+    check_n_boot,
+    roc_counts_1d,
+    tpr_at_fpr_from_counts,
+    validate_scores,
 )
 
 __all__ = [
@@ -189,7 +189,7 @@ def _prepare(scores, members, groups):
     empty, or users have texts on both sides (the message names how many users).
     """
     g = _as_groups(groups)
-    s, m = _validate(scores, members)
+    s, m = validate_scores(scores, members)
     if g.shape[0] != s.shape[0]:
         raise ValueError(
             f"groups must have one user name per text (got {g.shape[0]} names for "
@@ -344,7 +344,7 @@ def clustered_auc(scores, members, groups, confidence: float = 0.95) -> dict:
     Assumes independent users; texts within a user may be arbitrarily dependent.
     Returns ``{"value", "ci_low", "ci_high", "se", "method"}``.
     """
-    confidence = _check_confidence(confidence)
+    confidence = check_confidence(confidence)
     s, m, _, idx, um = _prepare(scores, members, groups)
     return _clustered_auc(s, m, idx, um, confidence)
 
@@ -405,13 +405,13 @@ def cluster_bootstrap(
     """
     if not callable(statistic):
         raise ValueError("statistic must be a callable f(scores, members) -> float.")
-    n_boot = _check_n_boot(n_boot)
-    confidence = _check_confidence(confidence)
+    n_boot = check_n_boot(n_boot)
+    confidence = check_confidence(confidence)
     s, m, _, idx, um = _prepare(scores, members, groups)
     mi = m.astype(np.int64)
     rng = np.random.default_rng(seed)
     reps = np.empty(n_boot)
-    rows = int(max(1, min(n_boot, _CHUNK_ELEMENTS // max(s.size, 1))))
+    rows = int(max(1, min(n_boot, CHUNK_ELEMENTS // max(s.size, 1))))
     done = 0
     base = np.arange(s.size)
     while done < n_boot:
@@ -440,7 +440,7 @@ def _weighted_reps(s, m, idx, um, n_boot: int, rng, fprs) -> dict[str, np.ndarra
     ends = np.r_[ss[:-1] != ss[1:], True]
     starts = np.r_[0, np.flatnonzero(ends)[:-1] + 1]
     out = {"advantage": [], **{x: [] for x in fprs}}
-    rows = int(max(1, min(n_boot, _CHUNK_ELEMENTS // max(s.size, 1))))
+    rows = int(max(1, min(n_boot, CHUNK_ELEMENTS // max(s.size, 1))))
     done = 0
     while done < n_boot:
         k = min(rows, n_boot - done)
@@ -450,9 +450,9 @@ def _weighted_reps(s, m, idx, um, n_boot: int, rng, fprs) -> dict[str, np.ndarra
         tp, fp = np.cumsum(wm, axis=1), np.cumsum(wn, axis=1)
         n_in = tp[:, -1].astype(np.float64)
         n_out = fp[:, -1].astype(np.float64)
-        out["advantage"].append(_advantage_from_counts(tp, fp, n_in, n_out))
+        out["advantage"].append(advantage_from_counts(tp, fp, n_in, n_out))
         for x in fprs:
-            out[x].append(_tpr_at_fpr_from_counts(tp, fp, n_in, n_out, x))
+            out[x].append(tpr_at_fpr_from_counts(tp, fp, n_in, n_out, x))
         done += k
     return {key: np.concatenate(v) for key, v in out.items()}
 
@@ -462,7 +462,7 @@ def _weighted_reps(s, m, idx, um, n_boot: int, rng, fprs) -> dict[str, np.ndarra
 # ---------------------------------------------------------------------------
 
 
-def _user_halves(um: np.ndarray, seed) -> tuple[np.ndarray, np.ndarray]:
+def user_halves(um: np.ndarray, seed) -> tuple[np.ndarray, np.ndarray]:
     """Seeded stratified halves of the USERS (boolean masks over users); half B, the one
     counted on, is never the smaller one."""
     rng = np.random.default_rng(seed)
@@ -496,13 +496,13 @@ def _grouped_split(s, m, idx, um, seed, confidence):
     The quantile is Student's t with G - 1 degrees of freedom, G the fewer users per side
     in half B (the usual small-sample rule for cluster-robust variances, Cameron & Miller
     2015): with ~20 users per side a normal quantile covered 92.4 % (docs/users.md)."""
-    half_a, half_b = _user_halves(um, seed)
+    half_a, half_b = user_halves(um, seed)
     in_a = half_a[idx]
     sa, ma = s[in_a], m[in_a]
-    ss, tp, fp, ends = _roc_counts_1d(sa, ma)
-    thr = _best_threshold(
-        ss[None], tp[None], fp[None], ends[None], int(ma.sum()), int((~ma).sum())
-    )[0]
+    ss, tp, fp, ends = roc_counts_1d(sa, ma)
+    thr = best_threshold(ss[None], tp[None], fp[None], ends[None], int(ma.sum()), int((~ma).sum()))[
+        0
+    ]
     hit = (s >= thr).astype(np.float64)
     b_in = half_b & um
     b_out = half_b & ~um
@@ -517,7 +517,7 @@ def _grouped_split(s, m, idx, um, seed, confidence):
     return tpr, fpr, p1 - p0 - half, p1 - p0 + half, float(thr)
 
 
-def _one_text_per_user(idx: np.ndarray, n_users: int, seed) -> np.ndarray:
+def one_text_per_user(idx: np.ndarray, n_users: int, seed) -> np.ndarray:
     """Index of one seeded random text per user (so the ε bound's trials are users)."""
     rng = np.random.default_rng(seed)
     key = rng.random(idx.size)
@@ -563,9 +563,9 @@ def grouped_text_metrics(
     ``"n_nonmember_users"``; ``n_members`` / ``n_nonmembers`` count texts.  Needs at
     least 4 users per side (two per half).
     """
-    n_boot = _check_n_boot(n_boot)
-    confidence = _check_confidence(confidence)
-    delta = _check_delta(delta)
+    n_boot = check_n_boot(n_boot)
+    confidence = check_confidence(confidence)
+    delta = check_delta(delta)
     s, m, names, idx, um = _prepare(scores, members, groups)
     nu_in, nu_out = int(um.sum()), int((~um).sum())
     if nu_in < 4 or nu_out < 4:
@@ -582,6 +582,47 @@ def grouped_text_metrics(
     fprs = tuple(x for x in REPORTED_FPRS if x >= 1.0 / n_out)
     rng = np.random.default_rng(seed)
     reps = _weighted_reps(s, m, idx, um, n_boot, rng, fprs)
+    result.update(_grouped_tpr_entries(ss, reps, nu_out, n_out, expanded))
+
+    tpr_b, fpr_b, d_lo, d_hi, thr = _grouped_split(s, m, idx, um, seed, confidence)
+    adv = ss.advantage()
+    adv_hi = float(np.nanquantile(reps["advantage"], 1.0 - alpha / 2.0))
+    result["advantage"] = {
+        "value": adv,
+        "ci_low": float(np.clip(min(d_lo, adv), 0.0, 1.0)),
+        "ci_high": float(np.clip(max(adv_hi, adv), 0.0, 1.0)),
+        "method": GROUPED_CI_METHODS["advantage"],
+    }
+    result["balanced_accuracy"] = {
+        "value": float(0.5 * (tpr_b + 1.0 - fpr_b)),
+        "ci_low": float(np.clip((1.0 + d_lo) / 2.0, 0.0, 1.0)),
+        "ci_high": float(np.clip((1.0 + d_hi) / 2.0, 0.0, 1.0)),
+        "threshold": thr,
+        "method": GROUPED_CI_METHODS["balanced_accuracy"],
+    }
+
+    result["epsilon_lower_bound"] = _one_per_user_epsilon(
+        s, m, idx, len(names), delta, confidence, seed
+    )
+    result.update(
+        n_members=n_in,
+        n_nonmembers=n_out,
+        unit="example",
+        resampled="users",
+        n_member_users=nu_in,
+        n_nonmember_users=nu_out,
+    )
+    return result
+
+
+def _grouped_tpr_entries(ss, reps: dict, nu_out: int, n_out: int, expanded: float) -> dict:
+    """``{"tpr_at_fpr_x": ...}`` for x in ``REPORTED_FPRS`` (:func:`grouped_text_metrics`):
+    the text-level TPR with the user-bootstrap expanded percentile interval (``reps``:
+    the replicates per FPR, ``expanded``: the percentile level), or null values where the
+    ``nu_out`` non-member users do not resolve x (:func:`tpr_resolution`) or hold fewer
+    than ``MIN_BOOTSTRAP_FALSE_POSITIVES`` expected false positives (the bootstrap's own
+    floor)."""
+    result: dict = {}
     for x in REPORTED_FPRS:
         key = f"tpr_at_fpr_{x:g}"
         lo_hi = _percentile(reps[x], expanded) if x in reps else None
@@ -608,29 +649,18 @@ def grouped_text_metrics(
                 below_resolution=False,
             )
         result[key] = entry
+    return result
 
-    tpr_b, fpr_b, d_lo, d_hi, thr = _grouped_split(s, m, idx, um, seed, confidence)
-    adv = ss.advantage()
-    adv_hi = float(np.nanquantile(reps["advantage"], 1.0 - alpha / 2.0))
-    result["advantage"] = {
-        "value": adv,
-        "ci_low": float(np.clip(min(d_lo, adv), 0.0, 1.0)),
-        "ci_high": float(np.clip(max(adv_hi, adv), 0.0, 1.0)),
-        "method": GROUPED_CI_METHODS["advantage"],
-    }
-    result["balanced_accuracy"] = {
-        "value": float(0.5 * (tpr_b + 1.0 - fpr_b)),
-        "ci_low": float(np.clip((1.0 + d_lo) / 2.0, 0.0, 1.0)),
-        "ci_high": float(np.clip((1.0 + d_hi) / 2.0, 0.0, 1.0)),
-        "threshold": thr,
-        "method": GROUPED_CI_METHODS["balanced_accuracy"],
-    }
 
-    one = _one_text_per_user(idx, len(names), seed)
+def _one_per_user_epsilon(s, m, idx, n_users: int, delta: float, confidence: float, seed):
+    """``epsilon_lower_bound`` of :func:`grouped_text_metrics`: Clopper-Pearson at a split
+    threshold on ONE seeded text per user (:func:`one_text_per_user`), so that its
+    trials are independent (users assumed independent)."""
+    one = one_text_per_user(idx, n_users, seed)
     lb = epsilon_lower_bound(
         s[one], m[one], delta, method="clopper-pearson", confidence=confidence, seed=seed
     )
-    result["epsilon_lower_bound"] = {
+    return {
         "value": lb,
         "ci_low": lb,
         "ci_high": None,
@@ -640,15 +670,6 @@ def grouped_text_metrics(
         "threshold": "split",
         "texts_used": "one per user",
     }
-    result.update(
-        n_members=n_in,
-        n_nonmembers=n_out,
-        unit="example",
-        resampled="users",
-        n_member_users=nu_in,
-        n_nonmember_users=nu_out,
-    )
-    return result
 
 
 # ---------------------------------------------------------------------------

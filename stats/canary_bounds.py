@@ -35,21 +35,23 @@ from scipy import stats
 from scipy.optimize import brentq
 
 from privacy_audit.stats.epsilon_bounds import (
-    _check_count,
-    _check_delta,
-    _one_run_counts,
-    _one_run_p_value_fn,
-    _validate_canaries,
+    check_count,
+    check_delta,
     gaussian_mechanism_epsilon,
-    one_run_best,
-    one_run_ceiling,
-    one_run_fdp_epsilon,
 )
 from privacy_audit.stats.metrics import (
     CI_METHODS,
-    _check_confidence,
+    check_confidence,
     tpr_at_fpr,
     tpr_interval_exact,
+)
+from privacy_audit.stats.one_run_bounds import (
+    one_run_best,
+    one_run_ceiling,
+    one_run_counts,
+    one_run_fdp_epsilon,
+    one_run_p_value_fn,
+    validate_canaries,
 )
 
 _GRID = 48
@@ -71,14 +73,14 @@ def group_delta(epsilon: float, delta: float, group: int) -> float:
 
 def _check_delta_or_zero(delta) -> float:
     d = float(delta)
-    return 0.0 if d == 0.0 else _check_delta(d)
+    return 0.0 if d == 0.0 else check_delta(d)
 
 
 def _group_p(m: int, r: int, v: int, delta: float, group: int, eps: float) -> float:
     dg = group_delta(eps, delta, group)
     if dg >= 1.0:
         return 1.0
-    return _one_run_p_value_fn(m, r, v, dg)(group * eps)
+    return one_run_p_value_fn(m, r, v, dg)(group * eps)
 
 
 def _group_eps(m: int, r: int, v: int, delta: float, group: int, alpha: float) -> float:
@@ -111,17 +113,17 @@ def one_run_group_epsilon(
 ) -> float:
     """Per-example ε lower bound from one run whose canaries are each repeated ``group`` times.
 
-    Assumptions: those of :func:`privacy_audit.stats.epsilon_bounds.one_run_epsilon` for the m groups (each
+    Assumptions: those of :func:`privacy_audit.stats.one_run_bounds.one_run_epsilon` for the m groups (each
     group's inclusion an independent fair coin, all r copies in or all out), and that the
     mechanism's (ε, δ) guarantee is per example, so a group enjoys (group·ε, δ_group) by
     group privacy (module docstring). ``group = 1`` is Steinke et al.'s bound.
     """
     delta = _check_delta_or_zero(delta)
-    alpha = 1.0 - _check_confidence(confidence)
-    v = _check_count(correct, "correct")
-    r = _check_count(guesses, "guesses")
-    m = _check_count(canaries, "canaries", 1)
-    k = _check_count(group, "group", 1)
+    alpha = 1.0 - check_confidence(confidence)
+    v = check_count(correct, "correct")
+    r = check_count(guesses, "guesses")
+    m = check_count(canaries, "canaries", 1)
+    k = check_count(group, "group", 1)
     if r > m or v > r:
         raise ValueError(f"need correct <= guesses <= canaries, got {v}, {r}, {m}")
     return _group_eps(m, r, v, delta, k, alpha)
@@ -136,7 +138,7 @@ def one_run_group_best(
     k_grid=None,
     seed=0,
 ) -> dict:
-    """:func:`privacy_audit.stats.epsilon_bounds.one_run_best` with repetition, plus the design's ceiling.
+    """:func:`privacy_audit.stats.one_run_bounds.one_run_best` with repetition, plus the design's ceiling.
 
     ``group = 1``: exactly ``one_run_best`` (the larger of Steinke et al.'s and the f-DP
     one-run bound, ties ordered by seeded jitter), and ``ceiling`` is the larger of the
@@ -144,10 +146,10 @@ def one_run_group_best(
     Bonferroni grid of (k_plus, k_minus) guesses, each bound from
     :func:`one_run_group_epsilon` (Steinke et al. with group privacy; tied scores are
     abstained on)."""
-    s, inc = _validate_canaries(scores, included)
-    delta = _check_delta(delta)
-    alpha = 1.0 - _check_confidence(confidence)
-    k = _check_count(group, "group", 1)
+    s, inc = validate_canaries(scores, included)
+    delta = check_delta(delta)
+    alpha = 1.0 - check_confidence(confidence)
+    k = check_count(group, "group", 1)
     base = one_run_best(s, inc, delta, confidence=confidence, k_grid=k_grid, seed=seed)
     grid = [tuple(g) for g in base["k_grid"]]
     if k == 1:
@@ -164,7 +166,7 @@ def one_run_group_best(
     best: dict | None = None
     ceiling = 0.0
     for kp, km in grid:
-        v, r = _one_run_counts(s, inc, kp, km)
+        v, r = one_run_counts(s, inc, kp, km)
         eps = _group_eps(s.size, r, v, delta, k, a_k)
         ceiling = max(ceiling, _group_eps(s.size, kp + km, kp + km, delta, k, a_k))
         if best is None or eps > best["epsilon"]:
@@ -263,8 +265,8 @@ def gaussian_mu_lower(scores, included, confidence: float = 0.95) -> dict:
     n_in + n_out − 2 degrees of freedom and noncentrality μ / √(1/n_in + 1/n_out); the
     bound inverts it exactly (the μ with P[T ≥ t_obs] = α). Returns ``mu_hat``, ``mu_lo``.
     """
-    s, inc = _validate_canaries(scores, included)
-    alpha = 1.0 - _check_confidence(confidence)
+    s, inc = validate_canaries(scores, included)
+    alpha = 1.0 - check_confidence(confidence)
     x, y = s[inc], s[~inc]
     n1, n2 = x.size, y.size
     if n1 < 2 or n2 < 2:
@@ -286,7 +288,7 @@ def gaussian_regime(scores, included, min_per_side: int = 30, level: float = 0.0
     each side, no rejection of normality (D'Agostino–Pearson) or of equal variances
     (Levene) at ``level``. ``ok`` is True only when all hold; it cannot prove the
     assumption, only fail to contradict it."""
-    s, inc = _validate_canaries(scores, included)
+    s, inc = validate_canaries(scores, included)
     x, y = s[inc], s[~inc]
     enough = x.size >= min_per_side and y.size >= min_per_side
     # constant scores on a side (e.g. no noise at all): not Gaussian, nothing to test
@@ -326,8 +328,8 @@ def gaussian_one_run_epsilon(
     any approximation error; with it, the exceedance is α/2 in the model and at most α
     while the approximation costs no more than the share held back.
     """
-    delta = _check_delta(delta)
-    confidence = _check_confidence(confidence)
+    delta = check_delta(delta)
+    confidence = check_confidence(confidence)
     if not 0.0 <= approximation_share < 1.0:
         raise ValueError(f"approximation_share must be in [0, 1), got {approximation_share!r}")
     sampling = 1.0 - (1.0 - confidence) * (1.0 - approximation_share)
@@ -355,8 +357,8 @@ def tpr_at_1pct_fpr(scores, included, n_boot: int = 1000, confidence: float = 0.
     (conservative; the percentile bootstrap it replaces covered well below 95 % at 100
     canaries per side, measured in docs/statistics.md). ``n_boot`` and ``seed`` are accepted for
     callers of the bootstrap version and unused: nothing is resampled."""
-    s, inc = _validate_canaries(scores, included)
-    confidence = _check_confidence(confidence)
+    s, inc = validate_canaries(scores, included)
+    confidence = check_confidence(confidence)
     if inc.all() or not inc.any():
         return {"tpr": float("nan"), "ci": [float("nan"), float("nan")], "n_out": int((~inc).sum())}
     point = tpr_at_fpr(s, inc, 0.01)

@@ -26,27 +26,27 @@ from scipy.special import betaincinv, ndtri
 from scipy.stats import binom
 
 from privacy_audit.stats.epsilon_bounds import (
-    _check_delta,
-    _point_estimate_from_counts,
+    check_delta,
     epsilon_ceiling,
     epsilon_lower_bound,
+    point_estimate_from_counts,
 )
 from privacy_audit.stats.scores import (  # noqa: F401  (re-exported: tests and older callers import them here)
-    _CHUNK_ELEMENTS,
+    CHUNK_ELEMENTS,
     SortedScores,
-    _advantage_from_counts,
-    _auc_from_counts,
-    _best_threshold,
-    _check_confidence,
-    _check_n_boot,
-    _check_split_sizes,
-    _roc_counts_1d,
-    _sorted_counts,
-    _stratified_split,
-    _tpr_at_fpr_from_counts,
-    _validate,
     advantage_bootstrap,
+    advantage_from_counts,
+    auc_from_counts,
+    best_threshold,
+    check_confidence,
+    check_n_boot,
+    check_split_sizes,
     poisson_bootstrap,
+    roc_counts_1d,
+    sorted_counts,
+    stratified_split,
+    tpr_at_fpr_from_counts,
+    validate_scores,
 )
 
 __all__ = [
@@ -153,9 +153,9 @@ def roc_curve(scores, members) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     smallest score).  Assumes nothing about the score distributions; the rates
     are plain empirical frequencies.
     """
-    s, m = _validate(scores, members)
+    s, m = validate_scores(scores, members)
     n_in, n_out = int(m.sum()), int((~m).sum())
-    ss, tp, fp, ends = _roc_counts_1d(s, m)
+    ss, tp, fp, ends = roc_counts_1d(s, m)
     fpr = np.concatenate([[0.0], fp[ends] / n_out])
     tpr = np.concatenate([[0.0], tp[ends] / n_in])
     thresholds = np.concatenate([[np.inf], ss[ends]])
@@ -169,10 +169,10 @@ def auc(scores, members) -> float:
     + 0.5 P(tie), estimated over all member/non-member pairs.  0.5 means no
     separation, 1 perfect separation, 0 perfectly reversed scores.
     """
-    s, m = _validate(scores, members)
+    s, m = validate_scores(scores, members)
     n_in, n_out = int(m.sum()), int((~m).sum())
-    _, tp, fp, _ = _roc_counts_1d(s, m)
-    return float(_auc_from_counts(tp[None], fp[None], n_in, n_out)[0])
+    _, tp, fp, _ = roc_counts_1d(s, m)
+    return float(auc_from_counts(tp[None], fp[None], n_in, n_out)[0])
 
 
 def tpr_at_fpr(scores, members, max_fpr: float) -> float:
@@ -186,13 +186,13 @@ def tpr_at_fpr(scores, members, max_fpr: float) -> float:
     maximum over thresholds chosen on the same data, hence biased upwards
     for small samples.
     """
-    s, m = _validate(scores, members)
+    s, m = validate_scores(scores, members)
     x = float(max_fpr)
     if not (0.0 <= x <= 1.0) or not np.isfinite(x):
         raise ValueError(f"max_fpr must be in [0, 1], got {max_fpr!r}.")
     n_in, n_out = int(m.sum()), int((~m).sum())
-    _, tp, fp, _ = _roc_counts_1d(s, m)
-    return float(_tpr_at_fpr_from_counts(tp[None], fp[None], n_in, n_out, x)[0])
+    _, tp, fp, _ = roc_counts_1d(s, m)
+    return float(tpr_at_fpr_from_counts(tp[None], fp[None], n_in, n_out, x)[0])
 
 
 def advantage(scores, members) -> float:
@@ -202,10 +202,10 @@ def advantage(scores, members) -> float:
     same data it is reported on, so it is biased upwards for small samples;
     :func:`balanced_accuracy_split` gives an estimate free of that bias.
     """
-    s, m = _validate(scores, members)
+    s, m = validate_scores(scores, members)
     n_in, n_out = int(m.sum()), int((~m).sum())
-    _, tp, fp, _ = _roc_counts_1d(s, m)
-    return float(_advantage_from_counts(tp[None], fp[None], n_in, n_out)[0])
+    _, tp, fp, _ = roc_counts_1d(s, m)
+    return float(advantage_from_counts(tp[None], fp[None], n_in, n_out)[0])
 
 
 def balanced_accuracy_split(scores, members, seed=0) -> float:
@@ -221,14 +221,14 @@ def balanced_accuracy_split(scores, members, seed=0) -> float:
     ``(1 + advantage) / 2``).  Assumes independent examples; needs at least
     two members and two non-members.
     """
-    s, m = _validate(scores, members)
-    _check_split_sizes(int(m.sum()), int((~m).sum()))
-    half_a, half_b = _stratified_split(m, seed)
+    s, m = validate_scores(scores, members)
+    check_split_sizes(int(m.sum()), int((~m).sum()))
+    half_a, half_b = stratified_split(m, seed)
     sa, ma = s[half_a], m[half_a]
-    ss, tp, fp, ends = _roc_counts_1d(sa, ma)
-    thr = _best_threshold(
-        ss[None], tp[None], fp[None], ends[None], int(ma.sum()), int((~ma).sum())
-    )[0]
+    ss, tp, fp, ends = roc_counts_1d(sa, ma)
+    thr = best_threshold(ss[None], tp[None], fp[None], ends[None], int(ma.sum()), int((~ma).sum()))[
+        0
+    ]
     sb, mb = s[half_b], m[half_b]
     pred = sb >= thr
     return float(0.5 * (np.mean(pred[mb]) + np.mean(~pred[~mb])))
@@ -240,7 +240,7 @@ def balanced_accuracy_split(scores, members, seed=0) -> float:
 
 
 def _chunk_rows(n: int, n_boot: int) -> int:
-    return int(max(1, min(n_boot, _CHUNK_ELEMENTS // max(n, 1))))
+    return int(max(1, min(n_boot, CHUNK_ELEMENTS // max(n, 1))))
 
 
 def _resample_chunks(rng, n_in: int, n_out: int, n_boot: int):
@@ -261,7 +261,7 @@ def _balanced_accuracy_bootstrap(s: np.ndarray, m: np.ndarray, n_boot: int, seed
     example), so no example can sit in both halves.  Per resample the threshold
     maximising the weighted TPR - FPR of half A is applied to the weighted half B.
     """
-    half_a, half_b = _stratified_split(m, seed)
+    half_a, half_b = stratified_split(m, seed)
     sa, ma = s[half_a], m[half_a]
     sb, mb = s[half_b], m[half_b]
     oa = np.argsort(-sa, kind="stable")
@@ -302,9 +302,9 @@ def _balanced_accuracy_bootstrap(s: np.ndarray, m: np.ndarray, n_boot: int, seed
 
 
 def _poisson_weights(rng, shape):
-    from privacy_audit.stats.scores import _POISSON
+    from privacy_audit.stats.scores import POISSON
 
-    return _POISSON[rng.integers(0, _POISSON.size, size=shape, dtype=np.uint16)]
+    return POISSON[rng.integers(0, POISSON.size, size=shape, dtype=np.uint16)]
 
 
 def _bootstrap_reps(s: np.ndarray, m: np.ndarray, names, n_boot: int, seed) -> dict:
@@ -365,9 +365,9 @@ def bootstrap_ci(
     coverage is measured (docs/statistics.md); prefer them.  A callable max-type
     statistic will undercover just like the refused names.
     """
-    s, m = _validate(scores, members)
-    n_boot = _check_n_boot(n_boot)
-    confidence = _check_confidence(confidence)
+    s, m = validate_scores(scores, members)
+    n_boot = check_n_boot(n_boot)
+    confidence = check_confidence(confidence)
     s_in, s_out = s[m], s[~m]
     if isinstance(statistic, str):
         if statistic in UNDERCOVERING_STATISTICS:
@@ -382,7 +382,7 @@ def bootstrap_ci(
                 f"{', '.join(repr(x) for x in BOOTSTRAP_STATISTICS)} (or a callable)."
             )
         if statistic == "balanced_accuracy":
-            _check_split_sizes(s_in.size, s_out.size)
+            check_split_sizes(s_in.size, s_out.size)
         reps = _bootstrap_reps(s, m, (statistic,), n_boot, seed)[statistic]
         return _percentile_interval(reps, confidence)
     if not callable(statistic):
@@ -403,7 +403,7 @@ def bootstrap_ci(
 # ---------------------------------------------------------------------------
 
 
-def _cp_interval(k, n, alpha: float):
+def cp_interval(k, n, alpha: float):
     """Two-sided Clopper-Pearson interval of k / n at level 1 - alpha (vectorised)."""
     k = np.asarray(k, dtype=np.float64)
     n = np.asarray(n, dtype=np.float64)
@@ -486,8 +486,8 @@ def tpr_interval_exact(member_desc, nonmember_desc, max_fpr: float, alpha: float
     # members scoring > t_hi (ties with t_hi excluded) and >= t_lo (ties included)
     c_hi = np.array([np.searchsorted(neg[i], -t_hi[i], side="left") for i in range(rows)])
     c_lo = np.array([np.searchsorted(neg[i], -t_lo[i], side="right") for i in range(rows)])
-    lo, _ = _cp_interval(c_hi, n_in, alpha / 2.0)
-    _, hi = _cp_interval(c_lo, n_in, alpha / 2.0)
+    lo, _ = cp_interval(c_hi, n_in, alpha / 2.0)
+    _, hi = cp_interval(c_lo, n_in, alpha / 2.0)
     return lo, hi
 
 
@@ -499,14 +499,14 @@ def agresti_caffo(k1, n1, k0, n0, z: float):
     return p1 - p0 - z * se, p1 - p0 + z * se
 
 
-def _split_counts(s: np.ndarray, m: np.ndarray, seed):
+def split_counts(s: np.ndarray, m: np.ndarray, seed):
     """Threshold chosen on half A; (TP, n_in, FP, n_out) of half B at it, and the threshold."""
-    half_a, half_b = _stratified_split(m, seed)
+    half_a, half_b = stratified_split(m, seed)
     sa, ma = s[half_a], m[half_a]
-    ss, tp, fp, ends = _roc_counts_1d(sa, ma)
-    thr = _best_threshold(
-        ss[None], tp[None], fp[None], ends[None], int(ma.sum()), int((~ma).sum())
-    )[0]
+    ss, tp, fp, ends = roc_counts_1d(sa, ma)
+    thr = best_threshold(ss[None], tp[None], fp[None], ends[None], int(ma.sum()), int((~ma).sum()))[
+        0
+    ]
     sb, mb = s[half_b], m[half_b]
     pred = sb >= thr
     return int(np.sum(pred & mb)), int(mb.sum()), int(np.sum(pred & ~mb)), int((~mb).sum()), thr
@@ -569,19 +569,28 @@ def membership_metrics(
     Every metric dict also has ``"method"`` (how its interval is computed).  Needs at
     least two members and two non-members (for the split).
     """
-    s, m = _validate(scores, members)
-    n_boot = _check_n_boot(n_boot)
-    confidence = _check_confidence(confidence)
-    delta = _check_delta(delta)
+    s, m = validate_scores(scores, members)
+    n_boot = check_n_boot(n_boot)
+    confidence = check_confidence(confidence)
+    delta = check_delta(delta)
     n_in, n_out = int(m.sum()), int((~m).sum())
-    _check_split_sizes(n_in, n_out)
+    check_split_sizes(n_in, n_out)
     alpha = 1.0 - confidence
     z = float(-ndtri(alpha / 2.0))
 
     ss = SortedScores(s, m)
-    result: dict = {}
+    result: dict = {"auc": _auc_entry(ss, n_in, n_out, z)}
+    result.update(_tpr_entries(ss, n_out, alpha))
+    result.update(_advantage_entries(s, m, ss, n_boot, alpha, z, seed))
+    result["epsilon_lower_bound"] = _epsilon_entry(s, m, ss, delta, confidence, seed)
+    result["n_members"] = n_in
+    result["n_nonmembers"] = n_out
+    return result
 
-    # AUC: placements from the one sort (ties count half).
+
+def _auc_entry(ss: SortedScores, n_in: int, n_out: int, z: float) -> dict:
+    """The AUC of :func:`membership_metrics`: placements from the one sort (ties count
+    half), DeLong's variance on the logit scale at the two-sided normal quantile ``z``."""
     auc_value = ss.auc()
     tp_g = np.repeat(ss.tp, np.diff(np.r_[ss.group_starts, ss.scores.size]))
     fp_g = np.repeat(ss.fp, np.diff(np.r_[ss.group_starts, ss.scores.size]))
@@ -593,13 +602,20 @@ def membership_metrics(
     lo, hi = delong_logit_interval(
         tp_at_neg[None], fp_at_pos[None], n_in, n_out, np.array([auc_value]), z
     )
-    result["auc"] = {
+    return {
         "value": auc_value,
         "ci_low": float(lo[0]),
         "ci_high": float(hi[0]),
         "method": CI_METHODS["auc"],
     }
 
+
+def _tpr_entries(ss: SortedScores, n_out: int, alpha: float) -> dict:
+    """``{"tpr_at_fpr_x": ...}`` for x in :data:`REPORTED_FPRS` (:func:`membership_metrics`):
+    the exact interval at level ``1 - alpha``, or null values where
+    :func:`tpr_resolution` says the sample does not resolve x."""
+    result: dict = {}
+    lab = ss.labels
     member_desc = ss.scores[lab][None]
     nonmember_desc = ss.scores[~lab][None]
     for x in REPORTED_FPRS:
@@ -631,13 +647,23 @@ def membership_metrics(
             "resolution": 1.0 / n_out,
             "method": CI_METHODS["tpr_at_fpr"],
         }
+    return result
 
-    tp_b, nb_in, fp_b, nb_out, _ = _split_counts(s, m, seed)
+
+def _advantage_entries(
+    s: np.ndarray, m: np.ndarray, ss: SortedScores, n_boot: int, alpha: float, z: float, seed
+) -> dict:
+    """``advantage`` and ``balanced_accuracy`` of :func:`membership_metrics`: both read the
+    threshold chosen on half A of the seeded split and counted on half B (Agresti-Caffo
+    at ``z``); the advantage's upper limit is the Poisson bootstrap's ``1 - alpha / 2``
+    quantile of the plug-in maximum (``n_boot`` replicates, ``seed``)."""
+    tp_b, nb_in, fp_b, nb_out, _ = split_counts(s, m, seed)
     adv_lo, _ = agresti_caffo(tp_b, nb_in, fp_b, nb_out, float(-ndtri(alpha / 2.0)))
     rng = np.random.default_rng(seed)
     reps = advantage_bootstrap(ss.labels, n_boot, rng, ends=ss.ends if ss.has_ties else None)
     adv = ss.advantage()
     adv_hi = float(np.nanquantile(reps, 1.0 - alpha / 2.0))
+    result: dict = {}
     result["advantage"] = {
         "value": adv,
         "ci_low": float(np.clip(min(adv_lo, adv), 0.0, 1.0)),
@@ -653,7 +679,16 @@ def membership_metrics(
         "ci_high": float(np.clip((1.0 + d_hi) / 2.0, 0.0, 1.0)),
         "method": CI_METHODS["balanced_accuracy"],
     }
+    return result
 
+
+def _epsilon_entry(
+    s: np.ndarray, m: np.ndarray, ss: SortedScores, delta: float, confidence: float, seed
+) -> dict:
+    """``epsilon_lower_bound`` of :func:`membership_metrics`: the Clopper-Pearson bound at
+    a split threshold (independent trials assumed), its ceiling at these sample sizes,
+    and the raw point estimate (not a bound)."""
+    n_in, n_out = int(m.sum()), int((~m).sum())
     lb = epsilon_lower_bound(
         s,
         m,
@@ -663,7 +698,7 @@ def membership_metrics(
         threshold="split",
         seed=seed,
     )
-    result["epsilon_lower_bound"] = {
+    return {
         "value": lb,
         "ci_low": lb,
         "ci_high": None,
@@ -672,9 +707,6 @@ def membership_metrics(
         "method": "clopper-pearson",
         "threshold": "split",
         "ceiling": epsilon_ceiling(n_in, n_out, delta, confidence=confidence, threshold="split"),
-        "point_estimate": _point_estimate_from_counts(ss.tp, ss.fp, n_in, n_out, delta, 10),
+        "point_estimate": point_estimate_from_counts(ss.tp, ss.fp, n_in, n_out, delta, 10),
         "point_estimate_note": "point estimate, not a bound",
     }
-    result["n_members"] = n_in
-    result["n_nonmembers"] = n_out
-    return result

@@ -29,7 +29,7 @@ MAX_BOOTSTRAP = 100_000
 
 # Upper limit on elements per work array of the bootstrap (resamples x examples):
 # ~4e6 keeps each int32 array near 16 MB whatever n_boot is.
-_CHUNK_ELEMENTS = 4_000_000
+CHUNK_ELEMENTS = 4_000_000
 
 
 # ---------------------------------------------------------------------------
@@ -37,7 +37,7 @@ _CHUNK_ELEMENTS = 4_000_000
 # ---------------------------------------------------------------------------
 
 
-def _validate(scores, members) -> tuple[np.ndarray, np.ndarray]:
+def validate_scores(scores, members) -> tuple[np.ndarray, np.ndarray]:
     """Return ``(scores, members)`` as float64 and bool arrays, or raise ValueError."""
     s = np.asarray(scores)
     m = np.asarray(members)
@@ -71,20 +71,20 @@ def _validate(scores, members) -> tuple[np.ndarray, np.ndarray]:
     return s, mb
 
 
-def _check_confidence(confidence) -> float:
+def check_confidence(confidence) -> float:
     c = float(confidence)
     if not (0.0 < c < 1.0):
         raise ValueError(f"confidence must be in (0, 1), got {confidence!r}.")
     return c
 
 
-def _check_n_boot(n_boot) -> int:
+def check_n_boot(n_boot) -> int:
     if isinstance(n_boot, bool) or int(n_boot) != n_boot or int(n_boot) < 1:
         raise ValueError(f"n_boot must be a positive integer, got {n_boot!r}.")
     return int(n_boot)
 
 
-def _check_split_sizes(n_in: int, n_out: int) -> None:
+def check_split_sizes(n_in: int, n_out: int) -> None:
     if n_in < 2 or n_out < 2:
         raise ValueError(
             "a stratified split needs at least 2 members and 2 non-members "
@@ -92,7 +92,7 @@ def _check_split_sizes(n_in: int, n_out: int) -> None:
         )
 
 
-def _stratified_split(members: np.ndarray, seed) -> tuple[np.ndarray, np.ndarray]:
+def stratified_split(members: np.ndarray, seed) -> tuple[np.ndarray, np.ndarray]:
     """Seeded stratified random halves; returns index arrays ``(half_a, half_b)``.
 
     Half A gets ``floor(k / 2)`` of each class (k = class size), half B the rest,
@@ -112,7 +112,7 @@ def _stratified_split(members: np.ndarray, seed) -> tuple[np.ndarray, np.ndarray
 # ---------------------------------------------------------------------------
 
 
-def _sorted_counts(
+def sorted_counts(
     sorted_scores: np.ndarray, sorted_labels: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Cumulative (TP, FP) per position of rows sorted by decreasing score.
@@ -140,7 +140,7 @@ def _sorted_counts(
     return tp, fp, ends
 
 
-def _auc_from_counts(tp: np.ndarray, fp: np.ndarray, n_in, n_out):
+def auc_from_counts(tp: np.ndarray, fp: np.ndarray, n_in, n_out):
     """Trapezoidal area under (fp, tp) rows that start implicitly at (0, 0)."""
     zeros = np.zeros((tp.shape[0], 1), dtype=tp.dtype)
     tp0 = np.concatenate([zeros, tp], axis=1)
@@ -149,7 +149,7 @@ def _auc_from_counts(tp: np.ndarray, fp: np.ndarray, n_in, n_out):
     return area2 / (2.0 * n_in * n_out)
 
 
-def _tpr_at_fpr_from_counts(tp, fp, n_in, n_out, max_fpr: float):
+def tpr_at_fpr_from_counts(tp, fp, n_in, n_out, max_fpr: float):
     """Largest TP among positions with ``fp <= max_fpr * n_out``, over ``n_in``.
 
     ``fp`` rows are nondecreasing, so the largest allowed position is found by a
@@ -167,13 +167,13 @@ def _tpr_at_fpr_from_counts(tp, fp, n_in, n_out, max_fpr: float):
     return out
 
 
-def _advantage_from_counts(tp, fp, n_in, n_out):
+def advantage_from_counts(tp, fp, n_in, n_out):
     n_in = np.asarray(n_in, dtype=np.float64).reshape(-1, 1)
     n_out = np.asarray(n_out, dtype=np.float64).reshape(-1, 1)
     return np.maximum(np.max(tp / n_in - fp / n_out, axis=1), 0.0)
 
 
-def _best_threshold(sorted_scores, tp, fp, ends, n_in: int, n_out: int):
+def best_threshold(sorted_scores, tp, fp, ends, n_in: int, n_out: int):
     """Threshold maximising TPR - FPR (= balanced accuracy) for each sorted row.
 
     The chosen threshold is the midpoint between the score of the best tie
@@ -193,10 +193,10 @@ def _best_threshold(sorted_scores, tp, fp, ends, n_in: int, n_out: int):
     return np.where(best_gain > 0, thr, np.inf)
 
 
-def _roc_counts_1d(s: np.ndarray, m: np.ndarray):
+def roc_counts_1d(s: np.ndarray, m: np.ndarray):
     order = np.argsort(-s, kind="stable")
     ss = s[order][None, :]
-    tp, fp, ends = _sorted_counts(ss, m[order][None, :])
+    tp, fp, ends = sorted_counts(ss, m[order][None, :])
     return ss[0], tp[0], fp[0], ends[0]
 
 
@@ -210,12 +210,12 @@ class SortedScores:
     """
 
     def __init__(self, scores, members):
-        s, m = _validate(scores, members)
+        s, m = validate_scores(scores, members)
         order = np.argsort(-s, kind="stable")
         self.scores = s[order]
         self.labels = m[order]
         self.n_in, self.n_out = int(m.sum()), int((~m).sum())
-        ss, tp, fp, ends = self.scores, *_sorted_counts(self.scores[None], self.labels[None])
+        ss, tp, fp, ends = self.scores, *sorted_counts(self.scores[None], self.labels[None])
         self.ends = ends[0]
         self.tp = tp[0][self.ends]
         self.fp = fp[0][self.ends]
@@ -224,14 +224,14 @@ class SortedScores:
         self.has_ties = bool(self.tp.size < self.scores.size)
 
     def auc(self) -> float:
-        return float(_auc_from_counts(self.tp[None], self.fp[None], self.n_in, self.n_out)[0])
+        return float(auc_from_counts(self.tp[None], self.fp[None], self.n_in, self.n_out)[0])
 
     def tpr_at_fpr(self, max_fpr: float) -> float:
         tp, fp = self.tp[None], self.fp[None]
-        return float(_tpr_at_fpr_from_counts(tp, fp, self.n_in, self.n_out, max_fpr)[0])
+        return float(tpr_at_fpr_from_counts(tp, fp, self.n_in, self.n_out, max_fpr)[0])
 
     def advantage(self) -> float:
-        return float(_advantage_from_counts(self.tp[None], self.fp[None], self.n_in, self.n_out)[0])
+        return float(advantage_from_counts(self.tp[None], self.fp[None], self.n_in, self.n_out)[0])
 
 
 # ---------------------------------------------------------------------------
@@ -254,8 +254,8 @@ def _poisson_table(bits: int = 16) -> np.ndarray:
     return np.repeat(k, np.diff(np.r_[0, edges])).astype(np.int32)
 
 
-_POISSON = _poisson_table()
-_POISSON8 = _POISSON.astype(np.int8)
+POISSON = _poisson_table()
+_POISSON8 = POISSON.astype(np.int8)
 
 
 #: Examples per block of :func:`advantage_bootstrap`'s two-level maximum.
@@ -292,13 +292,13 @@ def advantage_bootstrap(
     block_end_ok = end_pad[_BLOCK - 1 :: _BLOCK].copy()
     block_end_ok[-1] = True  # the padding carries the last example's counts
     block_has_end = end_pad.reshape(nb, _BLOCK).any(axis=1)
-    rows = int(max(1, min(n_boot, _CHUNK_ELEMENTS // max(n, 1))))
+    rows = int(max(1, min(n_boot, CHUNK_ELEMENTS // max(n, 1))))
     out = np.empty(n_boot)
     done = 0
     w = np.zeros((rows, nb * _BLOCK), dtype=np.int8)
     while done < n_boot:
         k = min(rows, n_boot - done)
-        w[:k, :n] = _POISSON8[rng.integers(0, _POISSON.size, size=(k, n), dtype=np.uint16)]
+        w[:k, :n] = _POISSON8[rng.integers(0, POISSON.size, size=(k, n), dtype=np.uint16)]
         wk = w[:k]
         wm = wk * lab8
         tot = np.cumsum(wk.reshape(k, nb, _BLOCK).sum(axis=2, dtype=np.int32), axis=1)
@@ -371,7 +371,7 @@ def poisson_bootstrap(
     are cumulative sums of the weights along the fixed order, summed within tie groups
     (``group_starts``, shared by all rows) so tied scores still move together.  Rates
     are divided by the resample's own class totals.  Weights come from
-    :func:`_poisson_table`.  Work is chunked to ~``_CHUNK_ELEMENTS`` elements, so
+    :func:`_poisson_table`.  Work is chunked to ~``CHUNK_ELEMENTS`` elements, so
     memory does not grow with ``n_boot``.  A resample with no member or no non-member
     (only possible for tiny classes) yields NaN.
     """
@@ -379,13 +379,13 @@ def poisson_bootstrap(
     lab = np.atleast_2d(np.asarray(labels, dtype=bool))
     d, n = lab.shape
     total = d * n_boot
-    rows = int(max(1, min(total, _CHUNK_ELEMENTS // max(n, 1))))
+    rows = int(max(1, min(total, CHUNK_ELEMENTS // max(n, 1))))
     out = {"auc": [], "advantage": [], **{f"tpr_at_fpr_{x:g}": [] for x in fprs}}
     done = 0
     while done < total:
         k = min(rows, total - done)
         which = (np.arange(done, done + k) // n_boot) % d
-        w = _POISSON[rng.integers(0, _POISSON.size, size=(k, n), dtype=np.uint16)]
+        w = POISSON[rng.integers(0, POISSON.size, size=(k, n), dtype=np.uint16)]
         lk = lab[which]
         wm = np.where(lk, w, 0)
         wn = w - wm
@@ -404,9 +404,9 @@ def poisson_bootstrap(
             s2 = np.einsum("ij,ij->i", wn, 2 * tp - wm, dtype=np.int64)
             out["auc"].append(s2 / (2.0 * n_in * n_out))
         for x in fprs:
-            out[f"tpr_at_fpr_{x:g}"].append(_tpr_at_fpr_from_counts(tp, fp, n_in, n_out, x))
+            out[f"tpr_at_fpr_{x:g}"].append(tpr_at_fpr_from_counts(tp, fp, n_in, n_out, x))
         if want_advantage:
-            out["advantage"].append(_advantage_from_counts(tp, fp, n_in, n_out))
+            out["advantage"].append(advantage_from_counts(tp, fp, n_in, n_out))
         done += k
         _report(done, total)
     shape = (n_boot,) if one else (d, n_boot)

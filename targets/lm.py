@@ -39,7 +39,7 @@ PAD, BOS, EOS, UNK = range(4)
 
 from privacy_audit.targets.presets import LM_PRESETS  # noqa: E402 - torch-free
 
-_WORD_RE = re.compile(r"[a-z]+|[0-9]|[^\sa-z0-9]")
+WORD_RE = re.compile(r"[a-z]+|[0-9]|[^\sa-z0-9]")
 
 
 class LMTokenizer:
@@ -63,7 +63,7 @@ class LMTokenizer:
     def tokenize(self, text: str) -> list[str]:
         if self.kind == "char":
             return list(text)
-        return _WORD_RE.findall(text.lower())
+        return WORD_RE.findall(text.lower())
 
     def token_ids(self, text: str) -> list[int]:
         """Ids of ``text`` without special tokens."""
@@ -119,7 +119,7 @@ def word_tokenizer(public_texts: list[str] | None = None) -> LMTokenizer:
         public_texts = [r["text"] for r in fixtures.load_corpus("public")]
     seen: dict[str, None] = {c: None for c in string.digits + string.punctuation}
     for text in public_texts:
-        for t in _WORD_RE.findall(text.lower()):
+        for t in WORD_RE.findall(text.lower()):
             seen.setdefault(t, None)
     return LMTokenizer(list(seen), "word")
 

@@ -374,7 +374,7 @@ class LoadedTarget:
     info: dict[str, Any]
 
 
-def _tokenizer_dir(paths: list[Path]) -> Path:
+def tokenizer_dir(paths: list[Path]) -> Path:
     for p in paths:
         if any(
             (p / f).is_file()
@@ -457,7 +457,7 @@ def load_audit_target(
     if kind == "classifier" and label_names is not None:
         kwargs["num_labels"] = len(label_names)
     cls = AutoModelForCausalLM if kind == "causal-lm" else AutoModelForSequenceClassification
-    tok_dir = _tokenizer_dir([p for p in (adapter, base) if p is not None])
+    tok_dir = tokenizer_dir([p for p in (adapter, base) if p is not None])
     try:
         tokenizer = AutoTokenizer.from_pretrained(
             str(tok_dir), local_files_only=True, trust_remote_code=False

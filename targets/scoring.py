@@ -259,7 +259,7 @@ class HFTokenizer:
         """The text of one byte-level token, or None when its bytes are not whole UTF-8
         characters (a character split between two tokens) or not byte-level symbols."""
         if self._byte_decoder is None:
-            self._byte_decoder = {ch: b for b, ch in _byte_level_alphabet().items()}
+            self._byte_decoder = {ch: b for b, ch in byte_level_alphabet().items()}
         try:
             raw = bytes(self._byte_decoder[ch] for ch in self.vocab[token_id])
             return raw.decode("utf-8")
@@ -372,7 +372,7 @@ class HFTokenizer:
         return self.hf.decode([int(i) for i in ids if int(i) not in special])
 
 
-def _byte_level_alphabet() -> dict[int, str]:
+def byte_level_alphabet() -> dict[int, str]:
     """The byte -> character map of byte-level BPE (GPT-2): printable Latin-1 bytes map to
     themselves, the other 68 bytes to the characters from U+0100 on, in byte order."""
     keep = [*range(ord("!"), ord("~") + 1), *range(0xA1, 0xAC + 1), *range(0xAE, 0xFF + 1)]

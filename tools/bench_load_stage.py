@@ -20,7 +20,7 @@ from pathlib import Path
 
 
 def parts(model_dir: Path, work: Path, n: int, tokens: int, loaded) -> dict[str, float]:
-    from privacy_audit.audit.benchmarks.scale import _write, make_texts
+    from privacy_audit.audit.benchmarks.scale import make_texts, write_lines
     from privacy_audit.audit.commands import run as run_command
     from privacy_audit.audit.commands.common import command_parser
     from privacy_audit.audit.commands.config_builders import one_line_config
@@ -35,7 +35,7 @@ def parts(model_dir: Path, work: Path, n: int, tokens: int, loaded) -> dict[str,
     d.mkdir(exist_ok=True)
     if not (d / "m.txt").is_file():
         m, nm = make_texts(n, tokens, 0)
-        _write(d / "m.txt", m), _write(d / "n.txt", nm)
+        write_lines(d / "m.txt", m), write_lines(d / "n.txt", nm)
     argv = ["run", "--model", str(model_dir), "--members", str(d / "m.txt")]
     argv += ["--nonmembers", str(d / "n.txt"), "--max-length", str(tokens), "--quiet"]
     cfg = resolve_targets(one_line_config(command_parser([run_command]).parse_args(argv)))

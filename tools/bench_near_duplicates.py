@@ -17,7 +17,7 @@ import time
 
 import numpy as np
 
-from privacy_audit.stats import split_check as new
+from privacy_audit.stats import near_duplicates as new
 
 spec = importlib.util.spec_from_file_location(
     "old_sc", sys.argv[4] if len(sys.argv) > 4 else "/tmp/split_check_old.py"

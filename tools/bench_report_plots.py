@@ -23,7 +23,7 @@ def main(path: str, rounds: int = 5) -> dict:
     from privacy_audit.reports import html, plots
 
     results = json.loads(open(path, encoding="utf-8").read())
-    new_png = plots._png
+    new_png = plots.png_bytes
 
     def old_png(fig):
         buf = io.BytesIO()
@@ -45,14 +45,14 @@ def main(path: str, rounds: int = 5) -> dict:
     html.build_context(results)  # warm-up: imports, fonts
     for _ in range(rounds):
         for name, fn in cases.items():
-            plots._png = fn
+            plots.png_bytes = fn
             draws["n"] = 0
             t = time.process_time()
             ctx = html.build_context(results)
             times[name].append(time.process_time() - t)
             n_draws[name] = draws["n"]
             sizes[name] = len(json.dumps(ctx, default=str))
-    plots._png = new_png
+    plots.png_bytes = new_png
     Figure.draw = real_draw
     out = {
         "results": path,

@@ -16,7 +16,7 @@ statistics, the checkpoint write; the rest of ``forward_stats`` is the pooled hi
 state and the batch assembly). ``--mallopt`` applies
 :func:`privacy_audit.audit.scale.malloc.tune_malloc` at process start (both arms).
 ``--full-run``: the suite's arm is the whole ``run --model`` as ``bench scale`` runs it
-(``_suite``: data loading, split check, scoring, attacks, report), its score stage's parts
+(``suite_run``: data loading, split check, scoring, attacks, report), its score stage's parts
 read as above, so the score stage is measured in the process state the run leaves it.
 ``--no-trim``: the scorer does not hand free heap pages back every
 :data:`~privacy_audit.audit.scale.stream.TRIM_TEXTS` texts (as before that was added).
@@ -78,7 +78,7 @@ def main(argv: list[str]) -> int:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from privacy_audit.audit.benchmarks.scale import _plain, build_model, make_texts
+    from privacy_audit.audit.benchmarks.scale import build_model, make_texts, plain_loop
     from privacy_audit.audit.scale import stream
     from privacy_audit.targets import scoring
     from privacy_audit.targets.loading import (
@@ -138,22 +138,22 @@ def main(argv: list[str]) -> int:
 
     def plain(texts=texts) -> dict[str, float]:
         u0 = usage()
-        _plain(plain_model, hf, texts, tokens)  # the bench's own plain loop
+        plain_loop(plain_model, hf, texts, tokens)  # the bench's own plain loop
         return delta(u0, usage())
 
     full = "--full-run" in argv
     stream.stream_token_stats = acc.wrap("score_stage", stream.stream_token_stats)
     if full:
-        from privacy_audit.audit.benchmarks.scale import _suite, _write
+        from privacy_audit.audit.benchmarks.scale import suite_run, write_lines
 
-        m_file = _write(work / "members.txt", members)
-        n_file = _write(work / "nonmembers.txt", nonmembers)
+        m_file = write_lines(work / "members.txt", members)
+        n_file = write_lines(work / "nonmembers.txt", nonmembers)
 
     def suite(r: int, texts=texts) -> dict[str, float]:
         if full:  # the whole run --model (split check and all); its score stage's parts
             acc.parts = {}
             u0 = usage()
-            rec = _suite(model_dir, m_file, n_file, tokens, work / f"out{r}")
+            rec = suite_run(model_dir, m_file, n_file, tokens, work / f"out{r}")
             return delta(u0, usage()) | {"parts": acc.parts, "stages": rec["stages"]}
 
         release.__dict__.pop("_token_stats_cache", None)

@@ -111,7 +111,7 @@ def _state_mib(params) -> float:
     return 2 * sum(p.numel() * p.element_size() for p in params) / 2**20
 
 
-def _cases(
+def privacy_cost_cases(
     vocab: int,
     batch: int,
     seq: int,
@@ -197,7 +197,7 @@ def _cases(
 SHAPES = {"T=16": (32, 16), "T=64": (32, 64), "B=128 T=16": (128, 16)}  # (batch, sequence length)
 
 
-def _measure(label, vocab, batch, seq, dims, settings, include=CASES, clock=None):
+def measure_shape(label, vocab, batch, seq, dims, settings, include=CASES, clock=None):
     """Time and memory of every case at one shape; returns (cases, ratios, memory, row).
     ``clock``: the time source (default wall time; ``time.process_time`` for CPU time)."""
     import time
@@ -205,7 +205,7 @@ def _measure(label, vocab, batch, seq, dims, settings, include=CASES, clock=None
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        steps, params = _cases(vocab, batch, seq, settings.seed, None, dims, include)
+        steps, params = privacy_cost_cases(vocab, batch, seq, settings.seed, None, dims, include)
         named = {f"{k} @{label}": v for k, v in steps.items()}
         timings = time_cases(
             named, settings.repeats, settings.warmup, clock=clock or time.perf_counter
@@ -292,7 +292,7 @@ def _measure_all(settings, include, vocabs, shapes, big, clock) -> tuple[dict, d
     table = []
     for shape, (batch, seq) in shapes.items():
         for vlabel, vocab in vocabs.items():
-            c, r, m, row = _measure(
+            c, r, m, row = measure_shape(
                 f"{vlabel} {shape}", vocab, batch, seq, TINY, settings, include, clock
             )
             cases |= c
@@ -300,7 +300,7 @@ def _measure_all(settings, include, vocabs, shapes, big, clock) -> tuple[dict, d
             memory |= m
             table.append(row)
     label = f"gpt2-small-shaped B={big['batch_size']} T={big['seq_len']}"
-    c, r, m, row = _measure(
+    c, r, m, row = measure_shape(
         label,
         big["vocab"],
         big["batch_size"],
@@ -531,7 +531,7 @@ def main(argv=None) -> int:
     big = GPT2_SMALL
     load = _loadavg()
     label = f"gpt2-small-shaped B={big['batch_size']} T={big['seq_len']}"
-    cases, ratios, memory, row = _measure(
+    cases, ratios, memory, row = measure_shape(
         label,
         big["vocab"],
         big["batch_size"],

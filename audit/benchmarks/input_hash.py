@@ -60,7 +60,7 @@ def run(settings: BenchSettings) -> BenchResult:
         old = time.time() - 60  # older than the racy-clean window, so it may be cached
         os.utime(p, (old, old))
         cache = fp.HashCache(None)
-        fp._CACHES[str(fp._cache_file())] = cache  # an in-memory cache for this benchmark
+        fp.CACHES[str(fp.cache_file())] = cache  # an in-memory cache for this benchmark
         digest = fp.file_sha256(p)  # fills the cache
 
         def read_cold():
@@ -87,7 +87,7 @@ def run(settings: BenchSettings) -> BenchResult:
             settings.repeats,
             settings.warmup,
         )
-        fp._CACHES.pop(str(fp._cache_file()), None)
+        fp.CACHES.pop(str(fp.cache_file()), None)
     ref = timings["read-cold"].median_s
     size_mb = mib * (1 << 20) / 1e6
     return BenchResult(
@@ -100,7 +100,7 @@ def run(settings: BenchSettings) -> BenchResult:
             "mb_per_s": {
                 k: round(size_mb / v.median_s, 1) for k, v in timings.items() if v.median_s > 0
             },
-            "chunk_bytes": fp._CHUNK,
+            "chunk_bytes": fp.CHUNK_BYTES,
         },
         notes=[
             "cold = after posix_fadvise(DONTNEED) on the file (page cache evicted); the "

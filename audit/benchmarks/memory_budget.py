@@ -40,7 +40,7 @@ METRIC = (
     "training step at batch B: imports, parameters, gradients and activations resident; "
     "1 thread"
 )
-_ABORT_RC = 3  # the probe's exit status when its watchdog saw RSS above the budget
+ABORT_RC = 3  # the probe's exit status when its watchdog saw RSS above the budget
 
 
 @dataclass(frozen=True)
@@ -152,7 +152,7 @@ def ratio_interval(a: BatchSearch, b: BatchSearch) -> tuple[float, float, float]
 # --------------------------------------------------------------------------------------
 
 
-def _rss_kib(field_name: str) -> int | None:
+def rss_kib(field_name: str) -> int | None:
     try:
         with open("/proc/self/status") as fh:
             for line in fh:
@@ -176,7 +176,7 @@ def subprocess_probe(
     fresh ``python -m privacy_audit.audit.benchmarks.memory_probe`` process (1 thread)."""
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; allowed: {', '.join(METHODS)}")
-    if _rss_kib("VmHWM") is None:
+    if rss_kib("VmHWM") is None:
         raise RuntimeError("the memory-budget search needs Linux /proc (VmHWM)")
 
     def probe(batch: int) -> Probe:
@@ -202,7 +202,7 @@ def subprocess_probe(
         except subprocess.TimeoutExpired:
             raise RuntimeError(f"{method} probe at B={batch} ran over {timeout_s:.0f} s") from None
         lines = [ln for ln in res.stdout.splitlines() if ln.startswith("{")]
-        if res.returncode in (0, _ABORT_RC) and lines:
+        if res.returncode in (0, ABORT_RC) and lines:
             out = json.loads(lines[-1])
             note = out.get("note", "")
             if out.get("process_peak_mib") is not None:

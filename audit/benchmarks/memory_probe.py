@@ -17,12 +17,12 @@ import sys
 import threading
 from typing import Any
 
-from privacy_audit.audit.benchmarks.memory_budget import _ABORT_RC, _rss_kib
+from privacy_audit.audit.benchmarks.memory_budget import ABORT_RC, rss_kib
 
 
 def _watchdog(budget_kib: float, stop: threading.Event, setup_peak_kib: int) -> None:
     while not stop.wait(0.005):
-        rss = _rss_kib("VmRSS")
+        rss = rss_kib("VmRSS")
         if rss is not None and rss > budget_kib:
             out = {
                 "fits": False,
@@ -31,7 +31,7 @@ def _watchdog(budget_kib: float, stop: threading.Event, setup_peak_kib: int) -> 
                 "note": "stopped early: RSS > budget",
             }
             print(json.dumps(out), flush=True)
-            os._exit(_ABORT_RC)
+            os._exit(ABORT_RC)
 
 
 def _child(spec: dict[str, Any]) -> int:
@@ -47,13 +47,13 @@ def _child(spec: dict[str, Any]) -> int:
         libc.mallopt(-3, 1 << 16)
     except OSError:
         libc = None
-    from privacy_audit.audit.benchmarks.cost_of_privacy import _cases
+    from privacy_audit.audit.benchmarks.cost_of_privacy import privacy_cost_cases
 
     method = spec["method"]
     include = () if method == "non-private" else (method,)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        steps, _ = _cases(
+        steps, _ = privacy_cost_cases(
             spec["vocab"],
             spec["batch"],
             spec["seq_len"],
@@ -66,7 +66,7 @@ def _child(spec: dict[str, Any]) -> int:
         gc.collect()
         if libc is not None:
             libc.malloc_trim(0)
-        setup_peak = _rss_kib("VmHWM") or 0
+        setup_peak = rss_kib("VmHWM") or 0
         with open("/proc/self/clear_refs", "w") as fh:  # peak mark := current RSS
             fh.write("5")
         stop = threading.Event()
@@ -75,9 +75,9 @@ def _child(spec: dict[str, Any]) -> int:
         per_step = []  # "steps" > 1 (a manual check): later steps reach the first one's peak
         for _ in range(int(spec.get("steps", 1))):
             steps[method]()
-            per_step.append(_rss_kib("VmHWM") / 1024)
+            per_step.append(rss_kib("VmHWM") / 1024)
     stop.set()
-    peak = _rss_kib("VmHWM")
+    peak = rss_kib("VmHWM")
     out = {
         "fits": peak <= budget_kib,
         "peak_mib": peak / 1024,

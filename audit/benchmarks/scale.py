@@ -145,7 +145,7 @@ def make_texts(n: int, tokens: int, seed: int) -> tuple[list[str], list[str]]:
     return out[:n], out[n:]
 
 
-def _write(path: Path, texts: list[str]) -> Path:
+def write_lines(path: Path, texts: list[str]) -> Path:
     path.write_text("\n".join(texts) + "\n", encoding="utf-8")
     return path
 
@@ -158,7 +158,7 @@ def _maxrss_mb() -> float:
 _LIVE: dict[str, Any] = {}
 
 
-def _timer_snapshot(timer) -> dict[str, float]:
+def timer_snapshot(timer) -> dict[str, float]:
     """Stage CPU seconds so far, the open (innermost) stage included."""
     out = dict(timer.seconds)
     stack = list(timer._stack)
@@ -168,7 +168,7 @@ def _timer_snapshot(timer) -> dict[str, float]:
     return out
 
 
-def _suite(model_dir: Path, members: Path, nonmembers: Path, tokens: int, out: Path) -> dict:
+def suite_run(model_dir: Path, members: Path, nonmembers: Path, tokens: int, out: Path) -> dict:
     """One ``run --model`` as the CLI runs it, stages on process CPU time."""
     from privacy_audit.audit.commands import run as run_command
     from privacy_audit.audit.commands.common import command_parser
@@ -211,7 +211,7 @@ def _suite(model_dir: Path, members: Path, nonmembers: Path, tokens: int, out: P
     }
 
 
-def _plain(model, hf, texts: list[str], tokens: int) -> dict[str, float]:
+def plain_loop(model, hf, texts: list[str], tokens: int) -> dict[str, float]:
     """The plain batched loop: tokenize, forward, nothing kept. CPU seconds per part."""
     import torch
 
@@ -246,13 +246,13 @@ def one_case(
     case.mkdir(parents=True, exist_ok=True)
     members, nonmembers = make_texts(n, tokens, seed)
     m_file, n_file = (
-        _write(case / "members.txt", members),
-        _write(case / "nonmembers.txt", nonmembers),
+        write_lines(case / "members.txt", members),
+        write_lines(case / "nonmembers.txt", nonmembers),
     )
     wm, wn = make_texts(8, tokens, seed + 1)
-    warm_m, warm_n = _write(case / "warm-m.txt", wm), _write(case / "warm-n.txt", wn)
+    warm_m, warm_n = write_lines(case / "warm-m.txt", wm), write_lines(case / "warm-n.txt", wn)
     c0 = time.process_time()
-    _suite(model_dir, warm_m, warm_n, tokens, case / "warm-out")
+    suite_run(model_dir, warm_m, warm_n, tokens, case / "warm-out")
     cold = time.process_time() - c0
     beat = _Heartbeat(case / "partial.json", {"n_per_side": n, "tokens": tokens})
     beat.start()
@@ -298,7 +298,7 @@ class _Heartbeat:
         timer = _LIVE.get("timer")
         if timer is not None:
             try:
-                rec["suite_stages_so_far"] = _timer_snapshot(timer)
+                rec["suite_stages_so_far"] = timer_snapshot(timer)
             except RuntimeError:  # a stage opened meanwhile: the next beat has it
                 pass
         rec |= {"process_cpu_s": time.process_time(), "peak_rss_mb": _maxrss_mb()}
@@ -332,17 +332,17 @@ def _measure(
     texts = members + nonmembers
     enc = hf(texts[:2], truncation=True, max_length=tokens)["input_ids"]
     assert all(len(r) == tokens for r in enc), "a text shorter than the token budget"
-    _plain(model, hf, texts[:BATCH], tokens)  # warm
+    plain_loop(model, hf, texts[:BATCH], tokens)  # warm
     half = len(texts) // 2
     rss0 = _maxrss_mb()
     beat.note(step="plain half 1" if plain else "suite")
-    p1 = _plain(model, hf, texts[:half], tokens) if plain else None
+    p1 = plain_loop(model, hf, texts[:half], tokens) if plain else None
     rss_plain = _maxrss_mb()
     beat.note(step="suite", plain_half_1=p1, rss_after_plain_half_mb=rss_plain)
-    suite = _suite(model_dir, m_file, n_file, tokens, case / "out")
+    suite = suite_run(model_dir, m_file, n_file, tokens, case / "out")
     rss_suite = _maxrss_mb()
     beat.note(step="plain half 2" if plain else "done", suite=suite)
-    p2 = _plain(model, hf, texts[half:], tokens) if plain else None
+    p2 = plain_loop(model, hf, texts[half:], tokens) if plain else None
     out: dict[str, Any] = {
         "n_per_side": n,
         "tokens": tokens,

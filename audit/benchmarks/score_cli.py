@@ -99,6 +99,7 @@ def write_scores_csv(path: Path, n_rows: int, seed: int, text, prose=None) -> np
 def run(settings: BenchSettings) -> BenchResult:
     from privacy_audit.audit.cli import main
     from privacy_audit.stats import split_check
+    from privacy_audit.stats.shingles import JOIN_STATS
 
     rows = int(settings.extra.get("sequences", 10_000 if settings.quick else 1_000_000))
     sizes = sorted({max(rows // d, 200) for d in (1, 10, 100)}, reverse=True)
@@ -113,7 +114,7 @@ def run(settings: BenchSettings) -> BenchResult:
     def counted(*args, **kwargs):  # the join's counts of the member/non-member check
         out = near_duplicates(*args, **kwargs)
         last.clear()
-        last.update(split_check.JOIN_STATS)
+        last.update(JOIN_STATS)
         return out
 
     def score(name: str):

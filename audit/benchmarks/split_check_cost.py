@@ -38,7 +38,7 @@ TARGET = 0.10  # split-check time / audit time at 1,000 + 1,000 texts
 AUDIT_TEXTS = 40
 
 
-def _paras(text: str, max_chars: int = 300) -> list[str]:
+def paragraphs(text: str, max_chars: int = 300) -> list[str]:
     out = []
     for p in text.split("\n\n"):
         p = " ".join(p.split())
@@ -47,7 +47,7 @@ def _paras(text: str, max_chars: int = 300) -> list[str]:
     return out
 
 
-def _dedup(items: list[tuple[str, str]]) -> list[tuple[str, str]]:
+def dedup_pairs(items: list[tuple[str, str]]) -> list[tuple[str, str]]:
     seen: set[str] = set()
     out = []
     for g, t in items:
@@ -67,10 +67,10 @@ def package_corpus() -> list[tuple[str, str]]:
         body = dist.metadata.get_payload() or ""
         if not isinstance(body, str):
             continue
-        for p in _paras(body):
+        for p in paragraphs(body):
             if sum(c.isalpha() for c in p) > 0.6 * len(p):  # prose, not tables or code
                 out.append((name, p))
-    return _dedup(out)
+    return dedup_pairs(out)
 
 
 def cost_texts(n: int, seed: int) -> list[str]:

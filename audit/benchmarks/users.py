@@ -198,7 +198,7 @@ def changelog_entries(pattern: str = CHANGELOGS) -> list[tuple[str, str, str]]:
     return out
 
 
-def _key(text: str) -> str:
+def comparison_key(text: str) -> str:
     return " ".join(re.sub(r"[^a-z ]", " ", text.lower()).split())
 
 
@@ -213,7 +213,7 @@ def user_texts(
         if len(text.split()) < min_words:
             drop["short"] += 1
             continue
-        k = _key(text)
+        k = comparison_key(text)
         if k in per_user.setdefault(user, {}):
             drop["duplicate_within_user"] += 1
             continue
@@ -310,14 +310,14 @@ def prose_texts(n: int, seed: int, exclude: set[str] = frozenset()) -> list[str]
     (the stand-in for a public base model, Kandpal et al. 2023's setting): paragraphs
     (>= 12 words, cut to 300 characters) of ``pydoc_data.topics`` and of the docstrings
     of :data:`PROSE_MODULES`, exact repeats dropped, any paragraph whose near-duplicate
-    key (:func:`_key`) is in ``exclude`` dropped, then a seeded sample of ``n``."""
+    key (:func:`comparison_key`) is in ``exclude`` dropped, then a seeded sample of ``n``."""
     import importlib
     import pydoc_data.topics as topics
     import warnings
 
-    from privacy_audit.audit.benchmarks.split_check_cost import _paras
+    from privacy_audit.audit.benchmarks.split_check_cost import paragraphs
 
-    paras = [p for v in topics.topics.values() for p in _paras(v)]
+    paras = [p for v in topics.topics.values() for p in paragraphs(v)]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # deprecated members warn when read
         for name in PROSE_MODULES:
@@ -328,8 +328,8 @@ def prose_texts(n: int, seed: int, exclude: set[str] = frozenset()) -> list[str]
             for obj in [mod, *vars(mod).values()]:
                 d = getattr(obj, "__doc__", None)
                 if isinstance(d, str):
-                    paras += _paras(d)
-    uniq = [p for p in dict.fromkeys(paras) if _key(p) not in exclude]
+                    paras += paragraphs(d)
+    uniq = [p for p in dict.fromkeys(paras) if comparison_key(p) not in exclude]
     rng = np.random.default_rng(seed)
     pick = rng.permutation(len(uniq))[:n]
     return [uniq[i] for i in sorted(pick)]
@@ -342,12 +342,12 @@ def reference_tokenizer(texts: list[str], min_count: int):
     plus every digit and punctuation mark."""
     import string
 
-    from privacy_audit.targets.lm import _WORD_RE, LMTokenizer
+    from privacy_audit.targets.lm import WORD_RE, LMTokenizer
 
     counts: Counter = Counter()
     order: dict[str, None] = {c: None for c in string.digits + string.punctuation}
     for t in texts:
-        for w in _WORD_RE.findall(t.lower()):
+        for w in WORD_RE.findall(t.lower()):
             counts[w] += 1
             order.setdefault(w, None)
     keep = [w for w in order if len(w) == 1 and not w.isalpha() or counts[w] >= min_count]
@@ -720,7 +720,7 @@ def _run_data(settings: BenchSettings, cfg: UsersConfig, seed: int) -> _RunData:
     ref_users = [u for u, s in split.side.items() if s == "reference"]
     if cfg.design == "all-users":
         # no changelog text in the reference model or its tokenizer
-        keys = {_key(t) for v in texts.values() for t in v}
+        keys = {comparison_key(t) for v in texts.values() for t in v}
         ref_texts = prose_texts(cfg.prose_texts, seed, exclude=keys)
     else:
         ref_texts = [t for u in ref_users for t in split.fresh[u] + split.rest[u]]

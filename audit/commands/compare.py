@@ -14,7 +14,7 @@ from privacy_audit.audit.commands.common import EXIT_OK
 from privacy_audit.ground.errors import AuditError, DataError
 from privacy_audit.reports.compare_view import (
     COMPARE_HTML,
-    _floor_line,
+    floor_line,
     render_compare,
     unmeasured_metrics,
     utility_floor_checks,
@@ -129,7 +129,7 @@ def compare_runs_cli(paths: list[str], out_dir: str | Path) -> tuple[Path, Path]
     )
     for c in checks:
         if c["learned"] is not True:
-            print(_floor_line(c))
+            print(floor_line(c))
     if missing:
         shown = ", ".join(missing[:5]) + (
             f" and {len(missing) - 5} more" if len(missing) > 5 else ""

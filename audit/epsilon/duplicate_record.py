@@ -67,7 +67,7 @@ import torch
 
 #: Seeds of one audit: pilot and evaluation runs come from disjoint streams.
 _SEED_STRIDE = 10_000_019
-_PILOT_OFFSET = 5_000_000
+PILOT_OFFSET = 5_000_000
 
 
 @dataclass(frozen=True)
@@ -94,8 +94,8 @@ class DuplicateRecordSetup:
             raise ValueError(f"duplicates must be >= 2, got {self.duplicates}")
         if self.runs_per_side < 1 or self.pilot_runs < 1:
             raise ValueError("runs_per_side and pilot_runs must be >= 1")
-        if self.runs_per_side >= _PILOT_OFFSET // 2:
-            raise ValueError(f"runs_per_side must be < {_PILOT_OFFSET // 2}")
+        if self.runs_per_side >= PILOT_OFFSET // 2:
+            raise ValueError(f"runs_per_side must be < {PILOT_OFFSET // 2}")
         if self.batch_size < self.duplicates + 1:
             raise ValueError("batch_size must hold every row of D' (>= duplicates + 1): q = 1")
         if self.epochs < 1:
@@ -107,10 +107,10 @@ class DuplicateRecordSetup:
 def run_seed(seed: int, run: int, present: bool, pilot: bool) -> int:
     """The trainer seed of one run of audit ``seed``. Pilot runs and evaluation runs use
     disjoint streams (a pilot seed is never an evaluation seed, any run below
-    ``_PILOT_OFFSET // 2``), and no two runs of an audit share a seed."""
-    if not 0 <= run < _PILOT_OFFSET // 2:
+    ``PILOT_OFFSET // 2``), and no two runs of an audit share a seed."""
+    if not 0 <= run < PILOT_OFFSET // 2:
         raise ValueError(f"run index out of range: {run}")
-    return _SEED_STRIDE * int(seed) + _PILOT_OFFSET * int(bool(pilot)) + 2 * int(run) + int(present)
+    return _SEED_STRIDE * int(seed) + PILOT_OFFSET * int(bool(pilot)) + 2 * int(run) + int(present)
 
 
 class FixedInitTarget:

@@ -370,7 +370,7 @@ class CanaryTarget:
 # --------------------------------------------------------------------------- #
 # scoring: mean log-probability of the secret tokens
 # --------------------------------------------------------------------------- #
-def _spans(view: TokenView, canaries: CanarySet) -> list[tuple[int, int]]:
+def canary_spans(view: TokenView, canaries: CanarySet) -> list[tuple[int, int]]:
     prefixes = canaries.prefixes or [""] * len(canaries.examples.texts)
     return [secret_span(view, p, t) for p, t in zip(prefixes, canaries.examples.texts, strict=True)]
 
@@ -391,7 +391,7 @@ def release_secret_scores(release, canaries: CanarySet) -> np.ndarray:
     """Scores of a suite release with ``token_stats`` (log-probs over ``tokens + <eos>``)."""
     view = TokenView(release.tokenizer)
     stats = release.token_stats(list(canaries.examples.texts))
-    return _mean_over([view.aligned(s.log_probs) for s in stats], _spans(view, canaries))
+    return _mean_over([view.aligned(s.log_probs) for s in stats], canary_spans(view, canaries))
 
 
 def reference_secret_scores(release, model, canaries: CanarySet) -> np.ndarray:
@@ -495,7 +495,7 @@ def hf_token_log_probs(
 
 def hf_secret_scores(model, tokenizer, canaries: CanarySet) -> np.ndarray:
     lps = hf_token_log_probs(model, tokenizer, list(canaries.examples.texts))
-    return _mean_over(lps, _spans(TokenView(tokenizer), canaries))
+    return _mean_over(lps, canary_spans(TokenView(tokenizer), canaries))
 
 
 def load_user_lm(model_dir: str | Path, tokenizer_dir: str | Path | None = None):

@@ -44,7 +44,7 @@ MANIFEST = "inputs.json"
 #: Manifest format: 2 = full content hashes of every file (1, unversioned: safetensors
 #: files by header only).
 FORMAT = 2
-_CHUNK = 8 << 20
+CHUNK_BYTES = 8 << 20
 #: files larger than this are hashed per segment, in parallel (see :func:`_sha256_file`)
 SEGMENT = 64 << 20
 HASH_THREADS = max(1, min(8, os.cpu_count() or 1))
@@ -57,7 +57,7 @@ _CACHE_LIMIT = 20_000  # entries kept (oldest dropped first)
 HASH_HOOKS: list = []
 
 
-def _cache_file() -> Path | None:
+def cache_file() -> Path | None:
     env = os.environ.get(CACHE_ENV)
     if env is not None:
         return None if env.strip().lower() in ("", "off", "0", "none") else Path(env)
@@ -104,20 +104,20 @@ class HashCache:
         self.entries, self.dirty = fresh, {}
 
 
-_CACHES: dict[str, HashCache] = {}
+CACHES: dict[str, HashCache] = {}
 
 
-def _cache() -> HashCache:
-    f = _cache_file()
+def hash_cache() -> HashCache:
+    f = cache_file()
     k = str(f)
-    if k not in _CACHES:
-        _CACHES[k] = HashCache(f)
-    return _CACHES[k]
+    if k not in CACHES:
+        CACHES[k] = HashCache(f)
+    return CACHES[k]
 
 
 def _sha256_range(p: Path, start: int, length: int) -> bytes:
     h = hashlib.sha256()
-    buf = bytearray(min(_CHUNK, max(length, 1)))
+    buf = bytearray(min(CHUNK_BYTES, max(length, 1)))
     view = memoryview(buf)
     with open(p, "rb", buffering=0) as fh:
         fh.seek(start)
@@ -164,7 +164,7 @@ def file_sha256(p: str | Path, use_cache: bool = True) -> str:
     p = Path(p)
     st = p.stat()
     key = cache_key(p, st)
-    cache = _cache() if use_cache else None
+    cache = hash_cache() if use_cache else None
     if cache is not None:
         hit = cache.get(key)
         if hit is not None:
@@ -208,7 +208,7 @@ def path_fingerprint(path: str | Path) -> dict[str, Any] | None:
     except OSError as exc:
         raise AuditError(f"input {str(p)!r} cannot be read: {exc.strerror or exc}") from None
     finally:
-        _cache().flush()
+        hash_cache().flush()
     return None
 
 

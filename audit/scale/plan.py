@@ -214,7 +214,7 @@ def sweep_summary(cfg: AuditConfig, trials: list[Trial], runs: list[dict]) -> di
     }
 
 
-def _finish_run(run: dict, shadow_attacks: list[dict]) -> dict:
+def finish_run(run: dict, shadow_attacks: list[dict]) -> dict:
     run["attacks"] = list(run["attacks"]) + shadow_attacks
     from privacy_audit.audit.results import battery_chance_test, pick_strongest
 
@@ -322,7 +322,7 @@ def run_planned(
 
     log_duplicates(data, progress)
     ex = make_executor(spec)
-    task_module._DATA.clear()  # in-process tasks reload the data once per run
+    task_module.DATA_CACHE.clear()  # in-process tasks reload the data once per run
     task_module.SHOW_PROGRESS = progress and spec.kind == "local" and (spec.workers or 1) <= 1
     fresh_dir = rd is not None and not rd.path.exists()
     try:
@@ -355,7 +355,7 @@ def run_planned(
     for t in the_plan.trial_tasks:
         run = results[t.key]["run"]
         shadow = [results[s.key] for s in the_plan.score_tasks.get(t.key, [])]
-        run = _finish_run(run, shadow)
+        run = finish_run(run, shadow)
         run["exact_duplicates"] = data.exact_duplicates
         if data.members.groups is not None:  # [data] group: the users section, as own-model
             run["users"] = trained_users_section(run, data, cfg, salt, progress)

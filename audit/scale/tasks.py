@@ -31,10 +31,10 @@ from privacy_audit.audit.timing import stage
 # Set by the driver for in-process runs (never part of a payload: it changes no number).
 SHOW_PROGRESS = False
 _PUBLIC_STAGE: dict[str, dict] = {}  # per-process cache of public pretraining results
-_DATA: dict[str, Any] = {}  # per-process cache of loaded audit data (read-only use)
+DATA_CACHE: dict[str, Any] = {}  # per-process cache of loaded audit data (read-only use)
 
 
-def _data(cfg):
+def task_data(cfg):
     """The audit data for a config, loaded once per process (tasks never modify it)."""
     from privacy_audit.audit.data import load_audit_data
 
@@ -45,15 +45,15 @@ def _data(cfg):
             st = Path(p).stat()
             stamps.append([p, st.st_mtime_ns, st.st_size])
     key = json.dumps([cfg.data, cfg.seed, stamps], sort_keys=True, default=str)
-    if key not in _DATA:
-        _DATA.clear()  # keep one: a process serves one audit at a time
+    if key not in DATA_CACHE:
+        DATA_CACHE.clear()  # keep one: a process serves one audit at a time
         from privacy_audit.audit.textcap import cap_audit_data
 
         labels = "optional" if cfg.target.is_causal_lm else True  # LMs need no label column
-        _DATA[key] = cap_audit_data(
+        DATA_CACHE[key] = cap_audit_data(
             load_audit_data(cfg.data, cfg.seed, train=True, labels=labels), cfg.target.max_length
         )
-    return _DATA[key]
+    return DATA_CACHE[key]
 
 
 def _config(payload: dict[str, Any]):
@@ -63,7 +63,7 @@ def _config(payload: dict[str, Any]):
     return parse_config(payload["config"], payload["source"], Path(base) if base else None)
 
 
-def _target(cfg, data):
+def task_target(cfg, data):
     """A Target whose public pretraining (when configured) runs once per process."""
     from privacy_audit.targets.loading import Target
 
@@ -104,14 +104,14 @@ class _CachedTarget:
         return _build_with_cache(self._t, seed, self._inputs)
 
 
-def _defense(cfg, payload):
+def task_defense(cfg, payload):
     from privacy_audit.defenses import DEFENSES
 
     dcfg = cfg.defenses[payload["defense"]]
     return dcfg, DEFENSES[dcfg.name](**{**dcfg.params, **payload.get("params", {})})
 
 
-def _training(cfg, dcfg):
+def task_training(cfg, dcfg):
     from privacy_audit.targets.classifier import TrainingConfig
 
     return TrainingConfig(
@@ -179,12 +179,12 @@ def audit_trial(payload: dict[str, Any], deps: list[dict]) -> dict[str, Any]:
     from privacy_audit.defenses.base import Surface
 
     cfg = _config(payload)
-    data = _data(cfg)
-    dcfg, defense = _defense(cfg, payload)
+    data = task_data(cfg)
+    dcfg, defense = task_defense(cfg, payload)
     eps_settings = epsilon_settings(cfg)
     settings = metric_settings(cfg)
     canaries = None
-    target = _CachedTarget(_target(cfg, data), payload.get("inputs"))
+    target = _CachedTarget(task_target(cfg, data), payload.get("inputs"))
     if payload["epsilon"] and eps_settings.canaries:
         if eps_settings.canary_kind in CANARY_KINDS and eps_settings.canary_repeat == 1:
             canaries = make_canaries(
@@ -201,7 +201,7 @@ def audit_trial(payload: dict[str, Any], deps: list[dict]) -> dict[str, Any]:
                 canaries.reference = target.build(payload["seed"])[0]
     train_set = with_canaries(data.members, canaries) if canaries is not None else data.members
     start = time.perf_counter()
-    training = _training(cfg, dcfg)
+    training = task_training(cfg, dcfg)
     if payload["epsilon"] and eps_settings.white_box_canaries:
         # DP-SGD trainers carry Dirac gradient canaries in their real updates (one-run audit)
         training = dataclasses.replace(training, gradient_canaries=eps_settings.white_box_canaries)
@@ -242,14 +242,14 @@ def train_shadow(payload: dict[str, Any], deps: list[dict]) -> dict[str, Any]:
     from privacy_audit.defenses.base import Surface
 
     cfg = _config(payload)
-    data = _data(cfg)
-    dcfg, defense = _defense(cfg, payload)
+    data = task_data(cfg)
+    dcfg, defense = task_defense(cfg, payload)
     shadow = payload["shadow"]
     pool, _ = shadow_pool(data, shadow["population"], cfg.seed)
     keep = inclusion_design(shadow["n_models"], len(pool), shadow["design_seed"])[payload["index"]]
     train = pool.subset(np.flatnonzero(keep))
-    target = _CachedTarget(_target(cfg, data), payload.get("inputs"))
-    release, report = defense.fit(target, train, _training(cfg, dcfg), payload["seed"])
+    target = _CachedTarget(task_target(cfg, data), payload.get("inputs"))
+    release, report = defense.fit(target, train, task_training(cfg, dcfg), payload["seed"])
     if Surface.LOSS not in release.surfaces:
         return {"unavailable": "needs loss"}
     return {"loss": release.loss(pool.texts, pool.labels), "n_train": int(keep.sum())}

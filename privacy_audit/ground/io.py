@@ -41,18 +41,18 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
     return atomic_write_bytes(path, text.encode("utf-8"))
 
 
-def _json_safe(obj: Any) -> Any:
+def json_safe(obj: Any) -> Any:
     """Convert numpy scalars/arrays and non-finite floats to strict JSON values.
 
     Non-finite floats become ``None``: strict JSON has no NaN or Infinity, and a consumer
     in another language must be able to parse the file.
     """
     if isinstance(obj, dict):
-        return {str(k): _json_safe(v) for k, v in obj.items()}
+        return {str(k): json_safe(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [_json_safe(v) for v in obj]
+        return [json_safe(v) for v in obj]
     if hasattr(obj, "tolist") and not isinstance(obj, (str, bytes)):
-        return _json_safe(obj.tolist())
+        return json_safe(obj.tolist())
     if isinstance(obj, bool) or obj is None or isinstance(obj, (int, str)):
         return obj
     if isinstance(obj, float):
@@ -92,13 +92,13 @@ def dumps_json(obj: Any) -> str:
         if isinstance(o, (list, tuple)) or (hasattr(o, "tolist") and not isinstance(o, str)):
             items = o.tolist() if hasattr(o, "tolist") else list(o)
             if not isinstance(items, list):  # a numpy scalar
-                return _json_safe(items)
+                return json_safe(items)
             text = _flat_json(items)
             if text is not None:
                 flat.append(text)
                 return f"{token}{len(flat) - 1}"
             return [walk(v) for v in items]
-        return _json_safe(o)
+        return json_safe(o)
 
     out = json.dumps(walk(obj), indent=2, allow_nan=False, ensure_ascii=False) + "\n"
     if flat:

@@ -306,7 +306,7 @@ def test_the_guard_sentence_never_contradicts_itself_at_the_threshold():
     from scipy import stats
 
     from privacy_audit.attacks.dataset_inference import GUARD_POWER, GUARD_SHIFT_AUC, split_guard
-    from privacy_audit.stats.split_check import SHIFT_CONFIDENCE
+    from privacy_audit.stats.blind_baseline import SHIFT_CONFIDENCE
 
     # the null SD whose detectable AUC is 0.002 above the guard's shift
     z = stats.norm.ppf(SHIFT_CONFIDENCE) + stats.norm.ppf(GUARD_POWER)

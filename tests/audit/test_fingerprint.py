@@ -16,7 +16,7 @@ from privacy_audit.audit.scale import fingerprint as fp
 @pytest.fixture
 def cache(tmp_path, monkeypatch):
     monkeypatch.setenv(fp.CACHE_ENV, str(tmp_path / "cache.json"))
-    monkeypatch.setattr(fp, "_CACHES", {})
+    monkeypatch.setattr(fp, "CACHES", {})
     return tmp_path / "cache.json"
 
 
@@ -62,7 +62,7 @@ def test_no_hash_is_cached_for_a_file_that_changed_while_it_was_hashed(
     st = f.stat()
     # unchanged while hashed: cached under the key of what was stat'ed
     assert fp.file_sha256(f) == hashlib.sha256(b"a" * 100).hexdigest()
-    assert fp._cache().get(fp.cache_key(f, st)) == hashlib.sha256(b"a" * 100).hexdigest()
+    assert fp.hash_cache().get(fp.cache_key(f, st)) == hashlib.sha256(b"a" * 100).hexdigest()
 
     g = tmp_path / "g.bin"
     g.write_bytes(b"b" * 100)
@@ -71,8 +71,8 @@ def test_no_hash_is_cached_for_a_file_that_changed_while_it_was_hashed(
     fp.file_sha256(g)  # edited between the stat and the read (a size change: never in
     # the same timestamp tick unnoticed)
     # the digest read does not describe the file as stat'ed: it must not stand for it
-    assert fp._cache().get(fp.cache_key(g, st)) is None
-    fp._cache().flush()
+    assert fp.hash_cache().get(fp.cache_key(g, st)) is None
+    fp.hash_cache().flush()
     assert hashlib.sha256(b"c" * 101).hexdigest() not in cache.read_text(encoding="utf-8")
 
 
@@ -100,12 +100,12 @@ def test_racy_clean_reads_the_later_of_mtime_and_ctime(tmp_path, cache, monkeypa
     os.utime(f, (old, old))  # mtime an hour back; ctime is now (utime itself moves it)
     st = f.stat()
     fp.file_sha256(f)
-    assert fp._cache().get(fp.cache_key(f, st)) is None  # changed 0 s ago by its ctime
+    assert fp.hash_cache().get(fp.cache_key(f, st)) is None  # changed 0 s ago by its ctime
     # an hour later both times are old: the hash is cached
     later = time.time() + 3600
     monkeypatch.setattr(fp, "time", SimpleNamespace(time=lambda: later))
     fp.file_sha256(f)
-    assert fp._cache().get(fp.cache_key(f, st)) == hashlib.sha256(b"x" * 10).hexdigest()
+    assert fp.hash_cache().get(fp.cache_key(f, st)) == hashlib.sha256(b"x" * 10).hexdigest()
 
 
 def test_the_hash_cache_keeps_the_newest_entries_and_reads_its_own_unflushed_ones(

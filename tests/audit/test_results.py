@@ -70,7 +70,7 @@ def test_family_wise_rate_holds_at_its_level_where_the_best_interval_does_not():
     """No leakage (labels at random), four correlated attack scores: the strongest
     attack's own 95% interval excludes 0.5 far more often than 2.5%; the family-wise test
     rejects at most at its level (binomial 99.9% quantile)."""
-    from privacy_audit.stats.split_check import delong_auc
+    from privacy_audit.stats.blind_baseline import delong_auc
 
     rng = np.random.default_rng(7)
     n, m, splits = 400, 60, 300

@@ -188,8 +188,8 @@ def test_hash_cache_key_and_the_racy_clean_rule(tmp_path, monkeypatch):
     assert len(reads) == 2  # just written: never cached (an edit in the same tick)
     time.sleep(0.35)
     d1 = fp.file_sha256(f)
-    fp._cache().flush()
-    fp._CACHES.clear()  # a new process: the cache comes from the file
+    fp.hash_cache().flush()
+    fp.CACHES.clear()  # a new process: the cache comes from the file
     assert fp.file_sha256(f) == d1 and len(reads) == 3
     st = f.stat()
     f.write_bytes(b"b" * 1000)

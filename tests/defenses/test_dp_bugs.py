@@ -378,7 +378,7 @@ def test_realised_schedule_audit_flags_a_wrong_n_claim_end_to_end_and_not_the_co
         EpsilonAuditSettings,
         epsilon_audit,
     )
-    from privacy_audit.audit.scale.tasks import _data, _target
+    from privacy_audit.audit.scale.tasks import task_data, task_target
     from privacy_audit.targets.classifier import TrainingConfig
 
     cfg = parse_config(
@@ -389,8 +389,8 @@ def test_realised_schedule_audit_flags_a_wrong_n_claim_end_to_end_and_not_the_co
             "defenses": [{"name": "none"}],
         }
     )
-    data = _data(cfg)
-    target = _target(cfg, data)
+    data = task_data(cfg)
+    target = task_target(cfg, data)
     training = TrainingConfig(
         epochs=2, batch_size=12, learning_rate=3e-3, max_length=16, progress=False
     )

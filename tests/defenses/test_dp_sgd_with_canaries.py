@@ -145,7 +145,7 @@ def test_coordinates_come_from_the_pilot_not_from_training_data():
 
 def _lm_target_and_data(n=48):
     from privacy_audit.audit.config import parse_config
-    from privacy_audit.audit.scale.tasks import _data, _target
+    from privacy_audit.audit.scale.tasks import task_data, task_target
 
     cfg = parse_config(
         {
@@ -155,8 +155,8 @@ def _lm_target_and_data(n=48):
             "defenses": [{"name": "none"}],
         }
     )
-    data = _data(cfg)
-    return _target(cfg, data), data.members
+    data = task_data(cfg)
+    return task_target(cfg, data), data.members
 
 
 @pytest.mark.slow

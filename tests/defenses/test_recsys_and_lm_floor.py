@@ -65,11 +65,11 @@ def test_opacus_ghost_refuses_a_tied_model():
 
 
 def test_cost_bench_row_carries_ghost_beside_phantom():
-    from privacy_audit.audit.benchmarks.cost_of_privacy import _measure
+    from privacy_audit.audit.benchmarks.cost_of_privacy import measure_shape
     from privacy_audit.audit.benchmarks.timing import BenchSettings
 
     dims = {"n_embd": 16, "n_layer": 1, "n_head": 2}
-    cases, ratios, memory, row = _measure("t", 64, 2, 6, dims, BenchSettings(1, 0, True))
+    cases, ratios, memory, row = measure_shape("t", 64, 2, 6, dims, BenchSettings(1, 0, True))
     assert set(cases) == {
         f"{k} @t" for k in ("non-private", "phantom", "explicit", "ghost", "opacus")
     }

@@ -57,7 +57,7 @@ def test_dp_lm_trainers_print_one_line_per_epoch(capsys):
     """The DP-SGD LM loops (own engine, Opacus-style) report progress in a CI log too:
     stderr is not a terminal under pytest, so each prints one line per epoch."""
     from privacy_audit.audit.config import parse_config
-    from privacy_audit.audit.scale.tasks import _data, _target
+    from privacy_audit.audit.scale.tasks import task_data, task_target
     from privacy_audit.defenses import DEFENSES
     from privacy_audit.targets.classifier import TrainingConfig
 
@@ -68,11 +68,11 @@ def test_dp_lm_trainers_print_one_line_per_epoch(capsys):
             "defenses": [{"name": "none"}],
         }
     )
-    data = _data(cfg)
+    data = task_data(cfg)
     training = TrainingConfig(epochs=2, batch_size=8, max_length=16, progress=True)
     for name in ("phantom-dp-sgd", "dp-sgd"):
         DEFENSES[name](epsilon=8.0, accountant="rdp").fit(
-            _target(cfg, data), data.members, training, 0
+            task_target(cfg, data), data.members, training, 0
         )
         err = capsys.readouterr().err.splitlines()
         lines = [line for line in err if re.search(r": epoch \d/2 \(\d+%\) elapsed .* ETA", line)]

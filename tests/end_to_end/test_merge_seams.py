@@ -13,7 +13,7 @@ import pytest
 from privacy_audit.audit.data import AuditData, drop_cross_duplicates
 from privacy_audit.audit.integrations.gate import check, check_all
 from privacy_audit.audit.own_model import check_audit_data
-from privacy_audit.audit.references import _z_pool
+from privacy_audit.audit.references import z_pool
 from privacy_audit.audit.runner import score_file
 from privacy_audit.defenses.base import Examples
 from privacy_audit.ground.errors import DataError
@@ -49,7 +49,7 @@ def test_split_check_keeps_the_exact_duplicate_record_and_the_test_set_follows()
     assert out.exact_duplicates == data.exact_duplicates
     # a removed non-member never comes back as a test / RMIA population text
     assert out.test.ids == out.nonmembers.ids and "n1" not in out.test.ids
-    extra, what = _z_pool(out, out.attack_set().texts)
+    extra, what = z_pool(out, out.attack_set().texts)
     assert extra == [] and "audited texts themselves" in what
 
 

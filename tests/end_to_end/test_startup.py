@@ -160,7 +160,7 @@ def test_dumps_json_flat_lists_keep_every_value():
     """results.json writes long scalar lists on one line with the C encoder: the parsed
     document equals the general path's, non-finite floats still become null, and a data
     string that looks like the placeholder stays a string."""
-    from privacy_audit.ground.io import _json_safe, dumps_json
+    from privacy_audit.ground.io import dumps_json, json_safe
 
     rng = np.random.default_rng(0)
     obj = {
@@ -175,7 +175,7 @@ def test_dumps_json_flat_lists_keep_every_value():
         "text": "@@flat-0000000000000000-0",
     }
     got = dumps_json(obj)
-    ref = json.dumps(_json_safe(obj), indent=2, allow_nan=False, ensure_ascii=False) + "\n"
+    ref = json.dumps(json_safe(obj), indent=2, allow_nan=False, ensure_ascii=False) + "\n"
     assert json.loads(got) == json.loads(ref)
     assert json.loads(got)["with_nan"][:2] == [None, None]
     assert '"short": [\n' in got  # short lists keep the indented layout

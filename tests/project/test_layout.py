@@ -13,6 +13,9 @@
    handler; audit/cli.py only dispatches); only ``commands/bench.py`` imports the
    benchmarks; and no import circle runs through ``experiments/``: the ``experiment`` and
    ``claims`` commands load the experiments by name, so no experiment may import the CLI.
+4. A ``_private`` name stays in its module: no product module imports one of another
+   module or reads it as a module attribute (a name another module needs is public);
+   tests only where listed, each with its reason.
 
 The folder audit/ is the package privacy_audit.audit (one import root, issue 29; the other
 import rules are in tests/project/test_packaging.py)."""
@@ -563,3 +566,118 @@ def test_cycles_through_the_experiments_are_found():
     ]
     fake["experiments.run"] = {f"{PACKAGE}.outputs"}
     assert _cycle_through(fake, {"experiments.run", "experiments.dp_bugs"}) is None
+
+
+# --- private names stay in their module -------------------------------------------------
+# A ``_name`` is its module's own: no other module imports it (``from m import _x``) or
+# reads it as a module attribute (``m._x``, ``alias._x``). A name another module needs is
+# public in its defining module. Tests may reach a private name only when listed here,
+# each with its reason (the test fails when one is added, and when one listed is gone).
+# (``monkeypatch.setattr(module, "_name", ...)`` replaces a module's internals for one
+# test; it is neither an import nor an attribute read, and is not counted.)
+TESTS_REACHING_PRIVATE = {
+    ("test_malloc", "privacy_audit.audit.scale.malloc", "_libc"): (
+        "glibc detection is tested directly (None off Linux and on musl); callers go "
+        "through tune_malloc(), so the loader stays private"
+    ),
+}
+
+
+def _private_reaches(module: str, path: Path, modules: set[str]) -> set[tuple[str, str]]:
+    """``(module, name)`` of every ``_private`` name of another module of ``modules`` that
+    the file imports (absolute or relative, at any depth) or reads as a module attribute
+    (``package.module._x``, or ``alias._x`` with ``alias`` bound to a module by an
+    import). Dunder names (``__version__``) are not private."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    aliases: dict[str, str] = {}  # local name -> the module it is bound to
+    out: set[tuple[str, str]] = set()
+
+    def private(name: str) -> bool:
+        return name.startswith("_") and not name.startswith("__")
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.asname:
+                    aliases[a.asname] = a.name
+                else:
+                    head = a.name.split(".")[0]
+                    aliases[head] = head
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                anchor = parts[: len(parts) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            for a in node.names:
+                if f"{base}.{a.name}" in modules:
+                    aliases[a.asname or a.name] = f"{base}.{a.name}"
+                elif base in modules and base != module and private(a.name):
+                    out.add((base, a.name))
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Attribute) and private(node.attr)):
+            continue
+        chain, value = [], node.value
+        while isinstance(value, ast.Attribute):
+            chain.append(value.attr)
+            value = value.value
+        if not isinstance(value, ast.Name) or value.id not in aliases:
+            continue
+        target = ".".join([aliases[value.id], *reversed(chain)])
+        if target in modules and target != module:
+            out.add((target, node.attr))
+    return out
+
+
+def _private_violations(files: dict[str, Path], modules: set[str]) -> set[tuple[str, str, str]]:
+    return {
+        (m, target, name)
+        for m, path in files.items()
+        for target, name in _private_reaches(m, path, modules)
+    }
+
+
+def test_private_name_check_sees_both_forms(tmp_path):
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "a.py").write_text(
+        "import fake.stats.b as bb\n"
+        "import fake.stats.c\n"
+        "from fake.stats import b\n"
+        "from fake.stats.b import _x, public, __version__\n"
+        "from . import c as cc\n"
+        "import fake.stats.a as me\n"
+        "def f():\n"
+        "    from .b import _v\n"
+        "    return bb._z, b._w, fake.stats.c._y, cc._u, me._own, b.public, bb.attr._deep\n"
+    )
+    modules = {"fake.stats.a", "fake.stats.b", "fake.stats.c"}
+    got = _private_violations({"fake.stats.a": pkg / "a.py"}, modules)
+    assert got == {
+        ("fake.stats.a", "fake.stats.b", "_x"),  # imported by name
+        ("fake.stats.a", "fake.stats.b", "_v"),  # relative, inside a function
+        ("fake.stats.a", "fake.stats.b", "_z"),  # attribute of an ``import ... as`` alias
+        ("fake.stats.a", "fake.stats.b", "_w"),  # attribute of a ``from pkg import mod``
+        ("fake.stats.a", "fake.stats.c", "_y"),  # attribute of the full dotted name
+        ("fake.stats.a", "fake.stats.c", "_u"),  # attribute of a relative module import
+    }
+
+
+def test_no_product_module_reaches_a_private_name_of_another():
+    bad = sorted(_private_violations(PRODUCT, set(PRODUCT)))
+    assert not bad, "make these public in their module:\n" + "\n".join(
+        f"{m} -> {t}.{n}" for m, t, n in bad
+    )
+
+
+def test_tests_reach_private_names_only_where_listed():
+    # keyed by the file's name, so the list holds wherever the test files sit under tests/
+    tests = {p.stem: p for p in sorted((REPO / "tests").rglob("test_*.py"))}
+    found = _private_violations(tests, set(PRODUCT))
+    new = sorted(found - set(TESTS_REACHING_PRIVATE))
+    assert not new, "make these public, or list them with a reason:\n" + "\n".join(
+        f"{m} -> {t}.{n}" for m, t, n in new
+    )
+    gone = sorted(set(TESTS_REACHING_PRIVATE) - found)
+    assert not gone, f"no longer reached, remove from TESTS_REACHING_PRIVATE: {gone}"

@@ -41,7 +41,7 @@ def default_run():
     from privacy_audit.targets.classifier import make_loader
 
     cfg = load_config(None)
-    data = tasks._data(cfg)
+    data = tasks.task_data(cfg)
     eps = epsilon_settings(cfg)
     # the same canaries as audit/scale/tasks.py::audit_trial draws for this config
     canaries = make_canaries(
@@ -53,11 +53,13 @@ def default_run():
     )
     train = with_canaries(data.members, canaries)
     (idx,) = [i for i, d in enumerate(cfg.defenses) if d.name == "dp-sgd"]
-    dcfg, defense = tasks._defense(cfg, {"defense": idx})
-    training = tasks._training(cfg, dcfg)
+    dcfg, defense = tasks.task_defense(cfg, {"defense": idx})
+    training = tasks.task_training(cfg, dcfg)
     # public pretraining changes the weights, not the tokenizer or the loader: skip it here
     spec = dataclasses.replace(cfg.target, public_epochs=0)
-    model, tokenizer = tasks._target(dataclasses.replace(cfg, target=spec), data).build(cfg.seed)
+    model, tokenizer = tasks.task_target(dataclasses.replace(cfg, target=spec), data).build(
+        cfg.seed
+    )
     loader = make_loader(tokenizer, train, training, cfg.seed)
     seen: dict = {}
     real = calibration.bounded_noise_multiplier

@@ -11,7 +11,7 @@ import numpy as np
 def _figure():
     from privacy_audit.reports import plots
 
-    fig, axes = plots._new_figure(5, 3, ncols=2)
+    fig, axes = plots.new_figure(5, 3, ncols=2)
     x = np.linspace(0, 1, 50)
     axes[0].plot(x, x**2, label="a long legend label")
     axes[0].set_title("a title that constrained layout must fit")
@@ -37,7 +37,7 @@ def test_a_report_figure_is_drawn_once_and_equals_savefig(monkeypatch):
     draws = []
     real = Figure.draw
     monkeypatch.setattr(Figure, "draw", lambda self, r: (draws.append(1), real(self, r))[1])
-    png = plots._png(_figure())
+    png = plots.png_bytes(_figure())
     assert len(draws) == 1
     assert png.startswith(b"\x89PNG\r\n\x1a\n") and b"Software" not in png
     a, b = _pixels(png), _pixels(ref.getvalue())

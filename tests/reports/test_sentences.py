@@ -335,7 +335,7 @@ def test_every_template_is_used_and_every_slot_is_checked():
 def test_the_other_surfaces_sentences_read_cleanly():
     """The split check's within-side sentence and dataset inference's no-p-value reasons,
     in each of their branches, through the linter."""
-    from privacy_audit.reports.dataset_inference_view import _why_no_p
+    from privacy_audit.reports.dataset_inference_view import why_no_p
     from privacy_audit.reports.split_check_view import within_sentence
 
     side = {"texts": 100, "distinct": 61, "removed": 39, "largest": 40}
@@ -343,11 +343,11 @@ def test_the_other_surfaces_sentences_read_cleanly():
         within_sentence({"within_members": side}),
         within_sentence({"within_nonmembers": side}),
         within_sentence({"within_members": {**side, "largest": 1}, "within_nonmembers": side}),
-        _why_no_p({"status": "split-shifted"}),
-        _why_no_p({"status": "split-shifted", "split_check": {"blind": {"auc": {"value": 0.8}}}}),
-        _why_no_p({"status": "error", "reason": "too few texts"}),
-        _why_no_p({"status": "error", "reason": "  "}),
-        _why_no_p({"status": "ok"}),
+        why_no_p({"status": "split-shifted"}),
+        why_no_p({"status": "split-shifted", "split_check": {"blind": {"auc": {"value": 0.8}}}}),
+        why_no_p({"status": "error", "reason": "too few texts"}),
+        why_no_p({"status": "error", "reason": "  "}),
+        why_no_p({"status": "ok"}),
     ]
     for text in texts:
         assert lint(text) == [], text

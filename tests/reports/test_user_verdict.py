@@ -128,10 +128,10 @@ def test_per_user_sentences_read_cleanly(text_sep, user_sep):
 
     run = _run(text_sep, user_sep)
     v = combine_unit_verdicts(run, verdict_for_run(run))
-    from privacy_audit.reports.html import _unit_paragraphs
+    from privacy_audit.reports.html import unit_paragraphs
 
     assert lint(run["users"]["verdict"]["text"]) == []
-    paragraphs = _unit_paragraphs(v["text"])
+    paragraphs = unit_paragraphs(v["text"])
     assert len(paragraphs) == 2  # one per unit, each linted on its own
     assert all(lint(p) == [] for p in paragraphs), paragraphs
     if "inconclusive" in run["users"]["verdict"]["text"].lower():

@@ -160,11 +160,11 @@ def test_claim_check_boundaries_at_the_claimed_epsilon_and_delta():
 
 
 def test_needed_n_names_more_than_the_cap_when_it_is_exceeded():
-    from privacy_audit.reports.verdict import MAX_NAMED_SAMPLE, _needed_n
+    from privacy_audit.reports.verdict import MAX_NAMED_SAMPLE, needed_n
 
     # 10^6 per class, half-width 0.1 shrinking to 0.001: 10^6 * 100^2 = 10^10 > the cap
-    assert _needed_n(10**6, 0.5, 0.1, 0.001) > MAX_NAMED_SAMPLE
-    assert _needed_n(1000, 0.55, 0.05, 0.01) == 25_000  # 1000 * (0.05 / 0.01)^2
+    assert needed_n(10**6, 0.5, 0.1, 0.001) > MAX_NAMED_SAMPLE
+    assert needed_n(1000, 0.55, 0.05, 0.01) == 25_000  # 1000 * (0.05 / 0.01)^2
 
 
 def test_battery_test_rejects_at_p_equal_to_alpha():

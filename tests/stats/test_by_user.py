@@ -267,7 +267,7 @@ def test_grouped_text_metrics_shape_and_independent_pieces():
     # the eps bound is computed on one text per user: as many trials as users
     eps = r["epsilon_lower_bound"]
     assert eps["texts_used"] == "one per user" and eps["ci_high"] is None
-    one = ul._one_text_per_user(ul.user_index(g)[1], per.size, 2)
+    one = ul.one_text_per_user(ul.user_index(g)[1], per.size, 2)
     assert sorted(g[one]) == sorted(per.index)
     assert eps["value"] == epsilon_lower_bound(s[one], m[one], 1e-5, seed=2)
 
@@ -389,7 +389,7 @@ def test_grouped_balanced_accuracy_by_hand_on_user_halves():
     r = ul.grouped_text_metrics(s, m, g, n_boot=50, seed=3)["balanced_accuracy"]
     names, idx = ul.user_index(g)
     per_user_m = pd.Series(m).groupby(g).max().to_numpy().astype(bool)
-    half_a, _ = ul._user_halves(per_user_m, 3)
+    half_a, _ = ul.user_halves(per_user_m, 3)
     in_b = ~half_a[idx]
     # no user is split across halves, and half A holds floor(k/2) users of each side
     assert half_a.sum() == per_user_m.sum() // 2 + (~per_user_m).sum() // 2

@@ -16,11 +16,8 @@ from privacy_audit.stats.canary_bounds import (
     one_run_group_epsilon,
     tpr_at_1pct_fpr,
 )
-from privacy_audit.stats.epsilon_bounds import (
-    gaussian_mechanism_epsilon,
-    one_run_best,
-    one_run_epsilon,
-)
+from privacy_audit.stats.epsilon_bounds import gaussian_mechanism_epsilon
+from privacy_audit.stats.one_run_bounds import one_run_best, one_run_epsilon
 
 DELTA = 1e-5
 

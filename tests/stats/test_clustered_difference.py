@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from privacy_audit.stats.split_check import clustered_difference, delong_difference
+from privacy_audit.stats.blind_baseline import clustered_difference, delong_difference
 
 
 def _brute(a, b, m, users):

@@ -15,7 +15,7 @@ from privacy_audit.stats.epsilon_bounds import (
     epsilon_point_estimate,
     gaussian_mechanism_epsilon,
 )
-from privacy_audit.stats.metrics import _stratified_split
+from privacy_audit.stats.metrics import stratified_split
 
 DELTA = 1e-5
 COMBOS = [
@@ -97,11 +97,11 @@ def test_gaussian_epsilon_edge_cases_and_classical_bound():
 
 
 def test_cp_upper_bound_formula_and_zero_counts():
-    from privacy_audit.stats.epsilon_bounds import _cp_upper
+    from privacy_audit.stats.epsilon_bounds import clopper_pearson_upper
 
     n, q = 200, 0.975
     ks = np.array([0, 1, 7, 100, 199, 200])
-    got = _cp_upper(ks, n, q)
+    got = clopper_pearson_upper(ks, n, q)
     want = [cp_upper(int(k), n, q) for k in ks]
     np.testing.assert_allclose(got, want, rtol=1e-10)
     assert got[0] == pytest.approx(1 - 0.025 ** (1 / n), rel=1e-12)  # FP = 0
@@ -113,10 +113,10 @@ def test_cp_upper_bound_formula_and_zero_counts():
 def test_cp_upper_bound_exact_coverage(n):
     # Exact coverage P(rate <= upper bound) over Binomial(n, p) counts, for many p:
     # never below 1 - alpha/2, and close to it somewhere (not needlessly loose).
-    from privacy_audit.stats.epsilon_bounds import _cp_upper
+    from privacy_audit.stats.epsilon_bounds import clopper_pearson_upper
 
     k = np.arange(n + 1)
-    upper = _cp_upper(k, n, 0.975)
+    upper = clopper_pearson_upper(k, n, 0.975)
     coverages = []
     for p in np.geomspace(1e-4, 0.9, 300):
         coverages.append(np.sum(binom.pmf(k, n, p)[upper >= p]))
@@ -125,13 +125,13 @@ def test_cp_upper_bound_exact_coverage(n):
 
 
 def test_epsilon_from_rate_bounds_by_hand():
-    from privacy_audit.stats.epsilon_bounds import _eps_from_rate_bounds
+    from privacy_audit.stats.epsilon_bounds import eps_from_rate_bounds
 
-    assert _eps_from_rate_bounds(0.01, 0.5, 0.0) == pytest.approx(math.log(50))
-    assert _eps_from_rate_bounds(0.5, 0.01, 0.0) == pytest.approx(math.log(50))
-    assert _eps_from_rate_bounds(0.02, 0.3, 0.1) == pytest.approx(math.log(0.6 / 0.02))
-    assert _eps_from_rate_bounds(0.6, 0.6, 1e-5) == 0.0  # both numerators <= 0
-    assert _eps_from_rate_bounds(1.0, 1.0, 1e-5) == 0.0  # FP = N_out and FN = N_in
+    assert eps_from_rate_bounds(0.01, 0.5, 0.0) == pytest.approx(math.log(50))
+    assert eps_from_rate_bounds(0.5, 0.01, 0.0) == pytest.approx(math.log(50))
+    assert eps_from_rate_bounds(0.02, 0.3, 0.1) == pytest.approx(math.log(0.6 / 0.02))
+    assert eps_from_rate_bounds(0.6, 0.6, 1e-5) == 0.0  # both numerators <= 0
+    assert eps_from_rate_bounds(1.0, 1.0, 1e-5) == 0.0  # FP = N_out and FN = N_in
 
 
 def test_bonferroni_bound_known_counts():
@@ -153,7 +153,7 @@ def test_split_bound_counts_on_half_b_only():
     members = np.r_[np.ones(100), np.zeros(100)].astype(int)
     scores = np.r_[np.ones(80), np.zeros(20), np.ones(10), np.zeros(90)]
     for seed in range(5):
-        _, half_b = _stratified_split(members.astype(bool), seed)
+        _, half_b = stratified_split(members.astype(bool), seed)
         sb, mb = scores[half_b], members[half_b] == 1
         fp, fn = int(np.sum(sb[~mb] >= 0.5)), int(np.sum(sb[mb] < 0.5))
         want = cp_epsilon(fp, int((~mb).sum()), fn, int(mb.sum()), DELTA, 0.975)

@@ -21,19 +21,21 @@ from scipy.optimize import brentq
 from scipy.stats import beta, binom, norm
 
 from privacy_audit.stats.epsilon_bounds import (
-    _one_run_p_value,
     dp_tradeoff_max_tpr,
     epsilon_ceiling,
     epsilon_lower_bound,
     epsilon_lower_bound_from_counts,
     epsilon_point_estimate,
     gaussian_mechanism_epsilon,
+    tradeoff_curve,
+    tradeoff_violations,
+)
+from privacy_audit.stats.one_run_bounds import (
     one_run_best,
     one_run_ceiling,
     one_run_epsilon,
     one_run_from_scores,
-    tradeoff_curve,
-    tradeoff_violations,
+    one_run_p_value,
 )
 
 DELTA = 1e-5
@@ -244,7 +246,7 @@ def naive_p_value(m, r, v, eps, delta):
     ],
 )
 def test_one_run_p_value_matches_independent_implementation(m, r, v, eps, delta):
-    got = _one_run_p_value(m, r, v, eps, delta)
+    got = one_run_p_value(m, r, v, eps, delta)
     assert got == pytest.approx(naive_p_value(m, r, v, eps, delta), rel=1e-9, abs=1e-15)
 
 
@@ -267,15 +269,15 @@ def test_one_run_reproduces_note_ceilings(m, r, frac, note):
     if frac == 1.0:
         assert one_run_ceiling(m, r, DELTA) == got
     # The returned eps is the crossing: p(eps) <= alpha < p(eps + 1e-6).
-    assert _one_run_p_value(m, r, v, got, DELTA) <= ALPHA
-    assert _one_run_p_value(m, r, v, got + 1e-6, DELTA) > ALPHA
+    assert one_run_p_value(m, r, v, got, DELTA) <= ALPHA
+    assert one_run_p_value(m, r, v, got + 1e-6, DELTA) > ALPHA
 
 
 def test_one_run_p_value_monotone_in_epsilon():
     # Proven for 2 m delta <= 1 (see one_run_epsilon's docstring); checked on a grid.
     grid = np.linspace(0.0, 8.0, 400)
     for m, r, v, delta in [(1000, 100, 80, 1e-5), (1000, 50, 45, 5e-4), (2000, 300, 200, 2.5e-4)]:
-        p = [_one_run_p_value(m, r, v, e, delta) for e in grid]
+        p = [one_run_p_value(m, r, v, e, delta) for e in grid]
         assert np.all(np.diff(p) >= -1e-12)  # rounding where p is within 1e-13 of 1
 
 
@@ -299,9 +301,9 @@ def test_one_run_large_m_delta_regime():
     r = v = 1000
     got = one_run_epsilon(v, r, m, delta)
     assert got > 0.0
-    assert _one_run_p_value(m, r, v, got, delta) <= ALPHA
+    assert one_run_p_value(m, r, v, got, delta) <= ALPHA
     finer = np.linspace(got + 1e-6, got + 10.0, 3000)
-    assert all(_one_run_p_value(m, r, v, e, delta) > ALPHA for e in finer)
+    assert all(one_run_p_value(m, r, v, e, delta) > ALPHA for e in finer)
     assert got < one_run_epsilon(v, r, m, 1e-6)
 
 

@@ -16,7 +16,7 @@ from sklearn.metrics import roc_curve
 from experiments.statistics import percentile_bootstrap_coverage
 from privacy_audit.stats.canary_bounds import tpr_at_1pct_fpr
 from privacy_audit.stats.metrics import bootstrap_ci, membership_metrics
-from privacy_audit.stats.scores import _POISSON
+from privacy_audit.stats.scores import POISSON
 
 
 @pytest.mark.parametrize("name", ["advantage", "tpr_at_fpr_0.01", "tpr_at_fpr_0.001"])
@@ -64,9 +64,7 @@ def test_advantage_upper_limit_is_the_975_quantile_of_the_weighted_resamples():
     out = membership_metrics(s, m, n_boot=n_boot, seed=seed)
     # the same Poisson(1) weights, on the decreasing-score order, recomputed by sklearn
     order = np.argsort(-s)
-    w = _POISSON[
-        np.random.default_rng(seed).integers(0, _POISSON.size, (n_boot, s.size), np.uint16)
-    ]
+    w = POISSON[np.random.default_rng(seed).integers(0, POISSON.size, (n_boot, s.size), np.uint16)]
     reps = []
     for i in range(n_boot):
         fpr, tpr, _ = roc_curve(m[order], s[order], sample_weight=w[i])

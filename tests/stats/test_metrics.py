@@ -26,7 +26,7 @@ from privacy_audit.stats.metrics import (
     roc_curve,
     tpr_at_fpr,
 )
-from privacy_audit.stats.scores import _POISSON, SortedScores, poisson_bootstrap
+from privacy_audit.stats.scores import POISSON, SortedScores, poisson_bootstrap
 
 
 def gaussian_scores(mu: float, n_in: int, n_out: int, seed: int):
@@ -228,7 +228,7 @@ def test_poisson_bootstrap_equals_weighted_resamples(ties):
         fprs=(0.01, 0.05),
         group_starts=ss.group_starts if ss.has_ties else None,
     )
-    w = _POISSON[np.random.default_rng(9).integers(0, 65536, (n_boot, 150), dtype=np.uint16)]
+    w = POISSON[np.random.default_rng(9).integers(0, 65536, (n_boot, 150), dtype=np.uint16)]
     for b in range(n_boot):
         s_b = np.repeat(ss.scores, w[b])
         m_b = np.repeat(ss.labels, w[b])
@@ -241,7 +241,7 @@ def test_poisson_bootstrap_equals_weighted_resamples(ties):
 
 
 def test_poisson_table_is_poisson_one():
-    counts = np.bincount(_POISSON, minlength=16) / _POISSON.size
+    counts = np.bincount(POISSON, minlength=16) / POISSON.size
     k = np.arange(16)
     pmf = np.exp(-1.0) / np.array([math.factorial(int(i)) for i in k])
     assert np.max(np.abs(counts - pmf)) <= 2.0**-16
@@ -264,7 +264,7 @@ def test_bootstrap_is_stratified_and_seeded():
     # named statistic, seeded: the percentile interval of sklearn's AUC on the same
     # Poisson(1)-weighted resamples (weights drawn on the decreasing-score order)
     order = np.argsort(-scores)
-    w = _POISSON[np.random.default_rng(3).integers(0, _POISSON.size, (100, 100), np.uint16)]
+    w = POISSON[np.random.default_rng(3).integers(0, POISSON.size, (100, 100), np.uint16)]
     reps = [roc_auc_score(members[order], scores[order], sample_weight=w[i]) for i in range(100)]
     assert bootstrap_ci("auc", scores, members, n_boot=100, seed=3) == pytest.approx(
         tuple(np.quantile(reps, [0.025, 0.975])), abs=1e-12
@@ -433,9 +433,7 @@ def test_advantage_bootstrap_with_ties_equals_the_general_path(decimals):
     fast = advantage_bootstrap(ss.labels, 250, np.random.default_rng(2), ends=ss.ends)
     np.testing.assert_allclose(fast, general["advantage"], rtol=0, atol=1e-14)
     # and each replicate is the advantage sklearn computes on its weighted resample
-    w = _POISSON[
-        np.random.default_rng(2).integers(0, _POISSON.size, (3, ss.scores.size), np.uint16)
-    ]
+    w = POISSON[np.random.default_rng(2).integers(0, POISSON.size, (3, ss.scores.size), np.uint16)]
     for i in range(3):
         fpr, tpr, _ = sk_roc_curve(ss.labels, ss.scores, sample_weight=w[i])
         assert fast[i] == pytest.approx(max(0.0, float(np.max(tpr - fpr))), abs=1e-12)

@@ -12,14 +12,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from privacy_audit.stats import split_check
-from privacy_audit.stats.split_check import (
-    duplicate_groups,
-    near_duplicates,
-    normalise,
-    normalise_all,
-    similar_pairs,
-)
+from privacy_audit.stats import near_duplicates as nd
+from privacy_audit.stats import partition_join, shingles, split_check
+from privacy_audit.stats.near_duplicates import duplicate_groups, near_duplicates, similar_pairs
+from privacy_audit.stats.shingles import normalise, normalise_all
 
 
 def _real_texts(n: int, seed: int) -> list[str]:
@@ -259,13 +255,15 @@ def _hard_pairs(seed: int, count: int) -> tuple[list[str], list[str]]:
 
 
 @pytest.mark.parametrize(
-    "light_keys", [split_check._MAX_LIGHT_KEYS, 1, -1], ids=["partition", "mixed", "all-overflow"]
+    "light_keys",
+    [partition_join.MAX_LIGHT_KEYS, 1, -1],
+    ids=["partition", "mixed", "all-overflow"],
 )
 def test_no_planted_pair_at_the_threshold_is_missed(monkeypatch, light_keys):
     """700 near-copy pairs with Jaccard around 0.8 (sizes 1 to ~400 shingles): every
     pair at >= 0.8 is found with its exact Jaccard, every reported pair is verified. With
     no light-group keys allowed, every text goes to the prefix-filter fallback."""
-    monkeypatch.setattr(split_check, "_MAX_LIGHT_KEYS", light_keys)
+    monkeypatch.setattr(partition_join, "MAX_LIGHT_KEYS", light_keys)
     members, nonmembers = _hard_pairs(7, 700)
     got = near_duplicates(members, nonmembers)
     found = {(i, j): v for i, j, v in got}
@@ -280,7 +278,7 @@ def test_no_planted_pair_at_the_threshold_is_missed(monkeypatch, light_keys):
         assert (k, k) in found, (members[k], nonmembers[k], planted[k])
     for (i, j), v in found.items():
         assert v == pytest.approx(_jaccard(members[i], nonmembers[j]), abs=1e-12) and v >= 0.8
-    stats = split_check.JOIN_STATS
+    stats = shingles.JOIN_STATS
     if light_keys < 0:
         assert stats["overflow"] == stats["texts"]
     elif light_keys == 1:  # overflow texts pair with partition-keyed ones too
@@ -296,14 +294,14 @@ def test_pairs_whose_identical_groups_are_all_light_are_found(monkeypatch, light
     subsets, which must all be keyed, or, for a text with too many of them, by the
     prefix filter against every text of a size it can pair with (some of these pairs
     hold one overflow text and one keyed text and share no key)."""
-    monkeypatch.setattr(split_check, "_LIGHT", light)
-    monkeypatch.setattr(split_check, "_MAX_LIGHT_KEYS", light_keys)
+    monkeypatch.setattr(partition_join, "_LIGHT", light)
+    monkeypatch.setattr(partition_join, "MAX_LIGHT_KEYS", light_keys)
     members, nonmembers = _hard_pairs(8, 300)
     got = {(i, j) for i, j, _ in near_duplicates(members, nonmembers)}
     for k in range(len(members)):
         if _jaccard(members[k], nonmembers[k]) >= 0.8:
             assert (k, k) in got, (members[k], nonmembers[k])
-    over = split_check.JOIN_STATS["overflow"] / split_check.JOIN_STATS["texts"]
+    over = shingles.JOIN_STATS["overflow"] / shingles.JOIN_STATS["texts"]
     assert over == 0 if light_keys > 10**5 else 0 < over < 1
 
 
@@ -345,7 +343,7 @@ def test_benchmark_texts_with_near_copies_equal_brute_force():
     got = near_duplicates(members, nonmembers)
     assert {(i, j): v for i, j, v in got} == pytest.approx(brute, abs=1e-12)
     assert len(brute) >= 20
-    assert split_check.JOIN_STATS["overflow"] == 0  # the partition join did the work
+    assert shingles.JOIN_STATS["overflow"] == 0  # the partition join did the work
 
 
 def test_partition_groups_guarantee_identical_groups():
@@ -355,7 +353,7 @@ def test_partition_groups_guarantee_identical_groups():
     from fractions import Fraction
 
     for t in (0.75, 0.8, 0.9, 0.95, 1.0):
-        edges, m = split_check._size_classes(2000, t)
+        edges, m = partition_join.size_classes(2000, t)
         tf = Fraction(t).limit_denominator(1000)
         for a in range(1, 2000):
             c = np.searchsorted(edges, a, "right") - 1
@@ -363,7 +361,7 @@ def test_partition_groups_guarantee_identical_groups():
             b = np.arange(a, int(a / tf) + 1)
             o = -((-tf.numerator * (a + b)) // (tf.numerator + tf.denominator))  # ceil
             d = np.where(o <= a, a + b - 2 * o, 0)
-            assert m[c] - d.max() >= split_check._PART_EXTRA + 1, (t, a)
+            assert m[c] - d.max() >= partition_join.PART_EXTRA + 1, (t, a)
 
 
 def test_size_compatible_equals_a_per_pair_check():
@@ -374,9 +372,9 @@ def test_size_compatible_equals_a_per_pair_check():
     others = rng.integers(1, 200, size=12)
     for t in (0.8, 0.9, 0.75):
         want = [any(t * s - 1e-9 <= o <= s / t + 1e-9 for o in others) for s in sizes]
-        got = split_check._size_compatible(sizes, others, t)
+        got = nd.size_compatible(sizes, others, t)
         assert got.tolist() == want and 0 < sum(want) < len(want)
-    assert split_check._size_compatible(np.array([4, 5, 6]), np.array([5]), 0.8).all()
+    assert nd.size_compatible(np.array([4, 5, 6]), np.array([5]), 0.8).all()
 
 
 def _as_dict(pairs) -> dict[tuple[int, int], float]:
@@ -388,8 +386,8 @@ def test_the_join_is_chosen_by_cost_and_both_joins_agree(monkeypatch):
     """On a sample the cheaper exact join is chosen: the partition join for the
     benchmark's low-entropy texts, the prefix filter for real text; forcing either join
     gives the same pairs and Jaccard values."""
-    monkeypatch.setattr(split_check, "_CHOOSE_FROM", 1000)
-    monkeypatch.setattr(split_check, "_CHOOSE_SAMPLE", 600)
+    monkeypatch.setattr(nd, "_CHOOSE_FROM", 1000)
+    monkeypatch.setattr(nd, "_CHOOSE_SAMPLE", 600)
     rng = np.random.default_rng(2)
     bench = _bench_texts(3000, 21, vocab=2000)
     bench += [_near_copy(bench[int(rng.integers(3000))], rng, 2) for _ in range(200)]
@@ -398,10 +396,10 @@ def test_the_join_is_chosen_by_cost_and_both_joins_agree(monkeypatch):
     for texts, want in ((bench, "partition"), (real, "prefix")):
         norm = sorted(set(normalise_all(texts)))
         chosen = similar_pairs(norm)
-        assert split_check.JOIN_STATS["join"] == want
+        assert shingles.JOIN_STATS["join"] == want
         for forced in (True, False):
             with monkeypatch.context() as m:
-                m.setattr(split_check, "_use_partition", lambda *a, f=forced: f)
+                m.setattr(nd, "_use_partition", lambda *a, f=forced: f)
                 other = similar_pairs(norm)
             assert _as_dict(other) == _as_dict(chosen)
         assert chosen[0].size >= 40
@@ -413,22 +411,22 @@ def test_the_join_is_chosen_by_cost_and_both_joins_agree(monkeypatch):
 def test_lsh_bands_meet_the_stated_miss_bound():
     """The fewest bands with (1 - t^6)^b <= 1e-6, by hand at t = 0.8: 0.8^6 = 0.262144,
     ln(1e-6) / ln(0.737856) = 45.44, so 46 bands and a bound of 8.45e-7."""
-    assert split_check.lsh_bands(0.8) == 46
-    assert split_check.lsh_miss_bound(0.8, 6, 46) == pytest.approx(0.737856**46, rel=1e-12)
-    assert 8.4e-7 < split_check.lsh_miss_bound(0.8, 6, 46) < 8.5e-7
+    assert nd.lsh_bands(0.8) == 46
+    assert nd.lsh_miss_bound(0.8, 6, 46) == pytest.approx(0.737856**46, rel=1e-12)
+    assert 8.4e-7 < nd.lsh_miss_bound(0.8, 6, 46) < 8.5e-7
     for t in (0.75, 0.8, 0.9, 0.95):
-        b = split_check.lsh_bands(t)
+        b = nd.lsh_bands(t)
         assert (1 - t**6) ** b <= 1e-6 < (1 - t**6) ** (b - 1)
-    assert split_check.lsh_bands(1.0) == 1
+    assert nd.lsh_bands(1.0) == 1
 
 
 def _minhash_of(texts: list[str], count: int) -> np.ndarray:
     norm = normalise_all(texts)
-    table = split_check._Shingles(norm)
-    xor, mult = split_check.lsh_hashes(count)
+    table = shingles.Shingles(norm)
+    xor, mult = nd.lsh_hashes(count)
     sig = np.zeros((len(norm), count), dtype=np.uint64)
     for rows, ids, distinct in table.key_blocks(np.arange(len(norm)), by_frequency=False):
-        sig[rows] = split_check.minhash_signatures(ids, distinct, xor, mult)
+        sig[rows] = nd.minhash_signatures(ids, distinct, xor, mult)
     return sig
 
 
@@ -462,15 +460,15 @@ def test_the_lsh_miss_rate_is_the_stated_formula(monkeypatch):
     members, nonmembers = _hard_pairs(7, 700)
     jac = np.array([_jaccard(a, b) for a, b in zip(members, nonmembers, strict=True)])
     at = np.flatnonzero(jac >= 0.8)
-    monkeypatch.setattr(split_check, "_LSH_FROM", 1)
-    monkeypatch.setattr(split_check, "_EXACT_BUDGET_S", -1.0)
+    monkeypatch.setattr(nd, "_LSH_FROM", 1)
+    monkeypatch.setattr(nd, "_EXACT_BUDGET_S", -1.0)
     with monkeypatch.context() as m:
-        m.setattr(split_check, "_exact_over_budget", lambda *a: None)
+        m.setattr(nd, "_exact_over_budget", lambda *a: None)
         exact = {(i, j): v for i, j, v in near_duplicates(members, nonmembers, 0.8)}
     full = {(i, j): v for i, j, v in near_duplicates(members, nonmembers, 0.8)}
-    assert split_check.JOIN_STATS["join"] == "minhash-lsh"
+    assert shingles.JOIN_STATS["join"] == "minhash-lsh"
     assert full == exact and all((k, k) in full for k in at)
-    monkeypatch.setattr(split_check, "lsh_bands", lambda *a, **k: 3)
+    monkeypatch.setattr(nd, "lsh_bands", lambda *a, **k: 3)
     weak = {(i, j) for i, j, _ in near_duplicates(members, nonmembers, 0.8)}
     assert weak <= set(exact)
     missed = sum((k, k) not in weak for k in at)
@@ -531,11 +529,11 @@ def test_lsh_finds_every_near_duplicate_of_real_sentences(monkeypatch):
     hash family missed 9% of them here)."""
     texts = sorted(set(normalise_all(_real_sentences(12_000, 6))))
     exact = _as_dict(similar_pairs(texts))
-    assert split_check.JOIN_STATS["join"] != "minhash-lsh" and len(exact) >= 50
-    monkeypatch.setattr(split_check, "_LSH_FROM", 1)
+    assert shingles.JOIN_STATS["join"] != "minhash-lsh" and len(exact) >= 50
+    monkeypatch.setattr(nd, "_LSH_FROM", 1)
     # a negative budget: even an estimate of 0 (a sample without candidates, as on some
     # machines' package mix) is over it, so LSH is forced
-    monkeypatch.setattr(split_check, "_EXACT_BUDGET_S", -1.0)
+    monkeypatch.setattr(nd, "_EXACT_BUDGET_S", -1.0)
     lsh = _as_dict(similar_pairs(texts))
-    assert split_check.JOIN_STATS["join"] == "minhash-lsh"
+    assert shingles.JOIN_STATS["join"] == "minhash-lsh"
     assert lsh == exact

@@ -15,7 +15,7 @@ from experiments.statistics import (
     gaussian_mu,
     one_run_simulation,
 )
-from privacy_audit.stats.epsilon_bounds import one_run_best, one_run_epsilon, one_run_fdp_epsilon
+from privacy_audit.stats.one_run_bounds import one_run_best, one_run_epsilon, one_run_fdp_epsilon
 
 DELTA = 1e-5
 ALPHA = 0.05

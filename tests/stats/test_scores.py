@@ -1,4 +1,4 @@
-"""The balanced-accuracy threshold of stats/scores.py (``_best_threshold``), by hand:
+"""The balanced-accuracy threshold of stats/scores.py (``best_threshold``), by hand:
 the midpoint below the tie group with the largest TPR − FPR, and +inf ("nobody is a
 member") when no group beats the starting point (0, 0) (gain exactly 0 does not)."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from privacy_audit.stats.scores import _best_threshold
+from privacy_audit.stats.scores import best_threshold
 
 
 def test_best_threshold_known_answers():
@@ -19,26 +19,26 @@ def test_best_threshold_known_answers():
     tp = np.array([[1, 1, 1, 2], [1, 2, 2, 2], [0, 0, 1, 2]])
     fp = np.array([[0, 1, 2, 2], [0, 0, 1, 2], [1, 2, 2, 2]])
     ends = np.array([[False, True, True, True], [True] * 4, [True] * 4])
-    got = _best_threshold(scores, tp, fp, ends, 2, 2)
+    got = best_threshold(scores, tp, fp, ends, 2, 2)
     np.testing.assert_array_equal(got, [np.inf, 1.5, np.inf])
 
 
 def test_confidence_zero_and_one_are_refused():
     import pytest
 
-    from privacy_audit.stats.scores import _check_confidence
+    from privacy_audit.stats.scores import check_confidence
 
     for c in (0.0, 1.0):
         with pytest.raises(ValueError, match="confidence"):
-            _check_confidence(c)
-    assert _check_confidence(0.5) == 0.5
+            check_confidence(c)
+    assert check_confidence(0.5) == 0.5
 
 
 def test_stratified_split_gives_half_a_the_floor_of_each_class():
-    from privacy_audit.stats.scores import _stratified_split
+    from privacy_audit.stats.scores import stratified_split
 
     members = np.array([1, 1, 1, 1, 1, 0, 0, 0], dtype=bool)  # 5 members, 3 non-members
-    a, b = _stratified_split(members, 0)
+    a, b = stratified_split(members, 0)
     assert (members[a].sum(), (~members[a]).sum()) == (2, 1)  # floor(5/2), floor(3/2)
     assert (members[b].sum(), (~members[b]).sum()) == (3, 2)
     assert sorted(np.r_[a, b].tolist()) == list(range(8))

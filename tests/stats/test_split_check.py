@@ -15,13 +15,9 @@ import pytest
 from scipy.stats import binom
 
 from privacy_audit.audit.own_model import check_audit_data
-from privacy_audit.stats.split_check import (
-    SplitCheck,
-    blind_scores,
-    delong_auc,
-    delong_difference,
-    near_duplicates,
-)
+from privacy_audit.stats.blind_baseline import blind_scores, delong_auc, delong_difference
+from privacy_audit.stats.near_duplicates import near_duplicates
+from privacy_audit.stats.split_check import SplitCheck
 
 
 def prose(n: int, seed: int) -> list[str]:
@@ -218,9 +214,9 @@ def _brute_force_scores(texts, y, fold_id):
     from sklearn.linear_model import Ridge
     from sklearn.preprocessing import StandardScaler
 
-    from privacy_audit.stats.split_check import BLOCK_WEIGHTS, RIDGE, _dense_features
+    from privacy_audit.stats.blind_baseline import BLOCK_WEIGHTS, RIDGE, dense_features
 
-    dense = _dense_features(texts)
+    dense = dense_features(texts)
     out = np.zeros(len(texts))
     for f in np.unique(fold_id):
         tr, te = np.flatnonzero(fold_id != f), np.flatnonzero(fold_id == f)
@@ -254,13 +250,8 @@ def test_permutation_test_equals_a_brute_force_refit_loop():
     plain loop, against the suite's operator H and its vectorised permutation test."""
     from sklearn.metrics import roc_auc_score
 
-    from privacy_audit.stats.split_check import (
-        FAMILIES,
-        cross_fit,
-        duplicate_groups,
-        permutation_test,
-        text_folds,
-    )
+    from privacy_audit.stats.blind_baseline import FAMILIES, cross_fit, permutation_test, text_folds
+    from privacy_audit.stats.near_duplicates import duplicate_groups
 
     texts = prose(36, 11)[:18] + _clustered("docstrings")[:18]
     y = np.r_[np.ones(18, int), np.zeros(18, int)]
@@ -293,7 +284,7 @@ def test_permutation_test_equals_a_brute_force_refit_loop():
 def test_fold_tfidf_is_tfidf_vectorizer_fitted_on_the_training_rows_only():
     from sklearn.feature_extraction.text import TfidfVectorizer
 
-    from privacy_audit.stats.split_check import NGRAMS, fold_tfidf, ngram_counts
+    from privacy_audit.stats.blind_baseline import NGRAMS, fold_tfidf, ngram_counts
 
     texts = prose(120, 3)
     tr, te = np.arange(0, 120, 2), np.arange(1, 120, 2)
@@ -312,7 +303,7 @@ def test_fold_tfidf_is_tfidf_vectorizer_fitted_on_the_training_rows_only():
 
 
 def test_folds_and_relabellings_read_no_label_or_order():
-    from privacy_audit.stats.split_check import label_permutations, text_folds
+    from privacy_audit.stats.blind_baseline import label_permutations, text_folds
 
     texts = prose(50, 8)
     groups = np.arange(50)
@@ -335,7 +326,7 @@ def test_folds_and_relabellings_read_no_label_or_order():
 def test_auc_counts_cross_class_ties_as_one_half_like_sklearn():
     from sklearn.metrics import roc_auc_score
 
-    from privacy_audit.stats.split_check import auc_rows
+    from privacy_audit.stats.blind_baseline import auc_rows
 
     rng = np.random.default_rng(2)
     y = rng.integers(0, 2, size=(5, 60))
@@ -373,7 +364,7 @@ def test_intervals_use_the_normal_quantile_of_their_confidence(confidence):
     assert b["ci_low"] == pytest.approx(max(0.0, b["value"] - lo_half), abs=1e-12)
     assert b["ci_high"] == pytest.approx(min(1.0, b["value"] + hi_half), abs=1e-12)
     # where DeLong's SE is the wider (a large shift), its z is the confidence's quantile
-    from privacy_audit.stats.split_check import blind_interval
+    from privacy_audit.stats.blind_baseline import blind_interval
 
     lo, hi = blind_interval(0.9, 0.45, 0.55, 0.04, confidence)
     assert lo == pytest.approx(0.9 - max(0.05, z * 0.04), abs=1e-12)
@@ -390,14 +381,14 @@ def test_the_split_check_decides_at_one_percent_with_the_98_percent_interval():
     from scipy.stats import norm
     from sklearn.metrics import roc_auc_score
 
-    from privacy_audit.stats.split_check import (
+    from privacy_audit.stats.blind_baseline import (
         FAMILIES,
         cross_fit,
-        duplicate_groups,
         is_shifted,
         label_permutations,
         text_folds,
     )
+    from privacy_audit.stats.near_duplicates import duplicate_groups
 
     # the decision rule at its default level: p = 0.01 is a shift, 0.011 and 0.02 are not
     assert is_shifted({"p_value": 0.01, "ci_low": 0.51}) is True
@@ -430,7 +421,7 @@ def test_the_split_check_decides_at_one_percent_with_the_98_percent_interval():
 
 
 def test_shifted_only_when_the_auc_is_significantly_above_chance():
-    from privacy_audit.stats.split_check import is_shifted
+    from privacy_audit.stats.blind_baseline import is_shifted
 
     above = {"p_value": 0.001, "ci_low": 0.6, "ci_high": 0.8}
     below = {"p_value": 0.999, "ci_low": 0.2, "ci_high": 0.4}  # anti-learning, not a shift
@@ -481,7 +472,7 @@ def test_paired_difference_variance_and_the_attack_minus_blind_sign():
 def test_the_default_near_duplicate_threshold_is_jaccard_0_8():
     """A pair at Jaccard 0.85 of character 5-gram sets (computed here by hand) is a
     near-duplicate at the default threshold, and not at 0.9."""
-    from privacy_audit.stats.split_check import normalise
+    from privacy_audit.stats.shingles import normalise
 
     def jac(s, t):
         a = {normalise(s)[i : i + 5] for i in range(len(normalise(s)) - 4)}
@@ -768,7 +759,7 @@ def test_linear_kernel_equals_the_sparse_product():
     both kinds of columns present and a column block smaller than the common columns."""
     from scipy import sparse
 
-    from privacy_audit.stats import split_check
+    from privacy_audit.stats import blind_baseline
 
     rng = np.random.default_rng(5)
     common = sparse.random(300, 40, density=0.6, random_state=1, format="csr")
@@ -776,12 +767,12 @@ def test_linear_kernel_equals_the_sparse_product():
     x = sparse.hstack([rare[:, :250], common, rare[:, 250:]], format="csr")
     a, b = x[rng.permutation(300)[:120]], x[:200]
     want = (a @ b.T).toarray()
-    old = split_check._DENSE_BLOCK
+    old = blind_baseline.DENSE_BLOCK
     try:
-        split_check._DENSE_BLOCK = 16
-        got = split_check.linear_kernel(a, b)
+        blind_baseline.DENSE_BLOCK = 16
+        got = blind_baseline.linear_kernel(a, b)
     finally:
-        split_check._DENSE_BLOCK = old
+        blind_baseline.DENSE_BLOCK = old
     held = np.bincount(b.indices, minlength=b.shape[1])
     assert (held >= 0.02 * 200).sum() >= 40 and (held < 0.02 * 200).sum() > 100
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
@@ -791,7 +782,7 @@ def test_linear_kernel_equals_the_sparse_product():
 def test_folds_follow_the_texts_when_group_ids_follow_positions():
     """duplicate_groups numbers groups by position (members first), so folds keyed by a
     group's id would tie folds to order, hence to labels; keyed by content they do not."""
-    from privacy_audit.stats.split_check import text_folds
+    from privacy_audit.stats.blind_baseline import text_folds
 
     texts = prose(40, 3)
     order = np.random.default_rng(1).permutation(40)
@@ -815,7 +806,7 @@ def test_the_blind_classifier_subsamples_only_above_its_limit(monkeypatch):
 
 
 def test_delong_se_with_member_non_member_ties_by_brute_force():
-    from privacy_audit.stats.split_check import delong_auc
+    from privacy_audit.stats.blind_baseline import delong_auc
 
     x = np.array([1.0, 2.0, 2.0, 3.0])  # members
     y = np.array([0.0, 2.0, 2.0])  # non-members, two tied with two members
@@ -828,7 +819,7 @@ def test_delong_se_with_member_non_member_ties_by_brute_force():
 
 
 def test_a_relabelling_tied_with_the_observed_auc_counts_against_it():
-    from privacy_audit.stats.split_check import permutation_test
+    from privacy_audit.stats.blind_baseline import permutation_test
 
     # h = identity: every labelling's scores are its own labels, so every relabelled AUC
     # is 1, tied with the observed one: p = (1 + 2) / (1 + 2) = 1 (Phipson and Smyth)
@@ -856,7 +847,7 @@ def _shingles(text):
 
 
 def test_a_member_near_duplicate_of_a_text_in_both_sets_is_paired_with_its_non_member():
-    from privacy_audit.stats.split_check import near_duplicates
+    from privacy_audit.stats.near_duplicates import near_duplicates
 
     x = "the quick brown fox jumps over the lazy dog again"
     # x is in both sets; x + "!" only among the members, and near x (brute-force Jaccard)
@@ -870,7 +861,7 @@ def test_a_member_near_duplicate_of_a_text_in_both_sets_is_paired_with_its_non_m
 
 
 def test_a_join_at_another_threshold_is_refused():
-    from privacy_audit.stats.split_check import Join, near_duplicates
+    from privacy_audit.stats.near_duplicates import Join, near_duplicates
 
     members, nonmembers = ["a member text here", "b"], ["a non-member text", "c"]
     with pytest.raises(ValueError, match="not of these texts"):

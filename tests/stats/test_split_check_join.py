@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+import privacy_audit.stats.near_duplicates as nd
 import privacy_audit.stats.split_check as sc
 
 
@@ -42,23 +43,23 @@ def _texts(seed: int) -> tuple[list[str], list[str]]:
 
 def test_one_join_gives_the_pairs_and_groups_of_two_separate_joins():
     members, nonmembers = _texts(0)
-    join = sc.Join(members + nonmembers)
-    want = sc.near_duplicates(members, nonmembers)
+    join = nd.Join(members + nonmembers)
+    want = nd.near_duplicates(members, nonmembers)
     assert len(want) >= 5  # planted pairs are found (the test can see a difference)
-    assert sc.near_duplicates(members, nonmembers, join=join) == want
+    assert nd.near_duplicates(members, nonmembers, join=join) == want
     # groups of a subset (the texts left after removing the pairs): read from the join
     dm, dn = {i for i, _, _ in want}, {j for _, j, _ in want}
     pos = [i for i in range(len(members)) if i not in dm]
     pos += [len(members) + j for j in range(len(nonmembers)) if j not in dn]
     texts = members + nonmembers
     sub = [texts[p] for p in pos]
-    got = sc.duplicate_groups(sub, join=join, positions=np.array(pos))
-    ref = sc.duplicate_groups(sub)
+    got = nd.duplicate_groups(sub, join=join, positions=np.array(pos))
+    ref = nd.duplicate_groups(sub)
     assert len(set(ref.tolist())) < len(sub)  # some group holds several texts
     np.testing.assert_array_equal(got, ref)
     np.testing.assert_array_equal(
-        sc.duplicate_groups(texts, join=join, positions=np.arange(len(texts))),
-        sc.duplicate_groups(texts),
+        nd.duplicate_groups(texts, join=join, positions=np.arange(len(texts))),
+        nd.duplicate_groups(texts),
     )
 
 

@@ -17,17 +17,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import beta, chisquare
 
-from privacy_audit.stats.split_check import (
-    SplitCheck,
+from privacy_audit.stats.blind_baseline import (
     auc_rows,
     cross_fit,
-    duplicate_groups,
     permutation_test,
     sample_users,
     text_folds,
     user_clusters,
     user_permutations,
 )
+from privacy_audit.stats.near_duplicates import duplicate_groups
+from privacy_audit.stats.split_check import SplitCheck
 
 DATA = Path(__file__).parents[1] / "data" / "split-check-text-units.json"
 
@@ -343,7 +343,7 @@ def test_random_module_splits_of_stdlib_docstrings_are_not_called_shifted():
 def test_blind_scores_with_users_fold_by_user_clusters():
     """``blind_scores(..., users=)`` scores with the folds of the user clusters: the
     same scores as a cross-fit on those folds, and not those of the text folds."""
-    from privacy_audit.stats.split_check import blind_scores
+    from privacy_audit.stats.blind_baseline import blind_scores
 
     texts, users = _prose(12, 3, 9)
     y = np.r_[np.ones(18, int), np.zeros(18, int)]

@@ -19,7 +19,7 @@ import pytest
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
 
-from privacy_audit.targets.scoring import HFTokenizer, _byte_level_alphabet
+from privacy_audit.targets.scoring import HFTokenizer, byte_level_alphabet
 
 
 def _corpora() -> dict[str, list[str]]:
@@ -90,7 +90,7 @@ def corpora():
 def test_the_byte_level_alphabet_is_the_byte_level_pre_tokenizers():
     """Against the ``tokenizers`` pre-tokenizer itself: every byte of every 1- to 4-byte
     UTF-8 character (all bytes valid UTF-8 uses) maps as the pre-tokenizer maps it."""
-    table = _byte_level_alphabet()
+    table = byte_level_alphabet()
     assert sorted(table.values()) == sorted(pre_tokenizers.ByteLevel.alphabet())
     pre = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
     seen = set()

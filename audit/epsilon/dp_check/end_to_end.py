@@ -80,7 +80,7 @@ def _bound(scores_in: list[float], scores_out: list[float], delta: float, seed: 
     return float(epsilon_lower_bound(s, m, delta, confidence=CONFIDENCE, seed=seed))
 
 
-def _many_runs(
+def many_runs(
     factory: Callable[[int], Instance],
     rows_for: Callable[[Instance, bool, np.random.Generator], Any],
     score: Callable[[list[dict]], float],
@@ -162,7 +162,7 @@ def lone_canary(
         return float(np.logaddexp(np.log1p(-q), mu * x - mu * mu / 2 + np.log(q)).sum())
 
     try:
-        s_in, s_out, stopped = _many_runs(factory, rows_for, score, steps, runs, deadline, seed)
+        s_in, s_out, stopped = many_runs(factory, rows_for, score, steps, runs, deadline, seed)
     except DependentRuns as exc:
         return EndToEnd(
             "anchor pair" if anchors else "lone canary",

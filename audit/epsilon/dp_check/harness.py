@@ -51,7 +51,7 @@ class RecordingDataset(torch.utils.data.Dataset):
         return getattr(self.inner, name)
 
 
-def _strip(name: str) -> str:
+def strip_wrapper_prefix(name: str) -> str:
     for prefix in ("_module.", "module."):
         while name.startswith(prefix):
             name = name[len(prefix) :]
@@ -179,7 +179,7 @@ def build(setup: Setup, dataset: Any, seed: int) -> Instance:
     from opacus.optimizers import DPOptimizerFastGradientClipping
 
     ghost = isinstance(optimizer, DPOptimizerFastGradientClipping)
-    by_id = {id(p): _strip(n) for n, p in model.named_parameters()}
+    by_id = {id(p): strip_wrapper_prefix(n) for n, p in model.named_parameters()}
     params = list(optimizer.params)
     if not params:
         raise SetupError("the optimizer holds no trainable parameter (nothing is released)")
@@ -309,7 +309,7 @@ class Capture:
         names = {id(p): n for p, n in zip(self.inst.params, self.inst.names, strict=True)}
         extra = {}
         for n, p in self.inst.model.named_parameters():
-            extra.setdefault(id(p), _strip(n))
+            extra.setdefault(id(p), strip_wrapper_prefix(n))
 
         def step(*args, **kwargs):
             rel: Release = {}

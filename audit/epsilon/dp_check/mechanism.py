@@ -581,11 +581,11 @@ def exact_tolerance(p: dict[str, Any]) -> float:
     return ref * (EXACT_TOL + 1e-6 * math.sqrt(p.get("numel", 1)))
 
 
-#: tensors of the last :func:`_mu` call that moved but have no noise measurement
+#: tensors of the last :func:`measured_mu` call that moved but have no noise measurement
 LAST_UNMEASURED: list[str] = []
 
 
-def _mu(diff: dict[str, torch.Tensor], noise: NoiseStats):
+def measured_mu(diff: dict[str, torch.Tensor], noise: NoiseStats):
     norms, inf_in = {}, []
     m2, m2lo, m2hi = 0.0, 0.0, 0.0
     LAST_UNMEASURED.clear()
@@ -666,7 +666,7 @@ def measure_design(
             return Effect(design, 0.0, 0.0, 0.0, {}, True, skipped=True)
         diff = {n: ra[n].double() - rb[n].double() for n in ra if n in rb}
         if coupler.last_replayed and not _off_direction(diff, design, noise):
-            mu, lo, hi, norms, inf_in = _mu(diff, noise)
+            mu, lo, hi, norms, inf_in = measured_mu(diff, noise)
             if inf_in:
                 mu = lo = hi = math.inf
             return Effect(
@@ -790,7 +790,7 @@ def schedule_effect(
         tol2 = sum(exact_tolerance(noise.per_tensor[n]) ** 2 for n in diff if n in noise.per_tensor)
         if not coupler.last_replayed or resid2 > tol2:
             exact = False  # the two runs did not share their noise: no exact difference
-        mu, _, _, norms, inf_in = _mu(diff, noise)
+        mu, _, _, norms, inf_in = measured_mu(diff, noise)
         if inf_in:
             mu = math.inf
         if mu > 0 and first_at is None:

@@ -29,7 +29,12 @@ from typing import Any
 import torch
 
 from privacy_audit.audit.epsilon.dp_check.contract import Setup, SetupError, call_user
-from privacy_audit.audit.epsilon.dp_check.harness import Capture, Coupler, Instance, _strip
+from privacy_audit.audit.epsilon.dp_check.harness import (
+    Capture,
+    Coupler,
+    Instance,
+    strip_wrapper_prefix,
+)
 from privacy_audit.audit.epsilon.dp_check.mechanism import NoiseStats, exact_tolerance
 
 #: relative change of a per-sample gradient treated as exactly zero (float rounding of
@@ -51,13 +56,13 @@ def collate(inst: Instance, items: list[Any]) -> Any:
         ) from None
 
 
-def _shapes(batch: Any) -> Any:
+def batch_shapes(batch: Any) -> Any:
     if isinstance(batch, torch.Tensor):
         return ("t", tuple(batch.shape), str(batch.dtype))
     if isinstance(batch, dict):
-        return ("d", tuple((k, _shapes(v)) for k, v in sorted(batch.items())))
+        return ("d", tuple((k, batch_shapes(v)) for k, v in sorted(batch.items())))
     if isinstance(batch, (list, tuple)):
-        return ("l", tuple(_shapes(v) for v in batch))
+        return ("l", tuple(batch_shapes(v) for v in batch))
     return ("o", type(batch).__name__)
 
 
@@ -249,7 +254,7 @@ def cross_example(
     ds = a.dataset.inner
     x_item = ds[0]
     base = collate(a, [x_item] * copies)
-    shape = _shapes(base)
+    shape = batch_shapes(base)
     use_train_step = (
         setup.optional.get("train_step") is not None and setup.optional.get("loss_fn") is None
     )
@@ -261,7 +266,7 @@ def cross_example(
             break
         z_item = ds[j]
         other = collate(a, [z_item] + [x_item] * (copies - 1))
-        if _shapes(other) != shape:
+        if batch_shapes(other) != shape:
             continue
         tried += 1
         if tried > 1:
@@ -398,7 +403,7 @@ class OutsideRelease:
 
 def _state(inst: Instance) -> dict[str, torch.Tensor]:
     return {
-        _strip(k): v.detach().clone()
+        strip_wrapper_prefix(k): v.detach().clone()
         for k, v in inst.model.state_dict().items()
         if isinstance(v, torch.Tensor)
     }
@@ -417,7 +422,7 @@ def state_outside_release(
     alt = None
     for j in range(n_rows, min(len(ds), n_rows + 64)):
         cand = collate(a, [ds[j]] + [ds[i] for i in range(1, n_rows)])
-        if _shapes(cand) == _shapes(b1):
+        if batch_shapes(cand) == batch_shapes(b1):
             alt = cand
             break
     if alt is None:
@@ -442,11 +447,11 @@ def state_outside_release(
         model_step(c, setup, b1, w, update=True)
     sa, sb, sc = _state(a), _state(b), _state(c)
     out = OutsideRelease(True)
-    params = {_strip(n) for n, _ in a.model.named_parameters()}
+    params = {strip_wrapper_prefix(n) for n, _ in a.model.named_parameters()}
     # a state entry that shares storage with a released parameter (tied weights) is it
     released_ptrs = {p.data_ptr() for p in a.params}
     tied = {
-        _strip(k)
+        strip_wrapper_prefix(k)
         for k, v in a.model.state_dict().items()
         if isinstance(v, torch.Tensor) and v.data_ptr() in released_ptrs
     }
@@ -471,6 +476,6 @@ def state_outside_release(
             }
         )
     for n, p in a.model.named_parameters():
-        if p.requires_grad and _strip(n) not in released:
-            out.trainable_not_released.append(_strip(n))
+        if p.requires_grad and strip_wrapper_prefix(n) not in released:
+            out.trainable_not_released.append(strip_wrapper_prefix(n))
     return out

@@ -330,7 +330,7 @@ class DPCheck:
                 )
                 if fa is not None and fb is not None:
                     diff = {n: fa[n].double() - fb[n].double() for n in fa if n in fb}
-                    mu, _, _, norms, inf_in = mechanism._mu(diff, noise)
+                    mu, _, _, norms, inf_in = mechanism.measured_mu(diff, noise)
                     if mu > 0 or inf_in:
                         flushes.append({"after": d.name, "mu": mu, "tensors": sorted(norms)[:5]})
                         fresh_pairs = True  # later pairs would carry this one's state
@@ -409,7 +409,7 @@ class DPCheck:
             other = None
             for j in range(1, min(len(ds), 64)):
                 cand = model_checks.collate(a, [ds[j]] + [ds[0]] * 7)
-                if model_checks._shapes(cand) == model_checks._shapes(base):
+                if model_checks.batch_shapes(cand) == model_checks.batch_shapes(base):
                     other = cand
                     break
             if other is not None:

@@ -102,6 +102,6 @@ def test_a_running_suites_stages_are_read_with_the_open_stage():
         pass
     cm = t.stage("score")
     cm.__enter__()  # opens at 3.5 (setup 1.5 s)
-    snap = scale._timer_snapshot(t)  # read at 4.0: score has run 0.5 s
+    snap = scale.timer_snapshot(t)  # read at 4.0: score has run 0.5 s
     assert snap == {"setup": 1.5, "load": 2.0, "score": 0.5}
     assert scale.MODELS["tiny"]["n_layer"] == 1 and scale.MODELS["tiny"]["vocab"] == 4096

@@ -397,7 +397,7 @@ def test_many_run_audits_refuse_runs_that_repeat_their_noise(tmp_path, monkeypat
     audits refuse (their runs would not be independent) rather than report a bound."""
     from privacy_audit.audit.epsilon.dp_check import end_to_end as e2e
 
-    real = e2e._many_runs
+    real = e2e.many_runs
     calls = []
 
     def hidden(factory, *a, **k):
@@ -411,7 +411,7 @@ def test_many_run_audits_refuse_runs_that_repeat_their_noise(tmp_path, monkeypat
         calls.append(1)
         return real(build, *a, **k)
 
-    monkeypatch.setattr(e2e, "_many_runs", hidden)
+    monkeypatch.setattr(e2e, "many_runs", hidden)
     r = dp_check(_opacus_variant(tmp_path, "fixed", _fixed_generator), budget=20, end_to_end=True)
     assert calls
     audits = r.record["end_to_end"]["audits"]

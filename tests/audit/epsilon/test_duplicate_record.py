@@ -249,11 +249,11 @@ def test_bound_counts_a_score_at_the_threshold_as_a_positive():
 
 
 def test_run_indices_stop_where_the_pilot_stream_begins():
-    from privacy_audit.audit.epsilon.duplicate_record import _PILOT_OFFSET, run_seed
+    from privacy_audit.audit.epsilon.duplicate_record import PILOT_OFFSET, run_seed
 
-    last = _PILOT_OFFSET // 2 - 1
+    last = PILOT_OFFSET // 2 - 1
     # evaluation seeds 2 run + present stay below the pilot offset: 2 * last + 1 < offset
-    assert run_seed(0, last, True, pilot=False) == _PILOT_OFFSET - 1
+    assert run_seed(0, last, True, pilot=False) == PILOT_OFFSET - 1
     # one run more would collide with pilot run 0 (2 * offset/2 = offset): refused
     with pytest.raises(ValueError, match="out of range"):
         run_seed(0, last + 1, False, pilot=False)
