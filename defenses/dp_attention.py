@@ -24,6 +24,8 @@ Contents:
   :func:`rho` and :func:`k_min` (with the O(·) constant made explicit, P4),
   :func:`sensitivity_bound` (the corrected form √n·c/(1−c), P3), :func:`beta_max`;
 * :func:`check_assumptions`, reporting exactly which of the theorem's conditions hold;
+* the privacy loss of one release between two Gram matrices (exact draws, its mean) lives
+  in :mod:`privacy_audit.defenses.dp_attention_privacy_loss`;
 * :class:`DPSymmetricAttention`, a drop-in self-attention module for BERT-family encoders
   (shared Q = K projection, row and column clipping, ridge mode, masks as
   post-processing, differentiable), and :class:`DPAttention`, the defense adapter.
@@ -355,52 +357,6 @@ def attention_error_bound_relative(P_A: Any, P_B: Any, eps: float, r: float) -> 
     factor (P6): |P_A − P_B|_ij ≤ c·r·((P_A)_ij + (P_B)_ij), c = 2 + 2ε + 4r."""
     c = 2 + 2 * eps + 4 * r
     return c * r * (np.asarray(P_A) + np.asarray(P_B))
-
-
-# ---------------------------------------------------------------------------------------
-# Privacy loss
-# ---------------------------------------------------------------------------------------
-
-
-def privacy_loss_eigenvalues(S1: Any, S2: Any) -> np.ndarray:
-    """Eigenvalues λ of Σ1^{1/2}Σ2⁻¹Σ1^{1/2} (generalised eigenproblem, float64)."""
-    from scipy.linalg import eigh
-
-    a = _check_psd_input(S1, "Sigma1").detach().double().numpy()
-    b = _check_psd_input(S2, "Sigma2").detach().double().numpy()
-    return eigh(a, b, eigvals_only=True)
-
-
-def privacy_loss_samples(
-    S1: Any,
-    S2: Any,
-    k: int,
-    trials: int,
-    generator: torch.Generator | None = None,
-    under: str = "S1",
-) -> np.ndarray:
-    """Exact draws of the privacy loss Z = log(p_Σ1(B)/p_Σ2(B)) of one release of k
-    samples, Z = ½ Σ_j ((λ_j − 1)·Q_j − k·ln λ_j) with Q_j ~ χ²_k (B drawn under Σ1,
-    Lemma C.4) or Q_j ~ χ²_k/λ_j (B drawn under Σ2)."""
-    k = _check_k(k)
-    trials = _check_k(trials)
-    lam = privacy_loss_eigenvalues(S1, S2)
-    u = lam - 1
-    rng = _numpy_rng(generator)
-    q = rng.chisquare(k, size=(trials, lam.size))
-    if under == "S2":
-        q = q / lam
-    elif under != "S1":
-        raise ValueError("under must be 'S1' or 'S2'")
-    centred = (q - k) @ u
-    const = k * float(np.sum(u - np.log1p(u)))
-    return 0.5 * (centred + const)
-
-
-def privacy_loss_mean(S1: Any, S2: Any, k: int) -> float:
-    """E[Z] under Σ1: (k/2) Σ_j (λ_j − 1 − ln λ_j) (Lemma C.5), computed stably."""
-    u = privacy_loss_eigenvalues(S1, S2) - 1
-    return 0.5 * _check_k(k) * float(np.sum(u - np.log1p(u)))
 
 
 # ---------------------------------------------------------------------------------------
