@@ -14,7 +14,7 @@ computed here as (k/2)·[tr(D(B − Σ1)) + Σ_j(λ_j − 1 − ln λ_j)], D = �
 The game draws ``trials`` releases of the real mechanism for each side, scores them by Z
 and feeds the scores to :func:`privacy_audit.stats.epsilon_bounds.epsilon_lower_bound` (Clopper–Pearson,
 threshold chosen on a disjoint half), printed next to its ceiling. The privacy loss Z of
-one release under Σ1 is also drawn exactly (:func:`privacy_audit.defenses.dp_attention.privacy_loss_samples`)
+one release under Σ1 is also drawn exactly (:func:`privacy_audit.defenses.dp_attention_privacy_loss.privacy_loss_samples`)
 to estimate E[Z] and Pr[Z > ε] against δ.
 
 Neighbours: ``beta-close`` (the paper's Def 1.6: one column moved by β = β_max along the
@@ -39,8 +39,8 @@ from privacy_audit.attacks.base import (
     proportion_estimate,
 )
 from privacy_audit.defenses.base import ReleasedModel
-from privacy_audit.defenses.dp_attention import (
-    gaussian_sampling_mechanism,
+from privacy_audit.defenses.dp_attention import gaussian_sampling_mechanism
+from privacy_audit.defenses.dp_attention_privacy_loss import (
     privacy_loss_eigenvalues,
     privacy_loss_mean,
     privacy_loss_samples,

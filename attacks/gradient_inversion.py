@@ -147,6 +147,70 @@ def recover_labels(bias_grad: torch.Tensor, batch_size: int, mean_probs: Any = N
     return [c for c in range(n_classes) for _ in range(int(counts[c]))]
 
 
+def _split_update(update, named: list, device) -> dict[str, torch.Tensor]:
+    """The flat released update cut into one float tensor per trainable parameter
+    (``named``: (name, parameter) in the order the release flattened them), on ``device``."""
+    target, offset = {}, 0
+    for name, p in named:
+        target[name] = (
+            torch.as_tensor(update[offset : offset + p.numel()]).view_as(p).to(device).float()
+        )
+        offset += p.numel()
+    return target
+
+
+def _token_prior(
+    emb_grad: torch.Tensor,
+    pos_grad: torch.Tensor | None,
+    special: set,
+    lm: bool,
+    max_tokens: int,
+) -> tuple[list[int], int]:
+    """The tokens the batch used and its length, read from the update: the rows of the
+    token-embedding gradient that stand out (special tokens left out), and the last
+    position-embedding row that does (between 1 and ``max_tokens``; ``max_tokens`` when
+    the model has no position embeddings or none stands out)."""
+    length = max_tokens
+    rows = _stand_out(emb_grad.norm(dim=1))
+    prior = [int(t) for t in rows if int(t) not in special]
+    if pos_grad is not None:
+        pos_rows = _stand_out(pos_grad.norm(dim=1))
+        if len(pos_rows):
+            # rows 0..L+1 carry [CLS]/<bos>, L tokens, [SEP]/<eos>; a causal LM's
+            # last position feeds no loss term, so its row has no gradient
+            length = int(pos_rows.max()) + 1 - (1 if lm else 2)
+            length = int(min(max(length, 1), max_tokens))
+    return prior, length
+
+
+def _project_to_tokens(
+    table: torch.Tensor, embedded: torch.Tensor, special: set, prior: list[int], b: int, length: int
+) -> list[list[int]]:
+    """Each optimised position's nearest token by cosine similarity to the embedding
+    ``table`` (special tokens excluded), per sequence; with a token ``prior``, the nearest
+    prior token instead, one position per prior token when there are enough positions
+    (a linear assignment)."""
+    unit = torch.nn.functional.normalize(table, dim=1)
+    zz = torch.nn.functional.normalize(embedded.reshape(-1, table.shape[1]), dim=1)
+    sim = zz @ unit.T
+    for t in special:
+        if t is not None:
+            sim[:, t] = -2
+    vocab_guess = sim.argmax(dim=1).view(b, length).tolist()
+    guess = vocab_guess
+    if prior:
+        from scipy.optimize import linear_sum_assignment
+
+        sub = sim[:, prior].cpu().numpy()
+        choice = sub.argmax(axis=1)
+        if len(prior) <= sub.shape[0]:
+            r, c = linear_sum_assignment(-sub)
+            choice[r] = c
+        flat = [prior[c] for c in choice]
+        guess = [flat[i * length : (i + 1) * length] for i in range(b)]
+    return guess
+
+
 class GradientInversionAttack(LeakageAttack):
     name = "gradient-inversion"
     kind = "reconstruction"
@@ -340,12 +404,7 @@ class GradientInversionAttack(LeakageAttack):
         b = len(batch)
         update = release.gradient_update([t for t, _ in batch], np.asarray(labels), seed=seed)
         named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
-        target, offset = {}, 0
-        for name, p in named:
-            target[name] = (
-                torch.as_tensor(update[offset : offset + p.numel()]).view_as(p).to(device).float()
-            )
-            offset += p.numel()
+        target = _split_update(update, named, device)
         emb = model.get_input_embeddings().weight
         emb_name = next(n for n, p in named if p is emb)
         pos_name = next(
@@ -368,15 +427,9 @@ class GradientInversionAttack(LeakageAttack):
         prior: list[int] = []
         length = o["max_tokens"]
         if o["token_prior"] == "embedding-gradient":
-            rows = _stand_out(target[emb_name].norm(dim=1))
-            prior = [int(t) for t in rows if int(t) not in special]
-            if pos_name is not None:
-                pos_rows = _stand_out(target[pos_name].norm(dim=1))
-                if len(pos_rows):
-                    # rows 0..L+1 carry [CLS]/<bos>, L tokens, [SEP]/<eos>; a causal LM's
-                    # last position feeds no loss term, so its row has no gradient
-                    length = int(pos_rows.max()) + 1 - (1 if lm else 2)
-                    length = int(min(max(length, 1), o["max_tokens"]))
+            prior, length = _token_prior(
+                target[emb_name], target.get(pos_name), special, lm, o["max_tokens"]
+            )
         # 2. labels (iDLG; a language model has none)
         ys: list[int] = []
         if not lm:
@@ -453,24 +506,7 @@ class GradientInversionAttack(LeakageAttack):
             model.set_attn_implementation(impl)
         # 4. projection to tokens
         with torch.no_grad():
-            unit = torch.nn.functional.normalize(table, dim=1)
-            zz = torch.nn.functional.normalize(embed().detach().reshape(-1, table.shape[1]), dim=1)
-            sim = zz @ unit.T
-            for t in special:
-                if t is not None:
-                    sim[:, t] = -2
-            vocab_guess = sim.argmax(dim=1).view(b, length).tolist()
-            guess = vocab_guess
-            if prior:
-                from scipy.optimize import linear_sum_assignment
-
-                sub = sim[:, prior].cpu().numpy()
-                choice = sub.argmax(axis=1)
-                if len(prior) <= sub.shape[0]:
-                    r, c = linear_sum_assignment(-sub)
-                    choice[r] = c
-                flat = [prior[c] for c in choice]
-                guess = [flat[i * length : (i + 1) * length] for i in range(b)]
+            guess = _project_to_tokens(table, embed().detach(), special, prior, b, length)
         self._trace = trace
         return guess, ys
 

@@ -159,26 +159,66 @@ def run_dataset_inference(
     (``results.json`` of this command)."""
     import datetime as _dt
 
-    from privacy_audit.attacks.dataset_inference import (
-        DatasetInference,
-        UserDatasetInference,
-        lm_features,
-        result_text,
-        split_guard,
-        users_needed,
-    )
+    from privacy_audit.attacks.dataset_inference import result_text
     from privacy_audit.audit import __version__
-    from privacy_audit.audit.data import load_audit_data
-    from privacy_audit.audit.own_model import cut_to_max_length, load_reference, prefill_token_stats
     from privacy_audit.audit.results import environment
-    from privacy_audit.audit.textcap import cap_audit_data
-    from privacy_audit.defenses.base import PrivacyClaim
-    from privacy_audit.stats.split_check import SplitCheck
-    from privacy_audit.targets.loading import load_audit_target, load_causal_lm_release
 
     opts = cfg.own_model
     if opts.get("kind", "causal-lm") != "causal-lm":
         raise AuditError("dataset inference needs a causal language model (--kind causal-lm)")
+    data, grouped, column, test = _sides_and_test(cfg, options)
+    loaded, release = _load_model(cfg, opts)
+    from privacy_audit.audit.own_model import cut_to_max_length
+
+    data, n_cut = cut_to_max_length(data, release.tokenizer, release.max_length)
+    suspect, validation = list(data.members.texts), list(data.nonmembers.texts)
+    g_suspect = list(data.members.groups) if grouped else None
+    g_validation = list(data.nonmembers.groups) if grouped else None
+    users_before = (set(g_suspect), set(g_validation)) if grouped else None
+    within = _collapse_within(suspect, validation, g_suspect, g_validation, progress)
+    _log(f"dataset inference: {len(suspect)} suspect, {len(validation)} validation texts", progress)
+    check, suspect, validation, g_suspect, g_validation = _check_split(
+        cfg, suspect, validation, g_suspect, g_validation, within, users_before, column
+    )
+    result = _result_head(cfg, options, loaded, release, opts, check, n_cut, grouped, column)
+    _log_split_check(check, progress)
+    if check.get("shifted"):
+        result["status"] = "split-shifted"
+        result["p_value"] = None
+    elif check.get("status") != "ok" or (not grouped and (len(suspect) < 4 or len(validation) < 4)):
+        result["status"] = "not-measured"
+        result["reason"] = check.get("reason") or "fewer than 4 texts per set"
+        result["p_value"] = None
+    else:
+        _score_and_test(
+            cfg, opts, release, test, result, (suspect, g_suspect), (validation, g_validation),
+            executor, progress,
+        )  # fmt: skip
+    result["text"] = result_text(result)
+    return {
+        "schema_version": 1,
+        "tool": {"name": "privacy-audit", "version": __version__},
+        "command": "dataset-inference",
+        "created": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "config": applied_config(cfg, options),
+        "environment": environment(),
+        "aggregate_only": cfg.aggregate_only,
+        "dataset_inference": result,
+    }
+
+
+def _sides_and_test(cfg, options: dict[str, Any]):
+    """The suspect and validation sides (capped to the model's length) and the test that
+    fits them: per user when both sides name users, else per text. A user split that
+    cannot leave 2 users per side is refused here, before the model is loaded."""
+    from privacy_audit.attacks.dataset_inference import (
+        DatasetInference,
+        UserDatasetInference,
+        users_needed,
+    )
+    from privacy_audit.audit.data import load_audit_data
+    from privacy_audit.audit.textcap import cap_audit_data
+
     data_cfg = dict(cfg.data)
     if options.get("group"):
         data_cfg["group"] = options["group"]
@@ -191,25 +231,36 @@ def run_dataset_inference(
     data = cap_audit_data(loaded_data, cfg.target.max_length)
     grouped = data.members.groups is not None and data.nonmembers.groups is not None
     column = data.group_column or "file"
-    if grouped:
-        # refused before the model is loaded: no user split can leave 2 users per side
-        test: Any = UserDatasetInference(
-            options["fit_fraction"], cfg.seed, options["alpha"], options.get("fdr", 0.05)
+    if not grouped:
+        return (
+            data,
+            grouped,
+            column,
+            DatasetInference(options["fit_fraction"], cfg.seed, options["alpha"]),
         )
-        need = users_needed(options["fit_fraction"])
-        for side, groups in (
-            ("suspect", data.members.groups),
-            ("validation", data.nonmembers.groups),
-        ):
-            n_users = len(set(groups))
-            if n_users < need:
-                raise DataError(
-                    f"{n_users} {side} user(s) of group column {column!r}: user-level dataset "
-                    f"inference needs at least 2 users per side after the fit split, so at "
-                    f"least {need} users per side at fit_fraction {options['fit_fraction']:g}"
-                )
-    else:
-        test = DatasetInference(options["fit_fraction"], cfg.seed, options["alpha"])
+    test = UserDatasetInference(
+        options["fit_fraction"], cfg.seed, options["alpha"], options.get("fdr", 0.05)
+    )
+    need = users_needed(options["fit_fraction"])
+    for side, groups in (
+        ("suspect", data.members.groups),
+        ("validation", data.nonmembers.groups),
+    ):
+        n_users = len(set(groups))
+        if n_users < need:
+            raise DataError(
+                f"{n_users} {side} user(s) of group column {column!r}: user-level dataset "
+                f"inference needs at least 2 users per side after the fit split, so at "
+                f"least {need} users per side at fit_fraction {options['fit_fraction']:g}"
+            )
+    return data, grouped, column, test
+
+
+def _load_model(cfg, opts: dict[str, Any]):
+    """The user's causal LM (every weight from the checkpoint) and its scoring release."""
+    from privacy_audit.defenses.base import PrivacyClaim
+    from privacy_audit.targets.loading import load_audit_target, load_causal_lm_release
+
     loaded = load_audit_target(
         cfg.audit_dir,
         "causal-lm",
@@ -231,15 +282,14 @@ def run_dataset_inference(
         cfg.device,
         batch_size=opts["batch_size"],
     )
-    data, n_cut = cut_to_max_length(data, release.tokenizer, release.max_length)
-    suspect, validation = list(data.members.texts), list(data.nonmembers.texts)
-    g_suspect = list(data.members.groups) if grouped else None
-    g_validation = list(data.nonmembers.groups) if grouped else None
-    users_before = (set(g_suspect), set(g_validation)) if grouped else None
-    # copies of one text inside a set are one text: counted twice, they would make the
-    # test's sample look larger than it is (with users: copies within one user only; two
-    # people who wrote the same text are two users)
-    from privacy_audit.audit.data import check_users_kept, distinct_records
+    return loaded, release
+
+
+def _collapse_within(suspect, validation, g_suspect, g_validation, progress: bool) -> dict:
+    """Copies of one text inside a set are one text (in place): counted twice, they would
+    make the test's sample look larger than it is (with users: copies within one user
+    only; two people who wrote the same text are two users). Returns the counts per set."""
+    from privacy_audit.audit.data import distinct_records
 
     within = {}
     for side, texts, groups in (
@@ -262,10 +312,20 @@ def run_dataset_inference(
         texts[:] = [texts[i] for i in keep]
         if groups is not None:
             groups[:] = [groups[i] for i in keep]
-    _log(f"dataset inference: {len(suspect)} suspect, {len(validation)} validation texts", progress)
+    return within
+
+
+def _check_split(cfg, suspect, validation, g_suspect, g_validation, within, users_before, column):
+    """The split check on the two sets, then the sets without their cross-set
+    near-duplicates. With users, the check's folds and relabellings move whole users (a
+    user's texts are one cluster: split across folds, a user's style would look like a
+    shift), and a user whose every text was a copy of the other side's is refused rather
+    than silently leaving the test."""
+    from privacy_audit.audit.data import check_users_kept
+    from privacy_audit.stats.split_check import SplitCheck
+
+    grouped = g_suspect is not None
     try:
-        # with users, the check's folds and relabellings move whole users (a user's texts
-        # are one cluster: split across folds, a user's style would look like a shift)
         check, _ = SplitCheck(seed=cfg.seed, aggregate_only=cfg.aggregate_only).run(
             suspect,
             validation,
@@ -282,14 +342,19 @@ def run_dataset_inference(
     if grouped:
         g_suspect = [g for i, g in enumerate(g_suspect) if i not in dm]
         g_validation = [g for j, g in enumerate(g_validation) if j not in dn]
-        # a user whose every text was a copy of the other side's would silently leave
-        # the test
         check_users_kept(
             users_before,
             (set(g_suspect), set(g_validation)),
             column,
             "after removing suspect/validation near-duplicates",
         )
+    return check, suspect, validation, g_suspect, g_validation
+
+
+def _result_head(cfg, options, loaded, release, opts, check, n_cut, grouped, column) -> dict:
+    """What the result states whatever the test's outcome: model, split check, setting."""
+    from privacy_audit.attacks.dataset_inference import split_guard
+
     result: dict[str, Any] = {
         "model": loaded.path,
         "reference": opts.get("reference_dir"),
@@ -303,52 +368,49 @@ def run_dataset_inference(
     }
     if grouped:
         result["group_column"] = column
+    return result
+
+
+def _log_split_check(check: dict, progress: bool) -> None:
     auc = (check.get("blind") or {}).get("auc")
     if auc:
+        dups = check["duplicates"]
         _log(
             f"  split check: blind AUC {auc['value']:.3f} [{auc['ci_low']:.3f}, "
             f"{auc['ci_high']:.3f}]; {dups['pairs']} near-duplicate pair(s) removed",
             progress,
         )
-    if check.get("shifted"):
-        result["status"] = "split-shifted"
-        result["p_value"] = None
-    elif check.get("status") != "ok" or (not grouped and (len(suspect) < 4 or len(validation) < 4)):
-        result["status"] = "not-measured"
-        result["reason"] = check.get("reason") or "fewer than 4 texts per set"
-        result["p_value"] = None
-    else:
-        reference = None
-        if opts.get("reference_dir"):
-            _log(f"  reference model {opts['reference_dir']}", progress)
-            reference = load_reference(cfg, release.tokenizer, release.max_length)
-            prefill_token_stats(reference, suspect + validation, executor, progress)
-        where = prefill_token_stats(release, suspect + validation, executor, progress)
-        result["scoring"] = where
-        xs, names = lm_features(release, suspect, reference)
-        xv, _ = lm_features(release, validation, reference)
-        try:
-            if grouped:
-                result.update(test.test(xs, g_suspect, xv, g_validation, names))
-            else:
-                result.update(test.test(xs, xv, names))
-        except ValueError as exc:
-            result.update(status="not-measured", reason=str(exc), p_value=None)
+
+
+def _score_and_test(cfg, opts, release, test, result, suspect_side, validation_side,
+                    executor, progress: bool) -> None:  # fmt: skip
+    """Score every text once (and under the reference model, if given), then the test;
+    its outcome goes into ``result``."""
+    from privacy_audit.attacks.dataset_inference import lm_features
+    from privacy_audit.audit.own_model import load_reference, prefill_token_stats
+
+    (suspect, g_suspect), (validation, g_validation) = suspect_side, validation_side
+    grouped = g_suspect is not None
+    reference = None
+    if opts.get("reference_dir"):
+        _log(f"  reference model {opts['reference_dir']}", progress)
+        reference = load_reference(cfg, release.tokenizer, release.max_length)
+        prefill_token_stats(reference, suspect + validation, executor, progress)
+    where = prefill_token_stats(release, suspect + validation, executor, progress)
+    result["scoring"] = where
+    xs, names = lm_features(release, suspect, reference)
+    xv, _ = lm_features(release, validation, reference)
+    try:
+        if grouped:
+            result.update(test.test(xs, g_suspect, xv, g_validation, names))
         else:
-            result["status"] = "ok"
-            if grouped and cfg.aggregate_only:
-                _drop_user_ids(result)
-    result["text"] = result_text(result)
-    return {
-        "schema_version": 1,
-        "tool": {"name": "privacy-audit", "version": __version__},
-        "command": "dataset-inference",
-        "created": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "config": applied_config(cfg, options),
-        "environment": environment(),
-        "aggregate_only": cfg.aggregate_only,
-        "dataset_inference": result,
-    }
+            result.update(test.test(xs, xv, names))
+    except ValueError as exc:
+        result.update(status="not-measured", reason=str(exc), p_value=None)
+    else:
+        result["status"] = "ok"
+        if grouped and cfg.aggregate_only:
+            _drop_user_ids(result)
 
 
 def _as_di_sides(msg: str) -> str:

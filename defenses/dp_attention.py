@@ -24,6 +24,8 @@ Contents:
   :func:`rho` and :func:`k_min` (with the O(·) constant made explicit, P4),
   :func:`sensitivity_bound` (the corrected form √n·c/(1−c), P3), :func:`beta_max`;
 * :func:`check_assumptions`, reporting exactly which of the theorem's conditions hold;
+* the privacy loss of one release between two Gram matrices (exact draws, its mean) lives
+  in :mod:`privacy_audit.defenses.dp_attention_privacy_loss`;
 * :class:`DPSymmetricAttention`, a drop-in self-attention module for BERT-family encoders
   (shared Q = K projection, row and column clipping, ridge mode, masks as
   post-processing, differentiable), and :class:`DPAttention`, the defense adapter.
@@ -66,7 +68,7 @@ _EXPLICIT_CHUNK = 1 << 15
 # ---------------------------------------------------------------------------------------
 
 
-def _check_k(k: Any) -> int:
+def check_k(k: Any) -> int:
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
         if isinstance(k, float) and k.is_integer():
             k = int(k)
@@ -86,7 +88,7 @@ def _check_unit_interval(name: str, value: Any, low: float = 0.0, high: float = 
     return v
 
 
-def _check_psd_input(A: Any, what: str = "A") -> torch.Tensor:
+def check_psd_input(A: Any, what: str = "A") -> torch.Tensor:
     """A as a float64 tensor; raises ValueError for a non-square, non-symmetric, non-finite
     or non-positive-definite matrix (the mechanism needs A invertible, P15)."""
     t = torch.as_tensor(A)
@@ -139,7 +141,7 @@ def validate_theorem_range(force: bool = False, **values: float) -> list[str]:
 # ---------------------------------------------------------------------------------------
 
 
-def _numpy_rng(generator: torch.Generator | None) -> np.random.Generator:
+def numpy_rng(generator: torch.Generator | None) -> np.random.Generator:
     """A numpy generator seeded from ``generator`` (or torch's global RNG), so every
     sampler is reproducible from one torch seed."""
     seed = torch.randint(0, 2**62, (1,), generator=generator).item()
@@ -157,10 +159,10 @@ def bartlett_factor(
     """Lower-triangular L with L Lᵀ ~ Wishart_n(k, I)/k (Bartlett decomposition):
     L_jj = √χ²_{k−j} (j = 0..n−1), L_ij ~ N(0, 1) for i > j, all scaled by 1/√k.
     Needs k ≥ n (below that the Wishart matrix is singular)."""
-    k = _check_k(k)
+    k = check_k(k)
     if k < n:
         raise ValueError(f"the Bartlett sampler needs k >= n, got k={k}, n={n}")
-    rng = _numpy_rng(generator)
+    rng = numpy_rng(generator)
     df = k - np.arange(n)
     diag = np.sqrt(rng.chisquare(df, size=(*batch_shape, n)))
     low = torch.randn((*batch_shape, n, n), generator=generator, dtype=torch.float64)
@@ -181,10 +183,10 @@ def gaussian_sampling_mechanism(
     gradients flow through A (via its Cholesky factor). Raises ValueError for k ≤ 0 and
     for a non-square, non-symmetric or non-positive-definite A.
     """
-    k = _check_k(k)
+    k = check_k(k)
     if method not in METHODS:
         raise ValueError(f"unknown sampling method {method!r}; allowed: {', '.join(METHODS)}")
-    A = _check_psd_input(A)
+    A = check_psd_input(A)
     n = A.shape[-1]
     batch = tuple(A.shape[:-2])
     C = torch.linalg.cholesky(A)
@@ -211,13 +213,13 @@ def gaussian_sampling_from_factor(
     law Wishart_n(k, XXᵀ)/k, the same as :func:`gaussian_sampling_mechanism` on XXᵀ
     (costs O(ndk), chunked over k). Raises ValueError for k ≤ 0 or a rank-deficient X
     (XXᵀ must be invertible)."""
-    k = _check_k(k)
+    k = check_k(k)
     X = torch.as_tensor(X)
     if not torch.is_floating_point(X):
         X = X.double()
     if X.ndim != 2:
         raise ValueError(f"X must be a matrix (n × d), got shape {tuple(X.shape)}")
-    _check_psd_input(X.detach().double() @ X.detach().double().T, "XXᵀ")
+    check_psd_input(X.detach().double() @ X.detach().double().T, "XXᵀ")
     n, d = X.shape
     B = torch.zeros(n, n, dtype=X.dtype, device=X.device)
     done = 0
@@ -267,7 +269,7 @@ def delta_cap(eps: float, delta: float, k: int, variant: str = "thm4.1") -> floa
     ε/(8 ln 1/δ)} (Definition 5.5, what the privacy proof uses)."""
     eps = _check_unit_interval("eps", eps, 0.0, math.inf)
     delta = _check_unit_interval("delta", delta)
-    k = _check_k(k)
+    k = check_k(k)
     log = math.log(1 / delta)
     if variant == "thm4.1":
         return 0.1 * min(eps / math.sqrt(k * log), eps / log)
@@ -279,7 +281,7 @@ def delta_cap(eps: float, delta: float, k: int, variant: str = "thm4.1") -> floa
 def rho(n: int, k: int, gamma: float, constant: float = RHO_CONSTANT) -> float:
     """ρ = C·(√(m/k) + m/k), m = n² + ln(1/γ): w.p. ≥ 1 − γ, ‖A^{-1/2}BA^{-1/2} − I‖_F ≤ ρ
     (Theorem 3.1; the paper's constant is unspecified, P4; C is calibrated here)."""
-    k = _check_k(k)
+    k = check_k(k)
     gamma = _check_unit_interval("gamma", gamma)
     m = n * n + math.log(1 / gamma)
     return constant * (math.sqrt(m / k) + m / k)
@@ -339,8 +341,8 @@ def measured_sensitivity(A: Any, A_tilde: Any) -> tuple[float, float]:
     """‖A^{1/2}Ã⁻¹A^{1/2} − I‖_F and the same with A, Ã swapped (generalised eigenvalues)."""
     from scipy.linalg import eigh
 
-    a = _check_psd_input(A).detach().double().numpy()
-    b = _check_psd_input(A_tilde, "A_tilde").detach().double().numpy()
+    a = check_psd_input(A).detach().double().numpy()
+    b = check_psd_input(A_tilde, "A_tilde").detach().double().numpy()
     lam = eigh(a, b, eigvals_only=True)  # eigenvalues of Ã⁻¹A = those of A^{1/2}Ã⁻¹A^{1/2}
     return float(np.sqrt(np.sum((lam - 1) ** 2))), float(np.sqrt(np.sum((1 / lam - 1) ** 2)))
 
@@ -355,52 +357,6 @@ def attention_error_bound_relative(P_A: Any, P_B: Any, eps: float, r: float) -> 
     factor (P6): |P_A − P_B|_ij ≤ c·r·((P_A)_ij + (P_B)_ij), c = 2 + 2ε + 4r."""
     c = 2 + 2 * eps + 4 * r
     return c * r * (np.asarray(P_A) + np.asarray(P_B))
-
-
-# ---------------------------------------------------------------------------------------
-# Privacy loss
-# ---------------------------------------------------------------------------------------
-
-
-def privacy_loss_eigenvalues(S1: Any, S2: Any) -> np.ndarray:
-    """Eigenvalues λ of Σ1^{1/2}Σ2⁻¹Σ1^{1/2} (generalised eigenproblem, float64)."""
-    from scipy.linalg import eigh
-
-    a = _check_psd_input(S1, "Sigma1").detach().double().numpy()
-    b = _check_psd_input(S2, "Sigma2").detach().double().numpy()
-    return eigh(a, b, eigvals_only=True)
-
-
-def privacy_loss_samples(
-    S1: Any,
-    S2: Any,
-    k: int,
-    trials: int,
-    generator: torch.Generator | None = None,
-    under: str = "S1",
-) -> np.ndarray:
-    """Exact draws of the privacy loss Z = log(p_Σ1(B)/p_Σ2(B)) of one release of k
-    samples, Z = ½ Σ_j ((λ_j − 1)·Q_j − k·ln λ_j) with Q_j ~ χ²_k (B drawn under Σ1,
-    Lemma C.4) or Q_j ~ χ²_k/λ_j (B drawn under Σ2)."""
-    k = _check_k(k)
-    trials = _check_k(trials)
-    lam = privacy_loss_eigenvalues(S1, S2)
-    u = lam - 1
-    rng = _numpy_rng(generator)
-    q = rng.chisquare(k, size=(trials, lam.size))
-    if under == "S2":
-        q = q / lam
-    elif under != "S1":
-        raise ValueError("under must be 'S1' or 'S2'")
-    centred = (q - k) @ u
-    const = k * float(np.sum(u - np.log1p(u)))
-    return 0.5 * (centred + const)
-
-
-def privacy_loss_mean(S1: Any, S2: Any, k: int) -> float:
-    """E[Z] under Σ1: (k/2) Σ_j (λ_j − 1 − ln λ_j) (Lemma C.5), computed stably."""
-    u = privacy_loss_eigenvalues(S1, S2) - 1
-    return 0.5 * _check_k(k) * float(np.sum(u - np.log1p(u)))
 
 
 # ---------------------------------------------------------------------------------------
@@ -461,7 +417,7 @@ def check_parameters(
 ) -> AssumptionReport:
     """The data-independent conditions of Theorem 4.1 for inputs with n rows and d columns."""
     lo, hi = THEOREM_RANGE
-    k = _check_k(k)
+    k = check_k(k)
     cap = delta_cap(eps, delta, k, variant) if 0 < delta < 1 and eps > 0 else math.nan
     sens = sensitivity_bound(n, alpha, beta, eta, corrected=True)
     rh = rho(n, k, gamma, rho_constant)

@@ -603,13 +603,68 @@ def attach_canary_record(release, info: dict[str, Any], canaries) -> None:
     info["white_box_canaries"] = canaries.m
 
 
+def _opacus_clipped_sums(
+    gsm, trainable: list, b_ids: Tensor, b_mask: Tensor, dev, clip: float
+) -> dict:
+    """The clipped sum of one batch's per-sequence gradients, per trainable tensor: Opacus's
+    per-sample gradients of the summed token loss, each sequence's total norm clipped to
+    ``clip`` (:func:`clip_weights`); the per-sample gradients are freed after."""
+    b, t = b_ids.shape
+    pos = torch.arange(t, device=dev).expand(b, t)
+    logits = gsm(input_ids=b_ids, attention_mask=b_mask, position_ids=pos).logits
+    with warnings.catch_warnings():  # Opacus's full-backward-hook notice
+        warnings.simplefilter("ignore")
+        per_sample_token_loss(logits, b_ids, b_mask).sum().backward()
+    norms = torch.stack([p.grad_sample.flatten(1).norm(dim=1) for p in trainable]).norm(dim=0)
+    w = clip_weights(norms, clip)
+    sums = {p: torch.einsum("b,b...->...", w, p.grad_sample) for p in trainable}
+    for p in trainable:
+        p.grad_sample = None
+    return sums
+
+
+def _opacus_lm_claim(
+    target,
+    acc: dict[str, Any],
+    delta: float,
+    accountant: str,
+    q: float,
+    sigma: float,
+    clip: float,
+    steps: int,
+):
+    """The per-sequence claim of the Opacus LM baseline: ε = the larger of Opacus's and
+    dp-accounting's (``acc``), add/remove-one sequence, the output embedding untied."""
+    from privacy_audit.defenses.base import PrivacyClaim
+
+    return PrivacyClaim(
+        epsilon=acc["claimed"],
+        delta=delta,
+        unit="sequence",
+        notion="central-dp",
+        accountant=f"opacus-{accountant} + dp-accounting-pld (max)",
+        proven=True,
+        note=(
+            f"Opacus DP-SGD on the GPT-2 LM with an UNTIED output embedding (Opacus cannot clip "
+            f"a tied weight), Poisson q={q:.4g}, σ={sigma:.4g}, C={clip:g}, {steps} steps; "
+            "add/remove-one sequence; ε = max(Opacus, dp-accounting PLD)." + _scope_note(target)
+        ),
+        details={
+            "untied": True,
+            "public_pretraining_epochs": getattr(target.spec, "public_epochs", 0)
+            if hasattr(target, "spec")
+            else 0,
+            **acc,
+        },
+    )
+
+
 def fit_lm_opacus(target, train, training, seed: int, params: dict[str, Any]):
     """Opacus DP-SGD baseline on the LM. Opacus clips per parameter tensor use, so the
     tied embedding (used twice) is **untied** here: the output head is an independent
     copy of the input embedding at initialisation (more parameters than the tied model)."""
     from opacus import GradSampleModule
 
-    from privacy_audit.defenses.base import PrivacyClaim
     from privacy_audit.defenses.gradient_mechanism import (
         GaussianGradientMechanism,
         SamplingSchedule,
@@ -651,20 +706,7 @@ def fit_lm_opacus(target, train, training, seed: int, params: dict[str, Any]):
         opt.zero_grad(set_to_none=True)
         if pick.any():
             b_ids, b_mask = trim(ids[pick], mask[pick])
-            b_ids, b_mask = b_ids.to(dev), b_mask.to(dev)
-            b, t = b_ids.shape
-            pos = torch.arange(t, device=dev).expand(b, t)
-            logits = gsm(input_ids=b_ids, attention_mask=b_mask, position_ids=pos).logits
-            with warnings.catch_warnings():  # Opacus's full-backward-hook notice
-                warnings.simplefilter("ignore")
-                per_sample_token_loss(logits, b_ids, b_mask).sum().backward()
-            norms = torch.stack([p.grad_sample.flatten(1).norm(dim=1) for p in trainable]).norm(
-                dim=0
-            )
-            w = clip_weights(norms, clip)
-            sums = {p: torch.einsum("b,b...->...", w, p.grad_sample) for p in trainable}
-            for p in trainable:
-                p.grad_sample = None
+            sums = _opacus_clipped_sums(gsm, trainable, b_ids.to(dev), b_mask.to(dev), dev, clip)
         else:
             sums = {p: torch.zeros_like(p) for p in trainable}
         if canaries is not None:
@@ -694,26 +736,7 @@ def fit_lm_opacus(target, train, training, seed: int, params: dict[str, Any]):
         "untied_for_opacus": True,
         **{k: v for k, v in acc.items() if k != "claimed"},
     }
-    claim = PrivacyClaim(
-        epsilon=acc["claimed"],
-        delta=delta,
-        unit="sequence",
-        notion="central-dp",
-        accountant=f"opacus-{accountant} + dp-accounting-pld (max)",
-        proven=True,
-        note=(
-            f"Opacus DP-SGD on the GPT-2 LM with an UNTIED output embedding (Opacus cannot clip "
-            f"a tied weight), Poisson q={q:.4g}, σ={sigma:.4g}, C={clip:g}, {steps} steps; "
-            "add/remove-one sequence; ε = max(Opacus, dp-accounting PLD)." + _scope_note(target)
-        ),
-        details={
-            "untied": True,
-            "public_pretraining_epochs": getattr(target.spec, "public_epochs", 0)
-            if hasattr(target, "spec")
-            else 0,
-            **acc,
-        },
-    )
+    claim = _opacus_lm_claim(target, acc, delta, accountant, q, sigma, clip, steps)
     release = LMRelease(
         model,
         tokenizer,

@@ -187,6 +187,75 @@ def _flat_params(model) -> list[torch.nn.Parameter]:
     return [p for p in model.parameters() if p.requires_grad]
 
 
+def _step_rows(
+    idx: Tensor, d: int, row_user_t: Tensor, per_example, model, loss_fn, x: Tensor, y: Tensor
+) -> tuple[Tensor, Tensor]:
+    """The per-example gradients ``[len(idx), d]`` of the step's rows ``idx`` and their user
+    ids (empty tensors when no user was drawn); ``per_example`` given, it computes them,
+    else :func:`flat_per_example_grads` of ``model``/``loss_fn``."""
+    if idx.numel():
+        per = (
+            per_example(idx)
+            if per_example is not None
+            else flat_per_example_grads(model, loss_fn, x[idx], y[idx])
+        ).detach()
+        uid = row_user_t[idx]
+    else:
+        per = torch.zeros(0, d)
+        uid = torch.zeros(0, dtype=torch.long)
+    return per, uid
+
+
+def _apply_release(
+    params: list[torch.nn.Parameter],
+    sizes: list[int],
+    released: Tensor,
+    divisor: float,
+    optimizer,
+    learning_rate: float,
+) -> None:
+    """Step the model with the release R_t (post-processing): ``p.grad`` = R_t/(qN) and the
+    given optimizer's step, else plain SGD ``p -= learning_rate · R_t/(qN)`` in place.
+    ``sizes`` are the flat sizes of ``params`` in the release's order."""
+    if optimizer is not None:  # post-processing of the release
+        off = 0
+        for p, n in zip(params, sizes, strict=True):
+            p.grad = (released[off : off + n] / divisor).view_as(p).to(p.dtype).clone()
+            off += n
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        return
+    with torch.no_grad():
+        off = 0
+        for p, n in zip(params, sizes, strict=True):
+            p.add_(
+                released[off : off + n].view_as(p).to(p.dtype),
+                alpha=-learning_rate / divisor,
+            )
+            off += n
+
+
+def _user_claim(
+    config: UserDPConfig, claimed: float, q: float, sigma: float, steps: int, n_users: float
+) -> PrivacyClaim:
+    """The user-level claim of the run: ε ``claimed`` at the config's δ, add/remove-one
+    user, proven only when there is noise (σ > 0)."""
+    return PrivacyClaim(
+        epsilon=claimed,
+        delta=config.delta,
+        unit="user",
+        notion="central-dp",
+        accountant=f"opacus-{config.accountant} + dp-accounting PLD (larger)",
+        proven=bool(sigma > 0),
+        note=(
+            f"user-level DP-SGD: Poisson sampling of users q={q:.4g}, each user's "
+            f"{config.aggregate} of gradients clipped to C={config.clip:g}, σ={sigma:.4g}, "
+            f"{steps} steps; add/remove-one user."
+        ),
+        details={"sample_rate": q, "noise_multiplier": sigma, "steps": steps, "users": n_users},
+    )
+
+
 def train_user_dp(
     model: torch.nn.Module,
     loss_fn,
@@ -261,16 +330,7 @@ def train_user_dp(
         rows = np.concatenate([rows_of[u] for u in real]) if len(real) else np.zeros(0, int)
         idx = torch.as_tensor(rows, dtype=torch.long)
         d = sum(sizes)
-        if idx.numel():
-            per = (
-                per_example(idx)
-                if per_example is not None
-                else flat_per_example_grads(model, loss_fn, x[idx], y[idx])
-            ).detach()
-            uid = row_user_t[idx]
-        else:
-            per = torch.zeros(0, d)
-            uid = torch.zeros(0, dtype=torch.long)
+        per, uid = _step_rows(idx, d, row_user_t, per_example, model, loss_fn, x, y)
         if canaries is not None:
             canaries.set_batch(pick[n_real:])
             c_rows, c_users = canaries.rows(d, dtype=per.dtype)
@@ -286,37 +346,8 @@ def train_user_dp(
             canaries.observe(released)
         if observer is not None:
             observer(t, released)
-        if optimizer is not None:  # post-processing of the release
-            off = 0
-            for p, n in zip(params, sizes, strict=True):
-                p.grad = (released[off : off + n] / divisor).view_as(p).to(p.dtype).clone()
-                off += n
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
-            continue
-        with torch.no_grad():
-            off = 0
-            for p, n in zip(params, sizes, strict=True):
-                p.add_(
-                    released[off : off + n].view_as(p).to(p.dtype),
-                    alpha=-config.learning_rate / divisor,
-                )
-                off += n
-    claimed = acct["claimed"]
-    claim = PrivacyClaim(
-        epsilon=claimed,
-        delta=config.delta,
-        unit="user",
-        notion="central-dp",
-        accountant=f"opacus-{config.accountant} + dp-accounting PLD (larger)",
-        proven=bool(sigma > 0),
-        note=(
-            f"user-level DP-SGD: Poisson sampling of users q={q:.4g}, each user's "
-            f"{config.aggregate} of gradients clipped to C={config.clip:g}, σ={sigma:.4g}, "
-            f"{steps} steps; add/remove-one user."
-        ),
-        details={"sample_rate": q, "noise_multiplier": sigma, "steps": steps, "users": n_users},
-    )
+        _apply_release(params, sizes, released, divisor, optimizer, config.learning_rate)
+    claim = _user_claim(config, acct["claimed"], q, sigma, steps, n_users)
     return UserDPRun(
         model=model,
         claim=claim,

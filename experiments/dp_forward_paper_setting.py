@@ -16,7 +16,7 @@ What follows the paper (Du et al., CCS 2023, §3.3–3.6, §5; notes/seeds/dp_fo
 Accounting, one accountant on both sides: shuffling is modelled, as in the paper, as
 Poisson subsampling with q = 1/N over T = 3N steps. The noisy pooled vector and the RR label
 are released by the same user in the same step, so they are composed *before* subsampling
-(:func:`~privacy_audit.defenses.dp_forward.joint_release_epsilon`, dp-accounting PLD with
+(:func:`~privacy_audit.defenses.dp_forward_accounting.joint_release_epsilon`, dp-accounting PLD with
 connect-the-dots on the exact dominating pair); z is bisected so that this central ε is at
 most the target. DP-SGD's σ is calibrated so that the larger of dp-accounting PLD and
 Opacus PRV is at most the target. Recorded beside it: the GDP envelope bound of the brief
@@ -77,7 +77,7 @@ def calibrate_joint_noise_multiplier(
     """Smallest z (to 0.2 %, rounded up) whose joint central ε is at most the target: the
     pooled vector's Gaussian (μ = 1/z, S2 = C = 1) composed with the label RR before Poisson
     subsampling (q = 1/N, T = epochs·N), dp-accounting PLD (bisection on log z)."""
-    from privacy_audit.defenses.dp_forward import joint_release_epsilon
+    from privacy_audit.defenses.dp_forward_accounting import joint_release_epsilon
 
     q, steps = 1.0 / n_users, epochs * n_users
 
@@ -105,6 +105,8 @@ def dp_forward_accounting(
         central_epsilon_accounting,
         central_noise_multiplier,
         epsilon_from_sigma,
+    )
+    from privacy_audit.defenses.dp_forward_accounting import (
         joint_gdp_noise_multiplier,
         joint_local_epsilon,
         joint_release_epsilon,

@@ -2,7 +2,7 @@
 template environment and stylesheet, the sets named as the command names them (suspect /
 validation), and every row filled, a missing p-value with its reason.
 
-The result object is audit/dataset_inference.py's (and attacks/dataset_inference.py's);
+The result object is audit/dataset_inference_command.py's (and attacks/dataset_inference.py's);
 every field is read defensively, so a field added, renamed or missing shows as "—" or as
 the reason, never as an empty row or a template error.
 """
@@ -116,21 +116,27 @@ def _user_rows(r: dict[str, Any], tested: bool, why: str) -> list[tuple[str, str
     return rows
 
 
-def di_context(results: dict[str, Any]) -> dict[str, Any]:
-    r = results.get("dataset_inference") if isinstance(results, dict) else None
-    r = r if isinstance(r, dict) else {}
-    check = r.get("split_check") if isinstance(r.get("split_check"), dict) else {}
-    blind = check.get("blind") if isinstance(check.get("blind"), dict) else {}
-    dups = check.get("duplicates") if isinstance(check.get("duplicates"), dict) else {}
-    status = str(r.get("status") or "not-measured")
+def _status_label(r: dict[str, Any], status: str) -> tuple[str, str]:
+    """The badge's label and style class: the status's own, or whether a test that ran
+    found the suspect set trained on (significant) or not."""
     label, cls = _STATUS.get(status, (status, "not-measured"))
     if status == "ok" and r.get("significant") is True:
         label, cls = "trained on (significant)", "high"
     elif status == "ok" and r.get("significant") is False:
         label, cls = "no evidence of training", "low"
+    return label, cls
+
+
+def _result_rows(r: dict[str, Any], status: str, why: str) -> list[tuple[str, str]]:
+    """The result table of a ``dataset_inference`` record: p-value, effect size, the
+    assumption, the split check, near-duplicates, the texts counted, fitted and tested,
+    features, split, models and tokens; the user rows first when users are the unit.
+    ``why`` says why there is no p-value (shown where a value is missing)."""
+    check = r.get("split_check") if isinstance(r.get("split_check"), dict) else {}
+    blind = check.get("blind") if isinstance(check.get("blind"), dict) else {}
+    dups = check.get("duplicates") if isinstance(check.get("duplicates"), dict) else {}
     tested = status == "ok"
     by_user = r.get("unit") == "user"
-    why = why_no_p(r)
     p = as_finite(r.get("p_value"))
     d = as_finite(r.get("effect_size"))
     alpha = as_finite(r.get("alpha"))
@@ -208,6 +214,19 @@ def di_context(results: dict[str, Any]) -> dict[str, Any]:
     ]
     if r.get("unit") == "user":
         rows = _user_rows(r, tested, why) + rows
+    return rows
+
+
+def di_context(results: dict[str, Any]) -> dict[str, Any]:
+    """The template's context for a dataset-inference results record (each field read with
+    a default, so an older or partial record still renders)."""
+    r = results.get("dataset_inference") if isinstance(results, dict) else None
+    r = r if isinstance(r, dict) else {}
+    status = str(r.get("status") or "not-measured")
+    label, cls = _status_label(r, status)
+    by_user = r.get("unit") == "user"
+    why = why_no_p(r)
+    rows = _result_rows(r, status, why)
     tool = results.get("tool") if isinstance(results.get("tool"), dict) else {}
     env = results.get("environment") if isinstance(results.get("environment"), dict) else {}
     packages = env.get("packages") if isinstance(env.get("packages"), dict) else {}

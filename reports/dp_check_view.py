@@ -61,16 +61,9 @@ def _eps_text(e: Any) -> str:
     return f"≥ {v} ({kind}{'; ' + how if how else ''})"
 
 
-def dp_check_context(r: dict[str, Any]) -> dict[str, Any]:
-    tool = r.get("tool") or {}
-    verdict = str(r.get("verdict", "inconclusive"))
-    label, cls = _VERDICT.get(verdict, ("UNKNOWN", "not-measured"))
-    claim = r.get("claim") or {}
-    eps = r.get("epsilon") or {}
-    meas = eps.get("measured") or {}
-    dec = eps.get("declared") or {}
-    se = meas.get("sigma_eff") or {}
-    setup = r.get("setup") or {}
+def _check_rows(r: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per check: its status and style class, why it was not tested, what it
+    measures, and the CPU time of the phase that ran it (from the record's budget)."""
     budget = r.get("budget") or {}
     phases = budget.get("phases") or {}
     phase_of = {
@@ -100,6 +93,11 @@ def dp_check_context(r: dict[str, Any]) -> dict[str, Any]:
                 else DASH,
             }
         )
+    return checks
+
+
+def _finding_rows(r: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per finding, in the record's order, with its style class and ε text."""
     findings = []
     for f in r.get("findings") or []:
         findings.append(
@@ -115,6 +113,12 @@ def dp_check_context(r: dict[str, Any]) -> dict[str, Any]:
                 "epsilon": _eps_text(f.get("epsilon")),
             }
         )
+    return findings
+
+
+def _claim_text(claim: dict[str, Any]) -> str:
+    """The claim in one line: ε at δ, neighbours, unit, sampling; σ, C (the total norm
+    when per-layer), q, epochs or steps, and the accountant when named."""
     c_total = claim.get("max_grad_norm_total", claim.get("max_grad_norm"))
     claim_text = (
         f"ε = {num(claim.get('epsilon'), 4)} at δ = {claim.get('delta')} "
@@ -125,6 +129,13 @@ def dp_check_context(r: dict[str, Any]) -> dict[str, Any]:
         + (f", steps = {claim['steps']}" if "steps" in claim else "")
         + (f"; accountant {claim['accountant']}" if claim.get("accountant") else "")
     )
+    return claim_text
+
+
+def _measured_text(meas: dict[str, Any]) -> str:
+    """What was measured in one line: σ_eff with its interval, the scheme, q̂ with its
+    interval when tested, the steps run and the sound lower bound on ε."""
+    se = meas.get("sigma_eff") or {}
     measured_text = (
         f"σ_eff = {num(se.get('estimate'), 4)} [{num(se.get('lower'), 4)}, {num(se.get('upper'), 4)}]; "
         f"scheme {meas.get('scheme') or 'not tested'}"
@@ -135,6 +146,15 @@ def dp_check_context(r: dict[str, Any]) -> dict[str, Any]:
         )
         + f", T = {meas.get('steps_run', DASH)}; ε ≥ {_eps(meas.get('epsilon_lower'))} (sound lower bound)"
     )
+    return measured_text
+
+
+def _eps_rows(claim: dict[str, Any], eps: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """The ε table: the claim, the declared parameters' PLD interval, RDP and shuffle
+    lower bound when present, and the measured mechanism's lower bound and upper
+    estimate."""
+    meas = eps.get("measured") or {}
+    dec = eps.get("declared") or {}
     eps_rows = [
         (
             "claimed",
@@ -173,6 +193,16 @@ def dp_check_context(r: dict[str, Any]) -> dict[str, Any]:
     up = meas.get("epsilon_upper")
     if isinstance(up, dict):
         eps_rows.append(("measured mechanism, upper estimate", _eps(up), up.get("how", "")))
+    return eps_rows
+
+
+def _noise_view(r: dict[str, Any]) -> tuple[list[tuple[str, ...]], str]:
+    """The noise table (the first 200 released tensors: size, std with its interval, std
+    in gradient-sum units) and the note above it (releases, Gaussian shape, lag-1
+    correlation, expected σ·C)."""
+    claim = r.get("claim") or {}
+    setup = r.get("setup") or {}
+    c_total = claim.get("max_grad_norm_total", claim.get("max_grad_norm"))
     noise = r.get("noise") or {}
     scale = setup.get("release_scale")
     noise_rows = []
@@ -197,7 +227,12 @@ def dp_check_context(r: dict[str, Any]) -> dict[str, Any]:
         f"σ·C = {num((claim.get('noise_multiplier') or 0) * (c_total or 0) if isinstance(c_total, (int, float)) else None, 4)}"
         f" (the release is scaled by {setup.get('release_scale_how', DASH)})."
     )
-    sens = r.get("sensitivity") or {}
+    return noise_rows, noise_note
+
+
+def _design_rows(sens: dict[str, Any]) -> list[tuple[str, ...]]:
+    """The first 80 crafted pairs: design, what it crafts, μ (∞ when unbounded), σ_eff and
+    whether the noise was replayed."""
     design_rows = []
     for d in (sens.get("designs") or [])[:80]:
         mu = d.get("mu")
@@ -210,6 +245,12 @@ def dp_check_context(r: dict[str, Any]) -> dict[str, Any]:
                 "exact (replayed noise)" if d.get("exact") else "estimated (repeated draws)",
             )
         )
+    return design_rows
+
+
+def _sampling_rows(r: dict[str, Any]) -> list[tuple[str, str]]:
+    """The sampling table: scheme, examples, steps driven, q̂, batch sizes, empty batches,
+    the Poisson tests and the trace's source; one row when the loader was not driven."""
     s = r.get("sampling") or {}
     sampling_rows = []
     if s.get("tested"):
@@ -239,6 +280,14 @@ def dp_check_context(r: dict[str, Any]) -> dict[str, Any]:
         ]
     else:
         sampling_rows = [("Sampling", "not tested: no data loader")]
+    return sampling_rows
+
+
+def _run_rows(r: dict[str, Any]) -> list[tuple[str, str]]:
+    """The run table: setup file and hash, what is released, optimizer and loader, ghost
+    clipping, replay, budget used and versions."""
+    setup = r.get("setup") or {}
+    budget = r.get("budget") or {}
     env = r.get("environment") or {}
     run_rows = [
         ("Setup file", f"{setup.get('path')} (sha256 {str(setup.get('sha256'))[:16]}…)"),
@@ -258,6 +307,28 @@ def dp_check_context(r: dict[str, Any]) -> dict[str, Any]:
         ),
         ("Versions", ", ".join(f"{k} {v}" for k, v in env.items())),
     ]
+    return run_rows
+
+
+def dp_check_context(r: dict[str, Any]) -> dict[str, Any]:
+    """The template's context for one dp-check results record (module docstring)."""
+    tool = r.get("tool") or {}
+    verdict = str(r.get("verdict", "inconclusive"))
+    label, cls = _VERDICT.get(verdict, ("UNKNOWN", "not-measured"))
+    claim = r.get("claim") or {}
+    eps = r.get("epsilon") or {}
+    setup = r.get("setup") or {}
+    budget = r.get("budget") or {}
+    sens = r.get("sensitivity") or {}
+    checks = _check_rows(r)
+    findings = _finding_rows(r)
+    claim_text = _claim_text(claim)
+    measured_text = _measured_text(eps.get("measured") or {})
+    eps_rows = _eps_rows(claim, eps)
+    noise_rows, noise_note = _noise_view(r)
+    design_rows = _design_rows(sens)
+    sampling_rows = _sampling_rows(r)
+    run_rows = _run_rows(r)
     name = str(setup.get("path") or "setup").rsplit("/", 1)[-1]
     return {
         "title": f"dp-check: {name}",

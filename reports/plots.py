@@ -550,6 +550,51 @@ def _claim_label(eps: float | None, delta: float | None) -> str:
     return f"ε = {num(eps)}, δ = {small(delta)}" if delta is not None else f"ε = {num(eps)}"
 
 
+def _violation_points(tr: dict) -> list[tuple[float, float, float, float]]:
+    """The trade-off test's significant violations as (FPR, TPR, FPR upper, TPR lower), FPR
+    and TPR positive; a missing or inconsistent confidence corner is the point itself."""
+    points = []
+    for p in tr.get("points") if isinstance(tr.get("points"), list) else []:
+        if not isinstance(p, dict):
+            continue
+        f, t = as_finite(p.get("fpr")), as_finite(p.get("tpr"))
+        if f is None or t is None or f <= 0 or t <= 0:
+            continue
+        fh, tl = as_finite(p.get("fpr_hi")), as_finite(p.get("tpr_lo"))
+        fh = f if fh is None or fh < f else fh
+        tl = t if tl is None or tl > t or tl <= 0 else tl
+        points.append((f, t, fh, tl))
+    return points
+
+
+def _tradeoff_verdict(ax, tr: dict, n_points: int) -> None:
+    """The trade-off test's verdict in a box at the lower right: VIOLATED with the
+    number of significant violations, or none, with the thresholds and confidence."""
+    n_thr = tr.get("n_thresholds")
+    conf = as_float(tr.get("confidence"))
+    tested = f"{num(n_thr)} thresholds" if n_thr is not None else "thresholds"
+    conf_txt = f" at {100 * conf:g}% confidence" if conf is not None else ""
+    if tr.get("violated"):
+        msg = f"VIOLATED: {n_points} of {tested} significantly above the bound{conf_txt}"
+        box = {"facecolor": "#fde4e2", "edgecolor": _IMPOSSIBLE_COLOR}
+        color = _BOUND_COLOR
+    else:
+        msg = f"No significant violation ({tested} tested{conf_txt})"
+        box = {"facecolor": "#f4f6f8", "edgecolor": "#cccccc"}
+        color = "#333333"
+    ax.text(
+        0.98,
+        0.27,
+        msg,
+        transform=ax.transAxes,
+        ha="right",
+        va="bottom",
+        fontsize=8.5,
+        color=color,
+        bbox=dict(boxstyle="round,pad=0.3", **box),
+    )
+
+
 def roc_vs_tradeoff(run: dict) -> bytes:
     """The strongest attack's empirical ROC over the trade-off bound of the claim.
 
@@ -574,18 +619,7 @@ def roc_vs_tradeoff(run: dict) -> bytes:
 
     roc = _paired(tr.get("roc"), "fpr", "tpr")
     curve = _paired(tr.get("curve"), "fpr", "max_tpr")
-    points = []
-    for p in tr.get("points") if isinstance(tr.get("points"), list) else []:
-        if not isinstance(p, dict):
-            continue
-        f, t = as_finite(p.get("fpr")), as_finite(p.get("tpr"))
-        if f is None or t is None or f <= 0 or t <= 0:
-            continue
-        fh, tl = as_finite(p.get("fpr_hi")), as_finite(p.get("tpr_lo"))
-        fh = f if fh is None or fh < f else fh
-        tl = t if tl is None or tl > t or tl <= 0 else tl
-        points.append((f, t, fh, tl))
-
+    points = _violation_points(tr)
     # The axes follow the data: the smallest positive FPR of the empirical ROC
     # and of the violations (the bound's curve only when there is no ROC).
     data_x = [x for x in (roc[0] if roc is not None else []) if x > 0]
@@ -660,29 +694,7 @@ def roc_vs_tradeoff(run: dict) -> bytes:
         )
         ax.plot(fh, tl, "x", color=_IMPOSSIBLE_COLOR, markersize=5)
 
-    n_thr = tr.get("n_thresholds")
-    conf = as_float(tr.get("confidence"))
-    tested = f"{num(n_thr)} thresholds" if n_thr is not None else "thresholds"
-    conf_txt = f" at {100 * conf:g}% confidence" if conf is not None else ""
-    if tr.get("violated"):
-        msg = f"VIOLATED: {len(points)} of {tested} significantly above the bound{conf_txt}"
-        box = {"facecolor": "#fde4e2", "edgecolor": _IMPOSSIBLE_COLOR}
-        color = _BOUND_COLOR
-    else:
-        msg = f"No significant violation ({tested} tested{conf_txt})"
-        box = {"facecolor": "#f4f6f8", "edgecolor": "#cccccc"}
-        color = "#333333"
-    ax.text(
-        0.98,
-        0.27,
-        msg,
-        transform=ax.transAxes,
-        ha="right",
-        va="bottom",
-        fontsize=8.5,
-        color=color,
-        bbox=dict(boxstyle="round,pad=0.3", **box),
-    )
+    _tradeoff_verdict(ax, tr, len(points))
     ax.set_xlim(lo_x, 1.0)
     ax.set_ylim(lo_y, 1.05)
     ax.grid(True, which="minor", alpha=0.12, linewidth=0.5)
@@ -702,20 +714,9 @@ def _nice_ticks(top: float) -> list[float]:
     return [t for t in ticks if t <= top]
 
 
-def claimed_vs_audited(runs: Sequence[dict]) -> bytes:
-    """Audited ε lower bounds (y) against the claimed ε (x), one point per audit.
-
-    Only runs with an ``epsilon_audit`` are drawn. Runs without a finite claim
-    sit at the right, at "∞". Markers distinguish audits, colours runs; a short
-    horizontal tick marks each audit's ceiling (the largest bound its sample
-    size could certify). Points above the y = x line contradict the claim.
-    Both axes are symmetric-log (linear below 1), so 0 and the diagonal show.
-    """
-    runs = [r for r in runs or [] if isinstance(r, dict) and epsilon_audit(r)]
-    fig, (ax,) = new_figure(10.0, 5.4)
-    ax.set_title("Claimed ε vs audited ε lower bounds", fontsize=12)
-    claims = [audited_claim(r)[0] for r in runs]
-    finite = sorted({e for e in claims if e is not None})
+def _audit_points(runs: Sequence[dict], claims: list[float | None]) -> tuple[list, list, list]:
+    """Audit names (first seen first), one (claim, bound, ceiling, audit, run, exceeds) per
+    audit with a finite bound, and "run / audit" for each without; ``claims``: each run's."""
     audit_names: list[str] = []
     plotted = []  # (x, lb, ceiling, marker_index, run_index, exceeds)
     skipped = []
@@ -732,35 +733,12 @@ def claimed_vs_audited(runs: Sequence[dict]) -> bytes:
             plotted.append(
                 (claims[i], lb, as_finite(a.get("ceiling")), audit_names.index(name), i, exceeds)
             )
-    if not plotted:
-        placeholder(ax, "No audited ε lower bounds to compare with claims.")
-        return png_bytes(fig)
+    return audit_names, plotted, skipped
 
-    top_finite = finite[-1] if finite else 0.0
-    inf_x = max(2.5 * top_finite, top_finite + 3.0, 3.0)
-    ax.set_xscale("symlog", linthresh=1.0, linscale=0.6)
-    ax.set_yscale("symlog", linthresh=1.0, linscale=0.6)
 
-    # Spread runs sharing a claimed ε, and audits within a run, a little apart.
-    slots: dict[float, list[int]] = {}
-    for x, *_, i, _ in plotted:
-        key = inf_x if x is None else x
-        if i not in slots.setdefault(key, []):
-            slots[key].append(i)
-
-    def position(x: float | None, run_i: int, audit_j: int) -> float:
-        base = inf_x if x is None else x
-        group = slots[base]
-        k = group.index(run_i) - (len(group) - 1) / 2.0
-        step = 0.2 * k + 0.04 * (audit_j - (len(audit_names) - 1) / 2.0)
-        return base * (1.0 + step) if base >= 1.0 else base + step
-
-    ys = [p[1] for p in plotted] + [p[2] for p in plotted if p[2] is not None] + finite
-    y_top = max(max(ys) * 1.35, 1.5)
-    x_left = -0.3  # both axes start just below 0, so y = x is the diagonal
-    x_right = inf_x * 1.45
-
-    # The claim boundary y = x and the region above it (claim contradicted).
+def _draw_claim_boundary(ax, finite, top_finite, inf_x, x_left, y_top) -> None:
+    """The claim boundary y = x over the finite claims, the region above it shaded (claim
+    contradicted), and a vertical rule before the "∞ (no claim)" column at ``inf_x``."""
     if finite:
         line_x = np.concatenate(
             [
@@ -785,6 +763,10 @@ def claimed_vs_audited(runs: Sequence[dict]) -> bytes:
         linestyle="-",
     )
 
+
+def _draw_audits(ax, plotted: list, position) -> None:
+    """One marker per audit at ``position(claim, run, audit)`` (run colour, audit marker, red
+    edge when it exceeds the claim), with a dotted line up to its ceiling when it has one."""
     for x, lb, ceiling, j, i, exceeds in plotted:
         px = position(x, i, j)
         color = _RUN_COLORS[i % len(_RUN_COLORS)]
@@ -811,27 +793,10 @@ def claimed_vs_audited(runs: Sequence[dict]) -> bytes:
             zorder=5,
         )
 
-    # Claimed values, plus round values that are not too close to a claim.
-    nice = [
-        t
-        for t in _nice_ticks(max(top_finite * 1.3, 1.0))
-        if all(max(t, c) > 1.5 * min(t, c) if min(t, c) >= 1 else abs(t - c) > 0.3 for c in finite)
-    ]
-    ticks = sorted(set(finite + nice))
-    ax.set_xticks(
-        ticks + [inf_x],
-        [num(t) if t in finite else f"{t:g}" for t in ticks] + ["\u221e\n(no claim)"],
-    )
-    ax.xaxis.set_minor_formatter(NullFormatter())
-    ax.tick_params(axis="x", which="minor", length=0)
-    yt = _nice_ticks(y_top)
-    ax.set_yticks(yt, [f"{t:g}" for t in yt])
-    ax.yaxis.set_minor_formatter(NullFormatter())
-    ax.set_xlim(x_left, x_right)
-    ax.set_ylim(min(-0.3, x_left), y_top)
-    ax.set_xlabel("Claimed ε (\u221e = no formal claim)")
-    ax.set_ylabel("Audited ε lower bound")
 
+def _audit_legends(fig, runs, plotted, audit_names, has_claim: bool) -> None:
+    """The legends beside the axes: the audits (markers, ceiling tick, violation edge and,
+    with a finite claim, the boundary and its region) and the runs that have a point."""
     audit_handles = [
         Line2D(
             [],
@@ -867,7 +832,7 @@ def claimed_vs_audited(runs: Sequence[dict]) -> bytes:
             label="bound exceeds the claim (VIOLATED)",
         ),
     ]
-    if finite:
+    if has_claim:
         audit_handles += [
             Line2D([], [], color=_BOUND_COLOR, linestyle="--", label="claim boundary y = x"),
             Patch(color=_IMPOSSIBLE_COLOR, alpha=0.15, label="above: claim contradicted"),
@@ -893,6 +858,76 @@ def claimed_vs_audited(runs: Sequence[dict]) -> bytes:
         title_fontsize=8.5,
         framealpha=0.95,
     )
+
+
+def claimed_vs_audited(runs: Sequence[dict]) -> bytes:
+    """Audited ε lower bounds (y) against the claimed ε (x), one point per audit.
+
+    Only runs with an ``epsilon_audit`` are drawn. Runs without a finite claim
+    sit at the right, at "∞". Markers distinguish audits, colours runs; a short
+    horizontal tick marks each audit's ceiling (the largest bound its sample
+    size could certify). Points above the y = x line contradict the claim.
+    Both axes are symmetric-log (linear below 1), so 0 and the diagonal show.
+    """
+    runs = [r for r in runs or [] if isinstance(r, dict) and epsilon_audit(r)]
+    fig, (ax,) = new_figure(10.0, 5.4)
+    ax.set_title("Claimed ε vs audited ε lower bounds", fontsize=12)
+    claims = [audited_claim(r)[0] for r in runs]
+    finite = sorted({e for e in claims if e is not None})
+    audit_names, plotted, skipped = _audit_points(runs, claims)
+    if not plotted:
+        placeholder(ax, "No audited ε lower bounds to compare with claims.")
+        return png_bytes(fig)
+
+    top_finite = finite[-1] if finite else 0.0
+    inf_x = max(2.5 * top_finite, top_finite + 3.0, 3.0)
+    ax.set_xscale("symlog", linthresh=1.0, linscale=0.6)
+    ax.set_yscale("symlog", linthresh=1.0, linscale=0.6)
+
+    # Spread runs sharing a claimed ε, and audits within a run, a little apart.
+    slots: dict[float, list[int]] = {}
+    for x, *_, i, _ in plotted:
+        key = inf_x if x is None else x
+        if i not in slots.setdefault(key, []):
+            slots[key].append(i)
+
+    def position(x: float | None, run_i: int, audit_j: int) -> float:
+        base = inf_x if x is None else x
+        group = slots[base]
+        k = group.index(run_i) - (len(group) - 1) / 2.0
+        step = 0.2 * k + 0.04 * (audit_j - (len(audit_names) - 1) / 2.0)
+        return base * (1.0 + step) if base >= 1.0 else base + step
+
+    ys = [p[1] for p in plotted] + [p[2] for p in plotted if p[2] is not None] + finite
+    y_top = max(max(ys) * 1.35, 1.5)
+    x_left = -0.3  # both axes start just below 0, so y = x is the diagonal
+    x_right = inf_x * 1.45
+
+    _draw_claim_boundary(ax, finite, top_finite, inf_x, x_left, y_top)
+    _draw_audits(ax, plotted, position)
+
+    # Claimed values, plus round values that are not too close to a claim.
+    nice = [
+        t
+        for t in _nice_ticks(max(top_finite * 1.3, 1.0))
+        if all(max(t, c) > 1.5 * min(t, c) if min(t, c) >= 1 else abs(t - c) > 0.3 for c in finite)
+    ]
+    ticks = sorted(set(finite + nice))
+    ax.set_xticks(
+        ticks + [inf_x],
+        [num(t) if t in finite else f"{t:g}" for t in ticks] + ["\u221e\n(no claim)"],
+    )
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.tick_params(axis="x", which="minor", length=0)
+    yt = _nice_ticks(y_top)
+    ax.set_yticks(yt, [f"{t:g}" for t in yt])
+    ax.yaxis.set_minor_formatter(NullFormatter())
+    ax.set_xlim(x_left, x_right)
+    ax.set_ylim(min(-0.3, x_left), y_top)
+    ax.set_xlabel("Claimed ε (\u221e = no formal claim)")
+    ax.set_ylabel("Audited ε lower bound")
+
+    _audit_legends(fig, runs, plotted, audit_names, bool(finite))
     if skipped:
         ax.text(
             0.01,

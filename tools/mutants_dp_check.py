@@ -179,7 +179,7 @@ MUTANTS = [
         "q's upper end in the lower bound",
     ),
     (
-        "audit/epsilon/dp_check/verdict.py",
+        "audit/epsilon/dp_check/findings_sampling.py",
         'if claim.sampling == "poisson" and dec.lower > claim.epsilon:',
         'if claim.sampling == "poisson" and dec.lower > 10 * claim.epsilon:',
         [
@@ -188,14 +188,14 @@ MUTANTS = [
         "declared-ε check",
     ),
     (
-        "audit/epsilon/dp_check/verdict.py",
+        "audit/epsilon/dp_check/findings_sampling.py",
         "        if scheme != claim.sampling:",
         "        if False:",
         ["tests/audit/epsilon/test_dp_check_setups.py::test_bug_is_violated_by_its_check"],
         "scheme mismatch ignored",
     ),
     (
-        "audit/epsilon/dp_check/verdict.py",
+        "audit/epsilon/dp_check/findings_sampling.py",
         'if samp.get("tested") and t_run > t_declared and not standin:',
         'if samp.get("tested") and t_run > 10 * t_declared and not standin:',
         [
@@ -204,7 +204,7 @@ MUTANTS = [
         "steps check",
     ),
     (
-        "audit/epsilon/dp_check/verdict.py",
+        "audit/epsilon/dp_check/findings_model.py",
         "            if ce.rows_moved > 0:",
         "            if ce.rows_moved > 100:",
         [
@@ -213,7 +213,7 @@ MUTANTS = [
         "cross-example ignored",
     ),
     (
-        "audit/epsilon/dp_check/verdict.py",
+        "audit/epsilon/dp_check/findings_sensitivity.py",
         "if worst.mu_lo > base_hi * (1 + EFFECT_SLACK) and worst.mu_lo > expected_mu * (",
         "if worst.mu_lo > base_hi * (1 + EFFECT_SLACK) and worst.mu_lo > 3 * expected_mu * (",
         ["tests/audit/epsilon/test_dp_check_setups.py::test_bug_is_violated_by_its_check"],
@@ -283,7 +283,7 @@ MUTANTS = [
         "lower bound pessimistic",
     ),
     (
-        "audit/epsilon/dp_check/verdict.py",
+        "audit/epsilon/dp_check/findings_sensitivity.py",
         "if worst.mu_lo > base_hi * (1 + EFFECT_SLACK) and worst.mu_lo > expected_mu * (",
         "if worst.mu_lo > 3 * base_hi and worst.mu_lo > expected_mu * (",
         ["tests/audit/epsilon/test_dp_check_setups.py::test_bug_is_violated_by_its_check"],
@@ -297,8 +297,8 @@ MUTANTS = [
         "persistence shifts rounded up",
     ),
     (
-        "audit/epsilon/dp_check/verdict.py",
-        "        elif sched.mu_later > 0:",
+        "audit/epsilon/dp_check/findings_schedule.py",
+        "    elif sched.mu_later > 0:",
         "        elif sched.mu_later > 1e9:",
         [
             "tests/audit/epsilon/test_dp_check_setups.py::test_bug_is_violated_by_its_check[bug_summed_grad_kept]"
@@ -324,7 +324,7 @@ MUTANTS = [
         "ghost release path",
     ),
     (
-        "audit/epsilon/dp_check/verdict.py",
+        "audit/epsilon/dp_check/findings_noise.py",
         "    if corr > 0.05:",
         "    if corr > 0.05 and False:",
         ["tests/audit/epsilon/test_dp_check_known_answers.py"],
@@ -382,35 +382,35 @@ MUTANTS = [
         "off-direction check removed",
     ),
     (
-        "audit/epsilon/dp_check/verdict.py",
+        "audit/epsilon/dp_check/findings_schedule.py",
         "    return fresh and invariant and poisson, used, why_not",
         "    return fresh and poisson, used, why_not",
         ["tests/audit/epsilon/test_dp_check_known_answers.py"],
         "persistence bound without time invariance",
     ),
     (
-        "audit/epsilon/dp_check/verdict.py",
+        "audit/epsilon/dp_check/findings_schedule.py",
         "    return fresh and invariant and poisson, used, why_not",
         "    return invariant and poisson, used, why_not",
         ["tests/audit/epsilon/test_dp_check_known_answers.py"],
         "persistence bound with correlated noise",
     ),
     (
-        "audit/epsilon/dp_check/verdict.py",
+        "audit/epsilon/dp_check/findings_schedule.py",
         "    return fresh and invariant and poisson, used, why_not",
         "    return fresh and invariant, used, why_not",
         ["tests/audit/epsilon/test_dp_check_known_answers.py"],
         "persistence bound without Poisson",
     ),
     (
-        "audit/epsilon/dp_check/verdict.py",
+        "audit/epsilon/dp_check/findings_schedule.py",
         "        used = [float(x) for x in np.minimum(r0[:m], r1[:m])]",
         "        used = [float(x) for x in np.maximum(r0[:m], r1[:m])]",
         ["tests/audit/epsilon/test_dp_check_known_answers.py"],
         "the larger response used",
     ),
     (
-        "audit/epsilon/dp_check/verdict.py",
+        "audit/epsilon/dp_check/findings_schedule.py",
         "invariant = bool(m and np.abs(r0[:m] - r1[:m]).max() <= 1e-3 * scale_r + 1e-9)",
         "invariant = bool(m and np.abs(r0[:m] - r1[:m]).max() <= 1e-1 * scale_r + 1e-9)",
         ["tests/audit/epsilon/test_dp_check_known_answers.py"],
@@ -489,7 +489,7 @@ MUTANTS = [
         "every deviation a violation",
     ),
     (
-        "audit/epsilon/dp_check/verdict.py",
+        "audit/epsilon/dp_check/findings_sampling.py",
         "    standin = claim.dataset_size is not None and n_data is not None and claim.dataset_size != "
         "n_data",
         "    standin = False",

@@ -84,24 +84,87 @@ def add_parser(sub) -> None:
 
 def run(args) -> int:
     from privacy_audit.audit.integrations.gate import (
-        NOT_COMPARABLE,
-        RATE_THRESHOLDS,
-        Failure,
         GateOutcome,
         check_all,
-        check_threshold,
         compare,
         epsilon_headlines,
-        format_table,
         junit_xml,
         load_baseline,
         load_results,
-        one_line,
-        parse_leakage_thresholds,
-        parse_match,
         summary,
     )
-    from privacy_audit.ground.io import atomic_write_text, dumps_json
+    from privacy_audit.audit.outputs import check_outputs, results_family
+    from privacy_audit.ground.io import dumps_json
+
+    thresholds, leakage, match, tolerance = _checked_options(args)
+    check_outputs(
+        [("--junit", args.junit), ("--summary", args.summary)],
+        results_family(args.results) + [("--baseline", args.baseline)],
+    )
+    results = load_results(args.results)
+    baseline = load_baseline(args.baseline, results) if args.baseline is not None else None
+    violations, failures = check_all(
+        results,
+        thresholds,
+        strict=args.strict,
+        leakage=leakage,
+        allow_empty=args.allow_empty,
+        allow_shifted_split=args.allow_shifted_split,
+    )
+    diff = compare(results, baseline, tolerance, match) if baseline is not None else None
+    if diff is not None:
+        failures.extend(_baseline_failures(diff, args.allow_empty))
+    for option, path in (("--junit", args.junit), ("--summary", args.summary)):
+        if path is not None:
+            check_writable(path, option)
+    outcome = GateOutcome(
+        violations,
+        diff,
+        failures=failures,
+        leakage=leakage,
+        fail_on_missing=args.fail_on_missing,
+        tolerance=tolerance if baseline is not None else None,
+        thresholds=thresholds,
+        strict=args.strict,
+        results_path=str(args.results),
+        baseline_path=None if args.baseline is None else str(args.baseline),
+        headlines=epsilon_headlines(results),
+    )
+    # render everything before writing anything
+    files = []
+    if args.summary is not None:
+        files.append((args.summary, dumps_json(summary(outcome))))
+    if args.junit is not None:
+        files.append((args.junit, junit_xml(outcome, results)))
+    _write_all(files)
+    if diff is not None:
+        _print_baseline(diff, args, tolerance)
+    for v in violations:
+        print(f"FAIL: {_one_line_of(v)}")
+    for f in failures:
+        print(f"FAIL: {_one_line_of(f)}")
+    if outcome.passed:
+        print(f"privacy gate passed: {_passed_text(results, diff, thresholds, leakage)}")
+        return EXIT_OK
+    print(f"privacy gate failed: {_failed_text(outcome, diff, violations, failures)}")
+    return EXIT_GATE
+
+
+def _one_line_of(item) -> str:
+    from privacy_audit.audit.integrations.gate import one_line
+
+    return one_line(str(item))
+
+
+def _checked_options(args):
+    """The thresholds, leakage thresholds, run pairing and tolerance, each checked before
+    any file is read (one line and exit 2 on a bad one)."""
+    from privacy_audit.audit.integrations.gate import (
+        RATE_THRESHOLDS,
+        check_threshold,
+        parse_leakage_thresholds,
+        parse_match,
+    )
 
     thresholds = {
         "max_auc": args.max_auc,
@@ -134,120 +197,98 @@ def run(args) -> int:
     tolerance = 0.0 if args.tolerance is None else args.tolerance
     if not (math.isfinite(tolerance) and tolerance >= 0):
         raise AuditError(f"--tolerance must be a finite number >= 0, got {args.tolerance}")
-    from privacy_audit.audit.outputs import check_outputs, results_family
+    return thresholds, leakage, match, tolerance
 
-    check_outputs(
-        [("--junit", args.junit), ("--summary", args.summary)],
-        results_family(args.results) + [("--baseline", args.baseline)],
-    )
-    results = load_results(args.results)
-    baseline = load_baseline(args.baseline, results) if args.baseline is not None else None
-    violations, failures = check_all(
-        results,
-        thresholds,
-        strict=args.strict,
-        leakage=leakage,
-        allow_empty=args.allow_empty,
-        allow_shifted_split=args.allow_shifted_split,
-    )
-    diff = compare(results, baseline, tolerance, match) if baseline is not None else None
-    if diff is not None and not any(c.base.value is not None for c in diff.comparisons):
-        # a baseline gate that compared no number has checked nothing
-        if not args.allow_empty:
+
+def _baseline_failures(diff, allow_empty: bool) -> list:
+    """A baseline gate that compared no number has checked nothing; a metric measured in
+    the baseline but not now is a failure, never "not comparable"."""
+    from privacy_audit.audit.integrations.gate import Failure
+
+    failures = []
+    if not any(c.base.value is not None for c in diff.comparisons) and not allow_empty:
+        failures.append(
+            Failure(
+                "",
+                "",
+                "baseline",
+                "nothing-compared",
+                "no metric was compared with the baseline (runs paired "
+                f"{diff.pairing}; {len(diff.missing)} in the baseline only, "
+                f"{len(diff.added)} in the results only): pair runs with --match "
+                "NEW=BASE, or pass --allow-empty to accept",
+            )
+        )
+    for c in diff.comparisons:
+        if c.new.value is None and c.base.value is not None:
             failures.append(
                 Failure(
-                    "",
-                    "",
-                    "baseline",
-                    "nothing-compared",
-                    "no metric was compared with the baseline (runs paired "
-                    f"{diff.pairing}; {len(diff.missing)} in the baseline only, "
-                    f"{len(diff.added)} in the results only): pair runs with --match "
-                    "NEW=BASE, or pass --allow-empty to accept",
+                    c.run,
+                    c.attack,
+                    c.metric,
+                    "unmeasured",
+                    f"{c.metric} of attack '{c.attack}' on '{c.run}' is null or not finite "
+                    f"in the results but was measured in the baseline ({c.base.text()})",
                 )
             )
-    if diff is not None:
-        for c in diff.comparisons:  # measured in the baseline, not now: never "not comparable"
-            if c.new.value is None and c.base.value is not None:
-                failures.append(
-                    Failure(
-                        c.run,
-                        c.attack,
-                        c.metric,
-                        "unmeasured",
-                        f"{c.metric} of attack '{c.attack}' on '{c.run}' is null or not finite "
-                        f"in the results but was measured in the baseline ({c.base.text()})",
-                    )
-                )
-    for option, path in (("--junit", args.junit), ("--summary", args.summary)):
-        if path is not None:
-            check_writable(path, option)
-    outcome = GateOutcome(
-        violations,
-        diff,
-        failures=failures,
-        leakage=leakage,
-        fail_on_missing=args.fail_on_missing,
-        tolerance=tolerance if baseline is not None else None,
-        thresholds=thresholds,
-        strict=args.strict,
-        results_path=str(args.results),
-        baseline_path=None if args.baseline is None else str(args.baseline),
-        headlines=epsilon_headlines(results),
-    )
-    # render everything before writing anything
-    files = []
-    if args.summary is not None:
-        files.append((args.summary, dumps_json(summary(outcome))))
-    if args.junit is not None:
-        files.append((args.junit, junit_xml(outcome, results)))
+    return failures
+
+
+def _write_all(files: list[tuple[str, str]]) -> None:
+    """Write every rendered file, all or nothing."""
+    from privacy_audit.ground.io import atomic_write_text
 
     written: list[str] = []
     for path, text in files:
         try:
             atomic_write_text(path, text)
         except OSError as exc:
-            for done in written:  # all or nothing
+            for done in written:
                 Path(done).unlink(missing_ok=True)
             raise AuditError(f"cannot write {path!r}: {exc.strerror or exc}") from None
         written.append(path)
 
-    if diff is not None:
-        print(f"baseline: {args.baseline} (tolerance {tolerance:g}; runs paired {diff.pairing})")
-        if diff.comparisons:
-            print(format_table(diff.comparisons))
-        else:
-            print("no attack result is present and measured in both files")
-        for m in diff.missing:
-            print(f"{'FAIL' if args.fail_on_missing else 'MISSING'}: {one_line(str(m))}")
-        for m in diff.added:
-            print(f"NEW: {one_line(str(m))}")
-        for c in diff.regressions:
-            print(f"FAIL: {one_line(str(c))}")
-    for v in violations:
-        print(f"FAIL: {one_line(str(v))}")
-    for f in failures:
-        print(f"FAIL: {one_line(str(f))}")
+
+def _print_baseline(diff, args, tolerance: float) -> None:
+    from privacy_audit.audit.integrations.gate import format_table
+
+    print(f"baseline: {args.baseline} (tolerance {tolerance:g}; runs paired {diff.pairing})")
+    if diff.comparisons:
+        print(format_table(diff.comparisons))
+    else:
+        print("no attack result is present and measured in both files")
+    for m in diff.missing:
+        print(f"{'FAIL' if args.fail_on_missing else 'MISSING'}: {_one_line_of(m)}")
+    for m in diff.added:
+        print(f"NEW: {_one_line_of(m)}")
+    for c in diff.regressions:
+        print(f"FAIL: {_one_line_of(c)}")
+
+
+def _passed_text(results: dict, diff, thresholds: dict, leakage) -> str:
+    from privacy_audit.audit.integrations.gate import NOT_COMPARABLE
+
     n_ok = sum(1 for r in results["runs"] for a in r.get("attacks", []) if a.get("status") == "ok")
     n_ok += sum(1 for r in results["runs"] for a in r.get("leakage", []) if a.get("status") == "ok")
-    if outcome.passed:
-        parts = []
-        if diff is not None:
-            n_cmp = sum(1 for c in diff.comparisons if c.verdict != NOT_COMPARABLE)
-            n_null = len(diff.comparisons) - n_cmp
-            parts.append(
-                f"{n_cmp} metric(s) compared with the baseline"
-                + (f" ({n_null} null on a side, not comparable)" if n_null else "")
-                + ", no regression"
-            )
-            if n_cmp == 0:
-                parts.append("nothing compared (--allow-empty)")
-        if any(v is not None for v in thresholds.values()) or leakage:
-            parts.append(f"{n_ok} attack result(s) within every threshold")
-        if n_ok == 0:
-            parts.append("nothing was measured (--allow-empty)")
-        print(f"privacy gate passed: {'; '.join(parts)}")
-        return EXIT_OK
+    parts = []
+    if diff is not None:
+        n_cmp = sum(1 for c in diff.comparisons if c.verdict != NOT_COMPARABLE)
+        n_null = len(diff.comparisons) - n_cmp
+        parts.append(
+            f"{n_cmp} metric(s) compared with the baseline"
+            + (f" ({n_null} null on a side, not comparable)" if n_null else "")
+            + ", no regression"
+        )
+        if n_cmp == 0:
+            parts.append("nothing compared (--allow-empty)")
+    if any(v is not None for v in thresholds.values()) or leakage:
+        parts.append(f"{n_ok} attack result(s) within every threshold")
+    if n_ok == 0:
+        parts.append("nothing was measured (--allow-empty)")
+    return "; ".join(parts)
+
+
+def _failed_text(outcome, diff, violations, failures) -> str:
     parts = []
     if diff is not None and diff.regressions:
         parts.append(f"{len(diff.regressions)} regression(s) against the baseline")
@@ -267,5 +308,4 @@ def run(args) -> int:
         n = sum(1 for f in failures if f.kind == kind)
         if n:
             parts.append(text.format(n=n))
-    print(f"privacy gate failed: {', '.join(parts)}")
-    return EXIT_GATE
+    return ", ".join(parts)

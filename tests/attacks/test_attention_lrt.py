@@ -18,11 +18,8 @@ from privacy_audit.attacks.attention_lrt import (
 from privacy_audit.attacks.base import AttackContext, MetricSettings, run_leakage_attack
 from privacy_audit.defenses import DEFENSES
 from privacy_audit.defenses.base import Examples
-from privacy_audit.defenses.dp_attention import (
-    DPAttentionConfig,
-    gaussian_sampling_mechanism,
-    privacy_loss_samples,
-)
+from privacy_audit.defenses.dp_attention import DPAttentionConfig, gaussian_sampling_mechanism
+from privacy_audit.defenses.dp_attention_privacy_loss import privacy_loss_samples
 from privacy_audit.targets.classifier import TrainingConfig
 from privacy_audit.targets.loading import Target, TargetSpec
 

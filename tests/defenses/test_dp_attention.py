@@ -25,13 +25,12 @@ from privacy_audit.defenses.dp_attention import (
     gaussian_sampling_mechanism,
     k_min,
     measured_sensitivity,
-    privacy_loss_mean,
-    privacy_loss_samples,
     rho,
     sensitivity_bound,
     swap_attention,
     validate_theorem_range,
 )
+from privacy_audit.defenses.dp_attention_privacy_loss import privacy_loss_mean, privacy_loss_samples
 
 
 def _good_X(n: int, d: int, r: float, seed: int) -> torch.Tensor:

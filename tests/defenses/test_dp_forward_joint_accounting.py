@@ -13,7 +13,7 @@ from dp_accounting.pld import privacy_loss_distribution as pld_lib
 from scipy import integrate
 from scipy.stats import norm
 
-from privacy_audit.defenses.dp_forward import (
+from privacy_audit.defenses.dp_forward_accounting import (
     joint_gdp_noise_multiplier,
     joint_local_delta,
     joint_local_epsilon,

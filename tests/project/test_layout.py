@@ -3,10 +3,11 @@
 1. The audit/ package stays acyclic: every submodule imports, and no two audit modules
    import each other, directly or through others, at module level (top-level imports run
    at import time, so a cycle there breaks depending on which module loads first).
-2. The floors (issue 39), bottom-up: ground (privacy_audit/ground/: errors, atomic I/O,
-   progress, safe loading, the lock; and privacy_audit/registry.py) and fixtures/ import no
-   other part of the suite; defenses/ stands on ground only; attacks/ on defenses and
-   ground; reports/ on attacks, defenses and ground; audit/ may import every floor. No
+2. The floors, bottom-up: ground (privacy_audit/ground/: errors, atomic I/O, progress,
+   safe loading, the lock; and privacy_audit/registry.py) and fixtures/ import no other
+   part of the suite; stats/ (pure statistics) stands on ground only; targets/ (the user's
+   model and the suite's) and defenses/ on stats and ground, beside each other; attacks/ on
+   those; reports/ on attacks and below; audit/ may import every floor. No
    import, at module level or inside a function, runs from a floor to a higher one, and no
    product module imports the paper experiments (``experiments``, not installed).
 3. Every command is its own module, ``audit/commands/<name>.py`` (its parser and its
@@ -16,6 +17,8 @@
 4. A ``_private`` name stays in its module: no product module imports one of another
    module or reads it as a module attribute (a name another module needs is public);
    tests only where listed, each with its reason.
+5. Size: no product file over 1,000 lines and no function over 120 lines, except those
+   listed with their reason (the lists only shrink).
 
 The folder audit/ is the package privacy_audit.audit (one import root, issue 29; the other
 import rules are in tests/project/test_packaging.py)."""
@@ -681,3 +684,91 @@ def test_tests_reach_private_names_only_where_listed():
     )
     gone = sorted(set(TESTS_REACHING_PRIVATE) - found)
     assert not gone, f"no longer reached, remove from TESTS_REACHING_PRIVATE: {gone}"
+
+
+# --------------------------------------------------------------------------------------
+# Size: a reader holds a file of at most 1,000 lines and a function of at most 120
+# --------------------------------------------------------------------------------------
+MAX_FILE_LINES = 1000
+MAX_FUNCTION_LINES = 120
+SIZE_FOLDERS = ("stats", "targets", "defenses", "attacks", "reports", "audit", "fixtures",
+                "privacy_audit")  # fmt: skip
+# "module:function" (module dotted from the repository root, function qualified by its
+# class or enclosing function) -> why it stays longer than MAX_FUNCTION_LINES. The test
+# fails when a function grows past the limit unlisted, and when a listed one is back
+# within it (then delete it here), so the list only shrinks.
+LONG_ALLOWED: dict[str, str] = {}
+# module -> why its file stays longer than MAX_FILE_LINES (the same rule: only shrinks)
+LONG_FILES_ALLOWED: dict[str, str] = {}
+
+
+def _size_modules() -> dict[str, Path]:
+    """Every product source file under SIZE_FOLDERS, by its dotted path from the
+    repository root (``audit.epsilon.dp_check.verdict``; a package is its folder)."""
+    mods = {}
+    for folder in SIZE_FOLDERS:
+        for path in sorted((REPO / folder).rglob("*.py")):
+            if "__pycache__" in path.parts:
+                continue
+            parts = path.relative_to(REPO).with_suffix("").parts
+            mods[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return mods
+
+
+def _function_lengths(tree: ast.AST) -> dict[str, int]:
+    """Lines of every function (``end_lineno - lineno + 1``, decorators aside), by its name
+    qualified with its enclosing classes and functions; the longest of a repeated name."""
+    lengths: dict[str, int] = {}
+
+    def visit(node: ast.AST, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                name = prefix + child.name
+                if not isinstance(child, ast.ClassDef):
+                    n = child.end_lineno - child.lineno + 1
+                    lengths[name] = max(n, lengths.get(name, 0))
+                visit(child, name + ".")
+            else:
+                visit(child, prefix)
+
+    visit(tree, "")
+    return lengths
+
+
+def _sizes() -> tuple[dict[str, int], dict[str, int]]:
+    """The product's files over MAX_FILE_LINES and functions over MAX_FUNCTION_LINES, with
+    their lengths (files by module, functions as "module:function")."""
+    files, functions = {}, {}
+    for module, path in _size_modules().items():
+        text = path.read_text(encoding="utf-8")
+        n = len(text.splitlines())
+        if n > MAX_FILE_LINES:
+            files[module] = n
+        for name, length in _function_lengths(ast.parse(text)).items():
+            if length > MAX_FUNCTION_LINES:
+                functions[f"{module}:{name}"] = length
+    return files, functions
+
+
+def test_size_check_sees_the_product():
+    mods = _size_modules()
+    assert "audit.epsilon.dp_check.verdict" in mods and "privacy_audit.ground.io" in mods
+    assert "fixtures" in mods and "stats.metrics" in mods
+    tree = ast.parse("class A:\n    def f(self):\n        def g():\n            pass\n")
+    assert _function_lengths(tree) == {"A.f": 3, "A.f.g": 2}
+
+
+def test_no_file_over_the_line_limit():
+    files, _ = _sizes()
+    new = sorted(f"{m} ({n} lines)" for m, n in files.items() if m not in LONG_FILES_ALLOWED)
+    assert not new, f"files over {MAX_FILE_LINES} lines: split them along their structure: {new}"
+    gone = sorted(set(LONG_FILES_ALLOWED) - set(files))
+    assert not gone, f"within {MAX_FILE_LINES} lines now, remove from LONG_FILES_ALLOWED: {gone}"
+
+
+def test_no_function_over_the_line_limit():
+    _, functions = _sizes()
+    new = sorted(f"{f} ({n} lines)" for f, n in functions.items() if f not in LONG_ALLOWED)
+    assert not new, f"functions over {MAX_FUNCTION_LINES} lines: split them into named steps: {new}"
+    gone = sorted(set(LONG_ALLOWED) - set(functions))
+    assert not gone, f"within {MAX_FUNCTION_LINES} lines now, remove from LONG_ALLOWED: {gone}"

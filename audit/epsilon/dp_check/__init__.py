@@ -9,7 +9,8 @@ which tensors are clipped and noised, the sampler's real scheme (:mod:`.sampling
 model's own forward pass (:mod:`.model_checks`), and the ε of what was measured as a
 sound lower bound (:mod:`.accounting`, :mod:`.verdict`). Modules: ``contract`` (SETUP.py),
 ``harness`` (instances, replayed noise, the release), ``run`` (the phases and budget),
-``command`` (the CLI).
+``finding`` and ``findings_*`` (the findings, family by family, that :mod:`.verdict`
+reads), ``command`` (the CLI).
 """
 
 from __future__ import annotations

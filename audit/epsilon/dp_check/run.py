@@ -172,24 +172,7 @@ class DPCheck:
         )
         a = self.timed("build", self.load)
         scale, scale_how = _release_scale(a)
-        info = {
-            "protocol": a.protocol,
-            "released_tensors": len(a.names),
-            "released_parameters": a.n_params,
-            "ghost_clipping": a.ghost,
-            "optimizer": type(a.optimizer).__name__ if a.optimizer is not None else None,
-            "data_loader": type(a.loader).__name__ if a.loader is not None else None,
-            "batch_sampler": type(getattr(a.loader, "batch_sampler", None)).__name__
-            if a.loader is not None
-            else None,
-            "dataset_size": len(self.dataset) if self.dataset is not None else None,
-            "release_scale": scale,
-            "release_scale_how": scale_how,
-        }
-        if a.model is not None:
-            trainable = {n for n, p in a.model.named_parameters() if p.requires_grad}
-            info["model_parameters"] = int(sum(p.numel() for p in a.model.parameters()))
-            info["trainable_tensors"] = len(trainable)
+        info = self._info(a, scale, scale_how)
         log(
             f"{info['released_parameters']:,} parameters in {info['released_tensors']} released "
             f"tensors; optimizer {info['optimizer']}"
@@ -222,7 +205,61 @@ class DPCheck:
         effects, flushes = self.timed(
             "designs", lambda: self._measure_designs(a, b, des, noise, coupled)
         )
-        # sampling
+        trace, samp = self._sampling(a)
+        sched, sched2 = self._schedule(a, trace, noise)
+        # the model
+        model = {}
+        if a.protocol == "opacus" and not self.over():
+            model = self.timed("model", lambda: self._model_checks(noise, coupled))
+        # the many-run audits (run_end_to_end): asked for, or where the parts rest on an
+        # assumption that failed and their own bounds did not already decide
+        self._e2e_inputs = (a, noise, effects, model)
+        result = {
+            "info": info,
+            "end_to_end": [],
+            "end_to_end_why": self._why_end_to_end(noise, coupled, sched, model),
+            "replay": replay,
+            "freshness": fresh,
+            "noise": noise,
+            "effects": effects,
+            "flushes": flushes,
+            "sampling": samp,
+            "schedule": sched,
+            "schedule_later_insertion": sched2,
+            "model": model,
+            "scale": scale,
+        }
+        return result
+
+    def _info(self, a: Instance, scale: float | None, scale_how: str) -> dict[str, Any]:
+        """The setup as the record describes it: protocol, released tensors and parameters,
+        optimizer, data loader and batch sampler, dataset size, the release's scale and
+        how it was found; with a model, its parameters and trainable tensors too."""
+        info = {
+            "protocol": a.protocol,
+            "released_tensors": len(a.names),
+            "released_parameters": a.n_params,
+            "ghost_clipping": a.ghost,
+            "optimizer": type(a.optimizer).__name__ if a.optimizer is not None else None,
+            "data_loader": type(a.loader).__name__ if a.loader is not None else None,
+            "batch_sampler": type(getattr(a.loader, "batch_sampler", None)).__name__
+            if a.loader is not None
+            else None,
+            "dataset_size": len(self.dataset) if self.dataset is not None else None,
+            "release_scale": scale,
+            "release_scale_how": scale_how,
+        }
+        if a.model is not None:
+            trainable = {n for n, p in a.model.named_parameters() if p.requires_grad}
+            info["model_parameters"] = int(sum(p.numel() for p in a.model.parameters()))
+            info["trainable_tensors"] = len(trainable)
+        return info
+
+    def _sampling(self, a: Instance) -> tuple[Any, dict[str, Any]]:
+        """Drive the data loader over the claimed schedule (a fresh instance) and classify
+        its batches: the trace (None without a loader) and the sampling record
+        (``{"tested": False}`` without one)."""
+        log, claim = self.log, self.claim
         trace = None
         samp: dict[str, Any] = {"tested": False}
         if a.loader is not None:
@@ -238,6 +275,13 @@ class DPCheck:
                 f"scheme {samp['scheme']}"
                 + (f", q̂ = {samp['rate']['estimate']:.4g}" if "rate" in samp else "")
             )
+        return trace, samp
+
+    def _schedule(self, a: Instance, trace: Any, noise: Any) -> tuple[Any, Any]:
+        """One example in the first step, every later release compared (fresh instances,
+        within the budget), and, when it moves later releases, the same example inserted a
+        few steps later. Returns both schedule effects (None when not run)."""
+        log, claim = self.log, self.claim
         # one example across the schedule
         sched = None
         if trace is not None and trace.physical and not self.over():
@@ -273,29 +317,7 @@ class DPCheck:
                 self.deadline("schedule"),
                 insert_at=at,
             )
-        # the model
-        model = {}
-        if a.protocol == "opacus" and not self.over():
-            model = self.timed("model", lambda: self._model_checks(noise, coupled))
-        # the many-run audits (run_end_to_end): asked for, or where the parts rest on an
-        # assumption that failed and their own bounds did not already decide
-        self._e2e_inputs = (a, noise, effects, model)
-        result = {
-            "info": info,
-            "end_to_end": [],
-            "end_to_end_why": self._why_end_to_end(noise, coupled, sched, model),
-            "replay": replay,
-            "freshness": fresh,
-            "noise": noise,
-            "effects": effects,
-            "flushes": flushes,
-            "sampling": samp,
-            "schedule": sched,
-            "schedule_later_insertion": sched2,
-            "model": model,
-            "scale": scale,
-        }
-        return result
+        return sched, sched2
 
     def _measure_designs(self, a, b, des, noise, coupled):
         coupler = Coupler(a, b)

@@ -163,12 +163,12 @@ def _dispersion_p(x: np.ndarray, var0: float) -> float:
     return float(min(1.0, 2 * min(lo, hi)))
 
 
-def classify(trace: Trace, alpha: float = 0.025) -> dict[str, Any]:
-    """The scheme the trace shows and its parameters (module docstring)."""
+def _summary(trace: Trace, sizes: np.ndarray) -> dict[str, Any]:
+    """The trace's counts for the sampling record: examples, logical steps, physical
+    batches, epochs driven and wanted, steps per epoch, source, truncation, inclusions and
+    the batch sizes (``sizes``: one per logical step) with the empty batches."""
     n = trace.n
-    steps = trace.steps
-    t = len(steps)
-    sizes = np.array([len(b) for b in steps], dtype=float)
+    t = len(trace.steps)
     total = int(sizes.sum())
     out: dict[str, Any] = {
         "examples": n,
@@ -188,23 +188,13 @@ def classify(trace: Trace, alpha: float = 0.025) -> dict[str, Any]:
         },
         "empty_batches": int((sizes == 0).sum()),
     }
-    if t == 0 or n == 0:
-        out["scheme"] = "none"
-        return out
-    q = total / (n * t)
-    lo, hi = clopper_pearson(total, n * t, alpha)
-    lo_d, hi_d = clopper_pearson(total, n * t, DECISION_ALPHA)
-    out["rate"] = {
-        "estimate": q,
-        "lower": lo,
-        "upper": hi,
-        "decision_lower": lo_d,  # the ends a VIOLATED decision uses (mechanism.DECISION_ALPHA)
-        "decision_upper": hi_d,
-        "trials": n * t,
-    }
-    dup = sum(len(b) - len(set(b)) for b in steps)
-    out["duplicates_within_steps"] = int(dup)
-    out["expected_empty_batches"] = float(t * (1 - q) ** n) if q < 1 else 0.0
+    return out
+
+
+def _epoch_passes(trace: Trace, n: int) -> tuple[list[bool], list[bool], bool, list[int]]:
+    """Per non-empty epoch: whether it is one full pass (every example exactly once) and
+    whether it is a pass with a few examples dropped (at most once each, ≥ 95% present);
+    whether every epoch has the same batches; and each epoch's number of steps."""
     full, partial, identical = [], [], True
     first_epoch = None
     sizes_e = []
@@ -224,6 +214,35 @@ def classify(trace: Trace, alpha: float = 0.025) -> dict[str, Any]:
             first_epoch = key
         elif key != first_epoch:
             identical = False
+    return full, partial, identical, sizes_e
+
+
+def classify(trace: Trace, alpha: float = 0.025) -> dict[str, Any]:
+    """The scheme the trace shows and its parameters (module docstring)."""
+    n = trace.n
+    steps = trace.steps
+    t = len(steps)
+    sizes = np.array([len(b) for b in steps], dtype=float)
+    total = int(sizes.sum())
+    out = _summary(trace, sizes)
+    if t == 0 or n == 0:
+        out["scheme"] = "none"
+        return out
+    q = total / (n * t)
+    lo, hi = clopper_pearson(total, n * t, alpha)
+    lo_d, hi_d = clopper_pearson(total, n * t, DECISION_ALPHA)
+    out["rate"] = {
+        "estimate": q,
+        "lower": lo,
+        "upper": hi,
+        "decision_lower": lo_d,  # the ends a VIOLATED decision uses (mechanism.DECISION_ALPHA)
+        "decision_upper": hi_d,
+        "trials": n * t,
+    }
+    dup = sum(len(b) - len(set(b)) for b in steps)
+    out["duplicates_within_steps"] = int(dup)
+    out["expected_empty_batches"] = float(t * (1 - q) ** n) if q < 1 else 0.0
+    full, partial, identical, sizes_e = _epoch_passes(trace, n)
     in_order = all(
         all(b == list(range(b[0], b[0] + len(b))) for b in e if b)
         and [b[0] for b in e if b] == sorted(b[0] for b in e if b)

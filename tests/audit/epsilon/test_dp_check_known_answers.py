@@ -464,7 +464,7 @@ def test_the_state_across_steps_bound_applies_only_when_its_assumptions_were_che
     Poisson sampling; the response used is the smaller of the two insertions'."""
     from types import SimpleNamespace
 
-    from privacy_audit.audit.epsilon.dp_check.verdict import persistence_conditions
+    from privacy_audit.audit.epsilon.dp_check.findings_schedule import persistence_conditions
 
     fresh = {"rho": 0.01, "lo": -0.03, "hi": 0.05}
     same = SimpleNamespace(exact=True, response=[1.0, 0.5, 0.25])
