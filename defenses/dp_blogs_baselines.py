@@ -1,5 +1,5 @@
 """DP-SGD on the small causal LM: the DP-BloGS paper's baseline (it used fastDP; this is
-Opacus), for the membership/extraction comparison of issue #7.
+Opacus), for the membership and extraction comparison of the DP-BloGS paper.
 
 Per-example clipping of the sequence's mean next-token loss gradient and Gaussian noise with
 Poisson sampling; σ calibrated to (ε, δ) by Opacus (PRV accountant), the spent ε read back

@@ -20,7 +20,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoes
 
 from privacy_audit.reports import plots
 from privacy_audit.reports.epsilon_audit_view import epsilon_audit_view
-from privacy_audit.reports.epsilon_bounds import epsilon_audit_bounds
+from privacy_audit.reports.epsilon_readout import epsilon_audit_bounds
 from privacy_audit.reports.formatting import (
     DASH,
     as_finite,

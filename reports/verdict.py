@@ -14,7 +14,7 @@ from typing import Any
 
 from privacy_audit.reports import sentences as S
 from privacy_audit.reports.claim_text import claim_details, describe_claim
-from privacy_audit.reports.epsilon_bounds import epsilon_audit_bounds, has_claim
+from privacy_audit.reports.epsilon_readout import epsilon_audit_bounds, has_claim
 from privacy_audit.reports.formatting import as_finite, as_float, ci, num, pct_ci, small
 from privacy_audit.reports.results_record import (
     AttackRecord,

@@ -95,7 +95,7 @@ T_DIAG = [
 T_EZ = ["tests/attacks/test_ez_mia.py", "tests/attacks/test_frontier_attacks.py"]
 
 V, R = "reports/verdict.py", "reports/resolution.py"
-EB, RC, REC = "reports/epsilon_bounds.py", "reports/run_comparison.py", "reports/results_record.py"
+EB, RC, REC = "reports/epsilon_readout.py", "reports/run_comparison.py", "reports/results_record.py"
 CB, FPR = "stats/canary_bounds.py", "audit/scale/fingerprint.py"
 OUT, LOCK = "audit/outputs.py", "privacy_audit/ground/lock.py"
 CR, MK, SC = "attacks/con_recall.py", "attacks/min_k_pp.py", "stats/scores.py"

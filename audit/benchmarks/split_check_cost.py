@@ -1,6 +1,6 @@
 """``privacy-audit bench split-check``: the split check's share of a default own-model audit.
 
-Issue 34: the check runs before every audit of a user's model, so it must cost at most
+The check runs before every audit of a user's model, so it must cost at most
 about 10% of that audit on 1,000 + 1,000 texts; its growth to 10,000 + 10,000 is shown
 too. Real texts (Debian changelog bullets and installed packages' description
 paragraphs, shuffled; random halves, so no shift). Time is the process CPU time of one

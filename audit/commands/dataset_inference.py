@@ -1,6 +1,6 @@
 """``privacy-audit dataset-inference [CONFIG | --model DIR --suspect F --validation F]``:
 was this set of texts used to train the model? The flags and outputs; the test itself
-(loading, split check, scoring) is :mod:`privacy_audit.audit.dataset_inference`."""
+(loading, split check, scoring) is :mod:`privacy_audit.audit.dataset_inference_pipeline`."""
 
 from __future__ import annotations
 
@@ -64,7 +64,7 @@ def add_parser(sub) -> None:
 
 def run(args) -> int:
     from privacy_audit.audit.config import parse_config
-    from privacy_audit.audit.dataset_inference import (
+    from privacy_audit.audit.dataset_inference_pipeline import (
         load_di_config,
         parse_section,
         render_html,

@@ -289,7 +289,7 @@ def hold_leakage(
 
 def hold_epsilon_audits(run: RunRecord, limit: float | None, tally: Tally) -> None:
     """``--max-epsilon-lb`` also holds every ``ok`` ε audit's bound, by name."""
-    from privacy_audit.reports.epsilon_bounds import epsilon_audit_bounds
+    from privacy_audit.reports.epsilon_readout import epsilon_audit_bounds
 
     rname = run.name
     for aname, lb in epsilon_audit_bounds(run):

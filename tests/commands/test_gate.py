@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from privacy_audit.audit.integrations.gate_rules import LEAKAGE_GATES
-from privacy_audit.reports.epsilon_bounds import tradeoff_epsilon_lb
+from privacy_audit.reports.epsilon_readout import tradeoff_epsilon_lb
 
 DATA = Path(__file__).parents[1] / "data"
 

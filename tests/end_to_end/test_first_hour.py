@@ -236,7 +236,7 @@ def test_a_run_without_a_claim_never_headlines_a_simulated_mechanism():
     """A non-private run declares no mechanism: the gradient canaries simulated from one
     (noiseless updates, at their ceiling 9.51) are not about it. The attack's 0.76 leads,
     with the audit of the released model (input canaries) beside it."""
-    from privacy_audit.reports.epsilon_bounds import epsilon_audit_bounds
+    from privacy_audit.reports.epsilon_readout import epsilon_audit_bounds
     from privacy_audit.reports.verdict import epsilon_headline
 
     sim = {
@@ -375,7 +375,7 @@ def test_suite_comparison_keeps_its_section():
 
 
 def test_dataset_inference_report_is_styled_and_filled():
-    from privacy_audit.audit.dataset_inference import render_html
+    from privacy_audit.audit.dataset_inference_pipeline import render_html
 
     shifted = {
         "schema_version": 1,

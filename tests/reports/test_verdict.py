@@ -116,7 +116,7 @@ def test_audit_exceeds_needs_a_bound_strictly_above_the_claim():
 def test_tradeoff_epsilon_lb_by_hand():
     import math
 
-    from privacy_audit.reports.epsilon_bounds import tradeoff_epsilon_lb
+    from privacy_audit.reports.epsilon_readout import tradeoff_epsilon_lb
 
     # TPR <= e^ε FPR + δ: ε >= log((0.5 - 0.01) / 0.1) = log 4.9; the second inequality
     # gives log((1 - 0.1 - 0.01) / 0.5) = log 1.78, smaller: the larger one is the bound

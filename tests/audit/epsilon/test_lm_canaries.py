@@ -131,7 +131,7 @@ def test_new_token_canaries_on_a_users_base_lm(tmp_path):
 
 
 def test_gate_and_verdict_ignore_the_asymptotic_gaussian_bound():
-    from privacy_audit.reports.epsilon_bounds import epsilon_audit_bounds
+    from privacy_audit.reports.epsilon_readout import epsilon_audit_bounds
 
     run = {
         "epsilon_audit": {
