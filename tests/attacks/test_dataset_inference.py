@@ -337,3 +337,23 @@ def test_copies_inside_the_suspect_set_count_once(tiny_lms, cli):
     w = r["split_check"]["duplicates"]["within_suspect"]
     assert (w["texts"], w["distinct"], w["removed"], w["largest"]) == (68, 48, 20, 21)
     assert r["n_test"]["suspect"] + r["n_fit"]["suspect"] == 48
+
+
+def test_a_suspect_set_of_one_text_copied_is_refused(tiny_lms, cli, tmp_path):
+    """Copies collapse to one text: a set of one distinct text cannot be tested, so the
+    command says so in one line (exit 2) and writes nothing, never a p-value."""
+    from tests.own_models import write_lines
+
+    root = tiny_lms["root"]
+    write_lines(tmp_path / "suspect-one.txt", [tiny_lms["suspect"][0]] * 12)
+    write_lines(tmp_path / "validation.txt", tiny_lms["validation"])
+    out = cli(
+        ["dataset-inference", "--model", str(root / "tuned"), "--suspect",
+         str(tmp_path / "suspect-one.txt"), "--validation", str(tmp_path / "validation.txt"),
+         "--out", str(tmp_path / "o")]
+    )  # fmt: skip
+    assert out.code == 2, out.stderr[-2000:]
+    said = [ln for ln in out.stderr.splitlines() if "distinct text(s)" in ln]
+    assert len(said) == 1 and "at least 2 per set" in said[0], out.stderr
+    assert "Traceback" not in out.stderr
+    assert not (tmp_path / "o" / "results.json").exists()
